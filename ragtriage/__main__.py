@@ -1,0 +1,3 @@
+from ragtriage.cli import main
+
+main()

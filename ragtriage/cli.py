@@ -1,0 +1,55 @@
+"""`ragtriage …`: one entry point. Expected errors → one stderr line and exit code 2; bugs keep their traceback."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import click
+
+from ragtriage import __version__
+from ragtriage.errors import RagtriageError
+
+#: Command modules; each defines `register(cli)`. Import errors here are bugs and must surface.
+COMMAND_MODULES = [
+    "ragtriage.commands.kb",
+    "ragtriage.commands.replay",
+]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="ragtriage")
+@click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=None, help="Data folder.")
+@click.option(
+    "--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Settings TOML."
+)
+@click.pass_context
+def cli(ctx: click.Context, home: Path | None, config_file: Path | None) -> None:
+    """Triage RAG retrieval badcases: replay, diagnose, label, promote, re-evaluate."""
+    ctx.obj = {"home": home, "config_file": config_file}
+
+
+for _module in COMMAND_MODULES:
+    importlib.import_module(_module).register(cli)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        status = cli(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        raise SystemExit(130) from None
+    except click.ClickException as error:
+        error.show()
+        raise SystemExit(2) from None
+    except click.exceptions.Exit as exit_:
+        raise SystemExit(exit_.exit_code) from None
+    except RagtriageError as error:
+        click.echo(f"{error.title}: {error}", err=True)
+        raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        raise SystemExit(130) from None
+    if isinstance(status, int) and status:
+        raise SystemExit(status)

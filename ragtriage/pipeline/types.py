@@ -1,0 +1,187 @@
+"""Record types and stage interfaces shared by the pipeline, diagnosis, eval and both faces.
+
+Pure data: no backend imports. `Trace` is the JSON form of one run of the pipeline and is the
+source of `schemas/trace.schema.json`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+ChunkStatus = Literal["ready", "published", "deleted"]
+
+#: Route names in the order the pipeline runs them. `dense_sub_1`, `dense_sub_2`, … are per sub-query.
+ROUTE_BM25_RAW = "bm25_raw"
+ROUTE_DENSE_RAW = "dense_raw"
+ROUTE_BM25_REWRITTEN = "bm25_rewritten"
+ROUTE_DENSE_REWRITTEN = "dense_rewritten"
+ROUTE_DENSE_SUB_PREFIX = "dense_sub_"
+
+
+class ChunkRecord(BaseModel):
+    """One chunk of a document, as stored in the KB (`content` may be empty in listings)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    chunk_id: str
+    doc_id: str
+    kb: str = "default"
+    title: str
+    heading_path: list[str] = Field(default_factory=list)
+    anchor: str | None = None
+    ordinal: int
+    content: str = ""
+    content_hash: str
+    version: int = 1
+    updated_at: str | None = None
+    """ISO-8601 time of the document version."""
+    status: ChunkStatus = "published"
+    product_line: str | None = None
+    doc_version: str | None = None
+    """The product/document version string from metadata (e.g. `v2.3`), not the KB revision."""
+    source_path: str | None = None
+
+
+class ScoredChunk(BaseModel):
+    """A chunk id at a rank (from 1) with the score that put it there."""
+
+    chunk_id: str
+    rank: int
+    score: float
+
+
+class RouteResult(BaseModel):
+    """One recall call: which retriever, on which query text, and its ranked hits."""
+
+    name: str
+    """e.g. `bm25_raw`, `dense_rewritten`, `dense_sub_1`."""
+    kind: Literal["bm25", "dense"]
+    query: str
+    hits: list[ScoredChunk] = Field(default_factory=list)
+    flags: list[str] = Field(default_factory=list)
+    """e.g. `query-tokenizes-to-nothing`, `skipped: same text as raw`."""
+    ms: float = 0.0
+
+
+class RewriteResult(BaseModel):
+    """What the rewrite stage produced. The raw query is always kept."""
+
+    raw_query: str
+    normalized_query: str
+    rewritten_query: str
+    """The text the `*_rewritten` routes search with (normalized + aliases/keywords)."""
+    keywords: list[str] = Field(default_factory=list)
+    aliases: dict[str, list[str]] = Field(default_factory=dict)
+    """Query term → synonyms added from the alias dictionary (or the LLM)."""
+    sub_queries: list[str] = Field(default_factory=list)
+    mode: Literal["off", "rules", "llm", "logged"] = "rules"
+    fallback_reason: str | None = None
+    """Set when the LLM rewrite failed (timeout, bad JSON) and the rules were used instead."""
+
+
+class RerankPair(BaseModel):
+    chunk_id: str
+    cross_encoder_score: float | None = None
+    """Probability in [0, 1] after sigmoid; None when no cross-encoder ran."""
+    features: dict[str, float] = Field(default_factory=dict)
+    score: float
+    truncated: bool = False
+
+
+class StageRank(BaseModel):
+    rank: int | None = None
+    score: float | None = None
+
+
+class Candidate(BaseModel):
+    """One chunk of the candidate pool with its rank and score at every route and stage."""
+
+    chunk_id: str
+    doc_id: str | None = None
+    title: str | None = None
+    anchor: str | None = None
+    heading_path: list[str] = Field(default_factory=list)
+    routes: dict[str, StageRank] = Field(default_factory=dict)
+    fused: StageRank = Field(default_factory=StageRank)
+    reranked: StageRank = Field(default_factory=StageRank)
+    final_rank: int | None = None
+    is_selected: bool = False
+    in_rerank_input: bool = False
+    features: dict[str, float] = Field(default_factory=dict)
+    truncated: bool = False
+    known: bool = True
+    """False when the chunk id is not in the KB (a stale index or another KB)."""
+
+
+class Trace(BaseModel):
+    """The full record of one pipeline run (or of a logged request, with fewer fields)."""
+
+    trace_version: int = 1
+    query: str
+    rewrite: RewriteResult
+    routes: list[RouteResult] = Field(default_factory=list)
+    fused: list[ScoredChunk] = Field(default_factory=list)
+    rerank_input: list[str] = Field(default_factory=list)
+    """Chunk ids handed to the reranker (the top of the fused list)."""
+    reranked: list[ScoredChunk] = Field(default_factory=list)
+    rerank_mode: str = "features-only"
+    """`features-only`, or the cross-encoder backend and model, e.g. `cross-encoder:BAAI/bge-reranker-base`."""
+    rerank_pairs: list[RerankPair] = Field(default_factory=list)
+    truncated_pairs: int = 0
+    final: list[str] = Field(default_factory=list)
+    refused: bool = False
+    refusal_reason: str | None = None
+    candidates: list[Candidate] = Field(default_factory=list)
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+    """Per stage: normalize, rewrite, embed, bm25, dense, fusion, rerank, total."""
+    flags: list[str] = Field(default_factory=list)
+    config_hash: str | None = None
+    kb_version: int | None = None
+    embedder: str | None = None
+    gold: list[str] = Field(default_factory=list)
+    """Gold chunk ids the caller marked (for display; the pipeline never uses them)."""
+
+    def route(self, name: str) -> RouteResult | None:
+        """The route called `name`, or None."""
+        return next((r for r in self.routes if r.name == name), None)
+
+    def candidate(self, chunk_id: str) -> Candidate | None:
+        return next((c for c in self.candidates if c.chunk_id == chunk_id), None)
+
+
+# ---------------------------------------------------------------- stage interfaces
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors of shape (n, dim)."""
+
+    name: str
+    dim: int
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """One recall backend (BM25 or dense). Returns at most k hits, ranks from 1."""
+
+    kind: Literal["bm25", "dense"]
+
+    def search(self, query: str, k: int) -> tuple[list[ScoredChunk], list[str]]:
+        """Hits and flags (e.g. `query-tokenizes-to-nothing`)."""
+        ...
+
+
+@runtime_checkable
+class CrossEncoderScorer(Protocol):
+    """Scores (query, passage) pairs; returns probabilities in [0, 1] and per-pair truncation."""
+
+    name: str
+
+    def score(self, query: str, passages: Sequence[str]) -> tuple[list[float], list[bool]]: ...

@@ -1,0 +1,1 @@
+"""SQL store (SQLModel): KB, request logs, triage records, eval sets and runs."""

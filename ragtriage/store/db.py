@@ -1,0 +1,110 @@
+"""Engine and sessions. SQLite gets WAL, a busy timeout and `BEGIN IMMEDIATE` writers.
+
+WAL plus a busy timeout is not enough for two writers: a deferred transaction that reads and then
+writes fails with "database is locked" at once. Write units therefore start with
+`BEGIN IMMEDIATE` (see `write_session`) and stay short. PostgreSQL URLs work unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlmodel import Session, SQLModel, create_engine
+
+from ragtriage.errors import StoreError
+
+
+def _json_dumps(value: Any) -> str:
+    # ensure_ascii=False keeps Chinese readable in the database instead of \uXXXX escapes
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def sqlite_url(path: Path) -> str:
+    """`sqlite:///` URL of a database file."""
+    return f"sqlite:///{path}"
+
+
+def make_engine(url: str, *, busy_timeout_ms: int = 30_000) -> Engine:
+    """Create an engine for `url` (SQLite file or PostgreSQL) and create missing tables.
+
+    Raises:
+        StoreError: the URL is malformed, its driver is missing, or the database cannot be opened.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError as error:
+        raise StoreError(f"bad store URL {url!r}: {error}") from None
+    is_sqlite = parsed.get_backend_name() == "sqlite"
+    kwargs: dict[str, Any] = {"json_serializer": _json_dumps}
+    if is_sqlite:
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": busy_timeout_ms / 1000}
+    else:
+        kwargs["pool_pre_ping"] = True
+    try:
+        engine = create_engine(url, **kwargs)
+    except ModuleNotFoundError as error:
+        raise StoreError(
+            f"the driver for {parsed.get_backend_name()} is not installed ({error.name}); "
+            "for PostgreSQL install ragtriage[postgres]"
+        ) from None
+    if is_sqlite:
+        _configure_sqlite(engine, busy_timeout_ms)
+    create_all(engine)
+    return engine
+
+
+def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take transaction control away from pysqlite so that we can emit BEGIN IMMEDIATE.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        mode = connection.get_execution_options().get("sqlite_begin", "DEFERRED")
+        connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+def create_all(engine: Engine) -> None:
+    """Create every table the package defines (idempotent)."""
+    from ragtriage.store import models  # noqa: F401  (registers every table on SQLModel.metadata)
+
+    try:
+        SQLModel.metadata.create_all(engine)
+    except OperationalError as error:
+        raise StoreError(f"cannot open the store at {engine.url!r}: {error.orig}") from None
+
+
+@contextmanager
+def read_session(engine: Engine) -> Iterator[Session]:
+    """A short read-only unit of work; objects stay usable after it closes."""
+    with Session(engine, expire_on_commit=False) as session:
+        yield session
+
+
+@contextmanager
+def write_session(engine: Engine) -> Iterator[Session]:
+    """A short write unit of work: `BEGIN IMMEDIATE` on SQLite, committed on success, rolled back on error."""
+    bound = engine.execution_options(sqlite_begin="IMMEDIATE") if engine.dialect.name == "sqlite" else engine
+    with Session(bound, expire_on_commit=False) as session:
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise

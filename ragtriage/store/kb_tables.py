@@ -1,0 +1,67 @@
+"""Knowledge-base tables: documents, chunks and the KB revision counter.
+
+SQL holds the KB; Whoosh and Qdrant are derived from it (see `ragtriage.pipeline.manifest`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Field, SQLModel
+
+from ragtriage.store.columns import json_dict_column, json_list_column, utcnow
+
+__all__ = ["DocumentRow", "ChunkRow", "KBStateRow"]
+
+
+class DocumentRow(SQLModel, table=True):
+    """One source document at its current version."""
+
+    __tablename__ = "kb_document"
+
+    doc_id: str = Field(primary_key=True)
+    kb: str = Field(default="default", index=True)
+    title: str = ""
+    source_path: str | None = None
+    content_hash: str = ""
+    """sha256 of the loaded document text (change detection)."""
+    version: int = 1
+    """Increases each time the document's content changes."""
+    status: str = Field(default="published", index=True)
+    updated_at: datetime = Field(default_factory=utcnow)
+    product_line: str | None = None
+    doc_version: str | None = None
+    meta: dict[str, Any] = Field(default_factory=dict, sa_column=json_dict_column(nullable=False))
+
+
+class ChunkRow(SQLModel, table=True):
+    """One chunk; `status` follows its document (deleted documents keep their chunks, marked deleted)."""
+
+    __tablename__ = "kb_chunk"
+
+    chunk_id: str = Field(primary_key=True)
+    doc_id: str = Field(index=True)
+    kb: str = Field(default="default", index=True)
+    title: str = ""
+    heading_path: list[str] = Field(default_factory=list, sa_column=json_list_column(nullable=False))
+    anchor: str | None = None
+    ordinal: int = 0
+    content: str = ""
+    content_hash: str = Field(default="", index=True)
+    version: int = 1
+    """The document version this chunk belongs to."""
+    status: str = Field(default="published", index=True)
+    updated_at: datetime = Field(default_factory=utcnow)
+    product_line: str | None = None
+    doc_version: str | None = None
+
+
+class KBStateRow(SQLModel, table=True):
+    """KB revision: increases on every add/change/delete so indexes can tell they are behind."""
+
+    __tablename__ = "kb_state"
+
+    kb: str = Field(primary_key=True)
+    revision: int = 0
+    updated_at: datetime = Field(default_factory=utcnow)

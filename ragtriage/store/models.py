@@ -1,0 +1,5 @@
+"""Imports every table module so that `SQLModel.metadata` knows them all."""
+
+from __future__ import annotations
+
+from ragtriage.store.kb_tables import *  # noqa: F401,F403

@@ -1,0 +1,84 @@
+"""The services one command or one TUI session works with: home folder, settings, store, pipeline.
+
+Both faces (CLI and TUI) build a `Workspace` and call the core through it. Heavy parts (the
+embedder, the indexes) are opened lazily and once per process, and closed by `close()`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.engine import Engine
+
+from ragtriage import locations
+from ragtriage.config import Settings, load_settings
+from ragtriage.store.db import make_engine, sqlite_url
+
+if TYPE_CHECKING:
+    from ragtriage.pipeline.pipeline import Pipeline
+
+
+@dataclass
+class Workspace:
+    """Home folder + settings + lazily opened store and pipeline."""
+
+    home: Path
+    settings: Settings
+    config_file: Path | None = None
+    _engine: Engine | None = field(default=None, repr=False)
+    _pipeline: Pipeline | None = field(default=None, repr=False)
+
+    @classmethod
+    def open(
+        cls,
+        home: Path | None = None,
+        config_file: Path | None = None,
+        overrides: dict[str, Any] | None = None,
+    ) -> Workspace:
+        """Resolve the home and settings file (see `locations`) and read the settings."""
+        resolved_home = locations.resolve_home(home)
+        resolved_config = locations.resolve_config_file(resolved_home, config_file)
+        settings = load_settings(resolved_config, overrides=overrides)
+        return cls(home=resolved_home, settings=settings, config_file=resolved_config)
+
+    @property
+    def store_url(self) -> str:
+        return self.settings.store.url or sqlite_url(locations.db_path(self.home))
+
+    @property
+    def engine(self) -> Engine:
+        """The store's SQLAlchemy engine (tables are created on first use)."""
+        if self._engine is None:
+            self.home.mkdir(parents=True, exist_ok=True)
+            self._engine = make_engine(self.store_url, busy_timeout_ms=self.settings.store.busy_timeout_ms)
+        return self._engine
+
+    @property
+    def pipeline(self) -> Pipeline:
+        """The retrieval pipeline built from the settings (indexes opened on first use)."""
+        if self._pipeline is None:
+            from ragtriage.pipeline.factory import build_pipeline
+
+            self._pipeline = build_pipeline(self)
+        return self._pipeline
+
+    def resolve_path(self, value: str | None) -> Path | None:
+        """A settings path: absolute as given, relative ones against the settings file's folder or the home."""
+        if value is None:
+            return None
+        path = Path(value).expanduser()
+        if path.is_absolute():
+            return path
+        base = self.config_file.parent if self.config_file is not None else self.home
+        return (base / path).resolve()
+
+    def close(self) -> None:
+        """Release the indexes (Qdrant local mode locks its folder) and the store."""
+        if self._pipeline is not None:
+            self._pipeline.close()
+            self._pipeline = None
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
