@@ -152,6 +152,28 @@ class Trace(BaseModel):
         return next((c for c in self.candidates if c.chunk_id == chunk_id), None)
 
 
+class RunOptions(BaseModel):
+    """One-off changes to a pipeline run: counterfactual replays, ablations, logged-rewrite replays.
+
+    Defaults change nothing; every field overrides one setting for this run only.
+    """
+
+    rewrite_mode: Literal["default", "off", "rules", "llm"] = "default"
+    """`off`: the rewritten routes search the normalized raw query and no sub-queries run."""
+    rewrite_override: RewriteResult | None = None
+    """Use this rewrite instead of computing one (replay with the logged rewrite)."""
+    extra_aliases: dict[str, list[str]] = Field(default_factory=dict)
+    """Aliases added on top of the dictionary for this run (the alias counterfactual)."""
+    routes: list[str] | None = None
+    """Restrict to these route names (`dense_sub` stands for every sub-query route)."""
+    bm25_k: int | None = None
+    dense_k: int | None = None
+    candidate_pool: int | None = None
+    rerank: Literal["default", "off"] = "default"
+    """`off`: the final list is the fused order (no cross-encoder, no features)."""
+    top_n: int | None = None
+
+
 # ---------------------------------------------------------------- stage interfaces
 
 
