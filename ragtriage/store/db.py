@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlmodel import Session, SQLModel, create_engine
 
 from ragtriage.errors import StoreError
@@ -51,10 +51,10 @@ def make_engine(url: str, *, busy_timeout_ms: int = 30_000) -> Engine:
         kwargs["pool_pre_ping"] = True
     try:
         engine = create_engine(url, **kwargs)
-    except ModuleNotFoundError as error:
+    except (ModuleNotFoundError, NoSuchModuleError) as error:
         raise StoreError(
-            f"the driver for {parsed.get_backend_name()} is not installed ({error.name}); "
-            "for PostgreSQL install ragtriage[postgres]"
+            f"the database driver for {parsed.drivername!r} is not available ({error}); "
+            "for PostgreSQL install ragtriage[postgres] and use postgresql+psycopg://…"
         ) from None
     if is_sqlite:
         _configure_sqlite(engine, busy_timeout_ms)

