@@ -77,7 +77,7 @@ def tiny_debs(tmp_path: Path) -> Path:
     _write_deb(
         debs / "debian-faq-zh-cn_11.1_all.deb",
         {
-            f"{faq_dir}/basic-defs.zh-cn.html": '<h2 class="title"><a id="whatisfaq"></a>1.1 问</h2>'.encode(),
+            f"{faq_dir}/basic-defs.zh-cn.html": '<h2><a id="whatisfaq"></a>1.1 问</h2>'.encode(),
             f"{faq_dir}/index.zh-cn.html": b"<h1>FAQ</h1>",
             f"{faq_dir}/debian.css": b"body {}",
             f"{faq_dir}/images/note.png": b"\x89PNG",
