@@ -1,0 +1,161 @@
+"""The rerank stage: a cross-encoder probability combined linearly with business features and RRF.
+
+score = w_ce · p_ce + w_rrf · rrf + w_title · title_hit + w_fresh · freshness
+        + w_pl · product_line + w_key · key_terms
+Without a cross-encoder (`backend = "none"`) the p_ce term is absent and the trace says
+`features-only`. The scorers themselves live in `rerank_backends.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from ragtriage.config import RerankSettings
+from ragtriage.errors import PipelineError
+from ragtriage.pipeline import features
+from ragtriage.pipeline.types import CrossEncoderScorer, RerankPair, ScoredChunk
+
+FEATURES_ONLY = "features-only"
+
+
+@dataclass(frozen=True)
+class RerankItem:
+    """One fused candidate handed to the reranker."""
+
+    chunk_id: str
+    rrf_score: float
+    title: str | None = None
+    content: str = ""
+    updated_at: str | None = None
+    product_line: str | None = None
+
+
+@dataclass
+class RerankOutcome:
+    """Reranked order, per-pair detail and what ran."""
+
+    reranked: list[ScoredChunk]
+    pairs: list[RerankPair]
+    mode: str
+    truncated_pairs: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+class Reranker:
+    """Scores fused candidates with an optional cross-encoder plus business features."""
+
+    def __init__(
+        self,
+        settings: RerankSettings,
+        scorer: CrossEncoderScorer | None = None,
+        *,
+        now: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.scorer = scorer
+        self._now = now or (lambda: datetime.now(timezone.utc))
+
+    @property
+    def mode(self) -> str:
+        """`features-only`, or the scorer's name (e.g. `flagembedding:BAAI/bge-reranker-base`)."""
+        return self.scorer.name if self.scorer is not None else FEATURES_ONLY
+
+    def feature_values(self, query: str, keywords: Sequence[str], item: RerankItem, now: datetime) -> dict[str, float]:
+        """The business features of one candidate (plus its RRF score)."""
+        return {
+            "title_hit": features.title_hit(keywords, item.title),
+            "freshness": features.freshness(item.updated_at, now, self.settings.freshness_half_life_days),
+            "product_line": features.product_line_match(self.settings.product_line, item.product_line),
+            "key_terms": features.key_term_hit(query, item.content, self.settings.key_terms),
+            "rrf": item.rrf_score,
+        }
+
+    def rerank(self, query: str, keywords: Sequence[str], items: Sequence[RerankItem]) -> RerankOutcome:
+        """Score and sort `items`; equal scores keep the fused order."""
+        weights = self.settings.weights
+        now = self._now()
+        probabilities: list[float | None] = [None] * len(items)
+        truncated = [False] * len(items)
+        notes = list(getattr(self.scorer, "notes", []) or [])
+        if self.scorer is not None and items:
+            scores, truncated = self.scorer.score(query, [item.content for item in items])
+            if len(scores) != len(items) or len(truncated) != len(items):
+                raise PipelineError(f"reranker {self.scorer.name} returned {len(scores)} scores for {len(items)} pairs")
+            probabilities = list(scores)
+        pairs = []
+        for item, probability, was_cut in zip(items, probabilities, truncated, strict=True):
+            values = self.feature_values(query, keywords, item, now)
+            score = (
+                weights.rrf * values["rrf"]
+                + weights.title_hit * values["title_hit"]
+                + weights.freshness * values["freshness"]
+                + weights.product_line * values["product_line"]
+                + weights.key_terms * values["key_terms"]
+            )
+            if probability is not None:
+                score += weights.cross_encoder * probability
+            pairs.append(
+                RerankPair(
+                    chunk_id=item.chunk_id,
+                    cross_encoder_score=probability,
+                    features=values,
+                    score=score,
+                    truncated=bool(was_cut),
+                )
+            )
+        order = sorted(range(len(pairs)), key=lambda i: -pairs[i].score)
+        reranked = [ScoredChunk(chunk_id=pairs[i].chunk_id, rank=r, score=pairs[i].score) for r, i in enumerate(order, 1)]
+        return RerankOutcome(
+            reranked=reranked,
+            pairs=pairs,
+            mode=self.mode,
+            truncated_pairs=sum(1 for p in pairs if p.truncated),
+            notes=notes,
+        )
+
+    def refusal(self, reranked: Sequence[ScoredChunk]) -> str | None:
+        """Why the run refuses (best score below `refusal_threshold`, or nothing retrieved), or None."""
+        threshold = self.settings.refusal_threshold
+        if threshold is None:
+            return None
+        if not reranked:
+            return "no candidates retrieved"
+        best = reranked[0].score
+        if best < threshold:
+            return f"best score {best:.4f} < refusal_threshold {threshold:g}"
+        return None
+
+
+def build_scorer(settings: RerankSettings) -> CrossEncoderScorer | None:
+    """The cross-encoder scorer the settings name (None for `backend = "none"`)."""
+    from ragtriage.pipeline import rerank_backends
+
+    if settings.backend == "none":
+        return None
+    if settings.backend == "http":
+        if not settings.url:
+            raise PipelineError('[rerank] backend = "http" needs [rerank] url (the service\'s base URL)')
+        return rerank_backends.HTTPRerankScorer(
+            settings.url,
+            model=settings.model,
+            max_length=settings.max_length,
+            timeout_s=settings.timeout_s,
+            api_key_env=settings.api_key_env,
+            scores=settings.http_scores,
+        )
+    if not settings.model:
+        raise PipelineError(f'[rerank] backend = "{settings.backend}" needs [rerank] model (a name or local path)')
+    cls = (
+        rerank_backends.FlagRerankerScorer
+        if settings.backend == "flagembedding"
+        else rerank_backends.SentenceTransformersScorer
+    )
+    return cls(
+        settings.model,
+        max_length=settings.max_length,
+        batch_size=settings.batch_size,
+        device=settings.device,
+        use_fp16=settings.use_fp16,
+    )

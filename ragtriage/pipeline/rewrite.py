@@ -1,0 +1,230 @@
+"""Query rewrite by rules: alias expansion from a dictionary, keywords, and sub-queries.
+
+The raw query always keeps its own routes; the rewrite only adds routes. The LLM rewriter
+(`llm_rewrite.py`) has the same `rewrite()` signature and falls back to these rules.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from ragtriage.errors import InputError
+from ragtriage.pipeline.normalize import normalize_text
+from ragtriage.pipeline.types import RewriteResult
+
+Tokenizer = Callable[[str], list[str]]
+
+#: Function words dropped from keywords (Chinese particles, question words, English stop words).
+STOP_WORDS = frozenset(
+    """的 了 和 与 及 或 是 在 吗 呢 吧 啊 呀 么 嘛 也 都 就 还 又 把 被 给 对 从 向 到 以 为 之 其 这 那
+    这个 那个 这些 那些 怎么 怎样 怎么样 如何 什么 为什么 为何 哪 哪些 哪里 哪个 多少 几 请问 请 一下 能 能否
+    可以 是否 有没有 会 要 需要 应该 我 你 他 她 它 我们 你们 他们 自己 一个 有 没有 以及 并且 而且 还有
+    a an the of to in on for and or is are was were be do does did how what why which who when where
+    can could should would i you we it this that with by from as at my your""".split()
+)
+
+#: Conjunctions and punctuation that separate the constraints of one question.
+_SUB_QUERY_SPLIT = re.compile(r"以及|并且|而且|还有|同时|另外|和|[?？,，;；。!！、]|\band\b", re.IGNORECASE)
+_WORD_CHAR = re.compile(r"[0-9a-z]", re.IGNORECASE)
+_TOML_POSITION = re.compile(r"at line (\d+), column (\d+)")
+_ALIAS_FIX = 'write each entry as term = ["synonym", "synonym"]'
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _occurs(term: str, lowered_text: str) -> bool:
+    """`term` occurs in the text; ASCII terms must not be glued to other letters or digits (`ip` ≠ `zip`)."""
+    start = lowered_text.find(term)
+    while start >= 0:
+        before = lowered_text[start - 1] if start > 0 else ""
+        after = lowered_text[start + len(term)] if start + len(term) < len(lowered_text) else ""
+        glued_before = bool(before) and bool(_WORD_CHAR.match(before)) and bool(_WORD_CHAR.match(term[0]))
+        glued_after = bool(after) and bool(_WORD_CHAR.match(after)) and bool(_WORD_CHAR.match(term[-1]))
+        if not glued_before and not glued_after:
+            return True
+        start = lowered_text.find(term, start + 1)
+    return False
+
+
+@dataclass(frozen=True)
+class AliasDictionary:
+    """Groups of synonyms. Each entry `term = ["syn", …]` makes its members synonyms of each other,
+    so a query using any member is expanded with the others (both directions)."""
+
+    groups: tuple[tuple[str, ...], ...] = ()
+    source: Path | None = None
+    _index: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_groups(cls, groups: Iterable[Sequence[str]], source: Path | None = None) -> AliasDictionary:
+        """Build from synonym groups (members are NFKC-normalized; groups of one are dropped)."""
+        kept: list[tuple[str, ...]] = []
+        for group in groups:
+            members = tuple(_unique(m for m in (normalize_text(x) for x in group) if m))
+            if len(members) > 1:
+                kept.append(members)
+        index: dict[str, tuple[str, ...]] = {}
+        for members in kept:
+            for member in members:
+                key = member.lower()
+                others = [m for m in members if m.lower() != key]
+                index[key] = tuple(_unique([*index.get(key, ()), *others]))
+        return cls(groups=tuple(kept), source=source, _index=index)
+
+    @classmethod
+    def from_mapping(cls, entries: Mapping[str, Sequence[str]], source: Path | None = None) -> AliasDictionary:
+        """Build from `term → synonyms`."""
+        return cls.from_groups(([term, *synonyms] for term, synonyms in entries.items()), source)
+
+    def merged(self, extra: Mapping[str, Sequence[str]]) -> AliasDictionary:
+        """This dictionary plus `extra` entries (for one run; the file is not changed)."""
+        if not extra:
+            return self
+        return AliasDictionary.from_groups([*self.groups, *([t, *s] for t, s in extra.items())], self.source)
+
+    def synonyms(self, term: str) -> list[str]:
+        """Every synonym of `term` (case-insensitive), not including the term itself."""
+        return list(self._index.get(normalize_text(term).lower(), ()))
+
+    def find_in(self, text: str) -> dict[str, list[str]]:
+        """Dictionary terms that occur in `text` → their synonyms that do not occur in it yet."""
+        lowered = normalize_text(text).lower()
+        found: dict[str, list[str]] = {}
+        for term, others in self._index.items():
+            if _occurs(term, lowered):
+                missing = [o for o in others if not _occurs(o.lower(), lowered)]
+                if missing:
+                    found[term] = missing
+        return found
+
+    def __len__(self) -> int:
+        return len(self.groups)
+
+
+def load_aliases(path: Path) -> AliasDictionary:
+    """Read an alias dictionary: TOML with one `term = ["synonym", …]` per line.
+
+    Raises:
+        InputError: the file is missing, not TOML (the message names file and line), or an entry is
+            not a list of strings.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise InputError(f"{path}: alias file not found; fix [rewrite] alias_file or create the file") from None
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: not UTF-8 text ({error.reason}); save the alias file as UTF-8") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        position = _TOML_POSITION.search(str(error))
+        where = f"{path}:{position.group(1)}" if position else str(path)
+        reason = _TOML_POSITION.sub("", str(error)).strip(" ()")
+        raise InputError(f"{where}: not valid TOML ({reason}); {_ALIAS_FIX}") from None
+    groups = []
+    for term, synonyms in data.items():
+        if not isinstance(synonyms, list) or not all(isinstance(s, str) for s in synonyms):
+            line = _line_of(text, term)
+            where = f"{path}:{line}" if line else str(path)
+            raise InputError(f"{where}: entry {term!r} is not a list of strings; {_ALIAS_FIX}")
+        groups.append([term, *synonyms])
+    return AliasDictionary.from_groups(groups, source=Path(path))
+
+
+def _line_of(text: str, key: str) -> int | None:
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.lstrip()
+        if stripped.startswith((key, f'"{key}"', f"'{key}'")):
+            return number
+    return None
+
+
+def default_tokenize(text: str) -> list[str]:
+    """The analyzer the BM25 index uses (imported lazily: it loads jieba)."""
+    from ragtriage.pipeline.analyzer import tokenize
+
+    return list(tokenize(text))
+
+
+def extract_keywords(text: str, tokenize: Tokenizer) -> list[str]:
+    """Tokens of `text` minus stop words and punctuation, first occurrence order."""
+    keywords = []
+    for token in tokenize(text):
+        token = token.strip()
+        if token and token.lower() not in STOP_WORDS and any(ch.isalnum() for ch in token):
+            keywords.append(token)
+    return _unique(keywords)
+
+
+def split_sub_queries(text: str, tokenize: Tokenizer, max_sub_queries: int) -> list[str]:
+    """Split a query with several constraints at conjunctions and punctuation (和、以及、并且、？…).
+
+    Parts without a keyword are dropped; a query that yields fewer than two parts has no
+    sub-queries. At most `max_sub_queries` parts are returned.
+    """
+    if max_sub_queries <= 0:
+        return []
+    parts = [p.strip() for p in _SUB_QUERY_SPLIT.split(text)]
+    parts = _unique(p for p in parts if p and extract_keywords(p, tokenize))
+    if len(parts) < 2:
+        return []
+    return parts[:max_sub_queries]
+
+
+def expand_with_aliases(text: str, aliases: Mapping[str, Sequence[str]]) -> str:
+    """`text` followed by every added synonym (each once)."""
+    added = _unique(s for synonyms in aliases.values() for s in synonyms)
+    return " ".join([text, *added]) if added else text
+
+
+class Rewriter(Protocol):
+    """Turns a normalized query into a `RewriteResult` (the raw query is kept by the caller)."""
+
+    def rewrite(
+        self, raw_query: str, normalized_query: str, *, extra_aliases: Mapping[str, Sequence[str]] | None = None
+    ) -> RewriteResult: ...
+
+
+def off_rewrite(raw_query: str, normalized_query: str) -> RewriteResult:
+    """The rewrite of `rewrite_mode = off`: the normalized query, no aliases, no sub-queries."""
+    return RewriteResult(
+        raw_query=raw_query, normalized_query=normalized_query, rewritten_query=normalized_query, mode="off"
+    )
+
+
+class RuleRewriter:
+    """Normalized query + alias expansion + keywords + sub-queries, by rules only."""
+
+    def __init__(
+        self,
+        aliases: AliasDictionary | None = None,
+        *,
+        max_sub_queries: int = 2,
+        tokenize: Tokenizer | None = None,
+    ) -> None:
+        self.aliases = aliases or AliasDictionary()
+        self.max_sub_queries = max_sub_queries
+        self.tokenize: Tokenizer = tokenize or default_tokenize
+
+    def rewrite(
+        self, raw_query: str, normalized_query: str, *, extra_aliases: Mapping[str, Sequence[str]] | None = None
+    ) -> RewriteResult:
+        """Rewrite by the rules; `extra_aliases` apply to this call only."""
+        dictionary = self.aliases.merged(extra_aliases or {})
+        found = dictionary.find_in(normalized_query)
+        return RewriteResult(
+            raw_query=raw_query,
+            normalized_query=normalized_query,
+            rewritten_query=expand_with_aliases(normalized_query, found),
+            keywords=extract_keywords(normalized_query, self.tokenize),
+            aliases=found,
+            sub_queries=split_sub_queries(normalized_query, self.tokenize, self.max_sub_queries),
+            mode="rules",
+        )
