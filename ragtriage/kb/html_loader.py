@@ -1,0 +1,206 @@
+"""HTML → `LoadedDocument` with BeautifulSoup + lxml.
+
+Sections start at `h1`–`h6`. A section's anchor is the heading's `id`, else an `<a id|name>` inside
+the heading or just before it (DocBook output such as the Debian FAQ writes `<h2><a id="x"/>…</h2>`),
+else the `id` of the enclosing element whose first heading it is (`<section id>`, `<div class="section" id>`).
+Navigation is dropped: `<nav>`, page-level `<header>`/`<footer>`, and DocBook's `navheader`,
+`navfooter` and table-of-contents blocks.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+import warnings
+from pathlib import Path
+
+from bs4 import (
+    BeautifulSoup,
+    Comment,
+    Declaration,
+    Doctype,
+    NavigableString,
+    ProcessingInstruction,
+    Tag,
+    XMLParsedAsHTMLWarning,
+)
+
+from ragtriage.kb.document import BlockKind, LoadedDocument, SectionBuilder
+from ragtriage.kb.text import clean_inline, clean_preformatted, decode_bytes
+
+_HEADINGS = {f"h{level}": level for level in range(1, 7)}
+_SKIP_TAGS = {
+    "head", "script", "style", "noscript", "template", "nav", "svg", "button", "form",
+    "iframe", "img", "colgroup", "col", "select", "input", "object", "embed", "map",
+}  # fmt: skip
+_SKIP_CLASSES = {
+    "navheader", "navfooter", "toc", "list-of-tables", "list-of-figures", "list-of-examples",
+    "breadcrumb", "breadcrumbs", "navigation", "sidebar-nav",
+}  # fmt: skip
+_BLOCK_TAGS = {
+    "p", "div", "section", "article", "main", "aside", "header", "footer", "ul", "ol", "li", "dl", "dt",
+    "dd", "pre", "blockquote", "table", "thead", "tbody", "tfoot", "tr", "td", "th", "figure",
+    "figcaption", "address", "fieldset", "details", "summary", "caption", "hr", "body", "html",
+    *(_HEADINGS),
+}  # fmt: skip
+_LEAF_KINDS: dict[str, BlockKind] = {"blockquote": "quote", "li": "list_item"}
+_IGNORED_STRINGS = (Comment, Declaration, Doctype, ProcessingInstruction)
+# XHTML writes empty anchors as <a id="x"/>; an HTML parser would open an <a> that swallows the heading.
+_SELF_CLOSED = re.compile(r"<(a|span|div)(\s[^<>]*?)?\s*/>", re.IGNORECASE)
+_META_CHARSET = re.compile(rb"""charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+
+
+def decode_html(data: bytes, path: Path | str) -> str:
+    """Decode HTML bytes: BOM or UTF-8 first, then the declared `charset`, then GB18030."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        pass
+    declared = _META_CHARSET.search(data[:4096])
+    if declared:
+        try:
+            return data.decode(codecs.lookup(declared.group(1).decode("ascii")).name)
+        except (LookupError, UnicodeDecodeError):
+            pass
+    return decode_bytes(data, path)[0]
+
+
+def load_html(text: str, path: Path | str, *, default_title: str) -> LoadedDocument:
+    """Parse HTML `text` (already decoded) from `path` into sections."""
+    with warnings.catch_warnings():
+        # XHTML (DocBook output) parsed as HTML is what we want: the HTML parser knows &nbsp; and friends.
+        warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
+        soup = BeautifulSoup(_SELF_CLOSED.sub(r"<\1\2></\1>", text), "lxml")
+    for line_break in soup.find_all("br"):
+        line_break.replace_with("\n")
+    title_tag = soup.find("title")
+    page_title = clean_inline(title_tag.get_text()) if title_tag else ""
+    builder = SectionBuilder()
+    root = soup.body or soup
+    walker = _Walker(builder)
+    walker.walk(root)
+    first_h1 = soup.find("h1")
+    title = page_title or (clean_inline(first_h1.get_text()) if first_h1 else "") or default_title
+    load_warnings: list[str] = []
+    if builder.heading_count == 0:
+        source = "its <title>" if page_title else "the file name"
+        load_warnings.append(f"no h1–h6 headings: loaded as one section titled from {source}")
+    return LoadedDocument(
+        title=title,
+        sections=builder.sections(title),
+        source_path=str(path),
+        format="html",
+        warnings=load_warnings,
+    )
+
+
+class _Walker:
+    """Depth-first walk in reading order, emitting headings and blocks to a `SectionBuilder`."""
+
+    def __init__(self, builder: SectionBuilder) -> None:
+        self.builder = builder
+        self.list_depth = 0
+        self.pending_marker = False
+        """The next block emitted starts a list item."""
+
+    def walk(self, element: Tag) -> None:
+        """Emit `element`'s headings and blocks."""
+        if _is_skipped(element):
+            return
+        name = element.name
+        if name in _HEADINGS:
+            self.builder.heading(_HEADINGS[name], clean_inline(element.get_text()), heading_anchor(element))
+            return
+        if name == "pre":
+            self._emit("code", clean_preformatted(element.get_text()))
+            return
+        if name == "table" and not _has_block_content(element):
+            self._emit("table", _table_text(element))
+            return
+        if name == "li":
+            self.list_depth += 1
+            self.pending_marker = True
+        try:
+            if not _has_block_descendant(element):
+                self._emit(_LEAF_KINDS.get(name, "paragraph"), clean_inline(element.get_text()))
+            else:
+                self._walk_children(element)
+        finally:
+            if name == "li":
+                self.list_depth -= 1
+                self.pending_marker = False
+
+    def _walk_children(self, element: Tag) -> None:
+        inline_run: list[str] = []
+        for child in element.children:
+            if isinstance(child, Tag) and (child.name in _BLOCK_TAGS or _has_block_descendant(child)):
+                self._emit("paragraph", clean_inline("".join(inline_run)))
+                inline_run = []
+                self.walk(child)
+            elif isinstance(child, Tag):
+                if not _is_skipped(child):
+                    inline_run.append(child.get_text())
+            elif isinstance(child, NavigableString) and not isinstance(child, _IGNORED_STRINGS):
+                inline_run.append(str(child))
+        self._emit("paragraph", clean_inline("".join(inline_run)))
+
+    def _emit(self, kind: BlockKind, text: str) -> None:
+        if not text.strip():
+            return
+        if self.pending_marker:
+            indent = "  " * max(self.list_depth - 1, 0)
+            text, kind = f"{indent}- {text}", "list_item"
+            self.pending_marker = False
+        self.builder.block(kind, text)
+
+
+def heading_anchor(heading: Tag) -> str | None:
+    """The id a link to this heading would use (see the module docstring for the order tried)."""
+    if heading.get("id"):
+        return str(heading["id"])
+    inner = heading.find("a", attrs={"id": True}) or heading.find("a", attrs={"name": True})
+    if isinstance(inner, Tag):
+        return str(inner.get("id") or inner.get("name"))
+    previous = heading.find_previous_sibling()
+    if isinstance(previous, Tag) and previous.name == "a" and not previous.get_text(strip=True):
+        value = previous.get("id") or previous.get("name")
+        if value:
+            return str(value)
+    for ancestor in heading.parents:
+        if ancestor.name in ("body", "html", "[document]"):
+            break
+        if ancestor.get("id") and ancestor.find(list(_HEADINGS)) is heading:
+            return str(ancestor["id"])
+    return None
+
+
+def _is_skipped(element: Tag) -> bool:
+    if element.name in _SKIP_TAGS:
+        return True
+    if element.get("role") == "navigation" or element.get("aria-hidden") == "true":
+        return True
+    classes = element.get("class") or []
+    if any(cls in _SKIP_CLASSES for cls in classes):
+        return True
+    # Page-level header/footer are site chrome; inside an article they are content.
+    return (
+        element.name in ("header", "footer") and element.parent is not None and element.parent.name == "body"
+    )
+
+
+def _has_block_descendant(element: Tag) -> bool:
+    return any(isinstance(child, Tag) and child.name in _BLOCK_TAGS for child in element.descendants)
+
+
+def _has_block_content(table: Tag) -> bool:
+    """A layout table (DocBook admonitions) holds paragraphs or lists; a data table holds only cells."""
+    return table.find(["p", "pre", "ul", "ol", "dl", "div", "table", *_HEADINGS]) is not None
+
+
+def _table_text(table: Tag) -> str:
+    rows = []
+    for row in table.find_all("tr"):
+        cells = [clean_inline(cell.get_text()) for cell in row.find_all(["th", "td"])]
+        if any(cells):
+            rows.append(" | ".join(cells))
+    return "\n".join(rows)

@@ -1,0 +1,79 @@
+"""One entry point for every supported file: `load_document(path)` → `LoadedDocument`.
+
+Markdown and HTML have their own modules; plain text is handled here: paragraphs are separated by
+blank lines, and the first line is the title when it stands alone, is short and does not end like
+a sentence (otherwise the file name is the title).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ragtriage.kb.document import SUFFIX_FORMATS, DocumentLoadError, LoadedDocument, SectionBuilder
+from ragtriage.kb.html_loader import decode_html, load_html
+from ragtriage.kb.markdown_loader import load_markdown
+from ragtriage.kb.text import clean_inline, decode_bytes, looks_binary
+
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n+")
+_TITLE_MAX_CHARS = 80
+_SENTENCE_END = tuple("。！？；.!?;：:，,")
+
+
+def load_document(path: Path) -> LoadedDocument:
+    """Read and parse one file by its suffix (.md/.markdown, .html/.htm, .txt).
+
+    Raises:
+        DocumentLoadError: unsupported suffix, unreadable, empty, binary or undecodable file,
+            broken front matter, or nothing but markup.
+    """
+    doc_format = SUFFIX_FORMATS.get(path.suffix.lower())
+    if doc_format is None:
+        raise DocumentLoadError(
+            path, f"unsupported file type {path.suffix!r}", f"use one of {', '.join(sorted(SUFFIX_FORMATS))}"
+        )
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise DocumentLoadError(
+            path, f"cannot read the file ({error.strerror})", "check the path and permissions"
+        ) from None
+    if not data.strip():
+        raise DocumentLoadError(path, "empty file", "add content or remove the file from the folder")
+    text = decode_html(data, path) if doc_format == "html" else decode_bytes(data, path)[0]
+    if looks_binary(text):
+        raise DocumentLoadError(
+            path, "binary content (mostly control characters), not text", "remove it or convert it to text"
+        )
+    default_title = path.stem
+    if doc_format == "markdown":
+        document = load_markdown(text, path, default_title=default_title)
+    elif doc_format == "html":
+        document = load_html(text, path, default_title=default_title)
+    else:
+        document = load_text(text, path, default_title=default_title)
+    if document.char_count == 0:
+        raise DocumentLoadError(
+            path, "no text after parsing (only markup or metadata)", "add body text or remove the file"
+        )
+    return document
+
+
+def load_text(text: str, path: Path | str, *, default_title: str) -> LoadedDocument:
+    """Plain text: one section, one block per paragraph (blank-line separated)."""
+    paragraphs = [
+        part.strip() for part in _PARAGRAPH_BREAK.split(text.replace("\r\n", "\n").lstrip("\ufeff"))
+    ]
+    paragraphs = [part for part in paragraphs if part]
+    title = default_title
+    if len(paragraphs) > 1 and _is_title_line(paragraphs[0]):
+        title = clean_inline(paragraphs.pop(0))
+    builder = SectionBuilder()
+    for paragraph in paragraphs:
+        builder.block("paragraph", clean_inline(paragraph))
+    return LoadedDocument(title=title, sections=builder.sections(title), source_path=str(path), format="text")
+
+
+def _is_title_line(paragraph: str) -> bool:
+    line = paragraph.strip()
+    return "\n" not in line and len(line) <= _TITLE_MAX_CHARS and not line.endswith(_SENTENCE_END)
