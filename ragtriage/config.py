@@ -60,6 +60,10 @@ class EmbedderSettings(StrictModel):
     passage_prefix: str = "passage: "
     timeout_s: float = Field(default=30.0, gt=0)
     device: str = "cpu"
+    dim: int | None = Field(default=None, gt=0)
+    """Vector size of an `openai` service; None probes it with one request."""
+    max_retries: int = Field(default=3, ge=0)
+    """Retries of an `openai` request after a connection error, timeout, HTTP 429 or 5xx."""
 
 
 class IndexSettings(StrictModel):
@@ -69,6 +73,12 @@ class IndexSettings(StrictModel):
     collection: str = "ragtriage_chunks"
     title_boost: float = Field(default=2.0, gt=0)
     """BM25F field boost of the chunk title over its content."""
+    bm25_procs: int = Field(default=2, ge=1)
+    """Whoosh writer processes for big builds (one segment per process)."""
+    bm25_multiproc_min_docs: int = Field(default=2000, ge=1)
+    """Use `bm25_procs` processes only when a sync adds at least this many chunks."""
+    writer_timeout_s: float = Field(default=5.0, ge=0)
+    """How long to wait for another process's Whoosh write lock before giving up."""
 
 
 class LLMRewriteSettings(StrictModel):

@@ -1,0 +1,339 @@
+"""Dense route: chunk vectors in Qdrant (nothing else in the package touches qdrant_client).
+
+Local mode keeps the collection in `<home>/index/qdrant` and locks that folder: one client per
+folder per process (a registry shared by every `QdrantIndex` on the folder), closed on `close()`
+and at exit. A pid file next to the folder names the process holding it, so a second process
+gets an `IndexStateError` that says which process to stop. With `index.qdrant_url` set a Qdrant
+server is used instead and several processes can share it.
+
+Point ids are uuid5(chunk id) (Qdrant accepts only unsigned ints and UUIDs); the chunk id,
+doc id and content hash live in the payload and results are read from the payload's chunk id.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from qdrant_client import QdrantClient, models
+
+from ragtriage.errors import IndexStateError
+from ragtriage.pipeline.types import Embedder, ScoredChunk
+
+__all__ = ["DenseDocument", "QdrantIndex", "point_id"]
+
+#: Fixed namespace of the chunk-id → point-id mapping (changing it orphans every stored point).
+POINT_NAMESPACE = uuid.UUID("6f1c2a8e-3d4b-5e6f-8a9b-0c1d2e3f4a5b")
+_UPSERT_BATCH = 256
+_SCROLL_PAGE = 1000
+
+
+def point_id(chunk_id: str) -> str:
+    """The Qdrant point id of a chunk: uuid5 of its chunk id in a fixed namespace."""
+    return str(uuid.uuid5(POINT_NAMESPACE, chunk_id))
+
+
+@dataclass(frozen=True)
+class DenseDocument:
+    """One chunk's vector and payload."""
+
+    chunk_id: str
+    doc_id: str
+    content_hash: str
+    index_hash: str
+    vector: np.ndarray
+
+
+# ---------------------------------------------------------------- one client per folder per process
+
+
+@dataclass
+class _ClientEntry:
+    client: QdrantClient
+    users: int
+    pid_file: Path | None
+
+
+_registry: dict[str, _ClientEntry] = {}
+_registry_lock = threading.Lock()
+
+
+def _pid_file(folder: Path) -> Path:
+    return folder.parent / f"{folder.name}.pid"
+
+
+def _holder_description(folder: Path) -> str:
+    """Who holds the folder, from the pid file the holder wrote (if it is still alive)."""
+    try:
+        pid_text, _, command = _pid_file(folder).read_text(encoding="utf-8").partition("\n")
+        pid = int(pid_text)
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return "another process (another ragtriage or Qdrant client)"
+    return f"another ragtriage process (pid {pid}: {command.strip() or 'unknown command'})"
+
+
+def _acquire_local(folder: Path) -> QdrantClient:
+    key = str(folder.resolve())
+    with _registry_lock:
+        entry = _registry.get(key)
+        if entry is None:
+            folder.mkdir(parents=True, exist_ok=True)
+            try:
+                client = QdrantClient(path=key)
+            except RuntimeError as error:
+                if "already accessed" not in str(error):
+                    raise
+                raise IndexStateError(
+                    f"{folder}: the dense index is in use by {_holder_description(folder)}; "
+                    "stop that process and retry, or set index.qdrant_url to a Qdrant server "
+                    "for concurrent access"
+                ) from None
+            pid_file = _pid_file(folder)
+            pid_file.write_text(f"{os.getpid()}\n{' '.join(sys.argv)}\n", encoding="utf-8")
+            entry = _ClientEntry(client=client, users=0, pid_file=pid_file)
+            _registry[key] = entry
+        entry.users += 1
+        return entry.client
+
+
+def _acquire_server(url: str, api_key: str | None, timeout_s: float) -> QdrantClient:
+    key = f"url:{url}"
+    with _registry_lock:
+        entry = _registry.get(key)
+        if entry is None:
+            entry = _ClientEntry(QdrantClient(url=url, api_key=api_key, timeout=int(timeout_s)), 0, None)
+            _registry[key] = entry
+        entry.users += 1
+        return entry.client
+
+
+def _release(key: str) -> None:
+    with _registry_lock:
+        entry = _registry.get(key)
+        if entry is None:
+            return
+        entry.users -= 1
+        if entry.users <= 0:
+            _close_entry(entry)
+            del _registry[key]
+
+
+def _close_entry(entry: _ClientEntry) -> None:
+    entry.client.close()
+    if entry.pid_file is not None:
+        try:
+            if entry.pid_file.read_text(encoding="utf-8").split("\n", 1)[0] == str(os.getpid()):
+                entry.pid_file.unlink()
+        except (OSError, ValueError):
+            pass
+
+
+@atexit.register
+def _close_all() -> None:
+    with _registry_lock:
+        for entry in _registry.values():
+            _close_entry(entry)
+        _registry.clear()
+
+
+# ---------------------------------------------------------------- the index
+
+
+class QdrantIndex:
+    """A Qdrant collection of chunk vectors (cosine), tied to the embedder that fills and queries it."""
+
+    kind = "dense"
+
+    def __init__(
+        self, client: QdrantClient, registry_key: str, where: str, collection: str, embedder: Embedder
+    ):
+        self._client = client
+        self._registry_key = registry_key
+        self._closed = False
+        self.where = where
+        self.collection = collection
+        self.embedder = embedder
+
+    @classmethod
+    def open(
+        cls,
+        embedder: Embedder,
+        *,
+        path: Path | None = None,
+        url: str | None = None,
+        api_key: str | None = None,
+        collection: str = "ragtriage_chunks",
+        recreate: bool = False,
+        timeout_s: float = 30.0,
+    ) -> QdrantIndex:
+        """Open local mode in `path` or the server at `url`; create the collection or check its dimension.
+
+        Raises:
+            IndexStateError: the folder is held by another process, or the collection's vectors
+                have another dimension than the embedder's (both numbers are named).
+        """
+        if url:
+            client = _acquire_server(url, api_key, timeout_s)
+            key, where = f"url:{url}", url
+        elif path is not None:
+            client = _acquire_local(path)
+            key, where = str(path.resolve()), str(path)
+        else:
+            raise ValueError("QdrantIndex.open needs a path or a url")
+        index = cls(client, key, where, collection, embedder)
+        try:
+            index._prepare_collection(recreate)
+        except BaseException:
+            index.close()
+            raise
+        return index
+
+    def _prepare_collection(self, recreate: bool) -> None:
+        exists = self._client.collection_exists(self.collection)
+        if exists and recreate:
+            self._client.delete_collection(self.collection)
+            exists = False
+        if not exists:
+            self._client.create_collection(
+                self.collection,
+                vectors_config=models.VectorParams(size=self.embedder.dim, distance=models.Distance.COSINE),
+            )
+            return
+        stored_dim = self.collection_dim()
+        if stored_dim != self.embedder.dim:
+            raise IndexStateError(
+                f"Qdrant collection {self.collection!r} at {self.where} holds {stored_dim}-dim vectors but "
+                f"embedder {self.embedder.name} makes {self.embedder.dim}-dim vectors; rebuild the indexes "
+                "with `ragtriage kb reindex` or configure the embedder they were built with"
+            )
+
+    def collection_dim(self) -> int | None:
+        """The vector size the collection was created with."""
+        params = self._client.get_collection(self.collection).config.params.vectors
+        size = getattr(params, "size", None)
+        return int(size) if size is not None else None
+
+    # ------------------------------------------------------------ writing
+
+    def upsert(self, documents: Sequence[DenseDocument]) -> None:
+        """Add or replace chunk vectors."""
+        for start in range(0, len(documents), _UPSERT_BATCH):
+            batch = documents[start : start + _UPSERT_BATCH]
+            for doc in batch:
+                self._check_dim(doc.vector)
+            self._client.upsert(
+                self.collection,
+                points=[
+                    models.PointStruct(
+                        id=point_id(doc.chunk_id),
+                        vector=np.asarray(doc.vector, dtype=np.float32).tolist(),
+                        payload={
+                            "chunk_id": doc.chunk_id,
+                            "doc_id": doc.doc_id,
+                            "content_hash": doc.content_hash,
+                            "index_hash": doc.index_hash,
+                        },
+                    )
+                    for doc in batch
+                ],
+                wait=True,
+            )
+
+    def delete(self, chunk_ids: Sequence[str]) -> None:
+        """Remove chunks by id."""
+        ids = [point_id(chunk_id) for chunk_id in chunk_ids]
+        for start in range(0, len(ids), _UPSERT_BATCH):
+            self._client.delete(
+                self.collection,
+                points_selector=models.PointIdsList(points=ids[start : start + _UPSERT_BATCH]),
+            )
+
+    # ------------------------------------------------------------ reading
+
+    def _check_dim(self, vector: np.ndarray) -> None:
+        if vector.shape[-1] != self.embedder.dim:
+            raise IndexStateError(
+                f"a {vector.shape[-1]}-dim vector was given to collection {self.collection!r}, "
+                f"which holds {self.embedder.dim}-dim vectors"
+            )
+
+    def _hits(self, points: Sequence[models.ScoredPoint]) -> list[ScoredChunk]:
+        return [
+            ScoredChunk(chunk_id=str((point.payload or {})["chunk_id"]), rank=rank, score=float(point.score))
+            for rank, point in enumerate(points, start=1)
+        ]
+
+    def search_vector(self, vector: np.ndarray, k: int) -> list[ScoredChunk]:
+        """Top-k chunks by cosine similarity to `vector` (ranks from 1)."""
+        vector = np.asarray(vector, dtype=np.float32).reshape(-1)
+        self._check_dim(vector)
+        response = self._client.query_points(
+            self.collection, query=vector.tolist(), limit=k, with_payload=["chunk_id"]
+        )
+        return self._hits(response.points)
+
+    def search_vectors(self, matrix: np.ndarray, k: int) -> list[list[ScoredChunk]]:
+        """Top-k chunks for each row of `matrix`, in one batch request."""
+        matrix = np.atleast_2d(np.asarray(matrix, dtype=np.float32))
+        if matrix.shape[0] == 0:
+            return []
+        self._check_dim(matrix)
+        responses = self._client.query_batch_points(
+            self.collection,
+            requests=[
+                models.QueryRequest(query=row.tolist(), limit=k, with_payload=["chunk_id"]) for row in matrix
+            ],
+        )
+        return [self._hits(response.points) for response in responses]
+
+    def search(self, query: str, k: int) -> tuple[list[ScoredChunk], list[str]]:
+        """Embed `query` with the index's embedder and search; no flags are raised by this route."""
+        return self.search_vector(self.embedder.embed_queries([query])[0], k), []
+
+    def indexed_hashes(self) -> dict[str, tuple[str, str]]:
+        """chunk_id → (content_hash, index_hash) of every stored point."""
+        found: dict[str, tuple[str, str]] = {}
+        offset = None
+        while True:
+            points, offset = self._client.scroll(
+                self.collection, limit=_SCROLL_PAGE, offset=offset, with_payload=True, with_vectors=False
+            )
+            for point in points:
+                payload = point.payload or {}
+                found[str(payload["chunk_id"])] = (
+                    str(payload.get("content_hash", "")),
+                    str(payload.get("index_hash", "")),
+                )
+            if offset is None:
+                return found
+
+    def content_hash(self, chunk_id: str) -> str | None:
+        """The content hash stored with `chunk_id`, or None if it has no point."""
+        points = self._client.retrieve(self.collection, ids=[point_id(chunk_id)], with_payload=True)
+        if not points:
+            return None
+        return str((points[0].payload or {}).get("content_hash", ""))
+
+    def count(self) -> int:
+        """Number of stored points."""
+        return int(self._client.count(self.collection, exact=True).count)
+
+    def close(self) -> None:
+        """Release this index's share of the client (the last user closes it and its folder lock)."""
+        if not self._closed:
+            self._closed = True
+            _release(self._registry_key)
+
+    def __repr__(self) -> str:
+        return (
+            f"QdrantIndex(where={self.where!r}, collection={self.collection!r},"
+            f" embedder={self.embedder.name!r})"
+        )

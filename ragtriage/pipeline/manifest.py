@@ -1,0 +1,101 @@
+"""The index manifest (`<home>/index/manifest.json`): what the BM25 and dense indexes were built from.
+
+It records the KB name and revision, the embedder name and dimension, the Qdrant collection, the
+chunk count, a content-hash map (chunk id → content hash) with its digest, and build timestamps.
+`index_status` compares it with the KB; `check_embedder` refuses to open the indexes with an
+embedder other than the one that built them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from ragtriage.errors import IndexStateError
+from ragtriage.pipeline.types import Embedder
+
+__all__ = ["IndexManifest", "check_embedder", "hash_digest", "read_manifest", "write_manifest"]
+
+MANIFEST_VERSION = 1
+REINDEX_HINT = "run `ragtriage kb reindex` to rebuild the indexes with the configured embedder"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def hash_digest(content_hashes: Mapping[str, str]) -> str:
+    """sha256 over the sorted (chunk id, content hash) pairs: equal digests mean equal indexed content."""
+    digest = hashlib.sha256()
+    for chunk_id in sorted(content_hashes):
+        digest.update(f"{chunk_id}\t{content_hashes[chunk_id]}\n".encode())
+    return digest.hexdigest()
+
+
+class IndexManifest(BaseModel):
+    """What the indexes hold and how they were built."""
+
+    manifest_version: int = MANIFEST_VERSION
+    kb: str = "default"
+    kb_revision: int = 0
+    """KB revision (`kb_state.revision`) the indexes were last synced to."""
+    embedder: str
+    dim: int
+    collection: str
+    qdrant: str
+    """Local folder or server URL of the dense index."""
+    chunk_count: int = 0
+    content_digest: str = ""
+    """`hash_digest(content_hashes)`."""
+    content_hashes: dict[str, str] = Field(default_factory=dict)
+    """chunk id → content hash of every indexed chunk."""
+    created_at: str = Field(default_factory=_now)
+    """When the indexes were first built (a rebuild resets it)."""
+    updated_at: str = Field(default_factory=_now)
+    """When the last sync finished."""
+    last_sync_seconds: float = 0.0
+    last_embed_seconds: float = 0.0
+
+
+def read_manifest(path: Path) -> IndexManifest | None:
+    """The manifest at `path`, or None if there is none.
+
+    Raises:
+        IndexStateError: the file exists but cannot be read (names the file and the fix).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        return IndexManifest.model_validate_json(text)
+    except (ValidationError, ValueError) as error:
+        first = str(error).splitlines()[0]
+        raise IndexStateError(f"{path}: unreadable index manifest ({first}); {REINDEX_HINT}") from None
+
+
+def write_manifest(path: Path, manifest: IndexManifest) -> None:
+    """Write the manifest atomically (a crash never leaves half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(
+        json.dumps(manifest.model_dump(mode="json"), ensure_ascii=False, indent=1), encoding="utf-8"
+    )
+    os.replace(temporary, path)
+
+
+def check_embedder(manifest: IndexManifest | None, embedder: Embedder, path: Path) -> None:
+    """Refuse an embedder whose name or dimension differs from the one the indexes were built with."""
+    if manifest is None:
+        return
+    if manifest.embedder != embedder.name or manifest.dim != embedder.dim:
+        raise IndexStateError(
+            f"{path}: the indexes were built with embedder {manifest.embedder} (dim {manifest.dim}) but the "
+            f"settings configure {embedder.name} (dim {embedder.dim}); {REINDEX_HINT}, or set [embedder] back"
+        )
