@@ -143,6 +143,8 @@ class Trace(BaseModel):
     embedder: str | None = None
     gold: list[str] = Field(default_factory=list)
     """Gold chunk ids the caller marked (for display; the pipeline never uses them)."""
+    run_options: RunOptions | None = None
+    """The one-off changes this run used (None: the settings as they are)."""
 
     def route(self, name: str) -> RouteResult | None:
         """The route called `name`, or None."""

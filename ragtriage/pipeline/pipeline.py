@@ -1,0 +1,338 @@
+"""The retrieval pipeline: normalize → rewrite → multi-route recall → RRF → rerank → top-N.
+
+Every stage is recorded in a `Trace`. Backends come in through small interfaces (a BM25
+`Retriever`, an `Embedder`, a dense `search_vector` callable, a `Reranker`), so `factory.py` is
+the only module that knows which implementations run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ragtriage.config import Settings
+from ragtriage.errors import RagtriageError
+from ragtriage.pipeline.chunk_lookup import ChunkLookup
+from ragtriage.pipeline.fusion import rrf
+from ragtriage.pipeline.normalize import normalize_query, normalize_text
+from ragtriage.pipeline.rerank import Reranker, RerankItem, RerankOutcome
+from ragtriage.pipeline.rewrite import Rewriter, RuleRewriter, extract_keywords, off_rewrite
+from ragtriage.pipeline.trace_build import build_candidates
+from ragtriage.pipeline.types import (
+    ROUTE_BM25_RAW,
+    ROUTE_BM25_REWRITTEN,
+    ROUTE_DENSE_RAW,
+    ROUTE_DENSE_REWRITTEN,
+    ROUTE_DENSE_SUB_PREFIX,
+    Embedder,
+    Retriever,
+    RewriteResult,
+    RouteResult,
+    RunOptions,
+    ScoredChunk,
+    Trace,
+)
+
+DenseSearch = Callable[[np.ndarray, int], list[ScoredChunk]]
+StopCheck = Callable[[], bool]
+SKIPPED_SAME_AS_RAW = "skipped: same text as raw"
+SKIPPED_NO_INDEX = "skipped: no index"
+
+
+class RunCancelled(RagtriageError):
+    """`should_stop()` returned True between two stages; the partial run is discarded."""
+
+    title = "cancelled"
+
+
+@dataclass
+class _PlannedRoute:
+    name: str
+    kind: str
+    query: str
+    skip_flag: str | None = None
+    vector_row: int | None = None
+
+
+@dataclass
+class _Prepared:
+    """One query after normalize and rewrite, with its routes planned and dense texts listed."""
+
+    raw_query: str
+    options: RunOptions
+    gold: list[str]
+    rewrite: RewriteResult
+    routes: list[_PlannedRoute]
+    timings: dict[str, float] = field(default_factory=dict)
+    started: float = 0.0
+
+
+class Pipeline:
+    """Runs queries through every stage and returns one `Trace` per query."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        rules: RuleRewriter,
+        reranker: Reranker,
+        chunks: ChunkLookup,
+        bm25: Retriever | None = None,
+        embedder: Embedder | None = None,
+        dense_search: DenseSearch | None = None,
+        llm_rewriter: Rewriter | None = None,
+        kb_version: Callable[[], int | None] | None = None,
+        on_close: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.settings = settings
+        self.rules = rules
+        self.reranker = reranker
+        self.chunks = chunks
+        self.bm25 = bm25
+        self.embedder = embedder
+        self.dense_search = dense_search
+        self.llm_rewriter = llm_rewriter
+        self._kb_version = kb_version
+        self._on_close = on_close
+        self._clock = clock
+
+    # ------------------------------------------------------------------ public API
+
+    def run(
+        self,
+        query: str,
+        *,
+        options: RunOptions | None = None,
+        gold: Sequence[str] = (),
+        should_stop: StopCheck | None = None,
+    ) -> Trace:
+        """Run one query. Raises `InputError` for an empty query, `RunCancelled` when stopped."""
+        return self._run_batch([query], options or RunOptions(), [list(gold)], should_stop)[0]
+
+    def run_many(
+        self,
+        queries: Sequence[str],
+        *,
+        options: RunOptions | None = None,
+        golds: Sequence[Sequence[str]] | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+        should_stop: StopCheck | None = None,
+        batch_size: int = 64,
+    ) -> list[Trace]:
+        """Run many queries; query embeddings are computed in one call per batch of `batch_size` queries.
+
+        Stops before the next batch when `should_stop()` is true and returns the traces finished so far.
+        """
+        gold_lists = [list(g) for g in golds] if golds is not None else [[] for _ in queries]
+        if len(gold_lists) != len(queries):
+            raise ValueError(f"{len(queries)} queries but {len(gold_lists)} gold lists")
+        traces: list[Trace] = []
+        for start in range(0, len(queries), batch_size):
+            if should_stop is not None and should_stop():
+                break
+            batch = list(queries[start : start + batch_size])
+            try:
+                traces.extend(
+                    self._run_batch(batch, options or RunOptions(), gold_lists[start : start + batch_size], should_stop)
+                )
+            except RunCancelled:
+                break
+            if on_progress is not None:
+                on_progress(len(traces), len(queries))
+        return traces
+
+    def close(self) -> None:
+        """Release the indexes (Qdrant local mode locks its folder)."""
+        if self._on_close is not None:
+            self._on_close()
+            self._on_close = None
+
+    # ------------------------------------------------------------------ stages
+
+    def _run_batch(
+        self, queries: list[str], options: RunOptions, golds: list[list[str]], should_stop: StopCheck | None
+    ) -> list[Trace]:
+        def checkpoint() -> None:
+            if should_stop is not None and should_stop():
+                raise RunCancelled("stopped by the caller")
+
+        self.chunks.refresh()
+        prepared = [self._prepare(q, options, g) for q, g in zip(queries, golds, strict=True)]
+        checkpoint()
+        vectors, embed_ms = self._embed(prepared)
+        checkpoint()
+        total_texts = sum(1 for p in prepared for r in p.routes if r.vector_row is not None)
+        traces = []
+        for item in prepared:
+            own_texts = sum(1 for r in item.routes if r.vector_row is not None)
+            # A batched embedding call is shared; each trace carries its share of the time.
+            item.timings["embed"] = embed_ms * own_texts / total_texts if total_texts else 0.0
+            traces.append(self._finish(item, vectors, checkpoint))
+        return traces
+
+    def _prepare(self, raw_query: str, options: RunOptions, gold: list[str]) -> _Prepared:
+        started = self._clock()
+        normalized = normalize_query(raw_query)
+        timings = {"normalize": (self._clock() - started) * 1000}
+        tick = self._clock()
+        rewrite = self._rewrite(raw_query, normalized, options)
+        timings["rewrite"] = (self._clock() - tick) * 1000
+        return _Prepared(raw_query, options, gold, rewrite, self._plan_routes(rewrite, options), timings, started)
+
+    def _rewrite(self, raw_query: str, normalized: str, options: RunOptions) -> RewriteResult:
+        if options.rewrite_override is not None:
+            override = options.rewrite_override
+            return override.model_copy(update={"mode": "logged", "raw_query": raw_query})
+        mode = options.rewrite_mode
+        if mode == "default":
+            rewrite_settings = self.settings.rewrite
+            mode = "llm" if rewrite_settings.llm.enabled else ("rules" if rewrite_settings.enabled else "off")
+        if mode == "off":
+            return off_rewrite(raw_query, normalized)
+        if mode == "llm":
+            if self.llm_rewriter is None:
+                return self.rules.rewrite(raw_query, normalized, extra_aliases=options.extra_aliases).model_copy(
+                    update={"fallback_reason": "LLM rewrite not configured ([rewrite.llm] url); used the rules"}
+                )
+            return self.llm_rewriter.rewrite(raw_query, normalized, extra_aliases=options.extra_aliases)
+        return self.rules.rewrite(raw_query, normalized, extra_aliases=options.extra_aliases)
+
+    def _plan_routes(self, rewrite: RewriteResult, options: RunOptions) -> list[_PlannedRoute]:
+        enabled = set(options.routes if options.routes is not None else self.settings.retrieval.routes)
+        raw_text = rewrite.normalized_query
+        rewritten = normalize_text(rewrite.rewritten_query) or raw_text
+        same = SKIPPED_SAME_AS_RAW if rewritten == raw_text else None
+        planned = [
+            _PlannedRoute(ROUTE_BM25_RAW, "bm25", raw_text),
+            _PlannedRoute(ROUTE_DENSE_RAW, "dense", raw_text),
+            _PlannedRoute(ROUTE_BM25_REWRITTEN, "bm25", rewritten, same),
+            _PlannedRoute(ROUTE_DENSE_REWRITTEN, "dense", rewritten, same),
+        ]
+        if rewrite.mode != "off":
+            for number, sub_query in enumerate(rewrite.sub_queries, start=1):
+                text = normalize_text(sub_query)
+                flag = SKIPPED_SAME_AS_RAW if text in (raw_text, "") else None
+                planned.append(_PlannedRoute(f"{ROUTE_DENSE_SUB_PREFIX}{number}", "dense", text, flag))
+        routes = [
+            r for r in planned
+            if r.name in enabled or (r.name.startswith(ROUTE_DENSE_SUB_PREFIX) and "dense_sub" in enabled)
+        ]
+        for route in routes:
+            if route.skip_flag is None and (self.bm25 if route.kind == "bm25" else self.dense_search) is None:
+                route.skip_flag = SKIPPED_NO_INDEX
+        return routes
+
+    def _embed(self, prepared: list[_Prepared]) -> tuple[np.ndarray | None, float]:
+        texts: list[str] = []
+        row_of: dict[str, int] = {}
+        for item in prepared:
+            for route in item.routes:
+                if route.kind == "dense" and route.skip_flag is None:
+                    # Identical texts (the same query twice in a batch) are embedded once.
+                    route.vector_row = row_of.setdefault(route.query, len(texts))
+                    if route.vector_row == len(texts):
+                        texts.append(route.query)
+        if not texts or self.embedder is None:
+            return None, 0.0
+        tick = self._clock()
+        vectors = np.asarray(self.embedder.embed_queries(texts))
+        return vectors, (self._clock() - tick) * 1000
+
+    def _finish(self, item: _Prepared, vectors: np.ndarray | None, checkpoint: Callable[[], None]) -> Trace:
+        options, retrieval = item.options, self.settings.retrieval
+        bm25_k = options.bm25_k or retrieval.bm25_k
+        dense_k = options.dense_k or retrieval.dense_k
+        routes: list[RouteResult] = []
+        stage_ms = {"bm25": 0.0, "dense": 0.0}
+        for planned in item.routes:
+            result = RouteResult(name=planned.name, kind=planned.kind, query=planned.query)  # type: ignore[arg-type]
+            if planned.skip_flag is not None:
+                result.flags.append(planned.skip_flag)
+            else:
+                tick = self._clock()
+                if planned.kind == "bm25" and self.bm25 is not None:
+                    hits, flags = self.bm25.search(planned.query, bm25_k)
+                    result.hits, result.flags = list(hits), list(flags)
+                elif vectors is not None and planned.vector_row is not None and self.dense_search is not None:
+                    result.hits = list(self.dense_search(vectors[planned.vector_row], dense_k))
+                result.ms = (self._clock() - tick) * 1000
+                stage_ms[planned.kind] += result.ms
+            routes.append(result)
+        item.timings.update(stage_ms)
+        checkpoint()
+
+        tick = self._clock()
+        fused = rrf({r.name: [h.chunk_id for h in r.hits] for r in routes if r.hits}, k=retrieval.rrf_k)
+        item.timings["fusion"] = (self._clock() - tick) * 1000
+        checkpoint()
+
+        top_n = options.top_n or self.settings.rerank.top_n
+        pool = options.candidate_pool or retrieval.candidate_pool
+        tick = self._clock()
+        outcome: RerankOutcome | None = None
+        refusal: str | None = None
+        if options.rerank == "off":
+            rerank_input: list[str] = []
+            final = [c.chunk_id for c in fused[:top_n]]
+            mode = "off"
+        else:
+            rerank_input = [c.chunk_id for c in fused[:pool]]
+            outcome = self.reranker.rerank(item.rewrite.normalized_query, self._keywords(item.rewrite), self._items(fused[:pool]))
+            refusal = self.reranker.refusal(outcome.reranked)
+            final = [] if refusal else [c.chunk_id for c in outcome.reranked[:top_n]]
+            mode = outcome.mode
+        item.timings["rerank"] = (self._clock() - tick) * 1000
+        item.timings["total"] = (self._clock() - item.started) * 1000
+
+        candidates = build_candidates(routes, fused, rerank_input, outcome, final, self.chunks)
+        flags = [f"{r.name}: {f}" for r in routes for f in r.flags if not f.startswith("skipped")]
+        flags.extend(outcome.notes if outcome else [])
+        unknown = sum(1 for c in candidates if not c.known)
+        if unknown:
+            flags.append(f"{unknown} candidate chunk(s) not in the KB (stale index or another KB)")
+        return Trace(
+            query=item.raw_query,
+            rewrite=item.rewrite,
+            routes=routes,
+            fused=fused,
+            rerank_input=rerank_input,
+            reranked=outcome.reranked if outcome else [],
+            rerank_mode=mode,
+            rerank_pairs=outcome.pairs if outcome else [],
+            truncated_pairs=outcome.truncated_pairs if outcome else 0,
+            final=final,
+            refused=refusal is not None,
+            refusal_reason=refusal,
+            candidates=candidates,
+            timings_ms=item.timings,
+            flags=flags,
+            config_hash=self.settings.config_hash(),
+            kb_version=self._kb_version() if self._kb_version else None,
+            embedder=self.embedder.name if self.embedder is not None else None,
+            gold=item.gold,
+            run_options=options if options != RunOptions() else None,
+        )
+
+    def _keywords(self, rewrite: RewriteResult) -> list[str]:
+        return rewrite.keywords or extract_keywords(rewrite.normalized_query, self.rules.tokenize)
+
+    def _items(self, fused: Sequence[ScoredChunk]) -> list[RerankItem]:
+        contents = self.chunks.contents([c.chunk_id for c in fused])
+        items = []
+        for chunk in fused:
+            meta = self.chunks.get(chunk.chunk_id)
+            items.append(
+                RerankItem(
+                    chunk_id=chunk.chunk_id,
+                    rrf_score=chunk.score,
+                    title=meta.title if meta else None,
+                    content=contents.get(chunk.chunk_id, ""),
+                    updated_at=meta.updated_at if meta else None,
+                    product_line=meta.product_line if meta else None,
+                )
+            )
+        return items

@@ -1,0 +1,59 @@
+"""Assemble the candidate pool of a trace: every chunk any route returned, at every stage."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ragtriage.pipeline.chunk_lookup import ChunkLookup
+from ragtriage.pipeline.rerank import RerankOutcome
+from ragtriage.pipeline.types import Candidate, RouteResult, ScoredChunk, StageRank
+
+
+def build_candidates(
+    routes: Sequence[RouteResult],
+    fused: Sequence[ScoredChunk],
+    rerank_input: Sequence[str],
+    outcome: RerankOutcome | None,
+    final: Sequence[str],
+    chunks: ChunkLookup,
+) -> list[Candidate]:
+    """One `Candidate` per chunk seen in any route, ordered by fused rank, with KB metadata.
+
+    A chunk id the KB does not know (or no longer publishes) is kept with `known = False`: that is
+    the signature of a stale index, which triage must see rather than lose.
+    """
+    order: list[str] = [c.chunk_id for c in fused]
+    for route in routes:
+        order.extend(h.chunk_id for h in route.hits)
+    pool = list(dict.fromkeys(order))
+    by_id: dict[str, Candidate] = {}
+    for chunk_id in pool:
+        meta = chunks.get(chunk_id)
+        by_id[chunk_id] = Candidate(
+            chunk_id=chunk_id,
+            doc_id=meta.doc_id if meta else None,
+            title=meta.title if meta else None,
+            anchor=meta.anchor if meta else None,
+            heading_path=list(meta.heading_path) if meta else [],
+            known=meta is not None,
+        )
+    for route in routes:
+        for hit in route.hits:
+            # The first occurrence wins if a backend ever returns a chunk twice.
+            by_id[hit.chunk_id].routes.setdefault(route.name, StageRank(rank=hit.rank, score=hit.score))
+    for chunk in fused:
+        by_id[chunk.chunk_id].fused = StageRank(rank=chunk.rank, score=chunk.score)
+    for chunk_id in rerank_input:
+        by_id[chunk_id].in_rerank_input = True
+    if outcome is not None:
+        for chunk in outcome.reranked:
+            by_id[chunk.chunk_id].reranked = StageRank(rank=chunk.rank, score=chunk.score)
+        for pair in outcome.pairs:
+            by_id[pair.chunk_id].features = dict(pair.features)
+            if pair.cross_encoder_score is not None:
+                by_id[pair.chunk_id].features["cross_encoder"] = pair.cross_encoder_score
+            by_id[pair.chunk_id].truncated = pair.truncated
+    for rank, chunk_id in enumerate(final, start=1):
+        by_id[chunk_id].final_rank = rank
+        by_id[chunk_id].is_selected = True
+    return [by_id[c] for c in pool]
