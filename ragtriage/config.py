@@ -143,6 +143,14 @@ class RerankSettings(StrictModel):
     """Chunks kept in the final context."""
     refusal_threshold: float | None = None
     """Refuse when the best final score is below this (None: never refuse)."""
+    device: str = "cpu"
+    """Torch device of a local cross-encoder."""
+    use_fp16: bool = False
+    """Half precision for a local cross-encoder; ignored on CPU (forced float32, the trace says so)."""
+    http_scores: Literal["probability", "logit"] = "probability"
+    """What an HTTP rerank service returns: calibrated [0, 1] scores (kept) or logits (sigmoid applied)."""
+    freshness_half_life_days: float = Field(default=180.0, gt=0)
+    """Freshness feature = 0.5 ** (age in days / this); a chunk without `updated_at` scores 0."""
 
 
 class FlaggingSettings(StrictModel):
