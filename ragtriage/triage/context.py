@@ -1,0 +1,218 @@
+"""What diagnosis needs from the rest of ragtriage, as one small interface, and its real wiring.
+
+`DiagnosisContext` is the whole surface the diagnosis core uses: run the pipeline, read chunks and
+their neighbours, ask what the indexes hold, the alias dictionary and the analyzer. Unit tests pass
+small fakes; `WorkspaceContext` wires it to a `Workspace` (SQL KB, Whoosh + Qdrant, the pipeline).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ragtriage.config import Settings
+from ragtriage.pipeline.types import ChunkRecord, RunOptions, Trace
+
+if TYPE_CHECKING:
+    from ragtriage.workspace import Workspace
+
+
+@runtime_checkable
+class DiagnosisContext(Protocol):
+    """The services diagnosis reads from; every method is cheap after the first call (warm)."""
+
+    settings: Settings
+
+    @property
+    def aliases(self) -> Mapping[str, Sequence[str]]:
+        """The alias dictionary the rewrite uses: term → synonyms."""
+        ...
+
+    def run(self, query: str, options: RunOptions) -> Trace:
+        """Run the pipeline once with one-off options."""
+        ...
+
+    def chunk(self, chunk_id: str) -> ChunkRecord | None:
+        """The KB's chunk (with content), or None when the KB does not know the id."""
+        ...
+
+    def neighbours(self, chunk_id: str) -> list[ChunkRecord]:
+        """Chunks of the same document at ordinal ±1."""
+        ...
+
+    def indexed_hash(self, chunk_id: str) -> dict[str, str | None]:
+        """Content hash each index holds for the chunk: `{"bm25": hash | None, "dense": hash | None}`."""
+        ...
+
+    def tokenize(self, text: str) -> list[str]:
+        """The BM25 analyzer's tokens (NFKC, lower-case, jieba)."""
+        ...
+
+    def similarity(self, query: str, texts: Sequence[str]) -> list[float] | None:
+        """Cosine similarity of the query to each text with the embedder, or None without one."""
+        ...
+
+
+class WorkspaceContext:
+    """`DiagnosisContext` over a `Workspace`: the KB in SQL, the derived indexes and the pipeline.
+
+    Chunk lookups are cached for the lifetime of the context (one command or one TUI action).
+    """
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.settings = workspace.settings
+        self._chunks: dict[str, ChunkRecord | None] = {}
+        self._aliases: dict[str, list[str]] | None = None
+        self._indexes: Any = None
+
+    @property
+    def aliases(self) -> Mapping[str, Sequence[str]]:
+        """The alias file named in `settings.rewrite.alias_file` (empty when unset or absent)."""
+        if self._aliases is None:
+            from ragtriage.triage.alias_mining import read_alias_file
+
+            path = self.workspace.resolve_path(self.settings.rewrite.alias_file)
+            self._aliases = read_alias_file(path) if path is not None and path.exists() else {}
+        return self._aliases
+
+    def run(self, query: str, options: RunOptions) -> Trace:
+        """One pipeline run through the workspace's (lazily built) pipeline."""
+        return self.workspace.pipeline.run(query, options=options)
+
+    def prefetch(self, chunk_ids: Sequence[str]) -> None:
+        """Load many chunks in one query (diagnosis asks about the whole candidate pool)."""
+        from ragtriage.kb.service import get_chunks
+
+        missing = [c for c in dict.fromkeys(chunk_ids) if c not in self._chunks]
+        if not missing:
+            return
+        found = get_chunks(self.workspace.engine, missing)
+        for chunk_id in missing:
+            self._chunks[chunk_id] = found.get(chunk_id)
+
+    def chunk(self, chunk_id: str) -> ChunkRecord | None:
+        """The chunk from SQL (cached), None when unknown."""
+        if chunk_id not in self._chunks:
+            self.prefetch([chunk_id])
+        return self._chunks[chunk_id]
+
+    def neighbours(self, chunk_id: str) -> list[ChunkRecord]:
+        """Same document, ordinal ±1, from SQL."""
+        from ragtriage.kb.service import neighbours
+
+        return list(neighbours(self.workspace.engine, chunk_id))
+
+    def _open_indexes(self) -> Any:
+        if self._indexes is None:
+            from ragtriage.pipeline.indexer import open_indexes
+
+            # Qdrant local clients are shared per folder within a process, so this second opening
+            # does not collide with the pipeline's.
+            self._indexes = open_indexes(self.workspace)
+        return self._indexes
+
+    def indexed_hash(self, chunk_id: str) -> dict[str, str | None]:
+        """Content hashes stored with the chunk in Whoosh and in the Qdrant payload."""
+        return dict(self._open_indexes().indexed_content_hash(chunk_id))
+
+    def close(self) -> None:
+        """Release the indexes this context opened (the workspace closes the pipeline)."""
+        if self._indexes is not None:
+            self._indexes.close()
+            self._indexes = None
+
+    def tokenize(self, text: str) -> list[str]:
+        """The BM25 analyzer's tokens (NFKC, lower-case, jieba)."""
+        ...
+
+    def similarity(self, query: str, texts: Sequence[str]) -> list[float] | None:
+        """Cosine similarity of the query to each text with the embedder, or None without one."""
+        ...
+
+
+class WorkspaceContext:
+    """`DiagnosisContext` over a `Workspace`: the KB in SQL, the derived indexes and the pipeline.
+
+    Chunk lookups are cached for the lifetime of the context (one command or one TUI action).
+    """
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.settings = workspace.settings
+        self._chunks: dict[str, ChunkRecord | None] = {}
+        self._aliases: dict[str, list[str]] | None = None
+        self._indexes: Any = None
+
+    @property
+    def aliases(self) -> Mapping[str, Sequence[str]]:
+        """The alias file named in `settings.rewrite.alias_file` (empty when unset or absent)."""
+        if self._aliases is None:
+            from ragtriage.triage.alias_mining import read_alias_file
+
+            path = self.workspace.resolve_path(self.settings.rewrite.alias_file)
+            self._aliases = read_alias_file(path) if path is not None and path.exists() else {}
+        return self._aliases
+
+    def run(self, query: str, options: RunOptions) -> Trace:
+        """One pipeline run through the workspace's (lazily built) pipeline."""
+        return self.workspace.pipeline.run(query, options=options)
+
+    def prefetch(self, chunk_ids: Sequence[str]) -> None:
+        """Load many chunks in one query (diagnosis asks about the whole candidate pool)."""
+        from ragtriage.kb.service import get_chunks
+
+        missing = [c for c in dict.fromkeys(chunk_ids) if c not in self._chunks]
+        if not missing:
+            return
+        found = get_chunks(self.workspace.engine, missing)
+        for chunk_id in missing:
+            self._chunks[chunk_id] = found.get(chunk_id)
+
+    def chunk(self, chunk_id: str) -> ChunkRecord | None:
+        """The chunk from SQL (cached), None when unknown."""
+        if chunk_id not in self._chunks:
+            self.prefetch([chunk_id])
+        return self._chunks[chunk_id]
+
+    def neighbours(self, chunk_id: str) -> list[ChunkRecord]:
+        """Same document, ordinal ±1, from SQL."""
+        from ragtriage.kb.service import neighbours
+
+        return list(neighbours(self.workspace.engine, chunk_id))
+
+    def _open_indexes(self) -> Any:
+        if self._indexes is None:
+            pipeline = self.workspace.pipeline
+            indexes = getattr(pipeline, "indexes", None)
+            if indexes is None:
+                from ragtriage.pipeline.indexer import open_indexes
+
+                indexes = open_indexes(self.workspace)
+            self._indexes = indexes
+        return self._indexes
+
+    def indexed_hash(self, chunk_id: str) -> dict[str, str | None]:
+        """Content hashes stored with the chunk in Whoosh and in the Qdrant payload."""
+        indexes = self._open_indexes()
+        return {
+            "bm25": indexes.bm25.content_hash(chunk_id),
+            "dense": indexes.dense.content_hash(chunk_id),
+        }
+
+    def tokenize(self, text: str) -> list[str]:
+        """The analyzer Whoosh indexes with."""
+        from ragtriage.pipeline.analyzer import tokenize
+
+        return list(tokenize(text))
+
+    def similarity(self, query: str, texts: Sequence[str]) -> list[float] | None:
+        """Query-vs-passage cosine with the configured embedder (vectors are L2-normalised)."""
+        if not texts:
+            return []
+        embedder = getattr(self.workspace.pipeline, "embedder", None)
+        if embedder is None:
+            return None
+        query_vector = embedder.embed_queries([query])[0]
+        passage_vectors = embedder.embed_passages(list(texts))
+        return [float(value) for value in passage_vectors @ query_vector]

@@ -1,0 +1,155 @@
+"""Diagnose one case: gold journeys (logged and replay), a suggested root cause with evidence, and
+the counterfactual replays that confirm it; when gold is unknown, what is needed and likely gold."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from pydantic import BaseModel, Field
+
+from ragtriage.pipeline.types import RunOptions, Trace
+from ragtriage.triage.context import DiagnosisContext
+from ragtriage.triage.counterfactual import CounterfactualResult, run_counterfactuals
+from ragtriage.triage.facts import AliasPair, Facts, collect_facts, covered
+from ragtriage.triage.journey import GoldJourney
+from ragtriage.triage.suggest import Finding, findings
+
+#: Confidence added when a counterfactual confirms the label, removed when every one that ran failed.
+CONFIRM_BONUS = 0.1
+REFUTE_PENALTY = 0.15
+
+
+class Suggestion(BaseModel):
+    """The suggested root cause: label (None when nothing can be said), confidence, evidence."""
+
+    label: str | None = None
+    confidence: float = Field(default=0.0, ge=0.0, le=1.0)
+    evidence: list[str] = Field(default_factory=list)
+    confirmed_by: str | None = None
+    """Name of the counterfactual replay that fixed the case, if any."""
+    alias_pairs: list[AliasPair] = Field(default_factory=list)
+    alternatives: list[Finding] = Field(default_factory=list)
+    """Other labels whose rules also fired, in precedence order."""
+
+
+class LikelyChunk(BaseModel):
+    """A chunk that may be gold: where it stood and which query terms it carries."""
+
+    chunk_id: str
+    title: str | None = None
+    stage: str
+    rank: int
+    overlap_terms: list[str] = Field(default_factory=list)
+
+
+class Needs(BaseModel):
+    """What the triager must provide before a retrieval cause can be named."""
+
+    message: str
+    likeliest: list[LikelyChunk] = Field(default_factory=list)
+
+
+class Diagnosis(BaseModel):
+    """Everything `diagnose` found out about one request (or query)."""
+
+    request_id: str | None = None
+    query: str
+    gold: list[str] | None = None
+    """None: gold unknown; []: the case has no answer in the KB."""
+    key_terms: list[str] = Field(default_factory=list)
+    journeys: dict[str, GoldJourney] = Field(default_factory=dict)
+    """`logged` and `replay`."""
+    suggestion: Suggestion = Field(default_factory=Suggestion)
+    counterfactuals: list[CounterfactualResult] = Field(default_factory=list)
+    needs: Needs | None = None
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+
+
+def likeliest_chunks(facts: Facts, limit: int = 5) -> list[LikelyChunk]:
+    """Top final, then fused, chunks that carry at least one key term, most terms first."""
+    seen: dict[str, LikelyChunk] = {}
+    for trace in (facts.replay, facts.logged):
+        if trace is None:
+            continue
+        ranked = [("final", i + 1, c) for i, c in enumerate(trace.final)]
+        ranked += [("fused", hit.rank, hit.chunk_id) for hit in trace.fused[:10]]
+        for stage, rank, chunk_id in ranked:
+            text = facts.candidate_texts.get(chunk_id)
+            if chunk_id in seen or text is None:
+                continue
+            overlap = covered(facts.terms, text)
+            if overlap:
+                candidate = trace.candidate(chunk_id)
+                title = candidate.title if candidate is not None else None
+                seen[chunk_id] = LikelyChunk(
+                    chunk_id=chunk_id, title=title, stage=stage, rank=rank, overlap_terms=overlap
+                )
+    ordered = sorted(seen.values(), key=lambda c: (-len(c.overlap_terms), c.stage != "final", c.rank))
+    return ordered[:limit]
+
+
+def _apply_counterfactuals(suggestion: Suggestion, top: Finding, results: list[CounterfactualResult]) -> None:
+    relevant = [r for r in results if r.name in top.counterfactuals and r.available]
+    confirming = next((r for r in relevant if r.improves), None)
+    if confirming is not None:
+        suggestion.confirmed_by = confirming.name
+        suggestion.confidence = round(min(1.0, suggestion.confidence + CONFIRM_BONUS), 3)
+        suggestion.evidence.append(f"confirmed: {confirming.description} → gold reaches the final context")
+    elif relevant and all(r.reaches_final is False and r.baseline_reaches_final is False for r in relevant):
+        suggestion.confidence = round(max(0.0, suggestion.confidence - REFUTE_PENALTY), 3)
+        suggestion.evidence.append(f"not confirmed: {', '.join(r.name for r in relevant)} still miss gold")
+
+
+def diagnose(
+    ctx: DiagnosisContext,
+    query: str,
+    *,
+    logged: Trace | None = None,
+    gold: Sequence[str] | None = None,
+    must_have: Sequence[str] = (),
+    request_id: str | None = None,
+    replay: Trace | None = None,
+    counterfactuals: bool = True,
+    should_stop: Callable[[], bool] | None = None,
+) -> Diagnosis:
+    """Diagnose one case. `gold=None` means unknown; `replay` is run here when not given."""
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    if replay is None:
+        replay = ctx.run(query, RunOptions())
+        timings["replay"] = (time.perf_counter() - started) * 1000
+    mark = time.perf_counter()
+    facts = collect_facts(ctx, query, logged=logged, replay=replay, gold=gold, must_have=must_have)
+    found = findings(facts)
+    timings["rules"] = (time.perf_counter() - mark) * 1000
+    diagnosis = Diagnosis(
+        request_id=request_id,
+        query=query,
+        gold=facts.gold,
+        key_terms=facts.terms,
+        journeys=facts.journeys,
+    )
+    if found:
+        top = found[0]
+        diagnosis.suggestion = Suggestion(
+            label=top.label,
+            confidence=top.confidence,
+            evidence=list(top.evidence),
+            alias_pairs=facts.alias_pairs if top.label in ("alias_missing", "bm25_miss") else [],
+            alternatives=found[1:],
+        )
+    if facts.gold is None:
+        diagnosis.needs = Needs(
+            message="gold is unknown: pass --gold CHUNK_ID (or mark gold in the TUI) to name a retrieval cause",
+            likeliest=likeliest_chunks(facts),
+        )
+    elif counterfactuals and found and facts.gold_chunks:
+        mark = time.perf_counter()
+        names = list(dict.fromkeys(name for finding in found for name in finding.counterfactuals))
+        diagnosis.counterfactuals = run_counterfactuals(ctx, facts, names, replay, should_stop=should_stop)
+        _apply_counterfactuals(diagnosis.suggestion, found[0], diagnosis.counterfactuals)
+        timings["counterfactuals"] = (time.perf_counter() - mark) * 1000
+    timings["total"] = (time.perf_counter() - started) * 1000
+    diagnosis.timings_ms = {k: round(v, 2) for k, v in timings.items()}
+    return diagnosis

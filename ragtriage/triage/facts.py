@@ -1,0 +1,250 @@
+"""Facts the root-cause rules read: key terms, coverage of terms by chunks, route reach, alias pairs.
+
+Computed once per diagnosis from the traces, the gold chunks and the `DiagnosisContext`, so the
+rules in `suggest.py` stay short, pure and testable on hand-built traces.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+from ragtriage.pipeline.types import ChunkRecord, Trace
+from ragtriage.triage.context import DiagnosisContext
+from ragtriage.triage.journey import GoldJourney, gold_journey
+
+#: Function and question words that never carry a query's meaning (not a synonym source).
+STOPWORDS = frozenset(
+    "的 了 和 与 及 是 在 有 吗 呢 吧 啊 呀 么 我 你 他 她 它 我们 你们 要 想 能 会 可以 可 该 应该 需要 "
+    "怎么 怎样 怎么样 如何 什么 哪 哪个 哪些 哪里 为什么 为何 多少 几 是否 请问 一下 一个 这个 那个 这 那 "
+    "还 也 都 就 把 被 给 对 从 到 让 用 吗? a an the of to in on for is are how what why do does can i".split()
+)
+_WORD = re.compile(r"\w", re.UNICODE)
+_CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def normalize_text(text: str) -> str:
+    """NFKC + lower-case, the form every term containment check uses."""
+    return unicodedata.normalize("NFKC", text).lower()
+
+
+def key_terms(tokens: Iterable[str]) -> list[str]:
+    """Tokens that carry meaning: no stopwords, punctuation or single CJK characters; compounds whose
+    parts are also tokens are dropped (jieba's search mode emits `发票抬头` and `发票`, `抬头`)."""
+    terms: list[str] = []
+    for token in tokens:
+        term = normalize_text(token).strip()
+        if not term or term in STOPWORDS or not _WORD.search(term):
+            continue
+        if len(term) == 1 and _CJK.match(term):
+            continue
+        if term not in terms:
+            terms.append(term)
+    return [t for t in terms if not any(other != t and other in t for other in terms)]
+
+
+def chunk_text(chunk: ChunkRecord) -> str:
+    """Title, heading path and content of a chunk, normalised, as one searchable string."""
+    return normalize_text(" ".join([chunk.title, *chunk.heading_path, chunk.content]))
+
+
+def covered(terms: Sequence[str], text: str) -> list[str]:
+    """The terms that occur in `text` (substring match on the normalised text)."""
+    return [term for term in terms if term in text]
+
+
+def coverage(terms: Sequence[str], text: str) -> float:
+    """Share of `terms` found in `text` (1.0 for no terms)."""
+    return len(covered(terms, text)) / len(terms) if terms else 1.0
+
+
+def is_raw_route(name: str) -> bool:
+    """Routes that search the raw (normalised) query; logged routes named just `bm25`/`dense` count as raw."""
+    return name.endswith("_raw") or name in ("bm25", "dense")
+
+
+def is_rewritten_route(name: str) -> bool:
+    """Routes that search the rewritten query or a sub-query."""
+    return "rewritten" in name or name.startswith("dense_sub")
+
+
+class AliasPair(BaseModel):
+    """A proposed alias: the query's term and the gold's term, with why they look like synonyms."""
+
+    term: str
+    synonym: str
+    score: float
+    sources: list[str]
+
+
+@dataclass
+class Facts:
+    """Everything the rules need about one case; built by `collect_facts`."""
+
+    query: str
+    gold: list[str] | None
+    logged: Trace | None
+    replay: Trace | None
+    top_n: int
+    must_have: list[str] = field(default_factory=list)
+    journeys: dict[str, GoldJourney] = field(default_factory=dict)
+    gold_chunks: dict[str, ChunkRecord] = field(default_factory=dict)
+    unknown_gold: list[str] = field(default_factory=list)
+    unknown_logged: list[str] = field(default_factory=list)
+    indexed: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    terms: list[str] = field(default_factory=list)
+    gold_text: str = ""
+    candidate_texts: dict[str, str] = field(default_factory=dict)
+    neighbour_texts: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Gold chunk id → {neighbour chunk id → text}."""
+    alias_pairs: list[AliasPair] = field(default_factory=list)
+    known_aliases: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def primary(self) -> Trace | None:
+        """The trace the case is about: the logged request when there is one, else the replay."""
+        return self.logged if self.logged is not None else self.replay
+
+    @property
+    def primary_journey(self) -> GoldJourney | None:
+        """Gold journey through the primary trace."""
+        return self.journeys.get("logged") or self.journeys.get("replay")
+
+    @property
+    def constraint_terms(self) -> list[str]:
+        """Must-have constraints when given, else the query's key terms."""
+        return [normalize_text(t) for t in self.must_have] or self.terms
+
+
+def gold_route_reach(trace: Trace, gold: Sequence[str], predicate: object) -> tuple[bool, int | None]:
+    """(any route matching `predicate` ran, best gold rank over those routes)."""
+    matching = [route for route in trace.routes if predicate(route)]  # type: ignore[operator]
+    ranks = [hit.rank for route in matching for hit in route.hits if hit.chunk_id in gold]
+    return bool(matching), (min(ranks) if ranks else None)
+
+
+def trace_chunk_ids(trace: Trace) -> list[str]:
+    """Every chunk id a trace mentions, in first-seen order."""
+    ids: list[str] = [hit.chunk_id for route in trace.routes for hit in route.hits]
+    ids += [hit.chunk_id for hit in trace.fused] + list(trace.rerank_input)
+    ids += [hit.chunk_id for hit in trace.reranked] + list(trace.final)
+    return list(dict.fromkeys(ids))
+
+
+def propose_alias_pairs(
+    ctx: DiagnosisContext, facts: Facts, applied: dict[str, list[str]]
+) -> list[AliasPair]:
+    """Pair query terms missing from gold with gold title/heading terms the query lacks.
+
+    Sources, each adding to the pair's score: the alias dictionary lists them the other way round
+    or together (reverse entry), a retrieved non-gold chunk contains both (co-occurrence), they
+    share a character, the embedder finds the gold term nearest, or exactly one term is missing
+    and one heading term unmatched. A title/heading position alone is never enough.
+    """
+    missing = [t for t in facts.terms if t not in facts.gold_text]
+    if not missing or not facts.gold_chunks:
+        return []
+    query_text = normalize_text(facts.query)
+    heading_terms: list[str] = []
+    for chunk in facts.gold_chunks.values():
+        for term in key_terms(ctx.tokenize(" ".join([chunk.title, *chunk.heading_path]))):
+            if term not in query_text and term not in heading_terms:
+                heading_terms.append(term)
+    if not heading_terms:
+        return []
+    others = [text for cid, text in facts.candidate_texts.items() if cid not in facts.gold_chunks]
+    pairs: list[AliasPair] = []
+    for term in missing:
+        similarities = ctx.similarity(term, heading_terms) or []
+        nearest = max(range(len(similarities)), key=similarities.__getitem__) if similarities else None
+        best: AliasPair | None = None
+        for index, synonym in enumerate(heading_terms):
+            if synonym in applied.get(term, []):
+                continue
+            sources: list[str] = []
+            score = 0.2
+            reverse = facts.known_aliases.get(synonym, [])
+            if term in reverse or any(term in syns and synonym in syns for syns in facts.known_aliases.values()):
+                score += 0.5
+                sources.append("alias dictionary (reverse entry)")
+            cooccur = sum(1 for text in others if term in text and synonym in text)
+            if cooccur:
+                score += min(0.3, 0.15 * cooccur)
+                sources.append(f"co-occur in {cooccur} retrieved chunk(s)")
+            if set(term) & set(synonym) and (_CJK.search(term) or len(set(term) & set(synonym)) > 2):
+                score += 0.15
+                sources.append("shared characters")
+            if nearest == index and len(heading_terms) > 1:
+                score += 0.15
+                sources.append("nearest heading term by embedding")
+            if len(missing) == 1 and len(heading_terms) == 1:
+                score += 0.15
+                sources.append("the only missing term and the only unmatched heading term")
+            if not sources:
+                continue
+            candidate = AliasPair(term=term, synonym=synonym, score=round(min(score, 1.0), 3), sources=sources)
+            if best is None or candidate.score > best.score:
+                best = candidate
+        if best is not None and best.score >= 0.35:
+            pairs.append(best)
+    return sorted(pairs, key=lambda p: -p.score)
+
+
+def collect_facts(
+    ctx: DiagnosisContext,
+    query: str,
+    *,
+    logged: Trace | None,
+    replay: Trace | None,
+    gold: Sequence[str] | None,
+    must_have: Sequence[str] = (),
+) -> Facts:
+    """Look up everything the rules need: gold chunks, index hashes, terms, texts, alias pairs."""
+    facts = Facts(
+        query=query,
+        gold=list(dict.fromkeys(gold)) if gold is not None else None,
+        logged=logged,
+        replay=replay,
+        top_n=ctx.settings.rerank.top_n,
+        must_have=list(must_have),
+        known_aliases={k: list(v) for k, v in ctx.aliases.items()},
+    )
+    facts.terms = key_terms(ctx.tokenize(query))
+    ids: list[str] = list(facts.gold or [])
+    for trace in (logged, replay):
+        if trace is not None:
+            ids += trace_chunk_ids(trace)
+    prefetch = getattr(ctx, "prefetch", None)
+    if prefetch is not None:
+        prefetch(ids)
+    for chunk_id in facts.gold or []:
+        chunk = ctx.chunk(chunk_id)
+        if chunk is None:
+            facts.unknown_gold.append(chunk_id)
+            continue
+        facts.gold_chunks[chunk_id] = chunk
+        facts.indexed[chunk_id] = ctx.indexed_hash(chunk_id)
+        facts.neighbour_texts[chunk_id] = {n.chunk_id: chunk_text(n) for n in ctx.neighbours(chunk_id)}
+    facts.gold_text = " ".join(chunk_text(c) for c in facts.gold_chunks.values())
+    if logged is not None:
+        unknown = {c.chunk_id for c in logged.candidates if not c.known}
+        facts.unknown_logged = [c for c in trace_chunk_ids(logged) if c in unknown or ctx.chunk(c) is None]
+    for trace in (replay, logged):
+        if trace is None:
+            continue
+        top = list(trace.final) + [hit.chunk_id for hit in trace.fused[:10]]
+        for chunk_id in dict.fromkeys(top):
+            chunk = ctx.chunk(chunk_id)
+            if chunk is not None and chunk_id not in facts.candidate_texts:
+                facts.candidate_texts[chunk_id] = chunk_text(chunk)
+    if facts.gold:
+        for source, trace in (("logged", logged), ("replay", replay)):
+            if trace is not None:
+                facts.journeys[source] = gold_journey(trace, facts.gold, source)  # type: ignore[arg-type]
+        applied = dict(facts.primary.rewrite.aliases) if facts.primary is not None else {}
+        facts.alias_pairs = propose_alias_pairs(ctx, facts, applied)
+    return facts

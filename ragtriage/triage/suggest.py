@@ -1,0 +1,375 @@
+"""Rule-based root-cause suggestion: deterministic, no LLM, first upstream failure wins.
+
+Each rule reads `Facts` and returns a `Finding` (label, confidence, evidence a triager can read, and
+the counterfactual replays that can confirm it) or None. `RULES` lists them in pipeline order; the
+first finding is the suggestion and the rest are alternatives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import BaseModel, Field
+
+from ragtriage.triage.facts import (
+    Facts,
+    chunk_text,
+    covered,
+    gold_route_reach,
+    is_raw_route,
+    is_rewritten_route,
+    normalize_text,
+)
+
+#: The default root-cause labels (DESIGN.md), retrieval causes in pipeline order, then outcomes.
+LABELS = (
+    "index_stale",
+    "chunk_split_bad",
+    "rewrite_error",
+    "alias_missing",
+    "bm25_miss",
+    "dense_drift",
+    "rerank_error",
+    "generation_error",
+    "no_answer_in_kb",
+    "label_error",
+)
+#: Below this share of key terms a chunk "does not carry" the query; at or above RELEVANT it does.
+WEAK_COVERAGE = 0.34
+RELEVANT_COVERAGE = 0.8
+
+
+class Finding(BaseModel):
+    """One rule's verdict: a label, how sure, why, and which counterfactuals could confirm it."""
+
+    label: str
+    confidence: float = Field(ge=0.0, le=1.0)
+    evidence: list[str]
+    counterfactuals: list[str] = Field(default_factory=list)
+
+
+def _lost(facts: Facts) -> bool:
+    """Gold is known and no gold chunk reached the primary trace's final context."""
+    journey = facts.primary_journey
+    return bool(facts.gold_chunks) and journey is not None and not journey.reached_final
+
+
+def _ids(ids: list[str], limit: int = 5) -> str:
+    shown = ", ".join(ids[:limit])
+    return shown + (f" (+{len(ids) - limit} more)" if len(ids) > limit else "")
+
+
+def rule_label_error_unknown(facts: Facts) -> Finding | None:
+    """Gold ids the KB does not know: the label itself is wrong (or names another KB)."""
+    if not facts.unknown_gold:
+        return None
+    return Finding(
+        label="label_error",
+        confidence=0.9,
+        evidence=[f"gold chunk id(s) unknown to the KB: {_ids(facts.unknown_gold)}; re-mark gold from `kb chunks`"],
+    )
+
+
+def rule_index_stale(facts: Facts) -> Finding | None:
+    """Gold missing from an index, indexed hash ≠ KB hash, or logged chunk ids the KB does not know."""
+    if facts.gold is not None and not _lost(facts):
+        return None
+    evidence: list[str] = []
+    for chunk_id, hashes in facts.indexed.items():
+        kb_hash = facts.gold_chunks[chunk_id].content_hash
+        for index_name, label in (("bm25", "BM25"), ("dense", "dense")):
+            held = hashes.get(index_name)
+            if held is None:
+                evidence.append(f"gold {chunk_id} is missing from the {label} index")
+            elif held != kb_hash:
+                evidence.append(
+                    f"{label} index holds gold {chunk_id} with content hash {held[:10]}, the KB has "
+                    f"{kb_hash[:10]}: indexed content is older than the KB"
+                )
+    if evidence:
+        return Finding(label="index_stale", confidence=0.95, evidence=evidence, counterfactuals=["current_index"])
+    if facts.unknown_logged:
+        confidence = 0.6
+        evidence.append(
+            f"{len(facts.unknown_logged)} logged chunk id(s) are unknown to the KB: {_ids(facts.unknown_logged)} "
+            "(production searched an index built from another KB revision)"
+        )
+        replay = facts.journeys.get("replay")
+        if replay is not None and replay.reached_final:
+            confidence = 0.8
+            evidence.append("the replay against the current index reaches gold in the final context")
+        return Finding(label="index_stale", confidence=confidence, evidence=evidence, counterfactuals=["current_index"])
+    return None
+
+
+def rule_chunk_split_bad(facts: Facts) -> Finding | None:
+    """The constraints are covered only by a gold chunk and its neighbour together, never by one chunk."""
+    terms = facts.constraint_terms
+    if not _lost(facts) or len(terms) < 2:
+        return None
+    if any(len(covered(terms, text)) == len(terms) for text in facts.candidate_texts.values()):
+        return None
+    for chunk_id, neighbours in facts.neighbour_texts.items():
+        gold_terms = covered(terms, chunk_text(facts.gold_chunks[chunk_id]))
+        if len(gold_terms) == len(terms):
+            return None
+        for neighbour_id, text in neighbours.items():
+            neighbour_terms = covered(terms, text)
+            if len(neighbour_terms) < len(terms) and set(gold_terms) | set(neighbour_terms) == set(terms):
+                return Finding(
+                    label="chunk_split_bad",
+                    confidence=0.8 if facts.must_have else 0.7,
+                    evidence=[
+                        f"no single chunk covers all of {terms}",
+                        f"gold {chunk_id} covers {gold_terms}; its neighbour {neighbour_id} covers {neighbour_terms}",
+                        "together the adjacent chunks cover every term: the answer is split across chunks",
+                    ],
+                    counterfactuals=["neighbours_merged"],
+                )
+    return None
+
+
+def rule_rewrite_error(facts: Facts) -> Finding | None:
+    """Raw routes reach gold and rewritten ones do not, or the rewrite dropped a constraint term."""
+    if not _lost(facts) or facts.primary is None:
+        return None
+    gold = facts.gold or []
+    evidence: list[str] = []
+    for trace in (facts.logged, facts.replay):
+        if trace is None or trace.rewrite.mode == "off":
+            continue
+        raw_ran, raw_rank = gold_route_reach(trace, gold, lambda r: is_raw_route(r.name))
+        rewritten_ran, rewritten_rank = gold_route_reach(trace, gold, lambda r: is_rewritten_route(r.name))
+        if raw_ran and rewritten_ran:
+            if raw_rank is not None and rewritten_rank is None:
+                evidence.append(
+                    f"raw-query routes reach gold (best rank {raw_rank}) and rewritten routes do not "
+                    f"(rewritten query: {trace.rewrite.rewritten_query!r})"
+                )
+            break
+    rewrite = facts.primary.rewrite
+    rewritten = normalize_text(" ".join([rewrite.rewritten_query, *rewrite.sub_queries]))
+    raw = normalize_text(rewrite.raw_query or facts.query)
+    if rewrite.mode != "off" and rewritten.strip() and rewritten != normalize_text(rewrite.normalized_query):
+        lost = [t for t in facts.constraint_terms if t in raw and t not in rewritten and t in facts.gold_text]
+        if lost:
+            evidence.append(
+                f"the rewrite dropped constraint term(s) {lost} that the gold contains "
+                f"(raw {rewrite.raw_query!r} → rewritten {rewrite.rewritten_query!r})"
+            )
+    if not evidence:
+        return None
+    return Finding(
+        label="rewrite_error",
+        confidence=min(0.9, 0.55 + 0.2 * len(evidence)),
+        evidence=evidence,
+        counterfactuals=["rewrite_off", "llm_rewrite"],
+    )
+
+
+def rule_alias_missing(facts: Facts) -> Finding | None:
+    """A query term is absent from gold while a synonym of it is there (a proposed alias pair)."""
+    if not _lost(facts) or not facts.alias_pairs or facts.primary is None:
+        return None
+    _, lexical_rank = gold_route_reach(facts.primary, facts.gold or [], lambda r: r.kind == "bm25")
+    journey = facts.primary_journey
+    if lexical_rank is not None and journey is not None and journey.first_drop in ("reranked", "final"):
+        return None
+    evidence = [
+        f"query term {p.term!r} is absent from gold; the gold's title/heading has {p.synonym!r} "
+        f"({'; '.join(p.sources)})"
+        for p in facts.alias_pairs
+    ]
+    evidence.append(
+        "lexical routes miss gold" if lexical_rank is None else f"lexical routes rank gold only at {lexical_rank}"
+    )
+    evidence.append("proposed alias: " + ", ".join(f"{p.term} → {p.synonym}" for p in facts.alias_pairs))
+    return Finding(
+        label="alias_missing",
+        confidence=round(min(0.9, 0.5 + 0.4 * facts.alias_pairs[0].score), 3),
+        evidence=evidence,
+        counterfactuals=["alias_added", "current_index"],
+    )
+
+
+def rule_label_error_content(facts: Facts) -> Finding | None:
+    """Gold lacks the query's key terms while a non-gold chunk of the final context has them."""
+    terms = facts.terms
+    if not facts.gold_chunks or not terms or facts.alias_pairs or facts.primary is None:
+        return None
+    gold_terms = covered(terms, facts.gold_text)
+    if len(gold_terms) / len(terms) > WEAK_COVERAGE:
+        return None
+    for chunk_id in facts.primary.final:
+        text = facts.candidate_texts.get(chunk_id)
+        if chunk_id in facts.gold_chunks or text is None:
+            continue
+        other_terms = covered(terms, text)
+        if len(other_terms) / len(terms) >= RELEVANT_COVERAGE:
+            return Finding(
+                label="label_error",
+                confidence=0.65,
+                evidence=[
+                    f"the marked gold covers {len(gold_terms)}/{len(terms)} key terms {gold_terms} of {terms}",
+                    f"{chunk_id} in the final context covers {len(other_terms)}/{len(terms)}: "
+                    "it may be the real gold",
+                ],
+            )
+    return None
+
+
+def _route_split(facts: Facts) -> tuple[bool, int | None, bool, int | None]:
+    trace = facts.primary
+    if trace is None:
+        return False, None, False, None
+    gold = facts.gold or []
+    lexical_ran, lexical_rank = gold_route_reach(trace, gold, lambda r: r.kind == "bm25")
+    dense_ran, dense_rank = gold_route_reach(trace, gold, lambda r: r.kind == "dense")
+    return lexical_ran, lexical_rank, dense_ran, dense_rank
+
+
+def rule_bm25_miss(facts: Facts) -> Finding | None:
+    """Lexical routes miss gold while a dense route finds it."""
+    if not _lost(facts):
+        return None
+    lexical_ran, lexical_rank, _, dense_rank = _route_split(facts)
+    if lexical_ran and lexical_rank is None and dense_rank is not None:
+        return Finding(
+            label="bm25_miss",
+            confidence=0.7,
+            evidence=[f"BM25 routes miss gold; dense routes find it at rank {dense_rank}"],
+            counterfactuals=["larger_k", "alias_added"],
+        )
+    return None
+
+
+def rule_dense_drift(facts: Facts) -> Finding | None:
+    """Dense routes miss gold while BM25 finds it, or dense top hits are generic chunks."""
+    if not _lost(facts) or facts.primary is None:
+        return None
+    _, lexical_rank, dense_ran, dense_rank = _route_split(facts)
+    if dense_ran and dense_rank is None and lexical_rank is not None:
+        return Finding(
+            label="dense_drift",
+            confidence=0.7,
+            evidence=[f"dense routes miss gold; BM25 finds it at rank {lexical_rank}"],
+            counterfactuals=["larger_k", "rewrite_off"],
+        )
+    terms = facts.terms
+    if dense_ran and terms and len(covered(terms, facts.gold_text)) / len(terms) >= RELEVANT_COVERAGE:
+        top = [hit.chunk_id for r in facts.primary.routes if r.kind == "dense" for hit in r.hits[:3]]
+        texts = {c: facts.candidate_texts[c] for c in dict.fromkeys(top) if c in facts.candidate_texts}
+        generic = [c for c, text in texts.items() if len(covered(terms, text)) / len(terms) < WEAK_COVERAGE]
+        if texts and len(generic) == len(texts) and (dense_rank is None or dense_rank > 3):
+            return Finding(
+                label="dense_drift",
+                confidence=0.55,
+                evidence=[
+                    f"dense top hits {_ids(generic)} carry almost none of the key terms {terms} (generic chunks)",
+                    f"gold carries them; dense ranks gold {'nowhere' if dense_rank is None else dense_rank}",
+                ],
+                counterfactuals=["larger_k", "rewrite_off"],
+            )
+    return None
+
+
+def rule_rerank_error(facts: Facts) -> Finding | None:
+    """Gold was in the reranker's input and cut from its output (the final top N)."""
+    journey = facts.primary_journey
+    if not _lost(facts) or journey is None or facts.primary is None:
+        return None
+    for stages in journey.gold:
+        entered = stages.rerank_input if "rerank_input" in journey.stages else stages.reranked
+        if entered is None:
+            continue
+        where = f"at rank {stages.reranked}" if stages.reranked is not None else "not at all"
+        return Finding(
+            label="rerank_error",
+            confidence=0.8,
+            evidence=[
+                f"gold {stages.chunk_id} entered the reranker at position {entered} and came out {where}; "
+                f"the final context keeps {facts.top_n} (rerank: {facts.primary.rerank_mode})"
+            ],
+            counterfactuals=["rerank_off"],
+        )
+    return None
+
+
+def rule_generation_error(facts: Facts) -> Finding | None:
+    """Gold reached the final context: retrieval did its job."""
+    journey = facts.primary_journey
+    if journey is None or not journey.reached_final:
+        return None
+    ranks = [f"{g.chunk_id} at rank {g.final}" for g in journey.gold if g.final is not None]
+    return Finding(
+        label="generation_error",
+        confidence=0.85,
+        evidence=[f"gold is in the final context ({', '.join(ranks)}): the answer, not retrieval, failed"],
+    )
+
+
+def rule_no_answer_in_kb(facts: Facts) -> Finding | None:
+    """No gold, and nothing retrieved carries the query (low term coverage, low cross-encoder scores)."""
+    trace = facts.primary
+    if facts.gold_chunks or facts.unknown_gold or trace is None or not facts.terms:
+        return None
+    final_texts = [facts.candidate_texts[c] for c in trace.final if c in facts.candidate_texts]
+    best = max((len(covered(facts.terms, t)) / len(facts.terms) for t in final_texts), default=0.0)
+    probabilities = [p.cross_encoder_score for p in trace.rerank_pairs if p.cross_encoder_score is not None]
+    if best >= 0.5 or (probabilities and max(probabilities) >= 0.3):
+        return None
+    evidence = [f"no final chunk carries more than {best:.0%} of the key terms {facts.terms}"]
+    if probabilities:
+        evidence.append(f"best cross-encoder probability {max(probabilities):.2f}")
+    if trace.refused:
+        evidence.append(f"the pipeline refused ({trace.refusal_reason or 'low score'})")
+    return Finding(label="no_answer_in_kb", confidence=0.8 if facts.gold == [] else 0.55, evidence=evidence)
+
+
+def rule_fallback(facts: Facts) -> Finding | None:
+    """Gold lost and no specific rule fired: blame the recall family that ranked gold worse."""
+    if not _lost(facts):
+        return None
+    _, lexical_rank, _, dense_rank = _route_split(facts)
+    lexical_worse = lexical_rank is None or (dense_rank is not None and lexical_rank > dense_rank)
+    label = "bm25_miss" if lexical_worse else "dense_drift"
+    journey = facts.primary_journey
+    drop = journey.first_drop if journey is not None else None
+    return Finding(
+        label=label,
+        confidence=0.3,
+        evidence=[
+            f"gold dropped out at stage {drop!r}; best BM25 rank {lexical_rank}, best dense rank {dense_rank}",
+            "no more specific cause found; try the larger-k replay",
+        ],
+        counterfactuals=["larger_k"],
+    )
+
+
+#: Rules in precedence order: the first upstream failure wins.
+RULES: tuple[Callable[[Facts], Finding | None], ...] = (
+    rule_label_error_unknown,
+    rule_index_stale,
+    rule_chunk_split_bad,
+    rule_rewrite_error,
+    rule_alias_missing,
+    rule_label_error_content,
+    rule_bm25_miss,
+    rule_dense_drift,
+    rule_rerank_error,
+    rule_generation_error,
+    rule_no_answer_in_kb,
+    rule_fallback,
+)
+
+
+def findings(facts: Facts) -> list[Finding]:
+    """Every rule's finding, in precedence order, one per label (the first for a label wins)."""
+    found: list[Finding] = []
+    for rule in RULES:
+        if rule is rule_fallback and found:
+            break
+        finding = rule(facts)
+        if finding is not None and all(f.label != finding.label for f in found):
+            found.append(finding)
+    return found
