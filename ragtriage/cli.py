@@ -14,6 +14,7 @@ from ragtriage.errors import RagtriageError
 COMMAND_MODULES = [
     "ragtriage.commands.kb",
     "ragtriage.commands.replay",
+    "ragtriage.commands.eval",
 ]
 
 

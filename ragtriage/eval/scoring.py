@@ -1,0 +1,214 @@
+"""Score many rankings at once: the batch path behind `eval score` and the eval runner.
+
+The metrics are the ones in `ragtriage.eval.metrics` (same conventions, same values; the tests check
+both against pytrec_eval). The batch path finds each relevant id's rank once per query with one
+C-level dict build, then computes every metric at every cutoff with numpy over the found ranks, so
+there is no per-metric re-scan of the ranking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ragtriage.eval.metrics import Qrels, candidate_coverage, grades_of
+from ragtriage.eval.specs import MetricSpec
+
+__all__ = ["BatchScores", "score_case", "score_rankings"]
+
+
+@dataclass
+class BatchScores:
+    """Per-query metric values as columns (one numpy array per metric, aligned with `qids`)."""
+
+    qids: list[str]
+    columns: dict[str, np.ndarray]
+    duplicates: dict[str, int] = field(default_factory=dict)
+    """Query id → repeated ids dropped from its ranking (first occurrence kept)."""
+    missing_rankings: list[str] = field(default_factory=list)
+    """Queries with relevant ids but no ranking at all: they score 0 and count in the mean."""
+    no_relevant: list[str] = field(default_factory=list)
+    """Queries in the qrels without any grade > 0: excluded from ranking metrics, counted."""
+    skipped_no_qrels: list[str] = field(default_factory=list)
+    """Queries ranked but absent from the qrels: skipped, counted."""
+
+    def per_query(self) -> dict[str, dict[str, float]]:
+        """`{query id: {metric: value}}` as plain floats."""
+        names = list(self.columns)
+        lists = [self.columns[name].tolist() for name in names]
+        rows = zip(*lists, strict=True)
+        return {
+            qid: dict(zip(names, values, strict=True)) for qid, values in zip(self.qids, rows, strict=True)
+        }
+
+    def means(self) -> dict[str, float]:
+        """The mean of every metric over the scored queries (0.0 for none)."""
+        return {name: float(values.mean()) if len(values) else 0.0 for name, values in self.columns.items()}
+
+
+def _ranking_specs(specs: Sequence[MetricSpec]) -> list[MetricSpec]:
+    for spec in specs:
+        if spec.needs_candidates:
+            raise ValueError(
+                f"{spec} needs the candidate list before rerank; "
+                "score it per case with score_case(candidates=...)"
+            )
+    return list(specs)
+
+
+def _discounts(length: int) -> np.ndarray:
+    """1 / log2(rank + 1) for rank 0..length (index 0 unused so that index = rank)."""
+    ranks = np.arange(length + 1, dtype=np.float64)
+    discounts = np.zeros(length + 1)
+    discounts[1:] = 1.0 / np.log2(ranks[1:] + 1.0)
+    return discounts
+
+
+def score_rankings(
+    rankings: Mapping[str, Sequence[str]],
+    qrels: Mapping[str, Qrels],
+    specs: Sequence[MetricSpec],
+) -> BatchScores:
+    """Score every query of `qrels` that has a relevant id against its ranking in `rankings`.
+
+    Rankings are used in the order given (no re-sorting) after first-occurrence de-duplication.
+    A query without a ranking scores 0 on everything and still counts (trec_eval's `-c` behaviour).
+    """
+    specs = _ranking_specs(specs)
+    qids: list[str] = []
+    duplicates: dict[str, int] = {}
+    missing: list[str] = []
+    no_relevant: list[str] = []
+    # Flat arrays over (query, relevant id): ranks found (1-based, 0 = not retrieved) and grades.
+    gold_query: list[int] = []
+    gold_grade: list[float] = []
+    gold_rank: list[int] = []
+    max_rank = 1
+    for qid, judged in qrels.items():
+        grades = judged if isinstance(judged, Mapping) else grades_of(judged)
+        positive = [(doc_id, grade) for doc_id, grade in grades.items() if grade > 0]
+        if not positive:
+            no_relevant.append(qid)
+            continue
+        query_index = len(qids)
+        qids.append(qid)
+        ranked = rankings.get(qid)
+        if ranked is None:
+            missing.append(qid)
+            ranked = ()
+        size = len(ranked)
+        if size > max_rank:
+            max_rank = size
+        # dict(zip(...)) keeps the *last* index of a repeated id; rebuild on the de-duplicated list then.
+        position = dict(zip(ranked, range(1, size + 1), strict=True))
+        if len(position) != size:
+            unique = list(dict.fromkeys(ranked))
+            duplicates[qid] = size - len(unique)
+            position = dict(zip(unique, range(1, len(unique) + 1), strict=True))
+        get = position.get
+        for doc_id, grade in positive:
+            gold_query.append(query_index)
+            gold_grade.append(grade)
+            gold_rank.append(get(doc_id, 0))
+    skipped = [qid for qid in rankings if qid not in qrels]
+    columns = _columns(specs, len(qids), gold_query, gold_grade, gold_rank, max_rank)
+    return BatchScores(qids, columns, duplicates, missing, no_relevant, skipped)
+
+
+def _columns(
+    specs: Sequence[MetricSpec],
+    n_queries: int,
+    gold_query: list[int],
+    gold_grade: list[float],
+    gold_rank: list[int],
+    max_rank: int,
+) -> dict[str, np.ndarray]:
+    query = np.asarray(gold_query, dtype=np.int64)
+    grade = np.asarray(gold_grade, dtype=np.float64)
+    rank = np.asarray(gold_rank, dtype=np.int64)
+    found = rank > 0
+    found_query, found_rank, found_grade = query[found], rank[found], grade[found]
+    n_relevant = np.bincount(query, minlength=n_queries).astype(np.float64)
+    max_k = max([spec.k or 0 for spec in specs] + [max_rank, 1])
+    discounts = _discounts(max_k)
+    found_gain = found_grade * discounts[found_rank]
+    ideal_position = _ideal_positions(query, grade)
+    columns: dict[str, np.ndarray] = {}
+    hits_cache: dict[int, np.ndarray] = {}
+
+    def hits_at(k: int) -> np.ndarray:
+        if k not in hits_cache:
+            hits_cache[k] = np.bincount(found_query[found_rank <= k], minlength=n_queries).astype(np.float64)
+        return hits_cache[k]
+
+    for spec in specs:
+        k = spec.k
+        if spec.name == "p" and k is not None:
+            columns[spec.label] = hits_at(k) / k
+        elif spec.name == "recall" and k is not None:
+            columns[spec.label] = hits_at(k) / np.maximum(n_relevant, 1.0)
+        elif spec.name == "hit" and k is not None:
+            columns[spec.label] = (hits_at(k) > 0).astype(np.float64)
+        elif spec.name == "mrr":
+            first = np.full(n_queries, np.iinfo(np.int64).max, dtype=np.int64)
+            within = found_rank <= k if k is not None else np.ones(len(found_rank), dtype=bool)
+            np.minimum.at(first, found_query[within], found_rank[within])
+            reciprocal = np.zeros(n_queries)
+            seen = first != np.iinfo(np.int64).max
+            reciprocal[seen] = 1.0 / first[seen]
+            columns[spec.label] = reciprocal
+        elif spec.name == "ndcg" and k is not None:
+            in_cut = found_rank <= k
+            dcg = np.bincount(found_query[in_cut], weights=found_gain[in_cut], minlength=n_queries)
+            ideal_order, positions = ideal_position
+            in_ideal = positions <= k
+            ideal = np.bincount(
+                query[ideal_order][in_ideal],
+                weights=grade[ideal_order][in_ideal] * discounts[positions[in_ideal]],
+                minlength=n_queries,
+            )
+            columns[spec.label] = np.divide(dcg, ideal, out=np.zeros(n_queries), where=ideal > 0)
+        else:
+            raise ValueError(f"cannot score {spec} on a ranking")
+    return columns
+
+
+def _ideal_positions(query: np.ndarray, grade: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Order relevant ids by (query, grade descending) and give each its 1-based rank in the ideal list."""
+    order = np.lexsort((-grade, query))
+    sorted_query = query[order]
+    positions = np.arange(1, len(order) + 1, dtype=np.int64)
+    if len(order):
+        starts = np.r_[0, np.flatnonzero(np.diff(sorted_query)) + 1]
+        lengths = np.diff(np.r_[starts, len(order)])
+        positions -= np.repeat(starts, lengths)
+    return order, positions
+
+
+def score_case(
+    ranked: Sequence[str],
+    qrels: Qrels,
+    specs: Sequence[MetricSpec],
+    *,
+    candidates: Sequence[str] | None = None,
+) -> dict[str, float]:
+    """Every metric in `specs` for one case; coverage@N reads `candidates` (the list before rerank).
+
+    Raises:
+        ValueError: coverage is asked for but no candidate list is given.
+    """
+    ranking_specs = [spec for spec in specs if not spec.needs_candidates]
+    scores = score_rankings({"case": ranked}, {"case": grades_of(qrels)}, ranking_specs)
+    values = (
+        {label: float(column[0]) for label, column in scores.columns.items()}
+        if scores.qids
+        else {spec.label: 0.0 for spec in ranking_specs}
+    )
+    for spec in specs:
+        if spec.needs_candidates:
+            if candidates is None:
+                raise ValueError(f"{spec} needs the candidate list before rerank (candidates=...)")
+            values[spec.label] = candidate_coverage(candidates, qrels, spec.k or 1)
+    return {spec.label: values[spec.label] for spec in specs}
