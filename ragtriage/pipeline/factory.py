@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -43,14 +43,12 @@ def build_pipeline(workspace: Workspace) -> Pipeline:
     dense = indexes.dense
 
     def dense_search(vector: np.ndarray, k: int) -> list[ScoredChunk]:
-        found: Any = dense.search_vector(vector, k)
-        # Accept both `hits` and `(hits, flags)` from the dense index.
-        return list(found[0] if isinstance(found, tuple) else found)
+        return dense.search_vector(vector, k)
 
     def kb_version() -> int | None:
-        manifest = getattr(indexes, "manifest", None)
-        value = getattr(manifest, "kb_version", None) if manifest is not None else None
-        return int(value) if value is not None else None
+        # The KB revision the indexes were synced to, not the store's current one: a gap between
+        # the two is what `index_stale` diagnosis looks for.
+        return indexes.manifest.kb_revision if indexes.manifest is not None else None
 
     return Pipeline(
         settings,
@@ -59,7 +57,7 @@ def build_pipeline(workspace: Workspace) -> Pipeline:
         chunks=ChunkLookup(workspace.engine, kb=settings.kb.name),
         bm25=indexes.bm25,
         embedder=indexes.embedder,
-        dense_search=dense_search if dense is not None else None,
+        dense_search=dense_search,
         llm_rewriter=llm,
         kb_version=kb_version,
         on_close=indexes.close,

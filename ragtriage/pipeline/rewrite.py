@@ -31,7 +31,8 @@ STOP_WORDS = frozenset(
 #: Conjunctions and punctuation that separate the constraints of one question.
 _SUB_QUERY_SPLIT = re.compile(r"以及|并且|而且|还有|同时|另外|和|[?？,，;；。!！、]|\band\b", re.IGNORECASE)
 _WORD_CHAR = re.compile(r"[0-9a-z]", re.IGNORECASE)
-_TOML_POSITION = re.compile(r"at line (\d+), column (\d+)")
+_TOML_POSITION = re.compile(r"\s*\((?:at line (\d+), column \d+|at end of document)\)")
+_BARE_KEY = re.compile(r"^\s*([^\s\"'=#\[][^=]*?)\s*=")
 _ALIAS_FIX = 'write each entry as term = ["synonym", "synonym"]'
 
 
@@ -61,6 +62,7 @@ class AliasDictionary:
     groups: tuple[tuple[str, ...], ...] = ()
     source: Path | None = None
     _index: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
+    _spelling: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_groups(cls, groups: Iterable[Sequence[str]], source: Path | None = None) -> AliasDictionary:
@@ -71,12 +73,14 @@ class AliasDictionary:
             if len(members) > 1:
                 kept.append(members)
         index: dict[str, tuple[str, ...]] = {}
+        spelling: dict[str, str] = {}
         for members in kept:
             for member in members:
                 key = member.lower()
+                spelling.setdefault(key, member)
                 others = [m for m in members if m.lower() != key]
                 index[key] = tuple(_unique([*index.get(key, ()), *others]))
-        return cls(groups=tuple(kept), source=source, _index=index)
+        return cls(groups=tuple(kept), source=source, _index=index, _spelling=spelling)
 
     @classmethod
     def from_mapping(cls, entries: Mapping[str, Sequence[str]], source: Path | None = None) -> AliasDictionary:
@@ -101,7 +105,7 @@ class AliasDictionary:
             if _occurs(term, lowered):
                 missing = [o for o in others if not _occurs(o.lower(), lowered)]
                 if missing:
-                    found[term] = missing
+                    found[self._spelling.get(term, term)] = missing
         return found
 
     def __len__(self) -> int:
@@ -125,9 +129,19 @@ def load_aliases(path: Path) -> AliasDictionary:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         position = _TOML_POSITION.search(str(error))
-        where = f"{path}:{position.group(1)}" if position else str(path)
-        reason = _TOML_POSITION.sub("", str(error)).strip(" ()")
-        raise InputError(f"{where}: not valid TOML ({reason}); {_ALIAS_FIX}") from None
+        lines = text.splitlines()
+        line_no = None
+        if position:
+            line_no = int(position.group(1)) if position.group(1) else max(1, len(lines))
+        where = f"{path}:{line_no}" if line_no else str(path)
+        reason = _TOML_POSITION.sub("", str(error)).strip()
+        fix = _ALIAS_FIX
+        if line_no and line_no <= len(lines):
+            bare_key = _BARE_KEY.match(lines[line_no - 1])
+            if bare_key and not bare_key.group(1).isascii():
+                # TOML bare keys are ASCII only; Chinese terms must be quoted.
+                fix = f'quote the term: "{bare_key.group(1).strip()}" = [...]'
+        raise InputError(f"{where}: not valid TOML ({reason}); {fix}") from None
     groups = []
     for term, synonyms in data.items():
         if not isinstance(synonyms, list) or not all(isinstance(s, str) for s in synonyms):
