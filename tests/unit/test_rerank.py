@@ -1,0 +1,160 @@
+"""Rerank stage: sigmoid calibration, features, linear combination, refusal, HTTP rerank service."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+import httpx
+import pytest
+
+from ragtriage.config import RerankSettings
+from ragtriage.errors import PipelineError
+from ragtriage.pipeline import features
+from ragtriage.pipeline.rerank import Reranker, RerankItem, build_scorer
+from ragtriage.pipeline.rerank_backends import HTTPRerankScorer, estimate_tokens, sigmoid
+
+NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
+
+
+def test_sigmoid_of_logits_matches_known_values() -> None:
+    assert sigmoid([-8.1544, 6.1821]) == pytest.approx([0.000287, 0.997938], abs=1e-6)
+    assert sigmoid([0.0]) == [0.5]
+    assert sigmoid([-1000.0, 1000.0]) == [0.0, 1.0]  # no overflow
+    # One candidate: a sigmoid keeps its meaning, where min-max over one value would give 0.
+    assert sigmoid([2.0])[0] == pytest.approx(0.880797, abs=1e-6)
+
+
+def test_features() -> None:
+    assert features.title_hit(["nginx", "502"], "Nginx 返回 502") == 1.0
+    assert features.title_hit(["nginx", "超时"], "Nginx 配置") == 0.5
+    assert features.title_hit([], "x") == 0.0
+    assert features.freshness("2026-11-30T00:00:00+00:00", NOW, 180) == 1.0
+    assert features.freshness("2026-06-03", NOW, 180) == pytest.approx(0.5)
+    assert features.freshness(None, NOW, 180) == 0.0 and features.freshness("not a date", NOW, 180) == 0.0
+    assert features.product_line_match("Cloud", "cloud ") == 1.0
+    assert features.product_line_match(None, "cloud") == 0.0
+    assert features.key_term_hit("订单状态 PENDING 卡住", "状态为 pending 的订单", ["PENDING", "SHIPPED"]) == 1.0
+    assert features.key_term_hit("订单状态卡住", "PENDING", ["PENDING"]) == 0.0
+
+
+class FixedScorer:
+    """Returns given probabilities; records the passages it saw."""
+
+    name = "fixed:test"
+    notes = ["note from scorer"]
+
+    def __init__(self, probabilities: list[float]) -> None:
+        self.probabilities = probabilities
+        self.seen: list[str] = []
+
+    def score(self, query: str, passages: Sequence[str]) -> tuple[list[float], list[bool]]:
+        self.seen = list(passages)
+        return self.probabilities[: len(passages)], [i == 0 for i in range(len(passages))]
+
+
+ITEMS = [
+    RerankItem("c1", rrf_score=1 / 61, title="安装指南", content="a"),
+    RerankItem("c2", rrf_score=1 / 62, title="nginx 502 排查", content="b", updated_at="2026-11-30"),
+]
+
+
+def test_features_only_ranks_by_features_and_rrf() -> None:
+    reranker = Reranker(RerankSettings(), now=lambda: NOW)
+    outcome = reranker.rerank("nginx 502", ["nginx", "502"], ITEMS)
+    assert outcome.mode == "features-only" and reranker.mode == "features-only"
+    weights = RerankSettings().weights
+    expected_c2 = weights.rrf / 62 + weights.title_hit * 1.0 + weights.freshness * 1.0
+    assert [c.chunk_id for c in outcome.reranked] == ["c2", "c1"]
+    assert outcome.reranked[0].score == pytest.approx(expected_c2)
+    assert outcome.pairs[0].cross_encoder_score is None
+    assert outcome.pairs[1].features == {
+        "title_hit": 1.0, "freshness": 1.0, "product_line": 0.0, "key_terms": 0.0, "rrf": pytest.approx(1 / 62)
+    }
+
+
+def test_cross_encoder_probability_is_combined_linearly() -> None:
+    scorer = FixedScorer([0.9, 0.1])
+    reranker = Reranker(RerankSettings(), scorer, now=lambda: NOW)
+    outcome = reranker.rerank("nginx 502", ["nginx", "502"], ITEMS)
+    assert scorer.seen == ["a", "b"]
+    assert outcome.mode == "fixed:test" and outcome.notes == ["note from scorer"]
+    assert [c.chunk_id for c in outcome.reranked] == ["c1", "c2"]
+    assert outcome.reranked[0].score == pytest.approx(0.9 + 10 / 61)
+    assert outcome.truncated_pairs == 1 and outcome.pairs[0].truncated
+
+
+def test_equal_scores_keep_fused_order() -> None:
+    items = [RerankItem(f"c{i}", rrf_score=0.0) for i in range(3)]
+    outcome = Reranker(RerankSettings(), now=lambda: NOW).rerank("q", [], items)
+    assert [c.chunk_id for c in outcome.reranked] == ["c0", "c1", "c2"]
+
+
+def test_refusal_threshold() -> None:
+    reranker = Reranker(RerankSettings(refusal_threshold=0.5), FixedScorer([0.2]), now=lambda: NOW)
+    outcome = reranker.rerank("q", [], ITEMS[:1])
+    assert reranker.refusal(outcome.reranked) is not None
+    assert Reranker(RerankSettings(refusal_threshold=0.1), FixedScorer([0.2])).refusal(outcome.reranked) is None
+    assert Reranker(RerankSettings()).refusal(outcome.reranked) is None
+    assert Reranker(RerankSettings(refusal_threshold=0.1)).refusal([]) == "no candidates retrieved"
+
+
+def _service(reply: object, seen: list[dict[str, object]] | None = None) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if seen is not None:
+            seen.append(json.loads(request.content))
+        return httpx.Response(200, json=reply)
+
+    return httpx.MockTransport(handler)
+
+
+def test_http_tei_scores_already_calibrated_are_kept() -> None:
+    seen: list[dict[str, object]] = []
+    transport = _service([{"index": 1, "score": 0.25}, {"index": 0, "score": 0.75}], seen)
+    scorer = HTTPRerankScorer("http://rr.local", transport=transport, environ={})
+    probabilities, truncated = scorer.score("问题", ["第一段", "第二段"])
+    assert probabilities == [0.75, 0.25] and truncated == [False, False]
+    assert seen[0]["texts"] == ["第一段", "第二段"] and seen[0]["raw_scores"] is False
+    assert scorer.url == "http://rr.local/rerank"
+
+
+def test_http_logits_are_squashed_and_jina_shape_is_read() -> None:
+    transport = _service({"results": [{"index": 0, "relevance_score": -8.1544}, {"index": 1, "relevance_score": 6.1821}]})
+    scorer = HTTPRerankScorer("http://rr.local/rerank", scores="logit", transport=transport, environ={})
+    probabilities, _ = scorer.score("q", ["a", "b"])
+    assert probabilities == pytest.approx([0.000287, 0.997938], abs=1e-6)
+
+
+def test_http_out_of_range_probability_and_failures_are_clear_errors() -> None:
+    scorer = HTTPRerankScorer("http://rr.local", transport=_service([{"index": 0, "score": 3.2}]), environ={})
+    with pytest.raises(PipelineError, match='outside \\[0, 1\\].*http_scores = "logit"'):
+        scorer.score("q", ["a"])
+    missing = HTTPRerankScorer("http://rr.local", transport=_service([]), environ={})
+    with pytest.raises(PipelineError, match="scores for 1 passages are missing"):
+        missing.score("q", ["a"])
+    failing = HTTPRerankScorer(
+        "http://rr.local", transport=httpx.MockTransport(lambda r: httpx.Response(503)), environ={}
+    )
+    with pytest.raises(PipelineError, match="HTTP 503"):
+        failing.score("q", ["a"])
+
+
+def test_http_cuts_the_passage_never_the_query() -> None:
+    seen: list[dict[str, object]] = []
+    transport = _service([{"index": 0, "score": 0.5}, {"index": 1, "score": 0.5}], seen)
+    scorer = HTTPRerankScorer("http://rr.local", max_length=20, transport=transport, environ={})
+    query = "磁盘满了怎么办"
+    _, truncated = scorer.score(query, ["短", "很" * 100])
+    assert truncated == [False, True]
+    sent = seen[0]["texts"]
+    assert isinstance(sent, list) and sent[0] == "短" and 0 < len(sent[1]) < 100
+    assert estimate_tokens(query) + estimate_tokens(sent[1]) + 3 <= 20
+
+
+def test_build_scorer_needs_model_or_url() -> None:
+    assert build_scorer(RerankSettings()) is None
+    with pytest.raises(PipelineError, match="needs \\[rerank\\] model"):
+        build_scorer(RerankSettings(backend="flagembedding"))
+    with pytest.raises(PipelineError, match="needs \\[rerank\\] url"):
+        build_scorer(RerankSettings(backend="http"))
