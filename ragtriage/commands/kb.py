@@ -1,9 +1,252 @@
-"""`ragtriage kb` commands."""
+"""`ragtriage kb …`: add files and folders to the knowledge base, inspect chunks, remove documents."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
 import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ragtriage.commands.common import echo_json, open_workspace, stderr_console, workspace_options
+from ragtriage.errors import NotFoundError, RagtriageError
+from ragtriage.kb import service
+from ragtriage.workspace import Workspace
+
+ProgressCallback = Callable[[int, int], None]
+
+
+@click.group("kb")
+def kb_group() -> None:
+    """Knowledge base: documents → chunks (SQL), and the indexes built from them."""
+
+
+@kb_group.command("add")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--no-index", is_flag=True, help="Store documents and chunks only; do not update the indexes.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@workspace_options
+def add_command(
+    paths: tuple[Path, ...], no_index: bool, as_json: bool, home: Path | None, config_file: Path | None
+) -> None:
+    """Add or update .md/.markdown/.html/.htm/.txt files (folders are walked).
+
+    Documents added from a folder earlier and missing from it now are marked deleted.
+    Exit code 2 when any file could not be added (each is named on stderr with a fix).
+    """
+    with open_workspace(home, config_file) as workspace, _progress_bars() as bar:
+        report = service.add_paths(
+            workspace,
+            list(paths),
+            on_progress=bar("reading files"),
+            index=not no_index,
+            on_index_progress=bar("indexing chunks"),
+        )
+    err = click.get_text_stream("stderr")
+    for warning in report.warnings:
+        click.echo(f"warning: {warning.path}: {warning.message}", file=err)
+    for failed in report.failed:
+        click.echo(f"kb add: failed: {failed.message()}", file=err)
+    if as_json:
+        echo_json(report)
+    else:
+        click.echo(_add_summary(report))
+    if report.failed:
+        click.echo(
+            f"kb add: {len(report.failed)} of {report.files_seen} files failed; the others were added",
+            err=True,
+        )
+        click.get_current_context().exit(2)
+
+
+def _add_summary(report: service.AddReport) -> str:
+    lines = [
+        f"files: {report.files_seen} seen, {report.added} added, {report.changed} changed, "
+        f"{report.unchanged} unchanged, {len(report.failed)} failed",
+        f"documents deleted: {report.deleted}"
+        + (f" ({', '.join(report.deleted_doc_ids)})" if report.deleted else ""),
+        f"chunks written: {report.chunks_written}",
+        f"KB revision: {report.kb_revision}",
+    ]
+    if report.index is not None:
+        fields = ("added", "updated", "deleted", "unchanged", "embedded", "chunk_count")
+        lines.append(
+            "index: " + ", ".join(f"{name} {report.index[name]}" for name in fields if name in report.index)
+        )
+    else:
+        lines.append(f"index: not updated ({report.index_skipped})")
+    return "\n".join(lines)
+
+
+@kb_group.command("stats")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@workspace_options
+def stats_command(as_json: bool, home: Path | None, config_file: Path | None) -> None:
+    """Documents and chunks by status, the KB revision and the index manifest's state."""
+    with open_workspace(home, config_file) as workspace:
+        stats = service.kb_stats(workspace)
+        index = _index_status(workspace)
+    if as_json:
+        echo_json({**stats.model_dump(mode="json"), "index": index})
+        return
+    click.echo(f"KB: {stats.kb}  revision {stats.revision}")
+    click.echo("documents: " + (_counts(stats.documents) or "none"))
+    click.echo("chunks: " + (_counts(stats.chunks) or "none"))
+    if "error" in index:
+        click.echo(f"index: unavailable ({index['error']})")
+    else:
+        shown = (
+            "state",
+            "index_revision",
+            "indexed_chunks",
+            "unindexed_chunks",
+            "changed_chunks",
+            "index_embedder",
+        )
+        click.echo("index: " + ", ".join(f"{key} {index[key]}" for key in shown if key in index))
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{status} {count}" for status, count in sorted(counts.items()))
+
+
+def _index_status(workspace: Workspace) -> dict[str, Any]:
+    try:
+        from ragtriage.pipeline.indexer import index_status
+    except ModuleNotFoundError as error:
+        if error.name != "ragtriage.pipeline.indexer":
+            raise
+        return {"error": "the indexer is not installed in this build"}
+    try:
+        return dict(index_status(workspace))
+    except RagtriageError as error:
+        return {"error": f"{error.title}: {error}"}
+
+
+@kb_group.command("chunks")
+@click.option("--doc", "doc_id", default=None, help="Only this document's chunks.")
+@click.option("--with-content", is_flag=True, help="Include each chunk's full text.")
+@click.option("--all", "include_deleted", is_flag=True, help="Include deleted chunks.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@workspace_options
+def chunks_command(
+    doc_id: str | None,
+    with_content: bool,
+    include_deleted: bool,
+    as_json: bool,
+    home: Path | None,
+    config_file: Path | None,
+) -> None:
+    """List chunks in document order (tab-separated: chunk_id, status, anchor, title)."""
+    with open_workspace(home, config_file) as workspace:
+        chunks = service.list_chunks(
+            workspace, doc_id=doc_id, include_content=with_content, include_deleted=include_deleted
+        )
+    if as_json:
+        echo_json(chunks)
+        return
+    click.echo("chunk_id\tstatus\tanchor\ttitle")
+    for chunk in chunks:
+        click.echo(f"{chunk.chunk_id}\t{chunk.status}\t{chunk.anchor or ''}\t{chunk.title}")
+        if with_content:
+            click.echo(_indent(chunk.content) + "\n")
+
+
+@kb_group.command("show")
+@click.argument("chunk_id")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@workspace_options
+def show_command(chunk_id: str, as_json: bool, home: Path | None, config_file: Path | None) -> None:
+    """One chunk with its metadata, its neighbours' ids and its full text."""
+    with open_workspace(home, config_file) as workspace:
+        chunk = service.get_chunks(workspace.engine, [chunk_id]).get(chunk_id)
+        if chunk is None:
+            raise NotFoundError(f"no chunk {chunk_id!r}; see `ragtriage kb chunks` for the ids")
+        around = service.neighbours(workspace.engine, chunk_id)
+    if as_json:
+        echo_json({**chunk.model_dump(mode="json"), "neighbours": [n.chunk_id for n in around]})
+        return
+    fields = {
+        "chunk_id": chunk.chunk_id,
+        "doc_id": chunk.doc_id,
+        "status": chunk.status,
+        "title": chunk.title,
+        "heading_path": " › ".join(chunk.heading_path),
+        "anchor": chunk.anchor or "",
+        "ordinal": chunk.ordinal,
+        "version": chunk.version,
+        "doc_version": chunk.doc_version or "",
+        "product_line": chunk.product_line or "",
+        "updated_at": chunk.updated_at or "",
+        "source_path": chunk.source_path or "",
+        "content_hash": chunk.content_hash[:16],
+        "neighbours": ", ".join(n.chunk_id for n in around),
+    }
+    for name, value in fields.items():
+        click.echo(f"{name + ':':<14}{value}")
+    click.echo("")
+    click.echo(chunk.content)
+
+
+@kb_group.command("remove")
+@click.argument("doc_ids", nargs=-1, required=True)
+@click.option("--no-index", is_flag=True, help="Do not update the indexes.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@workspace_options
+def remove_command(
+    doc_ids: tuple[str, ...], no_index: bool, as_json: bool, home: Path | None, config_file: Path | None
+) -> None:
+    """Mark documents and their chunks deleted (kept in SQL for old traces, gone from the indexes)."""
+    with open_workspace(home, config_file) as workspace:
+        report = service.remove_documents(workspace, list(doc_ids), index=not no_index)
+    if as_json:
+        echo_json(report)
+        return
+    click.echo(f"removed: {', '.join(report.removed) or 'none'} ({report.chunks_deleted} chunks)")
+    if report.already_deleted:
+        click.echo(f"already deleted: {', '.join(report.already_deleted)}")
+    click.echo(f"KB revision: {report.kb_revision}")
+    if report.index is None:
+        click.echo(f"index: not updated ({report.index_skipped})")
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())
+
+
+@contextmanager
+def _progress_bars() -> Iterator[Callable[[str], ProgressCallback | None]]:
+    """`bar(label)` → an `on_progress` callback drawing on stderr, or None when stderr is not a terminal."""
+    if not sys.stderr.isatty():
+        yield lambda _label: None
+        return
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr_console(),
+        transient=True,
+    )
+
+    def bar(label: str) -> ProgressCallback:
+        task_id = None
+
+        def update(done: int, total: int) -> None:
+            nonlocal task_id
+            if task_id is None:
+                task_id = progress.add_task(label, total=total)
+            progress.update(task_id, completed=done, total=total)
+
+        return update
+
+    with progress:
+        yield bar
 
 
 def register(cli: click.Group) -> None:
     """Attach this module's commands to the root group."""
+    cli.add_command(kb_group)

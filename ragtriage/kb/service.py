@@ -1,0 +1,409 @@
+"""The knowledge base as both faces use it: add files and folders, list and show chunks, remove documents.
+
+`add_paths` loads every supported file (.md, .markdown, .html, .htm, .txt), stores each in its own
+short write transaction, marks documents deleted that were added from the same folder before and
+are gone now, then brings the indexes in line (`ragtriage.pipeline.indexer.sync_indexes`).
+A file that cannot be loaded is reported (path, reason, fix) and skipped; its stored version stays.
+
+Document ids: front matter `doc_id`, else the path relative to the folder given, without extension,
+with `/` separators (a single file: its stem). Chunk ids: see `ragtriage.kb.chunking`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+from sqlalchemy import func
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import defer
+from sqlmodel import col, select
+
+from ragtriage.errors import InputError, NotFoundError
+from ragtriage.kb.chunking import ChunkingParams
+from ragtriage.kb.document import SUFFIX_FORMATS, DocumentLoadError
+from ragtriage.kb.loaders import load_document
+from ragtriage.kb.repository import DELETED, as_utc, kb_revision, mark_deleted, store_document, to_record
+from ragtriage.pipeline.types import ChunkRecord
+from ragtriage.store.db import read_session
+from ragtriage.store.kb_tables import ChunkRow, DocumentRow, KBStateRow
+from ragtriage.workspace import Workspace
+
+__all__ = [
+    "AddReport",
+    "FailedFile",
+    "FileWarning",
+    "KBStats",
+    "RemoveReport",
+    "add_paths",
+    "get_chunks",
+    "kb_stats",
+    "list_chunks",
+    "neighbours",
+    "remove_documents",
+]
+
+ProgressCallback = Callable[[int, int], None]
+_INDEXER_MODULE = "ragtriage.pipeline.indexer"
+
+
+class FailedFile(BaseModel):
+    """A file that was not added, why, and what to do about it."""
+
+    path: str
+    reason: str
+    fix: str
+    line: int | None = None
+
+    def message(self) -> str:
+        """`path[:line]: reason; fix: …` (one line)."""
+        where = f"{self.path}:{self.line}" if self.line is not None else self.path
+        return f"{where}: {self.reason}; fix: {self.fix}"
+
+
+class FileWarning(BaseModel):
+    """A file that was added with a caveat (e.g. HTML without headings)."""
+
+    path: str
+    message: str
+
+
+class AddReport(BaseModel):
+    """What one `add_paths` call did. `files_seen = added + changed + unchanged + len(failed)`."""
+
+    files_seen: int = 0
+    added: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    """Documents marked deleted (gone from a folder that was added before); not counted in files."""
+    failed: list[FailedFile] = Field(default_factory=list)
+    warnings: list[FileWarning] = Field(default_factory=list)
+    added_doc_ids: list[str] = Field(default_factory=list)
+    changed_doc_ids: list[str] = Field(default_factory=list)
+    deleted_doc_ids: list[str] = Field(default_factory=list)
+    chunks_written: int = 0
+    """Chunks of added or changed documents."""
+    kb_revision: int = 0
+    index: dict[str, Any] | None = None
+    """The indexer's report, when indexing ran."""
+    index_skipped: str | None = None
+    """Why indexing did not run (`--no-index`, indexer not installed)."""
+
+    @property
+    def adds_up(self) -> bool:
+        """The file counts account for every file seen."""
+        return self.files_seen == self.added + self.changed + self.unchanged + len(self.failed)
+
+
+class RemoveReport(BaseModel):
+    """What `remove_documents` did."""
+
+    removed: list[str] = Field(default_factory=list)
+    already_deleted: list[str] = Field(default_factory=list)
+    chunks_deleted: int = 0
+    kb_revision: int = 0
+    index: dict[str, Any] | None = None
+    index_skipped: str | None = None
+
+
+class KBStats(BaseModel):
+    """Counts by status and the KB revision."""
+
+    kb: str
+    revision: int
+    revision_updated_at: str | None = None
+    documents: dict[str, int] = Field(default_factory=dict)
+    chunks: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def retrievable_chunks(self) -> int:
+        """Published chunks (the only ones the indexes hold)."""
+        return self.chunks.get("published", 0)
+
+
+def add_paths(
+    workspace: Workspace,
+    paths: Sequence[Path | str],
+    on_progress: ProgressCallback | None = None,
+    *,
+    index: bool = True,
+    on_index_progress: ProgressCallback | None = None,
+) -> AddReport:
+    """Add or update every supported file under `paths`, then sync the indexes (unless `index=False`).
+
+    Raises:
+        InputError: a path does not exist (checked before anything is stored).
+    """
+    settings = workspace.settings
+    params = ChunkingParams.from_settings(settings.kb)
+    kb = settings.kb.name
+    missing = [str(p) for p in paths if not Path(p).exists()]
+    if missing:
+        raise InputError(f"no such file or folder: {', '.join(missing)}; check the path")
+    jobs = _collect_files([Path(p) for p in paths])
+    report = AddReport(files_seen=len(jobs))
+    doc_sources: dict[str, str] = {}
+    failed_paths: set[str] = set()
+    for done, (path, root, default_doc_id) in enumerate(jobs, start=1):
+        _ingest_file(workspace, report, path, root, default_doc_id, params, kb, doc_sources, failed_paths)
+        if on_progress is not None:
+            on_progress(done, len(jobs))
+    roots = {str(root) for _, root, _ in jobs if root is not None}
+    roots |= {str(Path(p).resolve()) for p in paths if Path(p).is_dir()}
+    gone = _documents_gone(workspace.engine, kb, roots, set(doc_sources), failed_paths)
+    deleted, _ = mark_deleted(workspace.engine, gone, kb)
+    report.deleted = len(deleted)
+    report.deleted_doc_ids = deleted
+    report.kb_revision = kb_revision(workspace.engine, kb)
+    if index:
+        report.index, report.index_skipped = _sync_indexes(workspace, on_index_progress or on_progress)
+    else:
+        report.index_skipped = "indexing not requested (--no-index)"
+    return report
+
+
+def _collect_files(paths: list[Path]) -> list[tuple[Path, Path | None, str]]:
+    """(file, folder it was found under or None, default doc id) in a stable order, no duplicates."""
+    jobs: dict[Path, tuple[Path, Path | None, str]] = {}
+    for given in paths:
+        if given.is_dir():
+            root = given.resolve()
+            for path in sorted(root.rglob("*")):
+                relative = path.relative_to(root)
+                if any(part.startswith(".") for part in relative.parts) or not path.is_file():
+                    continue
+                if path.suffix.lower() in SUFFIX_FORMATS:
+                    jobs.setdefault(path, (path, root, relative.with_suffix("").as_posix()))
+        else:
+            path = given.resolve()
+            jobs.setdefault(path, (path, None, path.stem))
+    return list(jobs.values())
+
+
+def _ingest_file(
+    workspace: Workspace,
+    report: AddReport,
+    path: Path,
+    root: Path | None,
+    default_doc_id: str,
+    params: ChunkingParams,
+    kb: str,
+    doc_sources: dict[str, str],
+    failed_paths: set[str],
+) -> None:
+    try:
+        document = load_document(path)
+    except DocumentLoadError as error:
+        report.failed.append(FailedFile(path=error.path, reason=error.reason, fix=error.fix, line=error.line))
+        failed_paths.add(str(path))
+        return
+    doc_id = document.meta.doc_id or default_doc_id
+    if doc_id in doc_sources:
+        report.failed.append(
+            FailedFile(
+                path=str(path),
+                reason=f"doc_id {doc_id!r} is also used by {doc_sources[doc_id]}",
+                fix="give one of the files a distinct `doc_id` in its front matter, or rename it",
+            )
+        )
+        failed_paths.add(str(path))
+        return
+    doc_sources[doc_id] = str(path)
+    for warning in document.warnings:
+        report.warnings.append(FileWarning(path=str(path), message=warning))
+    outcome, chunks = store_document(
+        workspace.engine,
+        document,
+        doc_id=doc_id,
+        kb=kb,
+        status=document.meta.status or workspace.settings.kb.default_status,
+        updated_at=_updated_at(document.meta.updated_at, path),
+        params=params,
+        source_root=str(root) if root is not None else None,
+    )
+    if outcome == "added":
+        report.added += 1
+        report.added_doc_ids.append(doc_id)
+    elif outcome == "changed":
+        report.changed += 1
+        report.changed_doc_ids.append(doc_id)
+    else:
+        report.unchanged += 1
+    if outcome != "unchanged":
+        report.chunks_written += len(chunks)
+
+
+def _updated_at(front_matter_value: str | None, path: Path) -> datetime:
+    if front_matter_value:
+        return as_utc(datetime.fromisoformat(front_matter_value))
+    return datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc)
+
+
+def _documents_gone(
+    engine: Engine, kb: str, roots: set[str], seen: set[str], failed_paths: set[str]
+) -> list[str]:
+    """Live documents added from one of `roots` earlier that this walk neither stored nor failed to load."""
+    if not roots:
+        return []
+    with read_session(engine) as session:
+        rows = session.exec(
+            select(DocumentRow).where(DocumentRow.kb == kb, DocumentRow.status != DELETED)
+        ).all()
+    return [
+        row.doc_id
+        for row in rows
+        if (row.meta or {}).get("source_root") in roots
+        and row.doc_id not in seen
+        and row.source_path not in failed_paths
+    ]
+
+
+def _sync_indexes(
+    workspace: Workspace, on_progress: ProgressCallback | None
+) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        from ragtriage.pipeline.indexer import sync_indexes
+    except ModuleNotFoundError as error:
+        if error.name != _INDEXER_MODULE:
+            raise
+        return None, "the indexer is not installed in this build"
+    result = sync_indexes(workspace, on_progress)
+    if dataclasses.is_dataclass(result) and not isinstance(result, type):
+        return dataclasses.asdict(result), None
+    if isinstance(result, BaseModel):
+        return result.model_dump(mode="json"), None
+    return dict(vars(result)), None
+
+
+def remove_documents(workspace: Workspace, doc_ids: Sequence[str], *, index: bool = True) -> RemoveReport:
+    """Mark documents and their chunks deleted, then sync the indexes.
+
+    Raises:
+        NotFoundError: a doc id is not in the KB (nothing is changed then).
+    """
+    kb = workspace.settings.kb.name
+    wanted = list(dict.fromkeys(doc_ids))
+    with read_session(workspace.engine) as session:
+        rows = session.exec(
+            select(DocumentRow).where(col(DocumentRow.doc_id).in_(wanted), DocumentRow.kb == kb)
+        ).all()
+    known = {row.doc_id: row.status for row in rows}
+    unknown = [doc_id for doc_id in wanted if doc_id not in known]
+    if unknown:
+        raise NotFoundError(
+            f"no document {', '.join(map(repr, unknown))} in KB {kb!r}; list them with `kb chunks`"
+        )
+    removed, chunk_count = mark_deleted(workspace.engine, [d for d in wanted if known[d] != DELETED], kb)
+    report = RemoveReport(
+        removed=removed,
+        already_deleted=[d for d in wanted if known[d] == DELETED],
+        chunks_deleted=chunk_count,
+        kb_revision=kb_revision(workspace.engine, kb),
+    )
+    if index:
+        report.index, report.index_skipped = _sync_indexes(workspace, None)
+    else:
+        report.index_skipped = "indexing not requested (--no-index)"
+    return report
+
+
+def kb_stats(workspace: Workspace) -> KBStats:
+    """Documents and chunks by status, and the KB revision."""
+    kb = workspace.settings.kb.name
+    with read_session(workspace.engine) as session:
+        doc_counts = session.exec(
+            select(DocumentRow.status, func.count()).where(DocumentRow.kb == kb).group_by(DocumentRow.status)
+        ).all()
+        chunk_counts = session.exec(
+            select(ChunkRow.status, func.count()).where(ChunkRow.kb == kb).group_by(ChunkRow.status)
+        ).all()
+        state = session.get(KBStateRow, kb)
+    return KBStats(
+        kb=kb,
+        revision=state.revision if state is not None else 0,
+        revision_updated_at=as_utc(state.updated_at).isoformat() if state is not None else None,
+        documents={status: count for status, count in doc_counts},
+        chunks={status: count for status, count in chunk_counts},
+    )
+
+
+def list_chunks(
+    workspace: Workspace,
+    doc_id: str | None = None,
+    include_content: bool = False,
+    *,
+    include_deleted: bool = False,
+) -> list[ChunkRecord]:
+    """Chunks in document order (published and ready; deleted ones only on request).
+
+    Raises:
+        NotFoundError: `doc_id` is given and no such document exists.
+    """
+    kb = workspace.settings.kb.name
+    statement = select(ChunkRow).where(ChunkRow.kb == kb)
+    if doc_id is not None:
+        statement = statement.where(ChunkRow.doc_id == doc_id)
+    if not include_deleted:
+        statement = statement.where(ChunkRow.status != DELETED)
+    if not include_content:
+        statement = statement.options(defer(ChunkRow.content))  # type: ignore[arg-type]
+    with read_session(workspace.engine) as session:
+        if doc_id is not None and session.get(DocumentRow, doc_id) is None:
+            raise NotFoundError(f"no document {doc_id!r} in KB {kb!r}; see `ragtriage kb chunks` for the ids")
+        rows = session.exec(statement.order_by(ChunkRow.doc_id, ChunkRow.ordinal, ChunkRow.chunk_id)).all()
+        sources = _source_paths(session, {row.doc_id for row in rows})
+    return [
+        to_record(row, source_path=sources.get(row.doc_id), include_content=include_content) for row in rows
+    ]
+
+
+def get_chunks(engine: Engine, chunk_ids: Sequence[str]) -> dict[str, ChunkRecord]:
+    """The chunks with these ids, whatever their status; unknown ids are simply absent."""
+    wanted = list(dict.fromkeys(chunk_ids))
+    found: dict[str, ChunkRecord] = {}
+    with read_session(engine) as session:
+        # Batches keep well under SQLite's bound-parameter limit.
+        for start in range(0, len(wanted), 500):
+            batch = wanted[start : start + 500]
+            rows = session.exec(select(ChunkRow).where(col(ChunkRow.chunk_id).in_(batch))).all()
+            sources = _source_paths(session, {row.doc_id for row in rows})
+            found.update({row.chunk_id: to_record(row, source_path=sources.get(row.doc_id)) for row in rows})
+    return found
+
+
+def neighbours(engine: Engine, chunk_id: str) -> list[ChunkRecord]:
+    """The chunks just before and after `chunk_id` in its document (ordinal ± 1), in order.
+
+    A live chunk's neighbours are live chunks; a deleted chunk's are those of its own document version.
+
+    Raises:
+        NotFoundError: no chunk has this id.
+    """
+    with read_session(engine) as session:
+        row = session.get(ChunkRow, chunk_id)
+        if row is None:
+            raise NotFoundError(f"no chunk {chunk_id!r}; see `ragtriage kb chunks` for the ids")
+        statement = select(ChunkRow).where(
+            ChunkRow.doc_id == row.doc_id, col(ChunkRow.ordinal).in_([row.ordinal - 1, row.ordinal + 1])
+        )
+        if row.status == DELETED:
+            statement = statement.where(ChunkRow.version == row.version)
+        else:
+            statement = statement.where(ChunkRow.status != DELETED)
+        rows = session.exec(statement.order_by(ChunkRow.ordinal)).all()
+        sources = _source_paths(session, {row.doc_id})
+    return [to_record(r, source_path=sources.get(r.doc_id)) for r in rows if r.chunk_id != chunk_id]
+
+
+def _source_paths(session: Any, doc_ids: set[str]) -> dict[str, str | None]:
+    if not doc_ids:
+        return {}
+    rows = session.exec(
+        select(DocumentRow.doc_id, DocumentRow.source_path).where(col(DocumentRow.doc_id).in_(list(doc_ids)))
+    ).all()
+    return {doc_id: source_path for doc_id, source_path in rows}
