@@ -15,6 +15,7 @@ COMMAND_MODULES = [
     "ragtriage.commands.kb",
     "ragtriage.commands.replay",
     "ragtriage.commands.eval",
+    "ragtriage.commands.triage",
 ]
 
 

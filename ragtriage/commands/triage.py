@@ -1,0 +1,238 @@
+"""`ragtriage diagnose` and `ragtriage aliases` commands."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from ragtriage.commands.common import echo_json, open_workspace, stderr_console, stdout_console, workspace_options
+from ragtriage.errors import InputError, NotFoundError
+from ragtriage.pipeline.types import Trace
+from ragtriage.triage.diagnose import Diagnosis, diagnose
+from ragtriage.workspace import Workspace
+
+
+def _logged_case(workspace: Workspace, request_id: str) -> tuple[str, Trace, list[str] | None, str | None]:
+    """(raw query, logged trace, stored gold or None, confirmed primary label) of one logged request."""
+    from ragtriage.logs.schema import RequestLog, to_trace
+    from ragtriage.store.db import read_session
+    from ragtriage.store.log_tables import RequestLogRow, TriageRow
+
+    with read_session(workspace.engine) as session:
+        row = session.get(RequestLogRow, request_id)
+        if row is None:
+            raise NotFoundError(f"request_id {request_id!r} is not in the store; ingest its log with `logs ingest`")
+        record = RequestLog.model_validate_json(row.body)
+        triage = session.get(TriageRow, request_id)
+        gold = [str(g) for g in triage.gold_chunk_ids] if triage is not None and triage.gold_chunk_ids else None
+        label = triage.primary_label if triage is not None and triage.status == "confirmed" else None
+    return record.raw_query, to_trace(record), gold, label
+
+
+def _cases_with_gold(workspace: Workspace) -> Iterator[str]:
+    """Request ids of flagged requests that have gold chunk ids, oldest first."""
+    from sqlmodel import select
+
+    from ragtriage.store.db import read_session
+    from ragtriage.store.log_tables import TriageRow
+
+    with read_session(workspace.engine) as session:
+        rows = session.exec(select(TriageRow).order_by(TriageRow.request_ts)).all()
+        ids = [row.request_id for row in rows if row.gold_chunk_ids]
+    yield from ids
+
+
+def _render(diagnosis: Diagnosis) -> None:
+    console = stdout_console()
+    title = diagnosis.request_id or diagnosis.query
+    console.print(f"diagnosis of {title}: query {diagnosis.query!r}; key terms {diagnosis.key_terms}")
+    for source, journey in diagnosis.journeys.items():
+        table = Table(title=f"gold journey ({source})", title_justify="left")
+        for column in ["gold", *journey.route_names, "fused", "rerank in", "reranked", "final", "dropped at"]:
+            table.add_column(column)
+        for gold in journey.gold:
+            cells = [gold.routes.get(name) for name in journey.route_names]
+            cells += [gold.fused, gold.rerank_input, gold.reranked, gold.final]
+            table.add_row(gold.chunk_id, *("-" if c is None else str(c) for c in cells), gold.dropped_at or "reached")
+        console.print(table)
+    suggestion = diagnosis.suggestion
+    if suggestion.label is not None:
+        confirmed = f", confirmed by {suggestion.confirmed_by}" if suggestion.confirmed_by else ""
+        console.print(f"suggested root cause: {suggestion.label} (confidence {suggestion.confidence:.2f}{confirmed})")
+        for line in suggestion.evidence:
+            console.print(f"  - {line}")
+        if suggestion.alternatives:
+            console.print("also fired: " + ", ".join(f"{f.label} ({f.confidence:.2f})" for f in suggestion.alternatives))
+    for result in diagnosis.counterfactuals:
+        if not result.available:
+            console.print(f"counterfactual {result.name}: not run ({result.reason})")
+            continue
+        verdict = "fixes it" if result.improves else "no fix"
+        console.print(f"counterfactual {result.name}: {verdict}; {'; '.join(result.detail)}")
+    if diagnosis.needs is not None:
+        console.print(diagnosis.needs.message)
+        for likely in diagnosis.needs.likeliest:
+            console.print(
+                f"  {likely.chunk_id} ({likely.title or ''}) {likely.stage} #{likely.rank}: {likely.overlap_terms}"
+            )
+
+
+def _diagnose_one(
+    workspace: Workspace,
+    context: object,
+    request_id: str | None,
+    query: str | None,
+    gold: list[str] | None,
+    must_have: tuple[str, ...],
+    counterfactuals: bool,
+) -> tuple[Diagnosis, str | None]:
+    logged: Trace | None = None
+    confirmed_label: str | None = None
+    if request_id is not None:
+        query, logged, stored_gold, confirmed_label = _logged_case(workspace, request_id)
+        gold = gold if gold is not None else stored_gold
+    if query is None:
+        raise InputError("diagnose: give a REQUEST_ID, --query TEXT or --all")
+    result = diagnose(
+        context,  # type: ignore[arg-type]
+        query,
+        logged=logged,
+        gold=gold,
+        must_have=must_have,
+        request_id=request_id,
+        counterfactuals=counterfactuals,
+    )
+    return result, confirmed_label
+
+
+def register(cli: click.Group) -> None:
+    """Attach this module's commands to the root group."""
+
+    @cli.command("diagnose")
+    @click.argument("request_id", required=False)
+    @click.option("--query", help="Diagnose a query instead of a logged request.")
+    @click.option("--gold", "gold", multiple=True, help="Gold chunk id (repeat); default: the triage record's gold.")
+    @click.option("--no-gold", is_flag=True, help="The case has no answer in the KB (gold is empty, not unknown).")
+    @click.option("--must-have", multiple=True, help="A must-have constraint term of the query (repeat).")
+    @click.option("--all", "all_cases", is_flag=True, help="Every flagged request that has gold; prints agreement.")
+    @click.option("--no-counterfactuals", is_flag=True, help="Skip the counterfactual replays.")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    @workspace_options
+    def diagnose_command(
+        request_id: str | None,
+        query: str | None,
+        gold: tuple[str, ...],
+        no_gold: bool,
+        must_have: tuple[str, ...],
+        all_cases: bool,
+        no_counterfactuals: bool,
+        as_json: bool,
+        home: Path | None,
+        config_file: Path | None,
+    ) -> None:
+        """Where did the gold chunk get lost, and why: gold journey, root cause, confirming replays."""
+        from ragtriage.triage.context import WorkspaceContext
+
+        if all_cases and (request_id or query):
+            raise click.UsageError("--all takes no REQUEST_ID or --query")
+        gold_ids: list[str] | None = [] if no_gold else (list(gold) or None)
+        with open_workspace(home, config_file) as workspace:
+            context = WorkspaceContext(workspace)
+            try:
+                if not all_cases:
+                    result, _ = _diagnose_one(
+                        workspace, context, request_id, query, gold_ids, must_have, not no_counterfactuals
+                    )
+                    if as_json:
+                        echo_json(result)
+                    else:
+                        _render(result)
+                    return
+                results: list[Diagnosis] = []
+                labelled = agreed = 0
+                for case_id in _cases_with_gold(workspace):
+                    result, confirmed = _diagnose_one(
+                        workspace, context, case_id, None, None, (), not no_counterfactuals
+                    )
+                    results.append(result)
+                    if confirmed is not None:
+                        labelled += 1
+                        agreed += int(result.suggestion.label == confirmed)
+            finally:
+                context.close()
+        agreement = agreed / labelled if labelled else None
+        if as_json:
+            echo_json({"diagnoses": results, "labelled_cases": labelled, "agreement": agreement})
+            return
+        table = Table(title="diagnoses")
+        for column in ("request_id", "label", "confidence", "confirmed_by"):
+            table.add_column(column)
+        for result in results:
+            s = result.suggestion
+            table.add_row(result.request_id or "", s.label or "-", f"{s.confidence:.2f}", s.confirmed_by or "-")
+        stdout_console().print(table)
+        shown = "n/a" if agreement is None else f"{agreement:.2%}"
+        stdout_console().print(f"agreement with confirmed labels: {shown} over {labelled} labelled case(s)")
+
+    @cli.group("aliases")
+    def aliases_group() -> None:
+        """Mine and edit the alias dictionary."""
+
+    @aliases_group.command("suggest")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    @workspace_options
+    def aliases_suggest(as_json: bool, home: Path | None, config_file: Path | None) -> None:
+        """Alias entries proposed by `alias_missing` diagnoses of the flagged requests that have gold."""
+        from ragtriage.triage.alias_mining import mine_aliases
+        from ragtriage.triage.context import WorkspaceContext
+
+        with open_workspace(home, config_file) as workspace:
+            context = WorkspaceContext(workspace)
+            try:
+                diagnoses = [
+                    _diagnose_one(workspace, context, case_id, None, None, (), True)[0]
+                    for case_id in _cases_with_gold(workspace)
+                ]
+                suggestions = mine_aliases(diagnoses, context.aliases)
+            finally:
+                context.close()
+        if as_json:
+            echo_json(suggestions)
+            return
+        table = Table(title="alias suggestions")
+        for column in ("term", "synonyms", "requests", "confirmed", "supporting request ids"):
+            table.add_column(column)
+        for entry in suggestions:
+            table.add_row(
+                entry.term,
+                ", ".join(entry.synonyms),
+                str(len(entry.request_ids)),
+                str(entry.confirmed),
+                ", ".join(entry.request_ids[:5]),
+            )
+        stdout_console().print(table)
+
+    @aliases_group.command("add")
+    @click.argument("term")
+    @click.argument("synonyms", nargs=-1, required=True)
+    @workspace_options
+    def aliases_add(term: str, synonyms: tuple[str, ...], home: Path | None, config_file: Path | None) -> None:
+        """Add TERM = [SYNONYM…] to the alias file (settings.rewrite.alias_file, else <home>/aliases.toml)."""
+        from ragtriage.triage.alias_mining import DEFAULT_ALIAS_FILE, add_aliases
+
+        with open_workspace(home, config_file) as workspace:
+            configured = workspace.resolve_path(workspace.settings.rewrite.alias_file)
+            path = configured if configured is not None else workspace.home / DEFAULT_ALIAS_FILE
+            change = add_aliases(path, term, synonyms)
+        message = f"{path}: added {change.added or 'nothing'}"
+        if change.already_present:
+            message += f"; already present {change.already_present}"
+        stdout_console().print(message)
+        if configured is None:
+            stderr_console().print(
+                f"note: settings.rewrite.alias_file is unset, so the pipeline does not read {path} yet; "
+                f'set [rewrite] alias_file = "{path}" in your settings'
+            )
