@@ -126,7 +126,10 @@ class SentenceTransformerEmbedder:
         self._settings = settings
         self._lock = threading.Lock()
         self.name = f"sentence-transformers:{settings.model}"
-        self.dim = int(self._model.get_sentence_embedding_dimension())
+        dimension = getattr(
+            self._model, "get_embedding_dimension", None
+        )  # renamed in sentence-transformers 5.x
+        self.dim = int((dimension or self._model.get_sentence_embedding_dimension)())
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
