@@ -45,6 +45,10 @@ def split_front_matter(text: str, path: Path | str) -> tuple[DocumentMeta, str, 
         mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
         line = mark.line + 2 if mark is not None else 1
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        context_mark = getattr(error, "context_mark", None)
+        if context_mark is not None and mark is not None and context_mark.line != mark.line:
+            # PyYAML notices an unclosed [ or { only on a later line; point at where it opened too.
+            problem = f"{problem} (in the value that starts on line {context_mark.line + 2})"
         raise DocumentLoadError(
             path, f"front matter is not valid YAML: {problem}", _FIX_YAML, line=line
         ) from None
