@@ -179,7 +179,7 @@ def propose_alias_pairs(
                 score += 0.15
                 sources.append("shared characters")
             if nearest == index and len(heading_terms) > 1:
-                score += 0.15
+                score += 0.1
                 sources.append("nearest heading term by embedding")
             if len(missing) == 1 and len(heading_terms) == 1:
                 score += 0.15
