@@ -1,9 +1,150 @@
-"""`ragtriage replay` commands."""
+"""`ragtriage replay`: run a query (or a file of queries, or a logged request) through the pipeline
+and show the trace, or print it as JSON."""
 
 from __future__ import annotations
 
+import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
 import click
+
+from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
+from ragtriage.errors import InputError, NotFoundError
+from ragtriage.pipeline.types import Trace
+from ragtriage.workspace import Workspace
+
+REPLAY_LOGGED_MODULE = "ragtriage.logs.replay_logged"
+
+
+@dataclass(frozen=True)
+class QueryLine:
+    """One line of a `--queries` file."""
+
+    line_no: int
+    query: str
+    gold: list[str]
+
+
+def read_queries(path: Path) -> list[QueryLine]:
+    """Read a JSONL file of `{"query": "...", "gold": ["chunk_id", ...]}` objects (gold optional).
+
+    Raises:
+        InputError: a line is not JSON, not an object, has no non-empty `query`, or a bad `gold`;
+            the message names the file and the line.
+    """
+    lines: list[QueryLine] = []
+    fix = 'write one object per line: {"query": "...", "gold": ["chunk_id"]}'
+    with open(path, encoding="utf-8-sig", errors="replace") as handle:
+        for line_no, raw_line in enumerate(handle, start=1):
+            if not raw_line.strip():
+                continue
+            try:
+                record = json.loads(raw_line)
+            except ValueError as error:
+                raise InputError(f"{path}:{line_no}: not valid JSON ({error.msg}); {fix}") from None
+            if not isinstance(record, dict):
+                raise InputError(f"{path}:{line_no}: expected a JSON object; {fix}")
+            query = record.get("query")
+            if not isinstance(query, str) or not query.strip():
+                raise InputError(f"{path}:{line_no}: 'query' is missing or empty; {fix}")
+            gold = record.get("gold", [])
+            if not isinstance(gold, list) or not all(isinstance(g, str) for g in gold):
+                raise InputError(f"{path}:{line_no}: 'gold' must be a list of chunk ids; {fix}")
+            lines.append(QueryLine(line_no, query, list(gold)))
+    if not lines:
+        raise InputError(f"{path}: no queries in the file; {fix}")
+    return lines
+
+
+def replay_logged_request(workspace: Workspace, request_id: str, use_logged_rewrite: bool) -> Trace:
+    """Replay a logged request through `ragtriage.logs.replay_logged` (imported only when used)."""
+    try:
+        module = importlib.import_module(REPLAY_LOGGED_MODULE)
+    except ModuleNotFoundError as error:
+        if error.name != REPLAY_LOGGED_MODULE:
+            raise
+        raise NotFoundError(
+            "replay by request id is not available in this build (no ragtriage.logs.replay_logged); "
+            "use --query TEXT instead"
+        ) from None
+    trace: Trace = module.replay_request(workspace, request_id, use_logged_rewrite)
+    return trace
+
+
+@click.command("replay")
+@click.argument("request_id", required=False)
+@click.option("--query", "-q", "query", help="Query text to run through the pipeline.")
+@click.option(
+    "--queries",
+    "queries_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help='JSONL file, one {"query": ..., "gold": [...]} per line.',
+)
+@click.option("--gold", "gold", multiple=True, metavar="CHUNK_ID", help="Mark a gold chunk (repeatable).")
+@click.option("--use-logged-rewrite", is_flag=True, help="With REQUEST_ID: reuse the rewrite the request logged.")
+@click.option("--json", "as_json", is_flag=True, help="Print the trace as JSON (JSONL with --queries).")
+@workspace_options
+def replay_command(
+    request_id: str | None,
+    query: str | None,
+    queries_file: Path | None,
+    gold: tuple[str, ...],
+    use_logged_rewrite: bool,
+    as_json: bool,
+    home: Path | None,
+    config_file: Path | None,
+) -> None:
+    """Replay REQUEST_ID, a --query, or every line of --queries, and show each stage of the pipeline."""
+    given = [name for name, value in (("REQUEST_ID", request_id), ("--query", query), ("--queries", queries_file))
+             if value is not None]
+    if len(given) != 1:
+        raise click.UsageError("give exactly one of REQUEST_ID, --query TEXT or --queries FILE.jsonl")
+    if gold and queries_file is not None:
+        raise click.UsageError("--gold goes with --query; in a --queries file put 'gold' on each line")
+    if use_logged_rewrite and request_id is None:
+        raise click.UsageError("--use-logged-rewrite needs a REQUEST_ID")
+    lines = read_queries(queries_file) if queries_file is not None else []
+    console = stdout_console()
+    with open_workspace(home, config_file) as workspace:
+        if request_id is not None:
+            traces = [replay_logged_request(workspace, request_id, use_logged_rewrite)]
+        elif query is not None:
+            traces = [workspace.pipeline.run(query, gold=list(gold))]
+        else:
+            traces = _run_file(workspace, lines, show_progress=not as_json)
+    if as_json and queries_file is not None:
+        for trace in traces:
+            click.echo(trace.model_dump_json())
+        return
+    if as_json:
+        echo_json(traces[0])
+        return
+    from ragtriage.render.trace_view import print_trace
+
+    for number, trace in enumerate(traces):
+        if len(traces) > 1:
+            console.rule(f"query {number + 1} of {len(traces)} (line {lines[number].line_no})")
+        print_trace(console, trace)
+
+
+def _run_file(workspace: Workspace, lines: list[QueryLine], *, show_progress: bool) -> list[Trace]:
+    pipeline = workspace.pipeline
+    queries = [line.query for line in lines]
+    golds = [line.gold for line in lines]
+    if not show_progress or len(lines) < 2:
+        return pipeline.run_many(queries, golds=golds)
+    with click.progressbar(length=len(lines), label="replaying", file=click.get_text_stream("stderr")) as bar:
+        done = [0]
+
+        def advance(finished: int, _total: int) -> None:
+            bar.update(finished - done[0])
+            done[0] = finished
+
+        return pipeline.run_many(queries, golds=golds, on_progress=advance)
 
 
 def register(cli: click.Group) -> None:
     """Attach this module's commands to the root group."""
+    cli.add_command(replay_command)

@@ -1,0 +1,1 @@
+"""Terminal rendering (Rich) shared by the CLI; no Textual."""

@@ -1,0 +1,163 @@
+"""Rich rendering of a `Trace` for the terminal: routes, fused and reranked lists side by side,
+gold chunks marked at every stage, the rewrite, the rerank mode, refusal and timings.
+
+All data goes into `rich.text.Text` objects, never into markup strings: chunk ids, titles and
+queries come from logs and documents and must print literally.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from ragtriage.pipeline.types import ScoredChunk, Trace
+
+GOLD_MARK = "★ "
+GOLD_STYLE = "bold green"
+
+
+def gold_drop_stage(trace: Trace, chunk_id: str) -> str:
+    """Where a gold chunk left the pipeline: `recall`, `fusion`, `rerank`, `refused`, or `selected`."""
+    in_routes = any(hit.chunk_id == chunk_id for route in trace.routes for hit in route.hits)
+    if not in_routes:
+        return "recall"
+    if chunk_id in trace.final:
+        return "selected"
+    if trace.rerank_input and chunk_id not in trace.rerank_input:
+        return "fusion"
+    if not trace.rerank_input and trace.rerank_mode == "off":
+        return "fusion"
+    if trace.refused:
+        return "refused"
+    return "rerank"
+
+
+def _cell(chunk: ScoredChunk | None, gold: set[str]) -> Text:
+    if chunk is None:
+        return Text("")
+    is_gold = chunk.chunk_id in gold
+    text = Text(GOLD_MARK if is_gold else "", style=GOLD_STYLE)
+    text.append(chunk.chunk_id, style=GOLD_STYLE if is_gold else "")
+    text.append(f" {chunk.score:.4g}", style="dim")
+    return text
+
+
+def stage_table(trace: Trace) -> Table:
+    """Every route's list, the fused list and the reranked list side by side, rank by rank."""
+    gold = set(trace.gold)
+    columns: list[tuple[str, Sequence[ScoredChunk]]] = [(r.name, r.hits) for r in trace.routes if r.hits]
+    columns.append(("fused", trace.fused[: max(len(trace.rerank_input), 10)]))
+    if trace.reranked:
+        columns.append((f"reranked ({trace.rerank_mode})", trace.reranked))
+    table = Table(title=Text("Ranked lists (★ = gold)"), show_lines=False, expand=False)
+    table.add_column(Text("#"), justify="right", no_wrap=True)
+    for name, _ in columns:
+        table.add_column(Text(name), overflow="fold")
+    depth = max((len(hits) for _, hits in columns), default=0)
+    for position in range(depth):
+        row: list[RenderableType] = [Text(str(position + 1))]
+        for _, hits in columns:
+            row.append(_cell(hits[position] if position < len(hits) else None, gold))
+        table.add_row(*row)
+    return table
+
+
+def rewrite_panel(trace: Trace) -> Text:
+    """The query, its normalization and the rewrite (mode, aliases, keywords, sub-queries)."""
+    rewrite = trace.rewrite
+    text = Text()
+    text.append("query: ", style="bold")
+    text.append(trace.query)
+    text.append("\nnormalized: ", style="bold")
+    text.append(rewrite.normalized_query)
+    text.append(f"\nrewrite ({rewrite.mode}): ", style="bold")
+    text.append(rewrite.rewritten_query)
+    if rewrite.aliases:
+        text.append("\naliases: ", style="bold")
+        text.append("; ".join(f"{term} → {', '.join(syns)}" for term, syns in rewrite.aliases.items()))
+    if rewrite.keywords:
+        text.append("\nkeywords: ", style="bold")
+        text.append(", ".join(rewrite.keywords))
+    for number, sub_query in enumerate(rewrite.sub_queries, start=1):
+        text.append(f"\nsub-query {number}: ", style="bold")
+        text.append(sub_query)
+    if rewrite.fallback_reason:
+        text.append("\nfallback: ", style="bold yellow")
+        text.append(rewrite.fallback_reason)
+    return text
+
+
+def gold_table(trace: Trace) -> Table:
+    """Rank of each gold chunk in every route and stage, and where it dropped out."""
+    table = Table(title=Text("Gold journey"))
+    stage_names = [r.name for r in trace.routes]
+    for header in ["gold", *stage_names, "fused", "reranked", "final", "dropped at"]:
+        table.add_column(Text(header), overflow="fold")
+    for chunk_id in trace.gold:
+        candidate = trace.candidate(chunk_id)
+        cells: list[RenderableType] = [Text(chunk_id, style=GOLD_STYLE)]
+        for name in stage_names:
+            rank = candidate.routes[name].rank if candidate and name in candidate.routes else None
+            cells.append(Text(str(rank) if rank is not None else "–"))
+        for stage_rank in (
+            candidate.fused.rank if candidate else None,
+            candidate.reranked.rank if candidate else None,
+            candidate.final_rank if candidate else None,
+        ):
+            cells.append(Text(str(stage_rank) if stage_rank is not None else "–"))
+        stage = gold_drop_stage(trace, chunk_id)
+        cells.append(Text(stage, style="green" if stage == "selected" else "bold red"))
+        table.add_row(*cells)
+    return table
+
+
+def summary_text(trace: Trace) -> Text:
+    """Route flags, rerank mode, truncation, refusal, final list and per-stage timings."""
+    text = Text()
+    text.append("rerank: ", style="bold")
+    text.append(trace.rerank_mode)
+    if trace.truncated_pairs:
+        text.append(f" ({trace.truncated_pairs} pair(s) truncated to max_length)")
+    text.append("\nfinal: ", style="bold")
+    text.append(", ".join(trace.final) if trace.final else "(none)")
+    if trace.refused:
+        text.append("\nrefused: ", style="bold red")
+        text.append(trace.refusal_reason or "yes")
+    for route in trace.routes:
+        for flag in route.flags:
+            text.append(f"\n{route.name}: ", style="yellow")
+            text.append(flag)
+    for flag in trace.flags:
+        if not any(flag == f"{r.name}: {f}" for r in trace.routes for f in r.flags):
+            text.append("\nnote: ", style="yellow")
+            text.append(flag)
+    text.append("\ntimings (ms): ", style="bold")
+    text.append("  ".join(f"{stage} {ms:.1f}" for stage, ms in trace.timings_ms.items()))
+    context = [f"config {trace.config_hash}" if trace.config_hash else "", f"kb {trace.kb_version}"
+               if trace.kb_version is not None else "", f"embedder {trace.embedder}" if trace.embedder else ""]
+    if any(context):
+        text.append("\n")
+        text.append("  ".join(part for part in context if part), style="dim")
+    return text
+
+
+def trace_renderables(trace: Trace) -> Iterator[RenderableType]:
+    """The parts of the trace view, top to bottom."""
+    yield rewrite_panel(trace)
+    yield stage_table(trace)
+    if trace.gold:
+        yield gold_table(trace)
+    yield summary_text(trace)
+
+
+def render_trace(trace: Trace) -> Group:
+    """The whole trace view as one renderable."""
+    return Group(*trace_renderables(trace))
+
+
+def print_trace(console: Console, trace: Trace) -> None:
+    """Print the trace view to `console`."""
+    console.print(render_trace(trace))
