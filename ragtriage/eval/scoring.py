@@ -196,6 +196,9 @@ def score_case(
 ) -> dict[str, float]:
     """Every metric in `specs` for one case; coverage@N reads `candidates` (the list before rerank).
 
+    A case without any relevant id scores 0 everywhere; callers leave such cases out of the ranking
+    means and score refusal accuracy instead (see `EvalCase.has_gold`).
+
     Raises:
         ValueError: coverage is asked for but no candidate list is given.
     """
