@@ -45,11 +45,10 @@ def add_command(
             index=not no_index,
             on_index_progress=bar("indexing chunks"),
         )
-    err = click.get_text_stream("stderr")
     for warning in report.warnings:
-        click.echo(f"warning: {warning.path}: {warning.message}", file=err)
+        click.echo(f"warning: {warning.path}: {warning.message}", err=True)
     for failed in report.failed:
-        click.echo(f"kb add: failed: {failed.message()}", file=err)
+        click.echo(f"kb add: failed: {failed.message()}", err=True)
     if as_json:
         echo_json(report)
     else:
