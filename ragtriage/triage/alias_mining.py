@@ -10,6 +10,7 @@ with a syntax error is reported with its line and never overwritten.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
@@ -97,7 +98,8 @@ def _load_raw(path: Path) -> tuple[str, dict[str, object]]:
     except tomllib.TOMLDecodeError as error:
         # tomllib puts "(at line N, column M)" in the message; surface it as file:line.
         message = str(error)
-        line = message.rsplit("line ", 1)[-1].split(",")[0] if "(at line " in message else None
+        found = re.search(r"\(at line (\d+)", message)
+        line = found.group(1) if found else (str(len(text.splitlines())) if "end of document" in message else None)
         where = f"{path}:{line}" if line else str(path)
         raise InputError(f"{where}: not valid TOML ({message}); fix the line, nothing was written") from None
 

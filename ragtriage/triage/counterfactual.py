@@ -114,6 +114,7 @@ def merged_match(ctx: DiagnosisContext, facts: Facts) -> CounterfactualResult:
     terms = facts.constraint_terms
     detail: list[str] = []
     improves = False
+    embedded = False
     for chunk_id, neighbours in facts.neighbour_texts.items():
         gold_text = chunk_text(facts.gold_chunks[chunk_id])
         for neighbour_id, neighbour_text in neighbours.items():
@@ -125,11 +126,14 @@ def merged_match(ctx: DiagnosisContext, facts: Facts) -> CounterfactualResult:
                 f"(parts {parts[0]}/{len(terms)}, {parts[1]}/{len(terms)})"
             )
             better = merged_count > max(parts)
-            similarities = ctx.similarity(facts.query, [gold_text, neighbour_text, merged])
+            # Passage embedding is slow on CPU (a few per second): only pairs the terms cannot decide
+            # are embedded, at most one pair per diagnosis.
+            similarities = None if better or embedded else ctx.similarity(facts.query, [gold_text, neighbour_text, merged])
             if similarities:
+                embedded = True
                 line += f"; similarity {similarities[2]:.3f} (parts {similarities[0]:.3f}, {similarities[1]:.3f})"
-                better = better or similarities[2] > max(similarities[:2]) + 0.01
-            improves = improves or (better and merged_count == len(terms))
+                better = similarities[2] > max(similarities[:2]) + 0.01
+            improves = improves or better
             detail.append(line)
     if not detail:
         return _unavailable("neighbours_merged", "gold chunks have no neighbours in the KB")

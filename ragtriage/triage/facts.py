@@ -159,10 +159,8 @@ def propose_alias_pairs(
     others = [text for cid, text in facts.candidate_texts.items() if cid not in facts.gold_chunks]
     pairs: list[AliasPair] = []
     for term in missing:
-        similarities = ctx.similarity(term, heading_terms) or []
-        nearest = max(range(len(similarities)), key=similarities.__getitem__) if similarities else None
-        best: AliasPair | None = None
-        for index, synonym in enumerate(heading_terms):
+        scored: list[tuple[str, float, list[str]]] = []
+        for synonym in heading_terms:
             if synonym in applied.get(term, []):
                 continue
             sources: list[str] = []
@@ -178,19 +176,23 @@ def propose_alias_pairs(
             if set(term) & set(synonym) and (_CJK.search(term) or len(set(term) & set(synonym)) > 2):
                 score += 0.15
                 sources.append("shared characters")
-            if nearest == index and len(heading_terms) > 1:
-                score += 0.1
-                sources.append("nearest heading term by embedding")
             if len(missing) == 1 and len(heading_terms) == 1:
                 score += 0.15
                 sources.append("the only missing term and the only unmatched heading term")
-            if not sources:
-                continue
-            candidate = AliasPair(term=term, synonym=synonym, score=round(min(score, 1.0), 3), sources=sources)
-            if best is None or candidate.score > best.score:
-                best = candidate
-        if best is not None and best.score >= 0.35:
-            pairs.append(best)
+            if sources:
+                scored.append((synonym, score, sources))
+        if len(scored) > 1:
+            # The embedder only ranks candidates that already have a source: embedding is the costly
+            # step of a diagnosis, and nearness alone is no evidence of synonymy.
+            similarities = ctx.similarity(term, [synonym for synonym, _, _ in scored]) or []
+            if similarities:
+                nearest = max(range(len(similarities)), key=similarities.__getitem__)
+                synonym, score, sources = scored[nearest]
+                scored[nearest] = (synonym, score + 0.1, [*sources, "nearest heading term by embedding"])
+        if scored:
+            synonym, score, sources = max(scored, key=lambda item: item[1])
+            if score >= 0.35:
+                pairs.append(AliasPair(term=term, synonym=synonym, score=round(min(score, 1.0), 3), sources=sources))
     return sorted(pairs, key=lambda p: -p.score)
 
 

@@ -94,7 +94,21 @@ def test_neighbours_merged_simulation_confirms_a_split_answer() -> None:
     assert diagnosis.suggestion.confirmed_by == "neighbours_merged"
     merged = next(r for r in diagnosis.counterfactuals if r.name == "neighbours_merged")
     assert merged.reaches_final is None
-    assert merged.detail[0].startswith("g+n: merged covers 3/3 terms (parts 1/3, 2/3); similarity 1.000")
+    assert merged.detail == ["g+n: merged covers 3/3 terms (parts 1/3, 2/3)"]  # the terms decide: no embedding
+
+
+def test_neighbours_merged_falls_back_to_embedder_similarity_when_terms_do_not_decide() -> None:
+    from ragtriage.triage.counterfactual import merged_match
+    from ragtriage.triage.facts import collect_facts
+
+    leave = chunk("g", "年假 申请 流程", title="休假制度", doc_id="leave", ordinal=1)
+    nxt = chunk("n", "年假 天数 说明", title="休假制度", doc_id="leave", ordinal=2)
+    ctx = FakeContext([leave, nxt], similarity=lambda q, texts: [0.80, 0.82, 0.90][: len(texts)])
+    baseline = make_trace("年假 天数", routes={"bm25_raw": ["n"]}, final=["n"])
+    facts = collect_facts(ctx, "年假 天数", logged=None, replay=baseline, gold=["g"])
+    result = merged_match(ctx, facts)
+    assert result.improves
+    assert result.detail == ["g+n: merged covers 2/2 terms (parts 1/2, 2/2); similarity 0.900 (parts 0.800, 0.820)"]
 
 
 def test_logged_request_replayed_against_current_index_confirms_index_stale() -> None:
