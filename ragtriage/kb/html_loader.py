@@ -43,6 +43,7 @@ _BLOCK_TAGS = {
     "figcaption", "address", "fieldset", "details", "summary", "caption", "hr", "body", "html",
     *(_HEADINGS),
 }  # fmt: skip
+_LAYOUT_MARKERS = {"p", "pre", "ul", "ol", "dl", "div", "table", *_HEADINGS}
 _LEAF_KINDS: dict[str, BlockKind] = {"blockquote": "quote", "li": "list_item"}
 _IGNORED_STRINGS = (Comment, Declaration, Doctype, ProcessingInstruction)
 # XHTML writes empty anchors as <a id="x"/>; an HTML parser would open an <a> that swallows the heading.
@@ -77,7 +78,7 @@ def load_html(text: str, path: Path | str, *, default_title: str) -> LoadedDocum
     page_title = clean_inline(title_tag.get_text()) if title_tag else ""
     builder = SectionBuilder()
     root = soup.body or soup
-    walker = _Walker(builder)
+    walker = _Walker(builder, root)
     walker.walk(root)
     first_h1 = soup.find("h1")
     title = page_title or (clean_inline(first_h1.get_text()) if first_h1 else "") or default_title
@@ -97,8 +98,10 @@ def load_html(text: str, path: Path | str, *, default_title: str) -> LoadedDocum
 class _Walker:
     """Depth-first walk in reading order, emitting headings and blocks to a `SectionBuilder`."""
 
-    def __init__(self, builder: SectionBuilder) -> None:
+    def __init__(self, builder: SectionBuilder, root: Tag) -> None:
         self.builder = builder
+        self.block_holders = _block_holders(root)
+        """ids of the elements that contain a block-level element (computed once, bottom-up)."""
         self.list_depth = 0
         self.pending_marker = False
         """The next block emitted starts a list item."""
@@ -121,7 +124,7 @@ class _Walker:
             self.list_depth += 1
             self.pending_marker = True
         try:
-            if not _has_block_descendant(element):
+            if id(element) not in self.block_holders:
                 self._emit(_LEAF_KINDS.get(name, "paragraph"), clean_inline(element.get_text()))
             else:
                 self._walk_children(element)
@@ -133,7 +136,7 @@ class _Walker:
     def _walk_children(self, element: Tag) -> None:
         inline_run: list[str] = []
         for child in element.children:
-            if isinstance(child, Tag) and (child.name in _BLOCK_TAGS or _has_block_descendant(child)):
+            if isinstance(child, Tag) and (child.name in _BLOCK_TAGS or id(child) in self.block_holders):
                 self._emit("paragraph", clean_inline("".join(inline_run)))
                 inline_run = []
                 self.walk(child)
@@ -188,13 +191,21 @@ def _is_skipped(element: Tag) -> bool:
     )
 
 
-def _has_block_descendant(element: Tag) -> bool:
-    return any(isinstance(child, Tag) and child.name in _BLOCK_TAGS for child in element.descendants)
+def _block_holders(root: Tag) -> set[int]:
+    holders: set[int] = set()
+    # A plain descendants loop: bs4's find_all filter machinery is several times slower here.
+    blocks = [el for el in root.descendants if isinstance(el, Tag) and el.name in _BLOCK_TAGS]
+    for block in blocks:
+        for ancestor in block.parents:
+            if id(ancestor) in holders:
+                break
+            holders.add(id(ancestor))
+    return holders
 
 
 def _has_block_content(table: Tag) -> bool:
     """A layout table (DocBook admonitions) holds paragraphs or lists; a data table holds only cells."""
-    return table.find(["p", "pre", "ul", "ol", "dl", "div", "table", *_HEADINGS]) is not None
+    return any(isinstance(el, Tag) and el.name in _LAYOUT_MARKERS for el in table.descendants)
 
 
 def _table_text(table: Tag) -> str:

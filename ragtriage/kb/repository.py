@@ -50,7 +50,11 @@ def store_document(
     params: ChunkingParams,
     source_root: str | None,
 ) -> tuple[Outcome, list[ChunkRecord]]:
-    """Insert or update `doc_id` and its chunks unless nothing changed. Returns (outcome, chunks)."""
+    """Insert or update `doc_id` and its chunks unless nothing changed. Returns (outcome, chunks).
+
+    `source_root` is the folder the file was found under; None (a file named on its own) keeps the
+    folder recorded before for the same file.
+    """
     doc_hash = document.content_hash()
     with read_session(engine) as session:
         plan = _plan(session, document, doc_id, kb, status, updated_at, params, source_root, doc_hash)
@@ -111,7 +115,7 @@ def _plan(
         and row.content_hash == doc_hash
         and row.kb == kb
         and row.source_path == document.source_path
-        and (row.meta or {}).get("source_root") == source_root
+        and (source_root is None or (row.meta or {}).get("source_root") == source_root)
         and not stale
         and _same_chunks(live_rows, chunks)
     ):
@@ -145,6 +149,9 @@ def _write_document(
     plan: _Plan,
 ) -> None:
     row = session.get(DocumentRow, doc_id) or DocumentRow(doc_id=doc_id)
+    if source_root is None and row.source_path == document.source_path:
+        # Re-adding one file of a folder keeps it under that folder (and its deletion tracking).
+        source_root = (row.meta or {}).get("source_root")
     meta: dict[str, Any] = {
         "source_root": source_root,
         "format": document.format,

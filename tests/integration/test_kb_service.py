@@ -334,3 +334,17 @@ def test_real_debian_faq_chapter_keeps_question_anchors(workspace: Workspace, tm
     assert chunks[0].heading_path == ["第 1 章 定义和概览", "1.1. 本 FAQ 文档是什么？"]
     assert all(len(c.content) <= workspace.settings.kb.max_chars for c in chunks)
     assert not any("上一页" in c.content or "起始页" in c.content for c in chunks)
+
+
+def test_re_adding_one_file_of_a_folder_alone_is_unchanged_and_stays_tracked(
+    workspace: Workspace, kb_dir: Path
+) -> None:
+    service.add_paths(workspace, [kb_dir], index=False)
+    revision = service.kb_stats(workspace).revision
+
+    alone = service.add_paths(workspace, [kb_dir / "terms.txt"], index=False)
+    (kb_dir / "terms.txt").unlink()
+    walk = service.add_paths(workspace, [kb_dir], index=False)
+
+    assert (alone.unchanged, service.kb_stats(workspace).revision) == (1, revision + 1)
+    assert walk.deleted_doc_ids == ["terms"]
