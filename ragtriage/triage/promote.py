@@ -1,0 +1,165 @@
+"""Promote a confirmed triage record into a permanent eval case, with provenance and PII redacted.
+
+The query is redacted before anything is stored (`settings.eval.redact_pii`), so the original never
+enters the eval set; the duplicate check runs on the redacted, normalized query and the gold ids.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+from ragtriage.errors import InputError, NotFoundError
+from ragtriage.eval import store as eval_store
+from ragtriage.eval.cases import EvalCase
+from ragtriage.store.db import read_session
+from ragtriage.triage.redact import redact_pii
+
+if TYPE_CHECKING:
+    from ragtriage.workspace import Workspace
+
+__all__ = ["NO_ANSWER_LABEL", "PromoteResult", "index_manifest_summary", "promote_request"]
+
+#: The label of a confirmed badcase whose right answer is a refusal (a case without gold).
+NO_ANSWER_LABEL = "no_answer_in_kb"
+
+
+class PromoteResult(BaseModel):
+    """What promotion did: the new case, or the existing duplicate it found."""
+
+    request_id: str
+    dataset: str
+    case_id: str
+    created: bool
+    """False when the same normalized query with the same gold was already a case."""
+    dataset_version: int
+    query: str
+    """The query as stored (redacted)."""
+    gold: dict[str, int] = Field(default_factory=dict)
+    redacted: dict[str, int] = Field(default_factory=dict)
+    """Kind → how many items were replaced (`phone`, `email`, `id_card`, `bank_card`)."""
+    provenance: dict[str, Any] = Field(default_factory=dict)
+
+
+def index_manifest_summary(workspace: Workspace) -> dict[str, Any]:
+    """The index manifest without its per-chunk hashes (what a case or a run records); {} without indexes."""
+    from ragtriage import locations
+    from ragtriage.pipeline.manifest import read_manifest
+
+    manifest = read_manifest(locations.manifest_path(workspace.home))
+    if manifest is None:
+        return {}
+    return manifest.model_dump(mode="json", exclude={"content_hashes"})
+
+
+def _gold_from_record(items: Sequence[Any]) -> dict[str, int]:
+    """Gold ids as stored by triage: plain ids, or `{chunk_id, grade}` objects."""
+    gold: dict[str, int] = {}
+    for item in items:
+        if isinstance(item, Mapping):
+            chunk_id = item.get("chunk_id") or item.get("id")
+            if chunk_id:
+                gold[str(chunk_id)] = int(item.get("grade", 1) or 1)
+        elif item:
+            gold[str(item)] = 1
+    return gold
+
+
+def _load_record(workspace: Workspace, request_id: str) -> tuple[str, str | None, list[str], dict[str, int]]:
+    from ragtriage.store.log_tables import RequestLogRow, TriageRow
+
+    with read_session(workspace.engine) as session:
+        request = session.get(RequestLogRow, request_id)
+        if request is None:
+            raise NotFoundError(f"request_id {request_id!r} is not in the store; ingest its log with `logs ingest`")
+        triage = session.get(TriageRow, request_id)
+        if triage is None or triage.status != "confirmed":
+            status = triage.status if triage is not None else "not flagged"
+            raise InputError(
+                f"request {request_id!r} is {status}; only confirmed triage records are promoted "
+                "(label it and confirm it first)"
+            )
+        body: dict[str, Any] = json.loads(request.body)
+        return request.raw_query, body.get("config_hash"), list(triage.labels or []), _gold_from_record(
+            list(triage.gold_chunk_ids or [])
+        )
+
+
+def promote_request(
+    workspace: Workspace,
+    request_id: str,
+    *,
+    dataset: str = eval_store.DEFAULT_DATASET,
+    grades: Mapping[str, int] | None = None,
+    must_have: Sequence[str] = (),
+    intent_type: str | None = None,
+    difficulty: str | None = None,
+    tags: Sequence[str] = (),
+    case_id: str | None = None,
+) -> PromoteResult:
+    """Turn the confirmed triage record of `request_id` into an eval case in `dataset`.
+
+    `grades` overrides the grade of listed gold ids (default 1). A record without gold becomes a
+    refusal case only when its label is `no_answer_in_kb`.
+
+    Raises:
+        NotFoundError: the request is not in the store.
+        InputError: the record is not confirmed, or has no gold and is not labelled `no_answer_in_kb`.
+    """
+    raw_query, logged_config_hash, labels, gold = _load_record(workspace, request_id)
+    for gold_id, grade in (grades or {}).items():
+        if gold_id not in gold:
+            raise InputError(f"--grade {gold_id}={grade}: {gold_id!r} is not a gold chunk of request {request_id!r}")
+        gold[gold_id] = int(grade)
+    label = labels[0] if labels else None
+    if not any(grade > 0 for grade in gold.values()) and label != NO_ANSWER_LABEL:
+        raise InputError(
+            f"request {request_id!r} has no gold chunk ids; add them in triage, or label it {NO_ANSWER_LABEL} "
+            "to promote it as a refusal case"
+        )
+    redaction = redact_pii(raw_query) if workspace.settings.eval.redact_pii else None
+    query = redaction.text if redaction is not None else raw_query
+    redacted = dict(redaction.counts) if redaction is not None else {}
+
+    existing = eval_store.find_duplicate(workspace.engine, dataset, query, gold)
+    if existing is not None:
+        version = eval_store.dataset_version(workspace.engine, dataset)
+        return PromoteResult(
+            request_id=request_id, dataset=dataset, case_id=existing, created=False,
+            dataset_version=version, query=query, gold=gold, redacted=redacted,
+        )
+
+    from ragtriage.kb.repository import kb_revision
+
+    provenance = {
+        "source": "promote",
+        "request_id": request_id,
+        "label": label,
+        "labels": labels,
+        "kb_revision": kb_revision(workspace.engine, workspace.settings.kb.name),
+        "index_manifest": index_manifest_summary(workspace),
+        "config_hash": workspace.settings.config_hash(),
+        "logged_config_hash": logged_config_hash,
+        "promoted_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "redacted": redacted,
+    }
+    new_id = case_id or eval_store.next_case_id(workspace.engine, dataset, prefix="badcase")
+    case = EvalCase(
+        case_id=new_id,
+        query=query,
+        gold=gold,
+        gold_granularity="chunk",
+        must_have=list(must_have),
+        intent_type=intent_type,
+        difficulty=difficulty,
+        tags=list(dict.fromkeys(tags)),
+    )
+    report = eval_store.add_cases(workspace.engine, dataset, [case], provenance=provenance)
+    return PromoteResult(
+        request_id=request_id, dataset=dataset, case_id=new_id, created=True,
+        dataset_version=report.dataset_version, query=query, gold=gold, redacted=redacted, provenance=provenance,
+    )
