@@ -27,6 +27,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
+from sqlmodel import select  # noqa: E402
+
 from ragtriage.kb.service import add_paths  # noqa: E402
 from ragtriage.pipeline.indexer import IndexReport, index_status, open_indexes, sync_indexes  # noqa: E402
 from ragtriage.store.db import read_session  # noqa: E402
@@ -71,7 +73,7 @@ def progress_printer(label: str) -> object:
 def query_latency(workspace: Workspace, sample: int) -> None:
     """Warm p50/p95 of the BM25 and dense routes on chunk titles used as queries."""
     with read_session(workspace.engine) as session:
-        titles = sorted({row.title for row in session.query(ChunkRow).filter(ChunkRow.status == "published")})
+        titles = sorted(set(session.exec(select(ChunkRow.title).where(ChunkRow.status == "published")).all()))
     queries = random.Random(7).sample(titles, min(sample, len(titles)))
     indexes = open_indexes(workspace)
     try:
