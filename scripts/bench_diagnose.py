@@ -50,7 +50,10 @@ def main() -> int:
     from ragtriage.workspace import Workspace
 
     home = args.home or Path(tempfile.mkdtemp(prefix="ragtriage-bench-"))
-    overrides = {"rewrite": {"alias_file": str(REPO_ROOT / "fixtures" / "aliases.toml")}, "rerank": {"backend": "none"}}
+    overrides = {
+        "rewrite": {"alias_file": str(REPO_ROOT / "fixtures" / "aliases.toml")},
+        "rerank": {"backend": "none"},
+    }
     workspace = Workspace.open(home, None, overrides=overrides)
     started = time.perf_counter()
     add_paths(workspace, [REPO_ROOT / "fixtures" / "kb"])

@@ -8,7 +8,13 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from ragtriage.commands.common import echo_json, open_workspace, stderr_console, stdout_console, workspace_options
+from ragtriage.commands.common import (
+    echo_json,
+    open_workspace,
+    stderr_console,
+    stdout_console,
+    workspace_options,
+)
 from ragtriage.errors import InputError, NotFoundError
 from ragtriage.pipeline.types import Trace
 from ragtriage.triage.diagnose import Diagnosis, diagnose
@@ -24,10 +30,14 @@ def _logged_case(workspace: Workspace, request_id: str) -> tuple[str, Trace, lis
     with read_session(workspace.engine) as session:
         row = session.get(RequestLogRow, request_id)
         if row is None:
-            raise NotFoundError(f"request_id {request_id!r} is not in the store; ingest its log with `logs ingest`")
+            raise NotFoundError(
+                f"request_id {request_id!r} is not in the store; ingest its log with `logs ingest`"
+            )
         record = RequestLog.model_validate_json(row.body)
         triage = session.get(TriageRow, request_id)
-        gold = [str(g) for g in triage.gold_chunk_ids] if triage is not None and triage.gold_chunk_ids else None
+        gold = (
+            [str(g) for g in triage.gold_chunk_ids] if triage is not None and triage.gold_chunk_ids else None
+        )
         label = triage.primary_label if triage is not None and triage.status == "confirmed" else None
     return record.raw_query, to_trace(record), gold, label
 
@@ -56,16 +66,22 @@ def _render(diagnosis: Diagnosis) -> None:
         for gold in journey.gold:
             cells = [gold.routes.get(name) for name in journey.route_names]
             cells += [gold.fused, gold.rerank_input, gold.reranked, gold.final]
-            table.add_row(gold.chunk_id, *("-" if c is None else str(c) for c in cells), gold.dropped_at or "reached")
+            table.add_row(
+                gold.chunk_id, *("-" if c is None else str(c) for c in cells), gold.dropped_at or "reached"
+            )
         console.print(table)
     suggestion = diagnosis.suggestion
     if suggestion.label is not None:
         confirmed = f", confirmed by {suggestion.confirmed_by}" if suggestion.confirmed_by else ""
-        console.print(f"suggested root cause: {suggestion.label} (confidence {suggestion.confidence:.2f}{confirmed})")
+        console.print(
+            f"suggested root cause: {suggestion.label} (confidence {suggestion.confidence:.2f}{confirmed})"
+        )
         for line in suggestion.evidence:
             console.print(f"  - {line}")
         if suggestion.alternatives:
-            console.print("also fired: " + ", ".join(f"{f.label} ({f.confidence:.2f})" for f in suggestion.alternatives))
+            console.print(
+                "also fired: " + ", ".join(f"{f.label} ({f.confidence:.2f})" for f in suggestion.alternatives)
+            )
     for result in diagnosis.counterfactuals:
         if not result.available:
             console.print(f"counterfactual {result.name}: not run ({result.reason})")
@@ -76,7 +92,8 @@ def _render(diagnosis: Diagnosis) -> None:
         console.print(diagnosis.needs.message)
         for likely in diagnosis.needs.likeliest:
             console.print(
-                f"  {likely.chunk_id} ({likely.title or ''}) {likely.stage} #{likely.rank}: {likely.overlap_terms}"
+                f"  {likely.chunk_id} ({likely.title or ''}) {likely.stage} #{likely.rank}: "
+                f"{likely.overlap_terms}"
             )
 
 
@@ -114,10 +131,16 @@ def register(cli: click.Group) -> None:
     @cli.command("diagnose")
     @click.argument("request_id", required=False)
     @click.option("--query", help="Diagnose a query instead of a logged request.")
-    @click.option("--gold", "gold", multiple=True, help="Gold chunk id (repeat); default: the triage record's gold.")
-    @click.option("--no-gold", is_flag=True, help="The case has no answer in the KB (gold is empty, not unknown).")
+    @click.option(
+        "--gold", "gold", multiple=True, help="Gold chunk id (repeat); default: the triage record's gold."
+    )
+    @click.option(
+        "--no-gold", is_flag=True, help="The case has no answer in the KB (gold is empty, not unknown)."
+    )
     @click.option("--must-have", multiple=True, help="A must-have constraint term of the query (repeat).")
-    @click.option("--all", "all_cases", is_flag=True, help="Every flagged request that has gold; prints agreement.")
+    @click.option(
+        "--all", "all_cases", is_flag=True, help="Every flagged request that has gold; prints agreement."
+    )
     @click.option("--no-counterfactuals", is_flag=True, help="Skip the counterfactual replays.")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
     @workspace_options
@@ -172,7 +195,9 @@ def register(cli: click.Group) -> None:
             table.add_column(column)
         for result in results:
             s = result.suggestion
-            table.add_row(result.request_id or "", s.label or "-", f"{s.confidence:.2f}", s.confirmed_by or "-")
+            table.add_row(
+                result.request_id or "", s.label or "-", f"{s.confidence:.2f}", s.confirmed_by or "-"
+            )
         stdout_console().print(table)
         shown = "n/a" if agreement is None else f"{agreement:.2%}"
         stdout_console().print(f"agreement with confirmed labels: {shown} over {labelled} labelled case(s)")
@@ -219,7 +244,9 @@ def register(cli: click.Group) -> None:
     @click.argument("term")
     @click.argument("synonyms", nargs=-1, required=True)
     @workspace_options
-    def aliases_add(term: str, synonyms: tuple[str, ...], home: Path | None, config_file: Path | None) -> None:
+    def aliases_add(
+        term: str, synonyms: tuple[str, ...], home: Path | None, config_file: Path | None
+    ) -> None:
         """Add TERM = [SYNONYM…] to the alias file (settings.rewrite.alias_file, else <home>/aliases.toml)."""
         from ragtriage.triage.alias_mining import DEFAULT_ALIAS_FILE, add_aliases
 

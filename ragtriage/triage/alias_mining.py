@@ -99,7 +99,11 @@ def _load_raw(path: Path) -> tuple[str, dict[str, object]]:
         # tomllib puts "(at line N, column M)" in the message; surface it as file:line.
         message = str(error)
         found = re.search(r"\(at line (\d+)", message)
-        line = found.group(1) if found else (str(len(text.splitlines())) if "end of document" in message else None)
+        line = (
+            found.group(1)
+            if found
+            else (str(len(text.splitlines())) if "end of document" in message else None)
+        )
         where = f"{path}:{line}" if line else str(path)
         raise InputError(f"{where}: not valid TOML ({message}); fix the line, nothing was written") from None
 
@@ -126,12 +130,18 @@ def add_aliases(path: Path, term: str, synonyms: Sequence[str]) -> AliasFileChan
     term = term.strip()
     wanted = list(dict.fromkeys(s.strip() for s in synonyms if s.strip() and s.strip() != term))
     if not term or not wanted:
-        raise InputError("aliases add: give a term and at least one different synonym, e.g. `aliases add 报账 报销`")
+        raise InputError(
+            "aliases add: give a term and at least one different synonym, e.g. `aliases add 报账 报销`"
+        )
     created = not path.exists()
     text, data = ("", {}) if created else _load_raw(path)
     existing = data.get(term)
-    if existing is not None and (not isinstance(existing, list) or not all(isinstance(s, str) for s in existing)):
-        raise InputError(f"{path}: entry {term!r} is not a list of strings; fix it by hand, nothing was written")
+    if existing is not None and (
+        not isinstance(existing, list) or not all(isinstance(s, str) for s in existing)
+    ):
+        raise InputError(
+            f"{path}: entry {term!r} is not a list of strings; fix it by hand, nothing was written"
+        )
     present = list(existing or [])
     added = [s for s in wanted if s not in present]
     already = [s for s in wanted if s in present]
@@ -144,4 +154,6 @@ def add_aliases(path: Path, term: str, synonyms: Sequence[str]) -> AliasFileChan
             new_text = tomli_w.dumps({**data, term: present + added})
         tomllib.loads(new_text)  # never write a file the pipeline could not read back
         _write_atomic(path, new_text)
-    return AliasFileChange(path=str(path), created=created and bool(added), added=added, already_present=already)
+    return AliasFileChange(
+        path=str(path), created=created and bool(added), added=added, already_present=already
+    )

@@ -103,7 +103,9 @@ def _current_index(facts: Facts, baseline: Trace) -> CounterfactualResult:
         reaches_final=reaches,
         baseline_reaches_final=logged.reached_final,
         improves=reaches and not logged.reached_final,
-        detail=[f"logged final misses gold; replay final ranks {ranks}" if reaches else "replay misses gold too"],
+        detail=[
+            f"logged final misses gold; replay final ranks {ranks}" if reaches else "replay misses gold too"
+        ],
     )
 
 
@@ -128,10 +130,16 @@ def merged_match(ctx: DiagnosisContext, facts: Facts) -> CounterfactualResult:
             better = merged_count > max(parts)
             # Passage embedding is slow on CPU (a few per second): only pairs the terms cannot decide
             # are embedded, at most one pair per diagnosis.
-            similarities = None if better or embedded else ctx.similarity(facts.query, [gold_text, neighbour_text, merged])
+            similarities = (
+                None
+                if better or embedded
+                else ctx.similarity(facts.query, [gold_text, neighbour_text, merged])
+            )
             if similarities:
                 embedded = True
-                line += f"; similarity {similarities[2]:.3f} (parts {similarities[0]:.3f}, {similarities[1]:.3f})"
+                line += (
+                    f"; similarity {similarities[2]:.3f} (parts {similarities[0]:.3f}, {similarities[1]:.3f})"
+                )
                 better = similarities[2] > max(similarities[:2]) + 0.01
             improves = improves or better
             detail.append(line)
@@ -187,7 +195,10 @@ def run_counterfactuals(
                 reaches_final=reaches,
                 baseline_reaches_final=baseline_reaches,
                 improves=reaches and not baseline_reaches,
-                detail=[f"gold final ranks {ranks} (baseline replay: {'reaches' if baseline_reaches else 'misses'})"],
+                detail=[
+                    f"gold final ranks {ranks} "
+                    f"(baseline replay: {'reaches' if baseline_reaches else 'misses'})"
+                ],
                 ms=(time.perf_counter() - started) * 1000,
             )
         )

@@ -141,7 +141,9 @@ def diagnose(
         )
     if facts.gold is None:
         diagnosis.needs = Needs(
-            message="gold is unknown: pass --gold CHUNK_ID (or mark gold in the TUI) to name a retrieval cause",
+            message=(
+                "gold is unknown: pass --gold CHUNK_ID (or mark gold in the TUI) to name a retrieval cause"
+            ),
             likeliest=likeliest_chunks(facts),
         )
     elif counterfactuals and found and facts.gold_chunks:

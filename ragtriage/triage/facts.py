@@ -21,7 +21,8 @@ from ragtriage.triage.journey import GoldJourney, gold_journey
 STOPWORDS = frozenset(
     "的 了 和 与 及 是 在 有 吗 呢 吧 啊 呀 么 我 你 他 她 它 我们 你们 要 想 能 会 可以 可 该 应该 需要 "
     "怎么 怎样 怎么样 如何 什么 哪 哪个 哪些 哪里 为什么 为何 多少 几 是否 请问 一下 一个 这个 那个 这 那 "
-    "还 也 都 就 把 被 给 对 从 到 让 用 吗? a an the of to in on for is are how what why do does can i".split()
+    "还 也 都 就 把 被 给 对 从 到 让 用 "
+    "a an the of to in on for is are how what why do does can i".split()
 )
 _WORD = re.compile(r"\w", re.UNICODE)
 _CJK = re.compile(r"[\u3400-\u9fff]")
@@ -166,7 +167,9 @@ def propose_alias_pairs(
             sources: list[str] = []
             score = 0.2
             reverse = facts.known_aliases.get(synonym, [])
-            if term in reverse or any(term in syns and synonym in syns for syns in facts.known_aliases.values()):
+            if term in reverse or any(
+                term in syns and synonym in syns for syns in facts.known_aliases.values()
+            ):
                 score += 0.5
                 sources.append("alias dictionary (reverse entry)")
             cooccur = sum(1 for text in others if term in text and synonym in text)
@@ -192,7 +195,9 @@ def propose_alias_pairs(
         if scored:
             synonym, score, sources = max(scored, key=lambda item: item[1])
             if score >= 0.35:
-                pairs.append(AliasPair(term=term, synonym=synonym, score=round(min(score, 1.0), 3), sources=sources))
+                pairs.append(
+                    AliasPair(term=term, synonym=synonym, score=round(min(score, 1.0), 3), sources=sources)
+                )
     return sorted(pairs, key=lambda p: -p.score)
 
 

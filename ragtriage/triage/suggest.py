@@ -66,7 +66,9 @@ def rule_label_error_unknown(facts: Facts) -> Finding | None:
     return Finding(
         label="label_error",
         confidence=0.9,
-        evidence=[f"gold chunk id(s) unknown to the KB: {_ids(facts.unknown_gold)}; re-mark gold from `kb chunks`"],
+        evidence=[
+            f"gold chunk id(s) unknown to the KB: {_ids(facts.unknown_gold)}; re-mark gold from `kb chunks`"
+        ],
     )
 
 
@@ -87,18 +89,22 @@ def rule_index_stale(facts: Facts) -> Finding | None:
                     f"{kb_hash[:10]}: indexed content is older than the KB"
                 )
     if evidence:
-        return Finding(label="index_stale", confidence=0.95, evidence=evidence, counterfactuals=["current_index"])
+        return Finding(
+            label="index_stale", confidence=0.95, evidence=evidence, counterfactuals=["current_index"]
+        )
     if facts.unknown_logged:
         confidence = 0.6
         evidence.append(
-            f"{len(facts.unknown_logged)} logged chunk id(s) are unknown to the KB: {_ids(facts.unknown_logged)} "
-            "(production searched an index built from another KB revision)"
+            f"{len(facts.unknown_logged)} logged chunk id(s) are unknown to the KB: "
+            f"{_ids(facts.unknown_logged)} (production searched an index built from another KB revision)"
         )
         replay = facts.journeys.get("replay")
         if replay is not None and replay.reached_final:
             confidence = 0.8
             evidence.append("the replay against the current index reaches gold in the final context")
-        return Finding(label="index_stale", confidence=confidence, evidence=evidence, counterfactuals=["current_index"])
+        return Finding(
+            label="index_stale", confidence=confidence, evidence=evidence, counterfactuals=["current_index"]
+        )
     return None
 
 
@@ -121,7 +127,8 @@ def rule_chunk_split_bad(facts: Facts) -> Finding | None:
                     confidence=0.8 if facts.must_have else 0.7,
                     evidence=[
                         f"no single chunk covers all of {terms}",
-                        f"gold {chunk_id} covers {gold_terms}; its neighbour {neighbour_id} covers {neighbour_terms}",
+                        f"gold {chunk_id} covers {gold_terms}; "
+                        f"its neighbour {neighbour_id} covers {neighbour_terms}",
                         "together the adjacent chunks cover every term: the answer is split across chunks",
                     ],
                     counterfactuals=["neighbours_merged"],
@@ -181,7 +188,9 @@ def rule_alias_missing(facts: Facts) -> Finding | None:
         for p in facts.alias_pairs
     ]
     evidence.append(
-        "lexical routes miss gold" if lexical_rank is None else f"lexical routes rank gold only at {lexical_rank}"
+        "lexical routes miss gold"
+        if lexical_rank is None
+        else f"lexical routes rank gold only at {lexical_rank}"
     )
     evidence.append("proposed alias: " + ", ".join(f"{p.term} → {p.synonym}" for p in facts.alias_pairs))
     return Finding(
@@ -210,7 +219,8 @@ def rule_label_error_content(facts: Facts) -> Finding | None:
                 label="label_error",
                 confidence=0.65,
                 evidence=[
-                    f"the marked gold covers {len(gold_terms)}/{len(terms)} key terms {gold_terms} of {terms}",
+                    f"the marked gold covers {len(gold_terms)}/{len(terms)} key terms "
+                    f"{gold_terms} of {terms}",
                     f"{chunk_id} in the final context covers {len(other_terms)}/{len(terms)}: "
                     "it may be the real gold",
                 ],
@@ -265,7 +275,8 @@ def rule_dense_drift(facts: Facts) -> Finding | None:
                 label="dense_drift",
                 confidence=0.55,
                 evidence=[
-                    f"dense top hits {_ids(generic)} carry almost none of the key terms {terms} (generic chunks)",
+                    f"dense top hits {_ids(generic)} carry almost none of the key terms {terms} "
+                    "(generic chunks)",
                     f"gold carries them; dense ranks gold {'nowhere' if dense_rank is None else dense_rank}",
                 ],
                 counterfactuals=["larger_k", "rewrite_off"],
@@ -339,7 +350,8 @@ def rule_fallback(facts: Facts) -> Finding | None:
         label=label,
         confidence=0.3,
         evidence=[
-            f"gold dropped out at stage {drop!r}; best BM25 rank {lexical_rank}, best dense rank {dense_rank}",
+            f"gold dropped out at stage {drop!r}; best BM25 rank {lexical_rank}, "
+            f"best dense rank {dense_rank}",
             "no more specific cause found; try the larger-k replay",
         ],
         counterfactuals=["larger_k"],

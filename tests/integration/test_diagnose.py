@@ -12,11 +12,12 @@ from ragtriage.triage.context import WorkspaceContext
 from ragtriage.triage.diagnose import diagnose
 from ragtriage.workspace import Workspace
 
+#: doc id → (title, body); each document is one short chunk.
 DOCS = {
-    "travel.md": "---\ndoc_id: travel\ntitle: 差旅报销\n---\n# 差旅报销\n\n出差结束后十五天内提交发票原件和行程单。\n",
-    "leave.md": "---\ndoc_id: leave\ntitle: 请假流程\n---\n# 请假流程\n\n请假需要提前在系统提交申请，由直属主管审批。\n",
-    "rooms.md": "---\ndoc_id: rooms\ntitle: 会议室预订\n---\n# 会议室预订\n\n会议室可以提前七天在内网预订。\n",
-    "badge.md": "---\ndoc_id: badge\ntitle: 工牌补办\n---\n# 工牌补办\n\n工牌丢失后到前台登记并缴纳工本费。\n",
+    "travel": ("差旅报销", "出差结束后十五天内提交发票原件和行程单。"),
+    "leave": ("请假流程", "请假需要提前在系统提交申请，由直属主管审批。"),
+    "rooms": ("会议室预订", "会议室可以提前七天在内网预订。"),
+    "badge": ("工牌补办", "工牌丢失后到前台登记并缴纳工本费。"),
 }
 
 
@@ -27,8 +28,9 @@ def workspace(tmp_path: Path, home: Path) -> Iterator[Workspace]:
 
     kb_dir = tmp_path / "kb"
     kb_dir.mkdir()
-    for name, text in DOCS.items():
-        (kb_dir / name).write_text(text, encoding="utf-8")
+    for doc_id, (title, body) in DOCS.items():
+        text = f"---\ndoc_id: {doc_id}\ntitle: {title}\n---\n# {title}\n\n{body}\n"
+        (kb_dir / f"{doc_id}.md").write_text(text, encoding="utf-8")
     overrides = {"retrieval": {"routes": ["bm25_raw", "bm25_rewritten"]}, "rerank": {"top_n": 2}}
     opened = Workspace.open(home, None, overrides=overrides)
     add_paths(opened, [kb_dir])
@@ -48,7 +50,10 @@ def test_alias_missing_is_diagnosed_and_confirmed_by_the_alias_replay(workspace:
     context = WorkspaceContext(workspace)
     try:
         gold = _gold_id(context, workspace, "travel")
-        assert context.indexed_hash(gold) == {"bm25": context.chunk(gold).content_hash, "dense": context.chunk(gold).content_hash}  # type: ignore[union-attr]
+        assert context.indexed_hash(gold) == {
+            "bm25": context.chunk(gold).content_hash,
+            "dense": context.chunk(gold).content_hash,
+        }  # type: ignore[union-attr]
         baseline = context.run("报账流程", RunOptions())
         assert gold not in baseline.final
 

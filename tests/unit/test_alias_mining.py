@@ -13,7 +13,9 @@ from ragtriage.triage.diagnose import Diagnosis, Suggestion
 from ragtriage.triage.facts import AliasPair
 
 
-def _diagnosis(request_id: str, label: str, pairs: list[tuple[str, str]], confirmed: bool = False) -> Diagnosis:
+def _diagnosis(
+    request_id: str, label: str, pairs: list[tuple[str, str]], confirmed: bool = False
+) -> Diagnosis:
     return Diagnosis(
         request_id=request_id,
         query="q",
@@ -21,7 +23,9 @@ def _diagnosis(request_id: str, label: str, pairs: list[tuple[str, str]], confir
             label=label,
             confidence=0.7,
             confirmed_by="alias_added" if confirmed else None,
-            alias_pairs=[AliasPair(term=t, synonym=s, score=0.5, sources=["shared characters"]) for t, s in pairs],
+            alias_pairs=[
+                AliasPair(term=t, synonym=s, score=0.5, sources=["shared characters"]) for t, s in pairs
+            ],
         ),
     )
 

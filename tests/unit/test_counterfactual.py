@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tests.unit.triage_fakes import FakeContext, chunk, make_trace
-
 from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.triage.diagnose import diagnose
+from tests.unit.triage_fakes import FakeContext, chunk, make_trace
 
 GOLD = chunk("g", "差旅 报销 流程 需要 发票 原件", title="报销 指南", doc_id="travel", ordinal=1)
 OTHER = chunk("a", "会议室 预订 规则", title="会议室", doc_id="rooms", ordinal=0)
@@ -19,7 +18,9 @@ def alias_run(query: str, options: RunOptions) -> Trace:
     """The pipeline finds gold only once 报账 → 报销 is an alias."""
     if "报销" in options.extra_aliases.get("报账", []):
         return make_trace(query, routes={"bm25_raw": ["g", "h"]}, final=["g", "h"])
-    return make_trace(query, routes={"bm25_raw": ["h", "a"], "dense_raw": ["a"]}, rerank_input=["h"], final=["h"])
+    return make_trace(
+        query, routes={"bm25_raw": ["h", "a"], "dense_raw": ["a"]}, rerank_input=["h"], final=["h"]
+    )
 
 
 def test_alias_case_runs_only_relevant_replays_and_is_confirmed_by_alias_added() -> None:
@@ -39,7 +40,9 @@ def test_alias_case_runs_only_relevant_replays_and_is_confirmed_by_alias_added()
 
 def test_unconfirmed_suggestion_loses_confidence() -> None:
     def never(query: str, options: RunOptions) -> Trace:
-        return make_trace(query, routes={"bm25_raw": ["h", "a"], "dense_raw": ["a"]}, rerank_input=["h"], final=["h"])
+        return make_trace(
+            query, routes={"bm25_raw": ["h", "a"], "dense_raw": ["a"]}, rerank_input=["h"], final=["h"]
+        )
 
     confirmed = diagnose(FakeContext([GOLD, OTHER, HINT], run=alias_run), QUERY, gold=["g"])
     refuted = diagnose(FakeContext([GOLD, OTHER, HINT], run=never), QUERY, gold=["g"])
@@ -94,7 +97,9 @@ def test_neighbours_merged_simulation_confirms_a_split_answer() -> None:
     assert diagnosis.suggestion.confirmed_by == "neighbours_merged"
     merged = next(r for r in diagnosis.counterfactuals if r.name == "neighbours_merged")
     assert merged.reaches_final is None
-    assert merged.detail == ["g+n: merged covers 3/3 terms (parts 1/3, 2/3)"]  # the terms decide: no embedding
+    assert merged.detail == [
+        "g+n: merged covers 3/3 terms (parts 1/3, 2/3)"
+    ]  # the terms decide: no embedding
 
 
 def test_neighbours_merged_falls_back_to_embedder_similarity_when_terms_do_not_decide() -> None:
@@ -108,7 +113,9 @@ def test_neighbours_merged_falls_back_to_embedder_similarity_when_terms_do_not_d
     facts = collect_facts(ctx, "年假 天数", logged=None, replay=baseline, gold=["g"])
     result = merged_match(ctx, facts)
     assert result.improves
-    assert result.detail == ["g+n: merged covers 2/2 terms (parts 1/2, 2/2); similarity 0.900 (parts 0.800, 0.820)"]
+    assert result.detail == [
+        "g+n: merged covers 2/2 terms (parts 1/2, 2/2); similarity 0.900 (parts 0.800, 0.820)"
+    ]
 
 
 def test_logged_request_replayed_against_current_index_confirms_index_stale() -> None:

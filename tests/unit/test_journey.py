@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.triage_fakes import make_trace
-
 from ragtriage.triage.journey import gold_journey, recorded_stages
+from tests.unit.triage_fakes import make_trace
 
 
 def test_ranks_at_every_route_and_stage() -> None:
@@ -31,7 +30,10 @@ def test_ranks_at_every_route_and_stage() -> None:
     [
         ({"routes": {"bm25_raw": ["a"], "dense_raw": ["b"]}, "final": ["a"]}, "routes"),
         ({"routes": {"bm25_raw": ["a", "g"]}, "fused": ["a"], "final": ["a"]}, "fused"),
-        ({"routes": {"bm25_raw": ["a", "g"]}, "fused": ["a", "g"], "rerank_input": ["a"], "final": ["a"]}, "rerank_input"),
+        (
+            {"routes": {"bm25_raw": ["a", "g"]}, "fused": ["a", "g"], "rerank_input": ["a"], "final": ["a"]},
+            "rerank_input",
+        ),
         ({"routes": {"bm25_raw": ["a", "g"]}, "reranked": ["a"], "final": ["a"]}, "reranked"),
         ({"routes": {"bm25_raw": ["a", "g"]}, "reranked": ["a", "g"], "final": ["a"]}, "final"),
     ],
@@ -45,14 +47,18 @@ def test_first_stage_where_gold_dropped_out(kwargs: dict, dropped_at: str) -> No
 
 def test_unrecorded_stage_is_skipped_for_logged_traces() -> None:
     # A logged request without a rerank input: gold in fused and reranked, cut from final.
-    trace = make_trace("q", routes={"bm25": ["g"]}, fused=["g"], rerank_input=[], reranked=["a", "g"], final=["a"])
+    trace = make_trace(
+        "q", routes={"bm25": ["g"]}, fused=["g"], rerank_input=[], reranked=["a", "g"], final=["a"]
+    )
     assert recorded_stages(trace) == ["routes", "fused", "reranked", "final"]
     gold = gold_journey(trace, ["g"], "logged").gold[0]
     assert gold.rerank_input is None and gold.dropped_at == "final"
 
 
 def test_best_travelled_gold_chunk_decides_first_drop() -> None:
-    trace = make_trace("q", routes={"bm25_raw": ["a", "g2"]}, fused=["a", "g2"], rerank_input=["a"], final=["a"])
+    trace = make_trace(
+        "q", routes={"bm25_raw": ["a", "g2"]}, fused=["a", "g2"], rerank_input=["a"], final=["a"]
+    )
     journey = gold_journey(trace, ["g1", "g2"], "replay")
     assert [g.dropped_at for g in journey.gold] == ["routes", "rerank_input"]
     assert journey.first_drop == "rerank_input"

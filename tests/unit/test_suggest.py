@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tests.unit.triage_fakes import FakeContext, chunk, make_trace
-
 from ragtriage.pipeline.types import Trace
 from ragtriage.triage.facts import collect_facts
 from ragtriage.triage.suggest import Finding, findings
+from tests.unit.triage_fakes import FakeContext, chunk, make_trace
 
 GOLD = chunk("g", "差旅 报销 流程 需要 发票 原件", title="报销 指南", doc_id="travel", ordinal=1)
 OTHER = chunk("a", "会议室 预订 规则", title="会议室", doc_id="rooms", ordinal=0)
@@ -34,7 +33,9 @@ def labels(found: list[Finding]) -> list[str]:
 
 def lost_trace(query: str, **routes: list[str]) -> Trace:
     """Gold retrieved by the given routes (or not), but nothing past them: final is `a`."""
-    return make_trace(query, routes=routes or {"bm25_raw": ["a"], "dense_raw": ["a"]}, rerank_input=["a"], final=["a"])
+    return make_trace(
+        query, routes=routes or {"bm25_raw": ["a"], "dense_raw": ["a"]}, rerank_input=["a"], final=["a"]
+    )
 
 
 # ---------------------------------------------------------------- label_error
@@ -56,7 +57,9 @@ def test_gold_without_the_key_terms_while_a_final_chunk_has_them_is_a_label_erro
 
 def test_near_miss_gold_with_the_key_terms_is_not_a_label_error() -> None:
     ctx = FakeContext([GOLD, OTHER])
-    trace = make_trace("差旅 报销", routes={"bm25_raw": ["a"], "dense_raw": ["g", "a"]}, rerank_input=["a"], final=["a"])
+    trace = make_trace(
+        "差旅 报销", routes={"bm25_raw": ["a"], "dense_raw": ["g", "a"]}, rerank_input=["a"], final=["a"]
+    )
     assert "label_error" not in labels(run_rules(ctx, "差旅 报销", replay=trace))
 
 
@@ -108,7 +111,9 @@ def test_terms_covered_only_by_adjacent_chunks_is_chunk_split_bad() -> None:
 def test_near_miss_neighbour_lacking_a_term_is_not_chunk_split_bad() -> None:
     partial = chunk("n", "按 工龄 计算", title="休假制度", doc_id="leave", ordinal=2)
     ctx = FakeContext([LEAVE, partial, OTHER])
-    assert "chunk_split_bad" not in labels(run_rules(ctx, "年假 天数 计算", replay=lost_trace("年假 天数 计算")))
+    assert "chunk_split_bad" not in labels(
+        run_rules(ctx, "年假 天数 计算", replay=lost_trace("年假 天数 计算"))
+    )
 
 
 # ---------------------------------------------------------------- rewrite_error
@@ -153,7 +158,9 @@ HINT = chunk("h", "报账 即 报销 的 口语 说法", title="术语", doc_id=
 
 def test_query_term_absent_from_gold_with_a_synonym_in_its_heading_is_alias_missing() -> None:
     ctx = FakeContext([GOLD, OTHER, HINT])
-    trace = make_trace("报账 流程", routes={"bm25_raw": ["h", "a"], "dense_raw": ["a"]}, rerank_input=["h"], final=["h"])
+    trace = make_trace(
+        "报账 流程", routes={"bm25_raw": ["h", "a"], "dense_raw": ["a"]}, rerank_input=["h"], final=["h"]
+    )
     found = run_rules(ctx, "报账 流程", replay=trace)
     assert found[0].label == "alias_missing"
     assert "proposed alias: 报账 → 报销" in found[0].evidence
@@ -190,7 +197,9 @@ def test_lexical_routes_missing_gold_that_dense_finds_is_bm25_miss() -> None:
 
 def test_near_miss_bm25_finding_gold_is_not_bm25_miss() -> None:
     ctx = FakeContext([GOLD, OTHER])
-    found = run_rules(ctx, "差旅 报销", replay=lost_trace("差旅 报销", bm25_raw=["a", "g"], dense_raw=["a", "g"]))
+    found = run_rules(
+        ctx, "差旅 报销", replay=lost_trace("差旅 报销", bm25_raw=["a", "g"], dense_raw=["a", "g"])
+    )
     assert "bm25_miss" not in labels(found)
 
 
@@ -217,7 +226,9 @@ def test_near_miss_dense_finding_gold_is_not_dense_drift() -> None:
 
 def test_gold_in_rerank_input_cut_from_final_is_rerank_error() -> None:
     ctx = FakeContext([GOLD, OTHER])
-    trace = make_trace("差旅 报销", routes={"bm25_raw": ["g", "a"], "dense_raw": ["g"]}, reranked=["a", "g"], final=["a"])
+    trace = make_trace(
+        "差旅 报销", routes={"bm25_raw": ["g", "a"], "dense_raw": ["g"]}, reranked=["a", "g"], final=["a"]
+    )
     found = run_rules(ctx, "差旅 报销", replay=trace)
     assert labels(found) == ["rerank_error"]
     assert "entered the reranker at position 1 and came out at rank 2" in found[0].evidence[0]

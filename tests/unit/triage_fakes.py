@@ -38,14 +38,18 @@ def make_trace(
 ) -> Trace:
     """A trace whose stages hold exactly the given ids (fused defaults to the routes' union)."""
     route_results = [
-        RouteResult(name=name, kind="bm25" if name.startswith("bm25") else "dense", query=query, hits=scored(ids))
+        RouteResult(
+            name=name, kind="bm25" if name.startswith("bm25") else "dense", query=query, hits=scored(ids)
+        )
         for name, ids in routes.items()
     ]
     if fused is None:
         fused = list(dict.fromkeys(c for ids in routes.values() for c in ids))
     rerank_input = list(fused) if rerank_input is None else list(rerank_input)
     reranked = list(rerank_input) if reranked is None else list(reranked)
-    pool = dict.fromkeys([*fused, *rerank_input, *reranked, *final, *(c for ids in routes.values() for c in ids)])
+    pool = dict.fromkeys(
+        [*fused, *rerank_input, *reranked, *final, *(c for ids in routes.values() for c in ids)]
+    )
     return Trace(
         query=query,
         rewrite=RewriteResult(
@@ -64,7 +68,9 @@ def make_trace(
     )
 
 
-def chunk(chunk_id: str, content: str, *, title: str = "", doc_id: str = "doc", ordinal: int = 0) -> ChunkRecord:
+def chunk(
+    chunk_id: str, content: str, *, title: str = "", doc_id: str = "doc", ordinal: int = 0
+) -> ChunkRecord:
     """A KB chunk whose content hash is the sha256 of its content."""
     return ChunkRecord(
         chunk_id=chunk_id,
@@ -114,9 +120,7 @@ class FakeContext:
     def neighbours(self, chunk_id: str) -> list[ChunkRecord]:
         me = self._chunks[chunk_id]
         return [
-            c
-            for c in self._chunks.values()
-            if c.doc_id == me.doc_id and abs(c.ordinal - me.ordinal) == 1
+            c for c in self._chunks.values() if c.doc_id == me.doc_id and abs(c.ordinal - me.ordinal) == 1
         ]
 
     def indexed_hash(self, chunk_id: str) -> dict[str, str | None]:
