@@ -212,6 +212,25 @@ def remove_command(
         click.echo(f"index: not updated ({report.index_skipped})")
 
 
+@kb_group.command("reindex")
+@click.option("--json", "as_json", is_flag=True, help="Print the index report as JSON.")
+@workspace_options
+def reindex_command(as_json: bool, home: Path | None, config_file: Path | None) -> None:
+    """Rebuild Whoosh and Qdrant from the KB (after changing the embedder; cached embeddings are reused)."""
+    from ragtriage.pipeline.indexer import rebuild_indexes
+
+    with open_workspace(home, config_file) as workspace, _progress_bars() as bar:
+        report = rebuild_indexes(workspace, on_progress=bar("indexing chunks"))
+    if as_json:
+        echo_json(report)
+        return
+    click.echo(
+        f"reindexed: {report.added + report.updated + report.unchanged} chunks "
+        f"({report.embedded} embedded, {report.cache_hits} from the embedding cache); "
+        f"embedding {report.embed_seconds:.1f} s, other {report.other_seconds:.1f} s"
+    )
+
+
 def _indent(text: str) -> str:
     return "\n".join("    " + line for line in text.splitlines())
 
