@@ -83,7 +83,9 @@ def replay_logged_request(workspace: Workspace, request_id: str, use_logged_rewr
     help='JSONL file, one {"query": ..., "gold": [...]} per line.',
 )
 @click.option("--gold", "gold", multiple=True, metavar="CHUNK_ID", help="Mark a gold chunk (repeatable).")
-@click.option("--use-logged-rewrite", is_flag=True, help="With REQUEST_ID: reuse the rewrite the request logged.")
+@click.option(
+    "--use-logged-rewrite", is_flag=True, help="With REQUEST_ID: reuse the rewrite the request logged."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the trace as JSON (JSONL with --queries).")
 @workspace_options
 def replay_command(
@@ -97,8 +99,11 @@ def replay_command(
     config_file: Path | None,
 ) -> None:
     """Replay REQUEST_ID, a --query, or every line of --queries, and show each stage of the pipeline."""
-    given = [name for name, value in (("REQUEST_ID", request_id), ("--query", query), ("--queries", queries_file))
-             if value is not None]
+    given = [
+        name
+        for name, value in (("REQUEST_ID", request_id), ("--query", query), ("--queries", queries_file))
+        if value is not None
+    ]
     if len(given) != 1:
         raise click.UsageError("give exactly one of REQUEST_ID, --query TEXT or --queries FILE.jsonl")
     if gold and queries_file is not None:

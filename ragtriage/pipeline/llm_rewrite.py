@@ -77,7 +77,12 @@ def parse_rewrite_reply(body: Any) -> dict[str, Any]:
         isinstance(k, str) and _is_str_list(v) for k, v in aliases.items()
     ):
         raise LLMReplyError("aliases must map strings to lists of strings")
-    return {"normalized_query": normalized, "keywords": keywords, "aliases": aliases, "sub_queries": sub_queries}
+    return {
+        "normalized_query": normalized,
+        "keywords": keywords,
+        "aliases": aliases,
+        "sub_queries": sub_queries,
+    }
 
 
 def _is_str_list(value: Any) -> bool:
@@ -101,7 +106,11 @@ class LLMRewriter:
         self._environ = environ
 
     def rewrite(
-        self, raw_query: str, normalized_query: str, *, extra_aliases: Mapping[str, Sequence[str]] | None = None
+        self,
+        raw_query: str,
+        normalized_query: str,
+        *,
+        extra_aliases: Mapping[str, Sequence[str]] | None = None,
     ) -> RewriteResult:
         """Ask the LLM; on failure return the rule rewrite with `fallback_reason` set."""
         rules_result = self.rules.rewrite(raw_query, normalized_query, extra_aliases=extra_aliases)
@@ -150,7 +159,9 @@ class LLMRewriter:
             "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": query}],
         }
         with httpx.Client(transport=self._transport, timeout=self.settings.timeout_s) as client:
-            response = client.post(chat_completions_url(self.settings.url or ""), json=payload, headers=headers)
+            response = client.post(
+                chat_completions_url(self.settings.url or ""), json=payload, headers=headers
+            )
             response.raise_for_status()
             try:
                 body = response.json()
@@ -160,7 +171,9 @@ class LLMRewriter:
 
     @staticmethod
     def _fallback(rules_result: RewriteResult, reason: str) -> RewriteResult:
-        return rules_result.model_copy(update={"fallback_reason": f"LLM rewrite failed ({reason}); used the rules"})
+        return rules_result.model_copy(
+            update={"fallback_reason": f"LLM rewrite failed ({reason}); used the rules"}
+        )
 
 
 def _scrub(text: str, secret: str | None) -> str:

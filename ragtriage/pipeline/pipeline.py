@@ -137,7 +137,9 @@ class Pipeline:
             batch = list(queries[start : start + batch_size])
             try:
                 traces.extend(
-                    self._run_batch(batch, options or RunOptions(), gold_lists[start : start + batch_size], should_stop)
+                    self._run_batch(
+                        batch, options or RunOptions(), gold_lists[start : start + batch_size], should_stop
+                    )
                 )
             except RunCancelled:
                 break
@@ -181,7 +183,9 @@ class Pipeline:
         tick = self._clock()
         rewrite = self._rewrite(raw_query, normalized, options)
         timings["rewrite"] = (self._clock() - tick) * 1000
-        return _Prepared(raw_query, options, gold, rewrite, self._plan_routes(rewrite, options), timings, started)
+        return _Prepared(
+            raw_query, options, gold, rewrite, self._plan_routes(rewrite, options), timings, started
+        )
 
     def _rewrite(self, raw_query: str, normalized: str, options: RunOptions) -> RewriteResult:
         if options.rewrite_override is not None:
@@ -195,8 +199,12 @@ class Pipeline:
             return off_rewrite(raw_query, normalized)
         if mode == "llm":
             if self.llm_rewriter is None:
-                return self.rules.rewrite(raw_query, normalized, extra_aliases=options.extra_aliases).model_copy(
-                    update={"fallback_reason": "LLM rewrite not configured ([rewrite.llm] url); used the rules"}
+                return self.rules.rewrite(
+                    raw_query, normalized, extra_aliases=options.extra_aliases
+                ).model_copy(
+                    update={
+                        "fallback_reason": "LLM rewrite not configured ([rewrite.llm] url); used the rules"
+                    }
                 )
             return self.llm_rewriter.rewrite(raw_query, normalized, extra_aliases=options.extra_aliases)
         return self.rules.rewrite(raw_query, normalized, extra_aliases=options.extra_aliases)
@@ -218,7 +226,8 @@ class Pipeline:
                 flag = SKIPPED_SAME_AS_RAW if text in (raw_text, "") else None
                 planned.append(_PlannedRoute(f"{ROUTE_DENSE_SUB_PREFIX}{number}", "dense", text, flag))
         routes = [
-            r for r in planned
+            r
+            for r in planned
             if r.name in enabled or (r.name.startswith(ROUTE_DENSE_SUB_PREFIX) and "dense_sub" in enabled)
         ]
         for route in routes:
@@ -281,7 +290,9 @@ class Pipeline:
             mode = "off"
         else:
             rerank_input = [c.chunk_id for c in fused[:pool]]
-            outcome = self.reranker.rerank(item.rewrite.normalized_query, self._keywords(item.rewrite), self._items(fused[:pool]))
+            outcome = self.reranker.rerank(
+                item.rewrite.normalized_query, self._keywords(item.rewrite), self._items(fused[:pool])
+            )
             refusal = self.reranker.refusal(outcome.reranked)
             final = [] if refusal else [c.chunk_id for c in outcome.reranked[:top_n]]
             mode = outcome.mode

@@ -62,7 +62,9 @@ class Reranker:
         """`features-only`, or the scorer's name (e.g. `flagembedding:BAAI/bge-reranker-base`)."""
         return self.scorer.name if self.scorer is not None else FEATURES_ONLY
 
-    def feature_values(self, query: str, keywords: Sequence[str], item: RerankItem, now: datetime) -> dict[str, float]:
+    def feature_values(
+        self, query: str, keywords: Sequence[str], item: RerankItem, now: datetime
+    ) -> dict[str, float]:
         """The business features of one candidate (plus its RRF score)."""
         return {
             "title_hit": features.title_hit(keywords, item.title),
@@ -82,7 +84,9 @@ class Reranker:
         if self.scorer is not None and items:
             scores, truncated = self.scorer.score(query, [item.content for item in items])
             if len(scores) != len(items) or len(truncated) != len(items):
-                raise PipelineError(f"reranker {self.scorer.name} returned {len(scores)} scores for {len(items)} pairs")
+                raise PipelineError(
+                    f"reranker {self.scorer.name} returned {len(scores)} scores for {len(items)} pairs"
+                )
             probabilities = list(scores)
         pairs = []
         for item, probability, was_cut in zip(items, probabilities, truncated, strict=True):
@@ -106,7 +110,10 @@ class Reranker:
                 )
             )
         order = sorted(range(len(pairs)), key=lambda i: -pairs[i].score)
-        reranked = [ScoredChunk(chunk_id=pairs[i].chunk_id, rank=r, score=pairs[i].score) for r, i in enumerate(order, 1)]
+        reranked = [
+            ScoredChunk(chunk_id=pairs[i].chunk_id, rank=r, score=pairs[i].score)
+            for r, i in enumerate(order, 1)
+        ]
         return RerankOutcome(
             reranked=reranked,
             pairs=pairs,
@@ -146,7 +153,9 @@ def build_scorer(settings: RerankSettings) -> CrossEncoderScorer | None:
             scores=settings.http_scores,
         )
     if not settings.model:
-        raise PipelineError(f'[rerank] backend = "{settings.backend}" needs [rerank] model (a name or local path)')
+        raise PipelineError(
+            f'[rerank] backend = "{settings.backend}" needs [rerank] model (a name or local path)'
+        )
     cls = (
         rerank_backends.FlagRerankerScorer
         if settings.backend == "flagembedding"

@@ -18,7 +18,9 @@ import numpy as np
 
 from ragtriage.errors import PipelineError
 
-FP16_ON_CPU_NOTE = "rerank: fp16 requested on CPU, which fails in LayerNorm ('Half' not implemented); using float32"
+FP16_ON_CPU_NOTE = (
+    "rerank: fp16 requested on CPU, which fails in LayerNorm ('Half' not implemented); using float32"
+)
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
 
 
@@ -54,7 +56,9 @@ def _cut_passage(tokenizer: Any, query: str, passage: str, max_length: int) -> t
     return passage[:low], True
 
 
-def cut_passages(tokenizer: Any, query: str, passages: Sequence[str], max_length: int) -> tuple[list[str], list[bool]]:
+def cut_passages(
+    tokenizer: Any, query: str, passages: Sequence[str], max_length: int
+) -> tuple[list[str], list[bool]]:
     """`_cut_passage` for every passage: the texts to score and which of them were cut."""
     cut = [_cut_passage(tokenizer, query, passage, max_length) for passage in passages]
     return [text for text, _ in cut], [flag for _, flag in cut]
@@ -67,14 +71,22 @@ def _resolve_dtype(use_fp16: bool, device: str) -> tuple[bool, list[str]]:
 
 
 def _import_error(error: ImportError) -> PipelineError:
-    return PipelineError(f"the reranker needs the models extra ({error.name} is missing); install ragtriage[models]")
+    return PipelineError(
+        f"the reranker needs the models extra ({error.name} is missing); install ragtriage[models]"
+    )
 
 
 class FlagRerankerScorer:
     """FlagEmbedding `FlagReranker`; raw logits are turned into probabilities by sigmoid here."""
 
     def __init__(
-        self, model: str, *, max_length: int = 512, batch_size: int = 16, device: str = "cpu", use_fp16: bool = False
+        self,
+        model: str,
+        *,
+        max_length: int = 512,
+        batch_size: int = 16,
+        device: str = "cpu",
+        use_fp16: bool = False,
     ) -> None:
         try:
             from FlagEmbedding import FlagReranker
@@ -89,7 +101,9 @@ class FlagRerankerScorer:
                 model, use_fp16=self.use_fp16, devices=device, batch_size=batch_size, max_length=max_length
             )
         except OSError as error:
-            raise PipelineError(f"cannot load reranker model {model!r}: {error}; fix [rerank] model") from None
+            raise PipelineError(
+                f"cannot load reranker model {model!r}: {error}; fix [rerank] model"
+            ) from None
         if not self.use_fp16:
             self._model.model.float()
 
@@ -99,7 +113,10 @@ class FlagRerankerScorer:
             return [], []
         texts, truncated = cut_passages(self._model.tokenizer, query, passages, self.max_length)
         logits = self._model.compute_score(
-            [(query, text) for text in texts], batch_size=self.batch_size, max_length=self.max_length, normalize=False
+            [(query, text) for text in texts],
+            batch_size=self.batch_size,
+            max_length=self.max_length,
+            normalize=False,
         )
         return sigmoid(np.atleast_1d(np.asarray(logits, dtype=np.float64))), truncated
 
@@ -108,7 +125,13 @@ class SentenceTransformersScorer:
     """sentence-transformers `CrossEncoder`, asked for raw logits (identity activation) and squashed here."""
 
     def __init__(
-        self, model: str, *, max_length: int = 512, batch_size: int = 16, device: str = "cpu", use_fp16: bool = False
+        self,
+        model: str,
+        *,
+        max_length: int = 512,
+        batch_size: int = 16,
+        device: str = "cpu",
+        use_fp16: bool = False,
     ) -> None:
         try:
             import torch
@@ -122,10 +145,16 @@ class SentenceTransformersScorer:
         dtype = torch.float16 if self.use_fp16 else torch.float32
         try:
             self._model = CrossEncoder(
-                model, device=device, max_length=max_length, model_kwargs={"torch_dtype": dtype}, local_files_only=True
+                model,
+                device=device,
+                max_length=max_length,
+                model_kwargs={"torch_dtype": dtype},
+                local_files_only=True,
             )
         except OSError as error:
-            raise PipelineError(f"cannot load reranker model {model!r}: {error}; fix [rerank] model") from None
+            raise PipelineError(
+                f"cannot load reranker model {model!r}: {error}; fix [rerank] model"
+            ) from None
         self._identity = torch.nn.Identity()
 
     def score(self, query: str, passages: Sequence[str]) -> tuple[list[float], list[bool]]:
@@ -199,7 +228,12 @@ class HTTPRerankScorer:
         environ = os.environ if self._environ is None else self._environ
         api_key = environ.get(self.api_key_env)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        payload: dict[str, Any] = {"query": query, "texts": texts, "documents": texts, "raw_scores": self.scores == "logit"}
+        payload: dict[str, Any] = {
+            "query": query,
+            "texts": texts,
+            "documents": texts,
+            "raw_scores": self.scores == "logit",
+        }
         if self.model:
             payload["model"] = self.model
         try:
@@ -210,7 +244,9 @@ class HTTPRerankScorer:
         except httpx.TimeoutException:
             raise PipelineError(f"rerank service {self.url} timed out after {self.timeout_s:g}s") from None
         except httpx.HTTPStatusError as error:
-            raise PipelineError(f"rerank service {self.url} answered HTTP {error.response.status_code}") from None
+            raise PipelineError(
+                f"rerank service {self.url} answered HTTP {error.response.status_code}"
+            ) from None
         except (httpx.HTTPError, ValueError) as error:
             raise PipelineError(f"rerank service {self.url} failed: {type(error).__name__}") from None
         raw = self._parse(body, len(texts))
@@ -238,5 +274,7 @@ class HTTPRerankScorer:
             if 0 <= index < count:
                 scores[index] = value
         if any(s is None for s in scores):
-            raise PipelineError(f"rerank service {self.url}: scores for {scores.count(None)} passages are missing")
+            raise PipelineError(
+                f"rerank service {self.url}: scores for {scores.count(None)} passages are missing"
+            )
         return [float(s) for s in scores if s is not None]

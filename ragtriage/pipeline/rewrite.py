@@ -83,7 +83,9 @@ class AliasDictionary:
         return cls(groups=tuple(kept), source=source, _index=index, _spelling=spelling)
 
     @classmethod
-    def from_mapping(cls, entries: Mapping[str, Sequence[str]], source: Path | None = None) -> AliasDictionary:
+    def from_mapping(
+        cls, entries: Mapping[str, Sequence[str]], source: Path | None = None
+    ) -> AliasDictionary:
         """Build from `term → synonyms`."""
         return cls.from_groups(([term, *synonyms] for term, synonyms in entries.items()), source)
 
@@ -122,7 +124,9 @@ def load_aliases(path: Path) -> AliasDictionary:
     try:
         text = Path(path).read_text(encoding="utf-8-sig")
     except FileNotFoundError:
-        raise InputError(f"{path}: alias file not found; fix [rewrite] alias_file or create the file") from None
+        raise InputError(
+            f"{path}: alias file not found; fix [rewrite] alias_file or create the file"
+        ) from None
     except UnicodeDecodeError as error:
         raise InputError(f"{path}: not UTF-8 text ({error.reason}); save the alias file as UTF-8") from None
     try:
@@ -202,7 +206,11 @@ class Rewriter(Protocol):
     """Turns a normalized query into a `RewriteResult` (the raw query is kept by the caller)."""
 
     def rewrite(
-        self, raw_query: str, normalized_query: str, *, extra_aliases: Mapping[str, Sequence[str]] | None = None
+        self,
+        raw_query: str,
+        normalized_query: str,
+        *,
+        extra_aliases: Mapping[str, Sequence[str]] | None = None,
     ) -> RewriteResult: ...
 
 
@@ -228,7 +236,11 @@ class RuleRewriter:
         self.tokenize: Tokenizer = tokenize or default_tokenize
 
     def rewrite(
-        self, raw_query: str, normalized_query: str, *, extra_aliases: Mapping[str, Sequence[str]] | None = None
+        self,
+        raw_query: str,
+        normalized_query: str,
+        *,
+        extra_aliases: Mapping[str, Sequence[str]] | None = None,
     ) -> RewriteResult:
         """Rewrite by the rules; `extra_aliases` apply to this call only."""
         dictionary = self.aliases.merged(extra_aliases or {})

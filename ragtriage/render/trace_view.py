@@ -136,8 +136,11 @@ def summary_text(trace: Trace) -> Text:
             text.append(flag)
     text.append("\ntimings (ms): ", style="bold")
     text.append("  ".join(f"{stage} {ms:.1f}" for stage, ms in trace.timings_ms.items()))
-    context = [f"config {trace.config_hash}" if trace.config_hash else "", f"kb {trace.kb_version}"
-               if trace.kb_version is not None else "", f"embedder {trace.embedder}" if trace.embedder else ""]
+    context = [
+        f"config {trace.config_hash}" if trace.config_hash else "",
+        f"kb {trace.kb_version}" if trace.kb_version is not None else "",
+        f"embedder {trace.embedder}" if trace.embedder else "",
+    ]
     if any(context):
         text.append("\n")
         text.append("  ".join(part for part in context if part), style="dim")

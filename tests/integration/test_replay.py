@@ -107,7 +107,9 @@ def test_replay_cli_rich_view_marks_gold(built_home: Path) -> None:
     )
     gold = _e1001_chunk(found)
     result = runner.invoke(
-        cli, ["--home", str(built_home), "replay", "-q", "E1001 [bold]x[/bold]", "--gold", gold], env={"COLUMNS": "200"}
+        cli,
+        ["--home", str(built_home), "replay", "-q", "E1001 [bold]x[/bold]", "--gold", gold],
+        env={"COLUMNS": "200"},
     )
     assert result.exit_code == 0, result.output
     assert "[bold]x[/bold]" in result.output  # query text printed literally, not as markup
@@ -120,7 +122,9 @@ def test_replay_cli_rich_view_marks_gold(built_home: Path) -> None:
 def test_replay_queries_file_prints_jsonl(built_home: Path, tmp_path: Path) -> None:
     queries = tmp_path / "queries.jsonl"
     queries.write_text('{"query": "E1001"}\n\n{"query": "调休", "gold": ["x#1"]}\n', encoding="utf-8")
-    result = CliRunner().invoke(cli, ["--home", str(built_home), "replay", "--queries", str(queries), "--json"])
+    result = CliRunner().invoke(
+        cli, ["--home", str(built_home), "replay", "--queries", str(queries), "--json"]
+    )
     assert result.exit_code == 0, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 2
@@ -128,7 +132,9 @@ def test_replay_queries_file_prints_jsonl(built_home: Path, tmp_path: Path) -> N
     assert json.loads(lines[1])["gold"] == ["x#1"]
 
 
-def _run_main(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+def _run_main(
+    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str]:
     monkeypatch.setattr(sys, "argv", ["ragtriage", *args])
     with pytest.raises(SystemExit) as exit_info:
         main()
@@ -140,11 +146,15 @@ def test_bad_queries_line_names_file_and_line(
 ) -> None:
     queries = tmp_path / "bad.jsonl"
     queries.write_text('{"query": "E1001"}\n{"query": "x", "gold": "c1"}\n', encoding="utf-8")
-    code, err = _run_main(["--home", str(built_home), "replay", "--queries", str(queries)], monkeypatch, capsys)
+    code, err = _run_main(
+        ["--home", str(built_home), "replay", "--queries", str(queries)], monkeypatch, capsys
+    )
     assert code == 2
     assert f"{queries}:2: 'gold' must be a list of chunk ids" in err
     queries.write_text('{"query": "E1001",}\n', encoding="utf-8")
-    code, err = _run_main(["--home", str(built_home), "replay", "--queries", str(queries)], monkeypatch, capsys)
+    code, err = _run_main(
+        ["--home", str(built_home), "replay", "--queries", str(queries)], monkeypatch, capsys
+    )
     assert code == 2 and f"{queries}:1: not valid JSON" in err
 
 

@@ -45,17 +45,29 @@ def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tokenizer.train_from_iterator(CORPUS, trainers.WordPieceTrainer(vocab_size=300, special_tokens=specials))
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
     )
     fast = BertTokenizerFast(
-        tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-        sep_token="[SEP]", mask_token="[MASK]", model_max_length=64,
+        tokenizer_object=tokenizer,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=64,
     )
     fast.save_pretrained(folder)
     torch.manual_seed(0)
     config = BertConfig(
-        vocab_size=tokenizer.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=128, num_labels=1,
+        vocab_size=tokenizer.get_vocab_size(),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        num_labels=1,
     )
     BertForSequenceClassification(config).save_pretrained(folder)
     return folder
@@ -84,7 +96,9 @@ def test_fp16_on_cpu_is_forced_to_float32_and_said(scorer_class: type, tiny_cros
 def test_both_libraries_agree_on_the_same_model(tiny_cross_encoder: Path) -> None:
     passages = ["虚拟机无法启动", "upgrade Debian stable", "磁盘空间不足"]
     flag, _ = FlagRerankerScorer(str(tiny_cross_encoder), max_length=64).score("虚拟机 启动", passages)
-    cross, _ = SentenceTransformersScorer(str(tiny_cross_encoder), max_length=64).score("虚拟机 启动", passages)
+    cross, _ = SentenceTransformersScorer(str(tiny_cross_encoder), max_length=64).score(
+        "虚拟机 启动", passages
+    )
     assert flag == pytest.approx(cross, abs=1e-5)
 
 
@@ -99,5 +113,7 @@ def test_cut_keeps_the_whole_query(tiny_cross_encoder: Path) -> None:
     assert truncated == [True]
     encoded = tokenizer(query, texts[0])["input_ids"]
     assert len(encoded) <= 24
-    assert tokenizer.decode(tokenizer(query, add_special_tokens=False)["input_ids"]) in tokenizer.decode(encoded)
+    assert tokenizer.decode(tokenizer(query, add_special_tokens=False)["input_ids"]) in tokenizer.decode(
+        encoded
+    )
     assert np.isclose(sigmoid([0.0])[0], 0.5)

@@ -59,12 +59,23 @@ class FakeEmbedder:
 
 
 def _record(chunk_id: str, title: str = "") -> ChunkRecord:
-    return ChunkRecord(chunk_id=chunk_id, doc_id=f"doc-{chunk_id}", title=title or chunk_id, ordinal=0,
-                       content=f"content of {chunk_id}", content_hash=chunk_id, anchor=f"a-{chunk_id}")
+    return ChunkRecord(
+        chunk_id=chunk_id,
+        doc_id=f"doc-{chunk_id}",
+        title=title or chunk_id,
+        ordinal=0,
+        content=f"content of {chunk_id}",
+        content_hash=chunk_id,
+        anchor=f"a-{chunk_id}",
+    )
 
 
-def _build(bm25_table: dict[str, list[str]], dense_table: dict[str, list[str]], settings: Settings | None = None,
-           aliases: dict[str, list[str]] | None = None) -> tuple[Pipeline, FakeBM25, FakeEmbedder]:
+def _build(
+    bm25_table: dict[str, list[str]],
+    dense_table: dict[str, list[str]],
+    settings: Settings | None = None,
+    aliases: dict[str, list[str]] | None = None,
+) -> tuple[Pipeline, FakeBM25, FakeEmbedder]:
     settings = settings or Settings()
     bm25 = FakeBM25(bm25_table)
     embedder = FakeEmbedder()
@@ -112,7 +123,16 @@ def test_routes_fusion_and_candidate_pool() -> None:
     assert trace.rerank_mode == "features-only"
     assert trace.final == [c.chunk_id for c in trace.reranked][:6]
     assert all(c.is_selected == (c.chunk_id in trace.final) for c in trace.candidates)
-    assert set(trace.timings_ms) >= {"normalize", "rewrite", "embed", "bm25", "dense", "fusion", "rerank", "total"}
+    assert set(trace.timings_ms) >= {
+        "normalize",
+        "rewrite",
+        "embed",
+        "bm25",
+        "dense",
+        "fusion",
+        "rerank",
+        "total",
+    }
     assert trace.kb_version == 7 and trace.embedder == "fake-embedder" and trace.gold == ["c4"]
     assert trace.config_hash == Settings().config_hash()
 
@@ -171,7 +191,9 @@ def test_candidate_pool_and_top_n_and_unknown_chunks() -> None:
 
 def test_logged_rewrite_and_extra_aliases() -> None:
     pipeline, bm25, _ = _build({}, {})
-    logged = RewriteResult(raw_query="x", normalized_query="nginx 502", rewritten_query="nginx 502 bad gateway")
+    logged = RewriteResult(
+        raw_query="x", normalized_query="nginx 502", rewritten_query="nginx 502 bad gateway"
+    )
     trace = pipeline.run("nginx 502", options=RunOptions(rewrite_override=logged, routes=["bm25_rewritten"]))
     assert trace.rewrite.mode == "logged" and trace.rewrite.raw_query == "nginx 502"
     assert bm25.calls[-1][0] == "nginx 502 bad gateway"

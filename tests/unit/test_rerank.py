@@ -35,7 +35,9 @@ def test_features() -> None:
     assert features.freshness(None, NOW, 180) == 0.0 and features.freshness("not a date", NOW, 180) == 0.0
     assert features.product_line_match("Cloud", "cloud ") == 1.0
     assert features.product_line_match(None, "cloud") == 0.0
-    assert features.key_term_hit("订单状态 PENDING 卡住", "状态为 pending 的订单", ["PENDING", "SHIPPED"]) == 1.0
+    assert (
+        features.key_term_hit("订单状态 PENDING 卡住", "状态为 pending 的订单", ["PENDING", "SHIPPED"]) == 1.0
+    )
     assert features.key_term_hit("订单状态卡住", "PENDING", ["PENDING"]) == 0.0
 
 
@@ -70,7 +72,11 @@ def test_features_only_ranks_by_features_and_rrf() -> None:
     assert outcome.reranked[0].score == pytest.approx(expected_c2)
     assert outcome.pairs[0].cross_encoder_score is None
     assert outcome.pairs[1].features == {
-        "title_hit": 1.0, "freshness": 1.0, "product_line": 0.0, "key_terms": 0.0, "rrf": pytest.approx(1 / 62)
+        "title_hit": 1.0,
+        "freshness": 1.0,
+        "product_line": 0.0,
+        "key_terms": 0.0,
+        "rrf": pytest.approx(1 / 62),
     }
 
 
@@ -95,7 +101,9 @@ def test_refusal_threshold() -> None:
     reranker = Reranker(RerankSettings(refusal_threshold=0.5), FixedScorer([0.2]), now=lambda: NOW)
     outcome = reranker.rerank("q", [], ITEMS[:1])
     assert reranker.refusal(outcome.reranked) is not None
-    assert Reranker(RerankSettings(refusal_threshold=0.1), FixedScorer([0.2])).refusal(outcome.reranked) is None
+    assert (
+        Reranker(RerankSettings(refusal_threshold=0.1), FixedScorer([0.2])).refusal(outcome.reranked) is None
+    )
     assert Reranker(RerankSettings()).refusal(outcome.reranked) is None
     assert Reranker(RerankSettings(refusal_threshold=0.1)).refusal([]) == "no candidates retrieved"
 
@@ -120,7 +128,9 @@ def test_http_tei_scores_already_calibrated_are_kept() -> None:
 
 
 def test_http_logits_are_squashed_and_jina_shape_is_read() -> None:
-    transport = _service({"results": [{"index": 0, "relevance_score": -8.1544}, {"index": 1, "relevance_score": 6.1821}]})
+    transport = _service(
+        {"results": [{"index": 0, "relevance_score": -8.1544}, {"index": 1, "relevance_score": 6.1821}]}
+    )
     scorer = HTTPRerankScorer("http://rr.local/rerank", scores="logit", transport=transport, environ={})
     probabilities, _ = scorer.score("q", ["a", "b"])
     assert probabilities == pytest.approx([0.000287, 0.997938], abs=1e-6)

@@ -10,9 +10,9 @@ import pytest
 
 from ragtriage.config import LLMRewriteSettings
 from ragtriage.errors import InputError
+from ragtriage.pipeline.analyzer import tokenize
 from ragtriage.pipeline.llm_rewrite import LLMRewriter, chat_completions_url
 from ragtriage.pipeline.rewrite import AliasDictionary, RuleRewriter, load_aliases, split_sub_queries
-from ragtriage.pipeline.analyzer import tokenize
 
 SECRET = "sk-test-secret-123"
 
@@ -56,7 +56,9 @@ def test_alias_file_syntax_error_names_file_line_and_fix(tmp_path: Path) -> None
 
 
 def test_rule_rewrite_expands_aliases_keywords_and_sub_queries() -> None:
-    result = _rules({"虚拟机": ["VM"]}).rewrite("虚拟机启动失败和网络不通怎么办？", "虚拟机启动失败和网络不通怎么办?")
+    result = _rules({"虚拟机": ["VM"]}).rewrite(
+        "虚拟机启动失败和网络不通怎么办？", "虚拟机启动失败和网络不通怎么办?"
+    )
     assert result.raw_query == "虚拟机启动失败和网络不通怎么办？"
     assert result.rewritten_query == "虚拟机启动失败和网络不通怎么办? VM"
     assert result.aliases == {"虚拟机": ["VM"]}
@@ -95,14 +97,20 @@ def _reply(content: str, status: int = 200) -> httpx.MockTransport:
 
 def _llm(transport: httpx.BaseTransport, url: str | None = "http://llm.local/v1") -> LLMRewriter:
     settings = LLMRewriteSettings(enabled=True, url=url, model="m1", api_key_env="TEST_LLM_KEY", timeout_s=2)
-    return LLMRewriter(settings, _rules({"虚拟机": ["VM"]}), transport=transport, environ={"TEST_LLM_KEY": SECRET})
+    return LLMRewriter(
+        settings, _rules({"虚拟机": ["VM"]}), transport=transport, environ={"TEST_LLM_KEY": SECRET}
+    )
 
 
 def test_llm_rewrite_protocol() -> None:
     seen: list[httpx.Request] = []
     content = json.dumps(
-        {"normalized_query": "虚拟机 无法 启动", "keywords": ["虚拟机", "启动"],
-         "aliases": {"启动": ["开机"]}, "sub_queries": ["a", "b", "c"]},
+        {
+            "normalized_query": "虚拟机 无法 启动",
+            "keywords": ["虚拟机", "启动"],
+            "aliases": {"启动": ["开机"]},
+            "sub_queries": ["a", "b", "c"],
+        },
         ensure_ascii=False,
     )
 
@@ -142,7 +150,9 @@ def _connect_error(request: httpx.Request) -> httpx.Response:
         (httpx.MockTransport(_connect_error), "ConnectError"),
     ],
 )
-def test_llm_failure_falls_back_to_rules_without_leaking_the_key(transport: httpx.MockTransport, reason: str) -> None:
+def test_llm_failure_falls_back_to_rules_without_leaking_the_key(
+    transport: httpx.MockTransport, reason: str
+) -> None:
     result = _llm(transport).rewrite("虚拟机起不来", "虚拟机起不来")
     assert result.mode == "rules"
     assert result.rewritten_query == "虚拟机起不来 VM"
