@@ -116,6 +116,8 @@ def replay_command(
         if request_id is not None:
             traces = [replay_logged_request(workspace, request_id, use_logged_rewrite)]
         elif query is not None:
+            # Warm up first so the trace's timings show the query, not model loading.
+            workspace.pipeline.warm_up()
             traces = [workspace.pipeline.run(query, gold=list(gold))]
         else:
             traces = _run_file(workspace, lines, show_progress=not as_json)

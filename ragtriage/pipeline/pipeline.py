@@ -147,6 +147,14 @@ class Pipeline:
                 on_progress(len(traces), len(queries))
         return traces
 
+    def warm_up(self) -> None:
+        """Load what the first query would otherwise pay for (jieba's dictionary, the embedding
+        model, the chunk metadata), so the first trace's timings are representative."""
+        self.rules.tokenize("预热 warm up")
+        if self.embedder is not None:
+            self.embedder.embed_queries(["预热"])
+        self.chunks.refresh()
+
     def close(self) -> None:
         """Release the indexes (Qdrant local mode locks its folder)."""
         if self._on_close is not None:

@@ -174,6 +174,10 @@ def test_sub_query_routes_and_options() -> None:
     assert restricted.rerank_mode == "off" and restricted.reranked == [] and restricted.final == ["c1"]
     assert restricted.run_options == options
 
+    dense_only = pipeline.run("a b and c d", options=RunOptions(routes=["dense_raw", "dense_sub"], dense_k=1))
+    assert [r.name for r in dense_only.routes] == ["dense_raw", "dense_sub_1", "dense_sub_2"]
+    assert all(len(r.hits) <= 1 for r in dense_only.routes)
+
     off = pipeline.run("a b and c d", options=RunOptions(rewrite_mode="off"))
     assert off.rewrite.mode == "off" and not any(r.name.startswith("dense_sub") for r in off.routes)
 
@@ -212,6 +216,8 @@ def test_refusal_below_threshold() -> None:
 
 def test_run_many_batches_embeddings_and_stops() -> None:
     pipeline, _, embedder = _build({}, {"q1": ["c1"], "q2": ["c2"]})
+    pipeline.warm_up()
+    embedder.batches.clear()
     progress: list[tuple[int, int]] = []
     traces = pipeline.run_many(["q1", "q2", "q1"], on_progress=lambda d, t: progress.append((d, t)))
     assert [t.fused[0].chunk_id for t in traces] == ["c1", "c2", "c1"]
@@ -226,3 +232,10 @@ def test_should_stop_between_stages_cancels_run() -> None:
     with pytest.raises(RunCancelled):
         pipeline.run("q", should_stop=lambda: next(calls))
     assert bm25.calls == []
+
+
+def test_llm_mode_without_an_llm_rewriter_falls_back_to_rules() -> None:
+    pipeline, _, _ = _build({}, {})
+    trace = pipeline.run("q", options=RunOptions(rewrite_mode="llm"))
+    assert trace.rewrite.mode == "rules"
+    assert "not configured" in (trace.rewrite.fallback_reason or "")
