@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "ragtriage.commands.replay",
     "ragtriage.commands.eval",
     "ragtriage.commands.triage",
+    "ragtriage.commands.evalset",
 ]
 
 

@@ -119,6 +119,7 @@ def score_trace(case: EvalCase, trace: Trace, specs: Sequence[MetricSpec]) -> tu
             {"id": s.chunk_id, "before": s.rank_before, "after": s.rank_after, "shift": s.shift} for s in shifts
         ],
         "flags": list(trace.flags),
+        "skipped_routes": [r.name for r in trace.routes if any(f.startswith("skipped: same") for f in r.flags)],
         "timings_ms": {k: round(v, 3) for k, v in trace.timings_ms.items()},
     }
     return metrics, refused, snapshot

@@ -1,0 +1,76 @@
+"""`ragtriage promote` (confirmed badcase → eval case) and `ragtriage doctor` (eval-set health)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ragtriage.commands.common import echo_json, open_workspace, workspace_options
+from ragtriage.eval import store as eval_store
+
+
+def _grades(values: tuple[str, ...]) -> dict[str, int]:
+    grades: dict[str, int] = {}
+    for value in values:
+        chunk_id, sep, grade = value.rpartition("=")
+        if not sep or not chunk_id or not grade.lstrip("-").isdigit():
+            raise click.BadParameter(f"{value!r}: write CHUNK_ID=GRADE, e.g. --grade c12=2", param_hint="--grade")
+        grades[chunk_id] = int(grade)
+    return grades
+
+
+@click.command("promote")
+@click.argument("request_id")
+@click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True)
+@click.option("--grade", "grades", multiple=True, metavar="CHUNK_ID=GRADE", help="Grade of a gold chunk [1].")
+@click.option("--must-have", "must_have", multiple=True, help="A constraint the answer must respect (repeatable).")
+@click.option("--intent", "intent_type", default=None, help="Intent type, e.g. howto, policy, troubleshooting.")
+@click.option("--difficulty", default=None, help="e.g. easy, medium, hard.")
+@click.option("--tag", "tags", multiple=True, help="Bucket tag (repeatable).")
+@click.option("--case-id", default=None, help="Case id [badcase-NNNN].")
+@click.option("--json", "as_json", is_flag=True)
+@workspace_options
+def promote_command(request_id: str, dataset: str, grades: tuple[str, ...], must_have: tuple[str, ...],
+                    intent_type: str | None, difficulty: str | None, tags: tuple[str, ...], case_id: str | None,
+                    as_json: bool, home: Path | None, config_file: Path | None) -> None:
+    """Turn the confirmed triage record of REQUEST_ID into an eval case (PII redacted, provenance kept)."""
+    from ragtriage.triage.promote import promote_request
+
+    with open_workspace(home, config_file) as workspace:
+        result = promote_request(workspace, request_id, dataset=dataset, grades=_grades(grades), must_have=must_have,
+                                 intent_type=intent_type, difficulty=difficulty, tags=tags, case_id=case_id)
+    if as_json:
+        echo_json(result)
+        return
+    if not result.created:
+        click.echo(f"already in {dataset}: case {result.case_id} has the same query and gold (nothing added)")
+        return
+    redacted = ", ".join(f"{count} {kind}" for kind, count in result.redacted.items())
+    click.echo(f"promoted {request_id} → {dataset}@{result.dataset_version} case {result.case_id} "
+               f"({len(result.gold)} gold)" + (f"; redacted {redacted}" if redacted else ""))
+
+
+@click.command("doctor")
+@click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@workspace_options
+def doctor_command(dataset: str, as_json: bool, home: Path | None, config_file: Path | None) -> None:
+    """Explain metrics that come out all zero or wrong: bad gold ids, re-chunked gold, duplicates, no gold."""
+    from ragtriage.commands.eval_render import print_doctor
+    from ragtriage.eval.doctor import run_doctor
+
+    with open_workspace(home, config_file) as workspace:
+        report = run_doctor(workspace, dataset)
+    if as_json:
+        echo_json({**report.model_dump(mode="json"), "ok": report.ok})
+    else:
+        print_doctor(report)
+    if not report.ok:
+        click.get_current_context().exit(1)
+
+
+def register(cli: click.Group) -> None:
+    """Attach `promote` and `doctor` to the root group."""
+    cli.add_command(promote_command)
+    cli.add_command(doctor_command)

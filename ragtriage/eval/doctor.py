@@ -1,0 +1,264 @@
+"""Eval-set doctor: why metrics come out all zero or wrong, each finding with its case ids and the fix.
+
+Checks, in the order a triager should fix them: gold ids that are document ids (at chunk
+granularity) or chunk ids (at doc granularity), unknown gold ids, gold chunks from another KB,
+unpublished gold, deleted gold, gold lost after re-chunking (with the live chunk of the same
+document whose content overlaps most), gold missing from the indexes, duplicate cases, conflicting
+gold for one query, and cases without gold.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+from sqlmodel import col, select
+
+from ragtriage.eval import store as eval_store
+from ragtriage.store.db import read_session
+from ragtriage.store.kb_tables import ChunkRow, DocumentRow
+
+if TYPE_CHECKING:
+    from ragtriage.workspace import Workspace
+
+__all__ = ["DoctorReport", "Finding", "FindingItem", "best_overlap", "run_doctor"]
+
+DELETED = "deleted"
+
+
+class FindingItem(BaseModel):
+    """One case (and gold id) a finding is about; `proposal` is the suggested replacement id."""
+
+    case_id: str
+    gold_id: str | None = None
+    note: str | None = None
+    proposal: str | None = None
+    overlap: float | None = None
+
+
+class Finding(BaseModel):
+    """One kind of problem, every case it touches, and how to fix it."""
+
+    kind: str
+    severity: str
+    """`error` (scores are wrong) or `warning` (scores are right but may mislead)."""
+    summary: str
+    fix: str
+    items: list[FindingItem] = Field(default_factory=list)
+
+    @property
+    def case_ids(self) -> list[str]:
+        """The distinct case ids of the items."""
+        return list(dict.fromkeys(item.case_id for item in self.items))
+
+
+class DoctorReport(BaseModel):
+    """Every finding on one dataset version; no findings means the eval set looks sound."""
+
+    dataset: str
+    dataset_version: int
+    cases: int
+    kb: str
+    findings: list[Finding] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when there is no error-level finding."""
+        return not any(f.severity == "error" for f in self.findings)
+
+
+def _char_bigrams(text: str) -> set[str]:
+    compact = "".join(text.split())
+    return {compact[i : i + 2] for i in range(len(compact) - 1)} or ({compact} if compact else set())
+
+
+def best_overlap(old_content: str, candidates: list[tuple[str, str]]) -> tuple[str | None, float]:
+    """The (chunk id, score) among `(chunk id, content)` candidates closest to `old_content`.
+
+    Score = max(character-bigram Jaccard, difflib ratio on the first 2,000 characters): Jaccard
+    survives reordering, the ratio catches a chunk that is the old one with an edit.
+    """
+    old_grams = _char_bigrams(old_content)
+    best_id, best_score = None, 0.0
+    for chunk_id, content in candidates:
+        grams = _char_bigrams(content)
+        jaccard = len(old_grams & grams) / len(old_grams | grams) if old_grams | grams else 0.0
+        ratio = difflib.SequenceMatcher(None, old_content[:2000], content[:2000], autojunk=False).ratio()
+        score = max(jaccard, ratio)
+        if score > best_score:
+            best_id, best_score = chunk_id, score
+    return best_id, best_score
+
+
+def run_doctor(workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET) -> DoctorReport:
+    """Check the current version of `dataset` against the KB and the indexes.
+
+    Raises:
+        NotFoundError: no such dataset.
+    """
+    version = eval_store.dataset_version(workspace.engine, dataset)
+    cases = eval_store.dataset_cases(workspace.engine, dataset, version)
+    kb = workspace.settings.kb.name
+    report = DoctorReport(dataset=dataset, dataset_version=version, cases=len(cases), kb=kb)
+    gold_ids = {g for c in cases for g in c.case.gold}
+    with read_session(workspace.engine) as session:
+        chunks = {}
+        documents = {}
+        ids = sorted(gold_ids)
+        for start in range(0, len(ids), 500):
+            batch = ids[start : start + 500]
+            chunks.update({r.chunk_id: r for r in session.exec(select(ChunkRow).where(col(ChunkRow.chunk_id).in_(batch)))})
+            documents.update({r.doc_id: r for r in session.exec(select(DocumentRow).where(col(DocumentRow.doc_id).in_(batch)))})
+        doc_ids_needed = {row.doc_id for row in chunks.values()}
+        for start in range(0, len(doc_ids_needed), 500):
+            batch = sorted(doc_ids_needed)[start : start + 500]
+            documents.update({r.doc_id: r for r in session.exec(select(DocumentRow).where(col(DocumentRow.doc_id).in_(batch)))})
+    findings: dict[str, Finding] = {}
+
+    def add(kind: str, item: FindingItem) -> None:
+        summary, fix, severity = _KINDS[kind]
+        findings.setdefault(kind, Finding(kind=kind, severity=severity, summary=summary, fix=fix)).items.append(item)
+
+    indexed = _indexed_chunk_ids(workspace)
+    rechunked: dict[str, list[tuple[str, str]]] = {}
+    for stored in cases:
+        case = stored.case
+        for gold_id, grade in case.gold.items():
+            if grade <= 0:
+                continue
+            chunk, document = chunks.get(gold_id), documents.get(gold_id)
+            if case.gold_granularity == "doc":
+                if document is None and chunk is not None:
+                    add("chunk_id_as_doc", FindingItem(case_id=case.case_id, gold_id=gold_id, proposal=chunk.doc_id))
+                elif document is None:
+                    add("unknown_gold", FindingItem(case_id=case.case_id, gold_id=gold_id))
+                elif document.status == DELETED:
+                    add("deleted_gold", FindingItem(case_id=case.case_id, gold_id=gold_id, note="document deleted"))
+                continue
+            if chunk is None:
+                if document is not None:
+                    add("doc_id_as_chunk", FindingItem(case_id=case.case_id, gold_id=gold_id))
+                else:
+                    add("unknown_gold", FindingItem(case_id=case.case_id, gold_id=gold_id))
+            elif chunk.kb != kb:
+                add("other_kb", FindingItem(case_id=case.case_id, gold_id=gold_id, note=f"chunk of KB {chunk.kb!r}"))
+            elif chunk.status == DELETED:
+                owner = documents.get(chunk.doc_id)
+                if owner is not None and owner.status != DELETED:
+                    if chunk.doc_id not in rechunked:
+                        rechunked[chunk.doc_id] = _live_chunks(workspace, chunk.doc_id)
+                    proposal, score = best_overlap(chunk.content, rechunked[chunk.doc_id])
+                    add("rechunked_gold", FindingItem(
+                        case_id=case.case_id, gold_id=gold_id, proposal=proposal, overlap=round(score, 3),
+                        note=f"document {chunk.doc_id!r} is now at version {owner.version}",
+                    ))
+                else:
+                    add("deleted_gold", FindingItem(case_id=case.case_id, gold_id=gold_id, note=f"document {chunk.doc_id!r} deleted"))
+            elif chunk.status != "published":
+                add("unpublished_gold", FindingItem(case_id=case.case_id, gold_id=gold_id, note=f"status {chunk.status}"))
+            elif indexed is not None and gold_id not in indexed:
+                add("not_indexed", FindingItem(case_id=case.case_id, gold_id=gold_id))
+    _duplicates(cases, add)
+    for stored in cases:
+        if not stored.case.has_gold:
+            add("no_gold", FindingItem(case_id=stored.case.case_id))
+    report.findings = [findings[kind] for kind in _KINDS if kind in findings]
+    return report
+
+
+def _duplicates(cases: list[eval_store.StoredCase], add: Any) -> None:
+    by_query: dict[str, list[eval_store.StoredCase]] = defaultdict(list)
+    for stored in cases:
+        by_query[stored.normalized_query or eval_store.normalized_query(stored.case.query)].append(stored)
+    for group in by_query.values():
+        if len(group) < 2:
+            continue
+        by_gold: dict[str, list[str]] = defaultdict(list)
+        for stored in group:
+            by_gold[eval_store.gold_key(stored.case.gold)].append(stored.case.case_id)
+        for same in by_gold.values():
+            for duplicate in same[1:]:
+                add("duplicate_case", FindingItem(case_id=duplicate, note=f"same query and gold as {same[0]}", proposal=same[0]))
+        if len(by_gold) > 1:
+            ids = [s.case.case_id for s in group]
+            for case_id in ids:
+                add("conflicting_gold", FindingItem(case_id=case_id, note=f"same query as {', '.join(i for i in ids if i != case_id)}"))
+
+
+def _live_chunks(workspace: Workspace, doc_id: str) -> list[tuple[str, str]]:
+    with read_session(workspace.engine) as session:
+        rows = session.exec(
+            select(ChunkRow.chunk_id, ChunkRow.content).where(ChunkRow.doc_id == doc_id, ChunkRow.status != DELETED)
+        ).all()
+    return [(chunk_id, content) for chunk_id, content in rows]
+
+
+def _indexed_chunk_ids(workspace: Workspace) -> set[str] | None:
+    """Chunk ids in the index manifest, or None when there are no indexes yet."""
+    from ragtriage import locations
+    from ragtriage.pipeline.manifest import read_manifest
+
+    manifest = read_manifest(locations.manifest_path(workspace.home))
+    return set(manifest.content_hashes) if manifest is not None else None
+
+
+#: kind → (summary, fix, severity), in report order.
+_KINDS: dict[str, tuple[str, str, str]] = {
+    "doc_id_as_chunk": (
+        "gold ids are document ids but the case is evaluated at chunk granularity: every metric is 0",
+        "re-import the file with `--granularity doc` (or `cases-jsonl` positive_doc_ids), or replace the ids with chunk ids from `ragtriage kb chunks DOC_ID`",
+        "error",
+    ),
+    "chunk_id_as_doc": (
+        "gold ids are chunk ids but the case is evaluated at document granularity",
+        "re-import with `--granularity chunk`, or use the proposed document ids",
+        "error",
+    ),
+    "unknown_gold": (
+        "gold ids that are neither chunk ids nor document ids of this KB",
+        "check the ids against `ragtriage kb chunks`; the eval set may belong to another KB or an older chunking",
+        "error",
+    ),
+    "other_kb": (
+        "gold chunks belong to another KB than the configured one",
+        "set [kb] name to that KB, or re-label the cases against this KB",
+        "error",
+    ),
+    "unpublished_gold": (
+        "gold chunks are not published, so no index returns them",
+        "publish their documents (front matter `status: published`) and re-run `ragtriage kb add`",
+        "error",
+    ),
+    "deleted_gold": (
+        "gold chunks (or documents) were deleted from the KB",
+        "restore the documents, or turn the cases into refusal cases / remove them",
+        "error",
+    ),
+    "rechunked_gold": (
+        "gold chunks disappeared when their document was re-chunked",
+        "replace each gold id with the proposed chunk (largest content overlap) after checking it, then re-import",
+        "error",
+    ),
+    "not_indexed": (
+        "gold chunks are in the KB but not in the indexes",
+        "run `ragtriage kb reindex` (the indexes are behind the KB)",
+        "error",
+    ),
+    "duplicate_case": (
+        "cases with the same normalized query and the same gold count twice",
+        "delete the duplicates (the proposal is the case to keep)",
+        "warning",
+    ),
+    "conflicting_gold": (
+        "one normalized query has different gold in different cases",
+        "merge the gold into one case, or make the queries differ",
+        "warning",
+    ),
+    "no_gold": (
+        "cases without gold are left out of the ranking metrics and scored for refusal only",
+        "add gold chunk ids if the KB does answer them; keep them if the right answer is a refusal",
+        "warning",
+    ),
+}
