@@ -136,6 +136,17 @@ def trace_chunk_ids(trace: Trace) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
+#: Words that join two names of one thing: `全电票（数电发票）`, `报账即报销`, `补休/调休`.
+_SYNONYM_JOINERS = r"\s*(?:[（(]|即|也叫|又称|简称|俗称|就是|/)\s*"
+
+
+def near_each_other(text: str, term: str, synonym: str) -> bool:
+    """True when the text names the two terms as one thing: joined by a bracket or a word like 即, 又称."""
+    first, second = re.escape(term), re.escape(synonym)
+    pattern = f"{first}{_SYNONYM_JOINERS}{second}|{second}{_SYNONYM_JOINERS}{first}"
+    return re.search(pattern, text) is not None
+
+
 def propose_alias_pairs(
     ctx: DiagnosisContext, facts: Facts, applied: dict[str, list[str]]
 ) -> list[AliasPair]:
@@ -172,10 +183,10 @@ def propose_alias_pairs(
             ):
                 score += 0.5
                 sources.append("alias dictionary (reverse entry)")
-            cooccur = sum(1 for text in others if term in text and synonym in text)
+            cooccur = sum(1 for text in others if near_each_other(text, term, synonym))
             if cooccur:
                 score += min(0.3, 0.15 * cooccur)
-                sources.append(f"co-occur in {cooccur} retrieved chunk(s)")
+                sources.append(f"named as one thing in {cooccur} retrieved chunk(s)")
             if set(term) & set(synonym) and (_CJK.search(term) or len(set(term) & set(synonym)) > 2):
                 score += 0.15
                 sources.append("shared characters")
