@@ -164,10 +164,16 @@ class FlaggingSettings(StrictModel):
         default_factory=lambda: ["无法回答", "没有找到", "抱歉", "不确定", "I don't know", "cannot answer"]
     )
     """Answer substrings that mark a refusal or low-confidence answer."""
+    min_confidence: float | None = None
+    """Flag answers whose logged top-level `confidence` is below this (None: rule off)."""
+    follow_up_marker: bool = True
+    """Also flag requests the producer itself marked with `feedback.follow_up`."""
 
 
 class LogsSettings(StrictModel):
     flagging: FlaggingSettings = Field(default_factory=FlaggingSettings)
+    batch_size: int = Field(default=5000, gt=0)
+    """Lines per ingest transaction: larger is faster, smaller lets a triager's write in sooner."""
 
 
 class EvalSettings(StrictModel):

@@ -1,0 +1,85 @@
+"""Badcase flagging rules (configured in `settings.logs.flagging`). Pure: no I/O.
+
+A request is flagged for a bad rating, an escalation to a human, a follow-up question from the
+same session within N minutes (the *earlier* request is flagged), empty citations, or a refusal /
+low-confidence answer. Reasons are short codes, listed in `REASONS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from ragtriage.config import FlaggingSettings
+from ragtriage.logs.reader import LogLine
+
+REASON_BAD_RATING = "bad_rating"
+REASON_ESCALATED = "escalated"
+REASON_FOLLOW_UP = "follow_up"
+REASON_EMPTY_CITATIONS = "empty_citations"
+REASON_REFUSAL = "refusal"
+REASON_LOW_CONFIDENCE = "low_confidence"
+REASONS = (
+    REASON_BAD_RATING,
+    REASON_ESCALATED,
+    REASON_FOLLOW_UP,
+    REASON_EMPTY_CITATIONS,
+    REASON_REFUSAL,
+    REASON_LOW_CONFIDENCE,
+)
+
+
+class LineRules:
+    """The per-line rules, prepared once from the settings (called for every ingested line)."""
+
+    def __init__(self, settings: FlaggingSettings) -> None:
+        self.bad_ratings = frozenset(r.strip().lower() for r in settings.bad_ratings)
+        self.escalation = settings.escalation
+        self.empty_citations = settings.empty_citations
+        self.refusal_markers = tuple(m for m in settings.refusal_markers if m)
+        self.min_confidence = settings.min_confidence
+        self.follow_up_marker = settings.follow_up_marker
+
+    def reasons(self, line: LogLine) -> list[str]:
+        """Reasons this line is a badcase on its own (the session follow-up rule is separate)."""
+        reasons = []
+        if line.rating is not None and line.rating.strip().lower() in self.bad_ratings:
+            reasons.append(REASON_BAD_RATING)
+        if self.escalation and line.escalated:
+            reasons.append(REASON_ESCALATED)
+        if line.follow_up_marked and self.follow_up_marker:
+            reasons.append(REASON_FOLLOW_UP)
+        if self.empty_citations and line.citations_empty:
+            reasons.append(REASON_EMPTY_CITATIONS)
+        answer = line.answer
+        if answer and any(marker in answer for marker in self.refusal_markers):
+            reasons.append(REASON_REFUSAL)
+        if self.min_confidence is not None and line.confidence is not None and line.confidence < self.min_confidence:
+            reasons.append(REASON_LOW_CONFIDENCE)
+        return reasons
+
+
+def followed_up(
+    requests: Iterable[tuple[str, str, datetime]], minutes: float, *, involving: set[str] | None = None
+) -> set[str]:
+    """Request ids followed by another request of the same session within `minutes`.
+
+    `requests` are `(session, request_id, ts)`; within a session they are ordered by
+    (ts, request_id) and each consecutive pair closer than the window flags its earlier request.
+    With `involving`, only pairs with at least one of those ids count (the rest were judged before).
+    """
+    if minutes <= 0:
+        return set()
+    window = timedelta(minutes=minutes)
+    by_session: dict[str, list[tuple[datetime, str]]] = {}
+    for session, request_id, ts in requests:
+        by_session.setdefault(session, []).append((ts, request_id))
+    flagged: set[str] = set()
+    for timeline in by_session.values():
+        timeline.sort()
+        for (earlier_ts, earlier_id), (later_ts, later_id) in zip(timeline, timeline[1:]):
+            if earlier_id == later_id or later_ts - earlier_ts > window:
+                continue
+            if involving is None or earlier_id in involving or later_id in involving:
+                flagged.add(earlier_id)
+    return flagged

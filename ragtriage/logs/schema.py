@@ -1,0 +1,227 @@
+"""Request-log schema v1: one JSONL line per online request, and its mapping to a `Trace`.
+
+Two shapes are accepted. The nested v1 form (`rewrite`, `stages`, `feedback`) is canonical; the
+flat form seen in practice (`rewritten_queries`, `bm25_results`, `vector_results`,
+`fused_results`, `reranked_results`, `final_context_docs`, `user_feedback`) is mapped onto it by
+`RequestLog`'s before-validator. Fields nobody defined are kept (`extra="allow"`) and stored.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Union
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+
+from ragtriage.pipeline.types import (
+    ROUTE_BM25_RAW,
+    ROUTE_DENSE_RAW,
+    RewriteResult,
+    RouteResult,
+    ScoredChunk,
+    Trace,
+)
+
+SCHEMA_VERSION = 1
+
+#: Flat-form key → (v1 section, v1 key). `rewritten_queries` and `user_feedback` are handled apart.
+FLAT_STAGE_KEYS = {
+    "bm25_results": "bm25",
+    "vector_results": "dense",
+    "dense_results": "dense",
+    "fused_results": "fused",
+    "reranked_results": "reranked",
+    "final_context_docs": "final_context",
+}
+STAGE_NAMES = ("bm25", "dense", "fused", "reranked", "final_context")
+
+
+class _Open(BaseModel):
+    """Sections keep keys they do not define (producers add their own)."""
+
+    model_config = ConfigDict(extra="allow", coerce_numbers_to_str=True)
+
+
+class StageItem(_Open):
+    """One logged hit: a chunk id with the score the stage gave it."""
+
+    chunk_id: str = Field(min_length=1, validation_alias=AliasChoices("chunk_id", "id", "doc_id"))
+    """Producers of the flat form also call it `id` or `doc_id`."""
+    score: float | None = None
+
+
+StageList = list[Union[str, StageItem]]
+"""A stage's ranked list, best first: plain chunk ids or `{chunk_id, score}` objects."""
+
+
+class LoggedRewrite(_Open):
+    """What production's rewrite step produced."""
+
+    normalized_query: str | None = None
+    rewritten_query: str | None = None
+    """The text the rewritten routes searched (flat form: the first of `rewritten_queries`)."""
+    keywords: list[str] | None = None
+    aliases: dict[str, list[str]] | list[str] | None = None
+    """Query term → added synonyms, or just the added synonyms."""
+    sub_queries: list[str] | None = None
+    mode: str | None = None
+
+
+class LoggedStages(_Open):
+    """Ranked lists per stage; a missing stage is None (not logged), an empty one is []."""
+
+    bm25: StageList | None = None
+    dense: StageList | None = None
+    fused: StageList | None = None
+    reranked: StageList | None = None
+    final_context: StageList | None = None
+
+
+class LoggedFeedback(_Open):
+    """The user's reaction to the answer."""
+
+    rating: str | None = None
+    """e.g. `up`/`down`, `1`…`5`, `-1`; compared as lower-case text with `logs.flagging.bad_ratings`."""
+    reason: str | None = None
+    escalated: bool | None = False
+    """The user asked for a human."""
+    follow_up: bool | str | None = None
+    """The producer's own follow-up marker (true, or the follow-up question's text)."""
+
+
+class RequestLog(_Open):
+    """One logged request, schema v1 (also accepts and maps the flat form)."""
+
+    schema_version: int = SCHEMA_VERSION
+    request_id: str = Field(min_length=1)
+    ts: datetime | None = None
+    """Request time, ISO 8601 (a time without zone is taken as UTC) or Unix seconds."""
+    kb: str | None = None
+    session: str | None = None
+    """Hash of the session id (follow-up detection groups by it)."""
+    user: str | None = None
+    """Hash of the user id."""
+    raw_query: str
+    rewrite: LoggedRewrite | None = None
+    stages: LoggedStages | None = None
+    answer: str | None = None
+    citations: StageList | None = None
+    """Chunk ids the answer cites; [] means the answer cited nothing."""
+    feedback: LoggedFeedback | None = None
+    latency_ms: float | None = None
+    pipeline_version: str | None = None
+    config_hash: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _map_flat_form(cls, data: Any) -> Any:
+        """Map flat-form keys onto v1 sections; a v1 key already present wins and the flat key stays as extra."""
+        if not isinstance(data, dict):
+            return data
+        return map_flat_form(data)
+
+
+def map_flat_form(data: dict[str, Any]) -> dict[str, Any]:
+    """Return `data` with flat-form keys moved into `stages`, `rewrite` and `feedback` (input not mutated)."""
+    if not any(key in data for key in (*FLAT_STAGE_KEYS, "rewritten_queries", "user_feedback")):
+        return data
+    mapped = dict(data)
+    stages = dict(mapped["stages"]) if isinstance(mapped.get("stages"), dict) else {}
+    for flat_key, stage in FLAT_STAGE_KEYS.items():
+        if flat_key in mapped and stage not in stages:
+            stages[stage] = mapped.pop(flat_key)
+    if stages or "stages" in mapped:
+        mapped["stages"] = stages
+    queries = mapped.get("rewritten_queries")
+    if isinstance(queries, list) and "rewrite" not in mapped:
+        mapped.pop("rewritten_queries")
+        texts = [q for q in queries if isinstance(q, str)]
+        mapped["rewrite"] = {"rewritten_query": texts[0] if texts else None, "sub_queries": texts[1:]}
+    if "user_feedback" in mapped and "feedback" not in mapped:
+        feedback = mapped.pop("user_feedback")
+        mapped["feedback"] = feedback if isinstance(feedback, dict) or feedback is None else {"rating": feedback}
+    return mapped
+
+
+def stage_ids(items: StageList | None) -> list[str]:
+    """The chunk ids of a logged stage list, in order."""
+    return [item if isinstance(item, str) else item.chunk_id for item in items or ()]
+
+
+def _scored(items: StageList | None) -> list[ScoredChunk]:
+    scored = []
+    for rank, item in enumerate(items or (), start=1):
+        if isinstance(item, str):
+            scored.append(ScoredChunk(chunk_id=item, rank=rank, score=0.0))
+        else:
+            scored.append(ScoredChunk(chunk_id=item.chunk_id, rank=rank, score=item.score or 0.0))
+    return scored
+
+
+def to_trace(record: RequestLog) -> Trace:
+    """The logged request as a `Trace` with the fields a log carries.
+
+    Routes are `bm25_raw` and `dense_raw` when logged (a log does not say which query text each
+    route searched, so `query` is the raw query and the flag `logged` marks them); `fused`,
+    `reranked` and `final` come from their stages. Unlogged scores are 0.0 and the trace is
+    flagged `logged-without-scores`. `candidates` is left empty: diagnosis builds it.
+    """
+    rewrite = record.rewrite or LoggedRewrite()
+    normalized = rewrite.normalized_query or record.raw_query
+    aliases = rewrite.aliases if isinstance(rewrite.aliases, dict) else {"*": list(rewrite.aliases or ())}
+    trace_rewrite = RewriteResult(
+        raw_query=record.raw_query,
+        normalized_query=normalized,
+        rewritten_query=rewrite.rewritten_query or normalized,
+        keywords=list(rewrite.keywords or ()),
+        aliases={k: list(v) for k, v in aliases.items()},
+        sub_queries=list(rewrite.sub_queries or ()),
+        mode="logged",
+    )
+    stages = record.stages or LoggedStages()
+    routes = []
+    for name, kind, items in ((ROUTE_BM25_RAW, "bm25", stages.bm25), (ROUTE_DENSE_RAW, "dense", stages.dense)):
+        if items is not None:
+            routes.append(RouteResult(name=name, kind=kind, query=record.raw_query, hits=_scored(items), flags=["logged"]))
+    all_items = [i for s in STAGE_NAMES for i in (getattr(stages, s) or ())]
+    flags = ["logged"]
+    if any(isinstance(i, str) or i.score is None for i in all_items):
+        flags.append("logged-without-scores")
+    fused = _scored(stages.fused)
+    return Trace(
+        query=record.raw_query,
+        rewrite=trace_rewrite,
+        routes=routes,
+        fused=fused,
+        rerank_input=[c.chunk_id for c in fused],
+        reranked=_scored(stages.reranked),
+        rerank_mode="logged",
+        final=stage_ids(stages.final_context),
+        timings_ms={"total": record.latency_ms} if record.latency_ms is not None else {},
+        flags=flags,
+        config_hash=record.config_hash,
+    )
+
+
+def request_log_json_schema() -> dict[str, Any]:
+    """JSON Schema of a request-log line (the v1 form; the flat form is documented in `description`)."""
+    schema = RequestLog.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://ragtriage.invalid/schemas/request_log.schema.json"
+    schema["title"] = "ragtriage request log line, schema v1"
+    schema["description"] = (
+        "One JSON object per line. Also accepted and mapped: the flat form with "
+        + ", ".join(f"`{k}` → stages.{v}" for k, v in FLAT_STAGE_KEYS.items())
+        + ", `rewritten_queries` → rewrite (first = rewritten_query, rest = sub_queries), "
+        "`user_feedback` → feedback. Unknown fields are kept."
+    )
+    return schema
+
+
+def write_request_log_schema(schemas_dir: Path) -> Path:
+    """Write `request_log.schema.json` into `schemas_dir` (called by `scripts/gen_schemas.py`)."""
+    path = schemas_dir / "request_log.schema.json"
+    path.write_text(json.dumps(request_log_json_schema(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    return path
