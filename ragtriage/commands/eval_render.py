@@ -31,13 +31,22 @@ def print_comparison(comparison: Comparison) -> None:
     for delta in comparison.overall:
         table.add_row(delta.metric, f"{delta.a:.4f}", f"{delta.b:.4f}", _signed(delta.delta))
     console.print(table)
-    tests = Table(title="per case: win/tie/loss of B against A, paired randomization test", title_justify="left")
+    tests = Table(
+        title="per case: win/tie/loss of B against A, paired randomization test", title_justify="left"
+    )
     for column in ("metric", "wins", "ties", "losses", "mean delta", "p-value", "cases"):
         tests.add_column(column, justify="left" if column == "metric" else "right")
     for item in comparison.tests:
         outcome, test = item.outcome, item.test
-        tests.add_row(item.metric, str(outcome.wins), str(outcome.ties), str(outcome.losses),
-                      _signed(test.mean_delta), f"{test.p_value:.4f}", str(test.n))
+        tests.add_row(
+            item.metric,
+            str(outcome.wins),
+            str(outcome.ties),
+            str(outcome.losses),
+            _signed(test.mean_delta),
+            f"{test.p_value:.4f}",
+            str(test.n),
+        )
     console.print(tests)
     if comparison.buckets:
         buckets = Table(title="per bucket (delta B − A)", title_justify="left")
@@ -47,17 +56,29 @@ def print_comparison(comparison: Comparison) -> None:
             buckets.add_column(metric, justify="right")
         for bucket, deltas in comparison.buckets.items():
             by_metric = {d.metric: d.delta for d in deltas}
-            buckets.add_row(bucket, str(comparison.bucket_cases.get(bucket, 0)),
-                            *(_signed(by_metric[m]) if m in by_metric else "-" for m in BUCKET_METRICS))
+            buckets.add_row(
+                bucket,
+                str(comparison.bucket_cases.get(bucket, 0)),
+                *(_signed(by_metric[m]) if m in by_metric else "-" for m in BUCKET_METRICS),
+            )
         console.print(buckets)
     if comparison.regressed:
-        regressed = Table(title=f"{len(comparison.regressed)} cases regressed on {comparison.primary_metric} "
-                          "(confirmed badcases first)", title_justify="left")
+        regressed = Table(
+            title=f"{len(comparison.regressed)} cases regressed on {comparison.primary_metric} "
+            "(confirmed badcases first)",
+            title_justify="left",
+        )
         for column in ("case", "confirmed", "request", "A", "B", "delta"):
             regressed.add_column(column)
         for case in comparison.regressed:
-            regressed.add_row(case.case_id, "yes" if case.confirmed else "", case.request_id or "",
-                              f"{case.a:.4f}", f"{case.b:.4f}", _signed(case.delta))
+            regressed.add_row(
+                case.case_id,
+                "yes" if case.confirmed else "",
+                case.request_id or "",
+                f"{case.a:.4f}",
+                f"{case.b:.4f}",
+                _signed(case.delta),
+            )
         console.print(regressed)
     else:
         console.print(f"no case regressed on {comparison.primary_metric} ({comparison.improved} improved)")
@@ -66,8 +87,10 @@ def print_comparison(comparison: Comparison) -> None:
 def print_ablation(table: AblationTable) -> None:
     """One row per configuration with Recall@5/10/20 and MRR, and deltas against the reference."""
     console = stdout_console()
-    view = Table(title=f"ablation on {table.dataset}@{table.dataset_version} (deltas against {table.reference})",
-                 title_justify="left")
+    view = Table(
+        title=f"ablation on {table.dataset}@{table.dataset_version} (deltas against {table.reference})",
+        title_justify="left",
+    )
     view.add_column("config")
     view.add_column("routes")
     view.add_column("run", justify="right")
@@ -77,7 +100,10 @@ def print_ablation(table: AblationTable) -> None:
     for row in table.rows:
         cells = []
         for metric in ABLATION_METRICS:
-            cells += [f"{row.metrics[metric]:.4f}", "" if row.config == table.reference else _signed(row.deltas.get(metric, 0.0))]
+            cells += [
+                f"{row.metrics[metric]:.4f}",
+                "" if row.config == table.reference else _signed(row.deltas.get(metric, 0.0)),
+            ]
         view.add_row(row.config, row.description, str(row.run_id), *cells)
     console.print(view)
     for row in table.rows:
@@ -88,12 +114,16 @@ def print_ablation(table: AblationTable) -> None:
 def print_doctor(report: DoctorReport) -> None:
     """Each finding with its cases, ids, proposals and the fix."""
     console = stdout_console()
-    console.print(f"doctor: {report.dataset}@{report.dataset_version}, {report.cases} cases, KB {report.kb!r}")
+    console.print(
+        f"doctor: {report.dataset}@{report.dataset_version}, {report.cases} cases, KB {report.kb!r}"
+    )
     if not report.findings:
         console.print("no problems found")
         return
     for finding in report.findings:
-        console.print(f"\n[{finding.severity}] {finding.kind}: {finding.summary} ({len(finding.case_ids)} cases)")
+        console.print(
+            f"\n[{finding.severity}] {finding.kind}: {finding.summary} ({len(finding.case_ids)} cases)"
+        )
         for item in finding.items[:20]:
             parts = [item.case_id]
             if item.gold_id:

@@ -12,7 +12,13 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ragtriage.commands.common import echo_json, open_workspace, stderr_console, stdout_console, workspace_options
+from ragtriage.commands.common import (
+    echo_json,
+    open_workspace,
+    stderr_console,
+    stdout_console,
+    workspace_options,
+)
 from ragtriage.eval import store as eval_store
 from ragtriage.eval.formats import CASE_FORMATS
 
@@ -21,13 +27,17 @@ HEADLINE_METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10", "hit@5", "coverag
 
 @contextmanager
 def progress_bar(enabled: bool) -> Iterator[Callable[[str], Callable[[int, int], None] | None]]:
-    """`bar(label)` → an `on_progress` callback drawing on stderr; None unless stderr is a terminal and enabled."""
+    """`bar(label)` → an `on_progress` callback on stderr; None unless enabled and stderr is a terminal."""
     if not enabled or not sys.stderr.isatty():
         yield lambda _label: None
         return
     progress = Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=stderr_console(), transient=True,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr_console(),
+        transient=True,
     )
     tasks: dict[str, Any] = {}
 
@@ -51,8 +61,9 @@ def _print_summary(summary: Any) -> None:
     console = stdout_console()
     means = summary.aggregates.get("means", {})
     table = Table(
-        title=f"run {summary.run_id} ({summary.name or 'unnamed'}) on {summary.dataset}@{summary.dataset_version}: "
-        f"{summary.status}, {summary.cases_done}/{summary.case_count} cases, granularity {summary.granularity}",
+        title=f"run {summary.run_id} ({summary.name or 'unnamed'}) on "
+        f"{summary.dataset}@{summary.dataset_version}: {summary.status}, "
+        f"{summary.cases_done}/{summary.case_count} cases, granularity {summary.granularity}",
         title_justify="left",
     )
     table.add_column("metric")
@@ -77,13 +88,25 @@ def register_eval(group: click.Group) -> None:
     @click.argument("file", type=click.Path(exists=True, path_type=Path))
     @click.option("--format", "fmt", type=click.Choice(CASE_FORMATS), required=True, help="File format.")
     @click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True, help="Eval set name.")
-    @click.option("--granularity", type=click.Choice(["chunk", "doc"]), default=None,
-                  help="Override whether gold ids are chunk ids or document ids.")
+    @click.option(
+        "--granularity",
+        type=click.Choice(["chunk", "doc"]),
+        default=None,
+        help="Override whether gold ids are chunk ids or document ids.",
+    )
     @click.option("--split", default="test", show_default=True, help="BEIR qrels split.")
     @click.option("--json", "as_json", is_flag=True)
     @workspace_options
-    def import_command(file: Path, fmt: str, dataset: str, granularity: str | None, split: str, as_json: bool,
-                       home: Path | None, config_file: Path | None) -> None:
+    def import_command(
+        file: Path,
+        fmt: str,
+        dataset: str,
+        granularity: str | None,
+        split: str,
+        as_json: bool,
+        home: Path | None,
+        config_file: Path | None,
+    ) -> None:
         """Import eval cases; changed cases get a new version, the dataset a new version."""
         from ragtriage.eval.formats import read_cases
 
@@ -96,8 +119,10 @@ def register_eval(group: click.Group) -> None:
         if as_json:
             echo_json(report)
             return
-        click.echo(f"{dataset}@{report.dataset_version}: {len(report.added)} added, {len(report.updated)} updated, "
-                   f"{len(report.unchanged)} unchanged")
+        click.echo(
+            f"{dataset}@{report.dataset_version}: {len(report.added)} added, {len(report.updated)} updated, "
+            f"{len(report.unchanged)} unchanged"
+        )
 
     @group.command("export")
     @click.argument("out", type=click.Path(path_type=Path))
@@ -105,8 +130,9 @@ def register_eval(group: click.Group) -> None:
     @click.option("--format", "fmt", type=click.Choice(CASE_FORMATS), required=True)
     @click.option("--version", "version", type=int, default=None, help="Dataset version [current].")
     @workspace_options
-    def export_command(out: Path, dataset: str, fmt: str, version: int | None,
-                       home: Path | None, config_file: Path | None) -> None:
+    def export_command(
+        out: Path, dataset: str, fmt: str, version: int | None, home: Path | None, config_file: Path | None
+    ) -> None:
         """Write an eval set (one dataset version) to OUT."""
         from ragtriage.eval.formats import write_cases
 
@@ -118,34 +144,60 @@ def register_eval(group: click.Group) -> None:
     @group.command("run")
     @click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True)
     @click.option("--name", default=None, help="A name for the run (compare and gate accept it).")
-    @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
-                  help="Threads over batches of queries.")
+    @click.option(
+        "--workers",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="Threads over batches of queries.",
+    )
     @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
     @click.option("--resume", "resume", default=None, metavar="RUN", help="Finish the missing cases of RUN.")
     @click.option("--json", "as_json", is_flag=True)
     @workspace_options
-    def run_command(dataset: str, name: str | None, workers: int, batch_size: int, resume: str | None,
-                    as_json: bool, home: Path | None, config_file: Path | None) -> None:
+    def run_command(
+        dataset: str,
+        name: str | None,
+        workers: int,
+        batch_size: int,
+        resume: str | None,
+        as_json: bool,
+        home: Path | None,
+        config_file: Path | None,
+    ) -> None:
         """Replay every case of the eval set through the pipeline and store the run."""
         from ragtriage.eval.runner import run_eval
 
         with open_workspace(home, config_file) as workspace, progress_bar(not as_json) as bar:
             try:
-                summary = run_eval(workspace, dataset, name=name, workers=workers, resume_run_id=resume,
-                                   batch_size=batch_size, on_progress=bar("evaluating"))
+                summary = run_eval(
+                    workspace,
+                    dataset,
+                    name=name,
+                    workers=workers,
+                    resume_run_id=resume,
+                    batch_size=batch_size,
+                    on_progress=bar("evaluating"),
+                )
             except KeyboardInterrupt:
                 runs = eval_store.list_runs(workspace.engine)
                 run_id = runs[0].id if runs else "RUN"
-                click.echo(f"interrupted: run {run_id} is incomplete; finish it with "
-                           f"`ragtriage eval run --resume {run_id}`", err=True)
+                click.echo(
+                    f"interrupted: run {run_id} is incomplete; finish it with "
+                    f"`ragtriage eval run --resume {run_id}`",
+                    err=True,
+                )
                 raise SystemExit(130) from None
         if as_json:
             echo_json(summary)
         else:
             _print_summary(summary)
         if summary.status != "complete":
-            click.echo(f"run {summary.run_id} is {summary.status}; finish it with "
-                       f"`ragtriage eval run --resume {summary.run_id}`", err=True)
+            click.echo(
+                f"run {summary.run_id} is {summary.status}; finish it with "
+                f"`ragtriage eval run --resume {summary.run_id}`",
+                err=True,
+            )
             click.get_current_context().exit(1)
 
     @group.command("runs")
@@ -159,11 +211,20 @@ def register_eval(group: click.Group) -> None:
         with open_workspace(home, config_file) as workspace:
             runs = eval_store.list_runs(workspace.engine, dataset)
         rows = [
-            {"run_id": r.id, "name": r.name, "dataset": r.dataset, "dataset_version": r.dataset_version,
-             "granularity": r.granularity, "status": effective_status(r), "cases_done": r.cases_done,
-             "case_count": r.case_count, "config_hash": r.config_hash, "kb_revision": r.kb_revision,
-             "started_at": r.started_at.isoformat(timespec="seconds"),
-             "means": {m: (r.aggregates or {}).get("means", {}).get(m) for m in HEADLINE_METRICS}}
+            {
+                "run_id": r.id,
+                "name": r.name,
+                "dataset": r.dataset,
+                "dataset_version": r.dataset_version,
+                "granularity": r.granularity,
+                "status": effective_status(r),
+                "cases_done": r.cases_done,
+                "case_count": r.case_count,
+                "config_hash": r.config_hash,
+                "kb_revision": r.kb_revision,
+                "started_at": r.started_at.isoformat(timespec="seconds"),
+                "means": {m: (r.aggregates or {}).get("means", {}).get(m) for m in HEADLINE_METRICS},
+            }
             for r in runs
         ]
         if as_json:
@@ -173,9 +234,17 @@ def register_eval(group: click.Group) -> None:
         for column in ("id", "name", "dataset", "status", "cases", "config", "recall@5", "mrr", "started"):
             table.add_column(column, no_wrap=True)
         for row in rows:
-            table.add_row(str(row["run_id"]), row["name"] or "", f"{row['dataset']}@{row['dataset_version']}",
-                          row["status"], f"{row['cases_done']}/{row['case_count']}", row["config_hash"],
-                          _fmt(row["means"]["recall@5"]), _fmt(row["means"]["mrr"]), row["started_at"])
+            table.add_row(
+                str(row["run_id"]),
+                row["name"] or "",
+                f"{row['dataset']}@{row['dataset_version']}",
+                row["status"],
+                f"{row['cases_done']}/{row['case_count']}",
+                row["config_hash"],
+                _fmt(row["means"]["recall@5"]),
+                _fmt(row["means"]["mrr"]),
+                row["started_at"],
+            )
         console = stdout_console()
         console.width = max(console.width, 140)
         console.print(table)
@@ -183,11 +252,14 @@ def register_eval(group: click.Group) -> None:
     @group.command("compare")
     @click.argument("run_a")
     @click.argument("run_b")
-    @click.option("--metric", default=None, help="Metric that orders regressed cases [first of mrr, recall@5, ndcg@10].")
+    @click.option(
+        "--metric", default=None, help="Metric that orders regressed cases [first of mrr, recall@5, ndcg@10]."
+    )
     @click.option("--json", "as_json", is_flag=True)
     @workspace_options
-    def compare_command(run_a: str, run_b: str, metric: str | None, as_json: bool,
-                        home: Path | None, config_file: Path | None) -> None:
+    def compare_command(
+        run_a: str, run_b: str, metric: str | None, as_json: bool, home: Path | None, config_file: Path | None
+    ) -> None:
         """Compare RUN_B against RUN_A: deltas, win/tie/loss, significance, regressed cases."""
         from ragtriage.commands.eval_render import print_comparison
         from ragtriage.eval.compare import compare_runs
@@ -206,22 +278,46 @@ def register_eval(group: click.Group) -> None:
     @click.option("--run", "run_ref", required=True, metavar="RUN")
     @click.option("--baseline", default=None, metavar="RUN")
     @click.option("--min", "mins", multiple=True, metavar="METRIC=VALUE", help="Floor, e.g. recall@5=0.8.")
-    @click.option("--max-drop", "max_drops", multiple=True, metavar="METRIC=VALUE",
-                  help="Largest allowed drop against the baseline, e.g. mrr=0.02 or mrr=5%.")
-    @click.option("--no-regress", type=click.Choice(["confirmed", "all"]), default=None,
-                  help="Fail when any confirmed badcase (or any case) regressed against the baseline.")
+    @click.option(
+        "--max-drop",
+        "max_drops",
+        multiple=True,
+        metavar="METRIC=VALUE",
+        help="Largest allowed drop against the baseline, e.g. mrr=0.02 or mrr=5%.",
+    )
+    @click.option(
+        "--no-regress",
+        type=click.Choice(["confirmed", "all"]),
+        default=None,
+        help="Fail when any confirmed badcase (or any case) regressed against the baseline.",
+    )
     @click.option("--metric", default=None, help="Metric for --no-regress [mrr].")
     @click.option("--json", "as_json", is_flag=True)
     @workspace_options
-    def gate_command(run_ref: str, baseline: str | None, mins: tuple[str, ...], max_drops: tuple[str, ...],
-                     no_regress: str | None, metric: str | None, as_json: bool,
-                     home: Path | None, config_file: Path | None) -> None:
+    def gate_command(
+        run_ref: str,
+        baseline: str | None,
+        mins: tuple[str, ...],
+        max_drops: tuple[str, ...],
+        no_regress: str | None,
+        metric: str | None,
+        as_json: bool,
+        home: Path | None,
+        config_file: Path | None,
+    ) -> None:
         """Exit 1 when a rule fails (one reason per rule), 2 for a malformed rule, 0 when all pass."""
         from ragtriage.eval.gate import evaluate_gate
 
         with open_workspace(home, config_file) as workspace:
-            result = evaluate_gate(workspace.engine, run_ref, baseline_ref=baseline, mins=mins, max_drops=max_drops,
-                                   no_regress=no_regress, regress_metric=metric)  # type: ignore[arg-type]
+            result = evaluate_gate(
+                workspace.engine,
+                run_ref,
+                baseline_ref=baseline,
+                mins=mins,
+                max_drops=max_drops,
+                no_regress=no_regress,
+                regress_metric=metric,
+            )  # type: ignore[arg-type]
         if as_json:
             echo_json(result)
         else:
@@ -233,20 +329,33 @@ def register_eval(group: click.Group) -> None:
 
     @group.command("ablate")
     @click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True)
-    @click.option("--reference", type=click.Choice(["A", "C"]), default="A", show_default=True,
-                  help="The configuration deltas are computed against.")
+    @click.option(
+        "--reference",
+        type=click.Choice(["A", "C"]),
+        default="A",
+        show_default=True,
+        help="The configuration deltas are computed against.",
+    )
     @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
     @click.option("--json", "as_json", is_flag=True)
     @workspace_options
-    def ablate_command(dataset: str, reference: str, workers: int, as_json: bool,
-                       home: Path | None, config_file: Path | None) -> None:
+    def ablate_command(
+        dataset: str, reference: str, workers: int, as_json: bool, home: Path | None, config_file: Path | None
+    ) -> None:
         """Run configurations A–F (raw BM25 … raw + rewritten + rerank) and print one table."""
         from ragtriage.commands.eval_render import print_ablation
         from ragtriage.eval.ablation import run_ablation
 
         with open_workspace(home, config_file) as workspace, progress_bar(not as_json) as bar:
-            table = run_ablation(workspace, dataset, reference=reference, workers=workers,
-                                 on_progress=lambda letter, done, total: (bar(f"config {letter}") or (lambda *_: None))(done, total))
+            table = run_ablation(
+                workspace,
+                dataset,
+                reference=reference,
+                workers=workers,
+                on_progress=lambda letter, done, total: (bar(f"config {letter}") or (lambda *_: None))(
+                    done, total
+                ),
+            )
         if as_json:
             echo_json(table)
             return

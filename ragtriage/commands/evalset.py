@@ -15,7 +15,9 @@ def _grades(values: tuple[str, ...]) -> dict[str, int]:
     for value in values:
         chunk_id, sep, grade = value.rpartition("=")
         if not sep or not chunk_id or not grade.lstrip("-").isdigit():
-            raise click.BadParameter(f"{value!r}: write CHUNK_ID=GRADE, e.g. --grade c12=2", param_hint="--grade")
+            raise click.BadParameter(
+                f"{value!r}: write CHUNK_ID=GRADE, e.g. --grade c12=2", param_hint="--grade"
+            )
         grades[chunk_id] = int(grade)
     return grades
 
@@ -24,22 +26,45 @@ def _grades(values: tuple[str, ...]) -> dict[str, int]:
 @click.argument("request_id")
 @click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True)
 @click.option("--grade", "grades", multiple=True, metavar="CHUNK_ID=GRADE", help="Grade of a gold chunk [1].")
-@click.option("--must-have", "must_have", multiple=True, help="A constraint the answer must respect (repeatable).")
-@click.option("--intent", "intent_type", default=None, help="Intent type, e.g. howto, policy, troubleshooting.")
+@click.option(
+    "--must-have", "must_have", multiple=True, help="A constraint the answer must respect (repeatable)."
+)
+@click.option(
+    "--intent", "intent_type", default=None, help="Intent type, e.g. howto, policy, troubleshooting."
+)
 @click.option("--difficulty", default=None, help="e.g. easy, medium, hard.")
 @click.option("--tag", "tags", multiple=True, help="Bucket tag (repeatable).")
 @click.option("--case-id", default=None, help="Case id [badcase-NNNN].")
 @click.option("--json", "as_json", is_flag=True)
 @workspace_options
-def promote_command(request_id: str, dataset: str, grades: tuple[str, ...], must_have: tuple[str, ...],
-                    intent_type: str | None, difficulty: str | None, tags: tuple[str, ...], case_id: str | None,
-                    as_json: bool, home: Path | None, config_file: Path | None) -> None:
+def promote_command(
+    request_id: str,
+    dataset: str,
+    grades: tuple[str, ...],
+    must_have: tuple[str, ...],
+    intent_type: str | None,
+    difficulty: str | None,
+    tags: tuple[str, ...],
+    case_id: str | None,
+    as_json: bool,
+    home: Path | None,
+    config_file: Path | None,
+) -> None:
     """Turn the confirmed triage record of REQUEST_ID into an eval case (PII redacted, provenance kept)."""
     from ragtriage.triage.promote import promote_request
 
     with open_workspace(home, config_file) as workspace:
-        result = promote_request(workspace, request_id, dataset=dataset, grades=_grades(grades), must_have=must_have,
-                                 intent_type=intent_type, difficulty=difficulty, tags=tags, case_id=case_id)
+        result = promote_request(
+            workspace,
+            request_id,
+            dataset=dataset,
+            grades=_grades(grades),
+            must_have=must_have,
+            intent_type=intent_type,
+            difficulty=difficulty,
+            tags=tags,
+            case_id=case_id,
+        )
     if as_json:
         echo_json(result)
         return
@@ -47,8 +72,10 @@ def promote_command(request_id: str, dataset: str, grades: tuple[str, ...], must
         click.echo(f"already in {dataset}: case {result.case_id} has the same query and gold (nothing added)")
         return
     redacted = ", ".join(f"{count} {kind}" for kind, count in result.redacted.items())
-    click.echo(f"promoted {request_id} → {dataset}@{result.dataset_version} case {result.case_id} "
-               f"({len(result.gold)} gold)" + (f"; redacted {redacted}" if redacted else ""))
+    click.echo(
+        f"promoted {request_id} → {dataset}@{result.dataset_version} case {result.case_id} "
+        f"({len(result.gold)} gold)" + (f"; redacted {redacted}" if redacted else "")
+    )
 
 
 @click.command("doctor")

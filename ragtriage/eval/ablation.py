@@ -93,7 +93,9 @@ def run_ablation(
     """
     unknown = [c for c in configs if c not in ABLATION_CONFIGS]
     if unknown or reference not in configs:
-        raise ValueError(f"configs must be among {', '.join(ABLATION_CONFIGS)} and include the reference {reference}")
+        raise ValueError(
+            f"configs must be among {', '.join(ABLATION_CONFIGS)} and include the reference {reference}"
+        )
     version = eval_store.dataset_version(workspace.engine, dataset)
     table = AblationTable(dataset=dataset, dataset_version=version, reference=reference)
     for letter in configs:
@@ -104,12 +106,20 @@ def run_ablation(
                 on_progress(letter, done, total)
 
         summary = run_eval(
-            workspace, dataset, name=f"ablate:{letter}", options=options, workers=workers,
-            on_progress=progress, should_stop=should_stop, pipeline=pipeline,
+            workspace,
+            dataset,
+            name=f"ablate:{letter}",
+            options=options,
+            workers=workers,
+            on_progress=progress,
+            should_stop=should_stop,
+            pipeline=pipeline,
         )
         means = (summary.aggregates or {}).get("means", {})
         row = AblationRow(
-            config=letter, description=description, run_id=summary.run_id,
+            config=letter,
+            description=description,
+            run_id=summary.run_id,
             cases=int((summary.aggregates or {}).get("cases", 0)),
             metrics={m: float(means.get(m, 0.0)) for m in ABLATION_METRICS},
         )
@@ -120,7 +130,9 @@ def run_ablation(
             # duplicate the raw route); with the raw routes off such a case retrieves nothing.
             skipped = _skipped_rewritten_routes(workspace.engine, summary.run_id)
             if skipped:
-                row.notes.append(f"{skipped} cases: rewrite left the query unchanged, rewritten routes skipped")
+                row.notes.append(
+                    f"{skipped} cases: rewrite left the query unchanged, rewritten routes skipped"
+                )
         table.rows.append(row)
         if should_stop is not None and should_stop():
             break

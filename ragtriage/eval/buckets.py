@@ -36,7 +36,7 @@ def is_short_query(query: str, max_chars: int = SHORT_QUERY_MAX_CHARS) -> bool:
 
 
 def has_error_code(query: str) -> bool:
-    """True when the query contains an error code (`E1001`, `ERR-404`, `0x80070005`, `HTTP 502`, `错误码 4031`)."""
+    """True when the query holds an error code (`E1001`, `ERR-404`, `0x80070005`, `HTTP 502`, `错误码 42`)."""
     text = normalize_text(query)
     return any(pattern.search(text) for pattern in _ERROR_CODE_PATTERNS)
 

@@ -14,12 +14,19 @@ from pydantic import BaseModel, Field
 from sqlalchemy.engine import Engine
 
 from ragtriage.eval import store as eval_store
-from ragtriage.eval.runner import effective_status
 from ragtriage.eval.aggregate import aggregate_by_bucket, mean_metrics
+from ragtriage.eval.runner import effective_status
 from ragtriage.eval.significance import PairedTest, WinTieLoss, paired_randomization_test, win_tie_loss
 from ragtriage.store.eval_tables import EvalRunCaseRow, EvalRunRow
 
-__all__ = ["DEFAULT_TEST_METRICS", "CaseDelta", "Comparison", "MetricDelta", "compare_runs", "confirmed_case_ids"]
+__all__ = [
+    "DEFAULT_TEST_METRICS",
+    "CaseDelta",
+    "Comparison",
+    "MetricDelta",
+    "compare_runs",
+    "confirmed_case_ids",
+]
 
 #: Metrics that get a win/tie/loss count and a significance test unless others are asked for.
 DEFAULT_TEST_METRICS = ("mrr", "recall@5", "ndcg@10")
@@ -90,7 +97,10 @@ def confirmed_case_ids(engine: Engine, run: EvalRunRow) -> dict[str, str | None]
 
 
 def _deltas(a: dict[str, float], b: dict[str, float], names: Sequence[str]) -> list[MetricDelta]:
-    return [MetricDelta(metric=n, a=a.get(n, 0.0), b=b.get(n, 0.0), delta=b.get(n, 0.0) - a.get(n, 0.0)) for n in names]
+    return [
+        MetricDelta(metric=n, a=a.get(n, 0.0), b=b.get(n, 0.0), delta=b.get(n, 0.0) - a.get(n, 0.0))
+        for n in names
+    ]
 
 
 def compare_runs(
@@ -126,9 +136,14 @@ def compare_runs(
     per_a = {c: ranked_a[c].metrics for c in paired}
     per_b = {c: ranked_b[c].metrics for c in paired}
     comparison = Comparison(
-        run_a=int(run_a.id or 0), run_b=int(run_b.id or 0), dataset_a=f"{run_a.dataset}@{run_a.dataset_version}",
-        dataset_b=f"{run_b.dataset}@{run_b.dataset_version}", warnings=warnings, paired_cases=len(paired),
-        only_in_a=sorted(set(ranked_a) - set(ranked_b)), only_in_b=sorted(set(ranked_b) - set(ranked_a)),
+        run_a=int(run_a.id or 0),
+        run_b=int(run_b.id or 0),
+        dataset_a=f"{run_a.dataset}@{run_a.dataset_version}",
+        dataset_b=f"{run_b.dataset}@{run_b.dataset_version}",
+        warnings=warnings,
+        paired_cases=len(paired),
+        only_in_a=sorted(set(ranked_a) - set(ranked_b)),
+        only_in_b=sorted(set(ranked_b) - set(ranked_a)),
         primary_metric=primary,
         overall=_deltas(mean_metrics(per_a.values(), names), mean_metrics(per_b.values(), names), names),
     )
@@ -142,7 +157,9 @@ def compare_runs(
         scores_a = [float(per_a[c].get(metric, 0.0)) for c in paired]
         scores_b = [float(per_b[c].get(metric, 0.0)) for c in paired]
         test = paired_randomization_test(scores_a, scores_b, permutations=permutations, seed=seed)
-        comparison.tests.append(MetricTest(metric=metric, outcome=win_tie_loss(scores_a, scores_b), test=test))
+        comparison.tests.append(
+            MetricTest(metric=metric, outcome=win_tie_loss(scores_a, scores_b), test=test)
+        )
     confirmed = confirmed_case_ids(engine, run_b) | confirmed_case_ids(engine, run_a)
     comparison.regressed, comparison.improved = _case_changes(per_a, per_b, paired, primary, confirmed)
     return comparison
@@ -153,8 +170,11 @@ def _metric_names(results: dict[str, EvalRunCaseRow], paired: Sequence[str]) -> 
 
 
 def _case_changes(
-    per_a: dict[str, dict[str, Any]], per_b: dict[str, dict[str, Any]], paired: Sequence[str],
-    metric: str, confirmed: dict[str, str | None],
+    per_a: dict[str, dict[str, Any]],
+    per_b: dict[str, dict[str, Any]],
+    paired: Sequence[str],
+    metric: str,
+    confirmed: dict[str, str | None],
 ) -> tuple[list[CaseDelta], int]:
     regressed: list[CaseDelta] = []
     improved = 0
@@ -164,8 +184,14 @@ def _case_changes(
             improved += 1
         elif b < a - 1e-9:
             regressed.append(
-                CaseDelta(case_id=case_id, a=a, b=b, delta=b - a, confirmed=case_id in confirmed,
-                          request_id=confirmed.get(case_id))
+                CaseDelta(
+                    case_id=case_id,
+                    a=a,
+                    b=b,
+                    delta=b - a,
+                    confirmed=case_id in confirmed,
+                    request_id=confirmed.get(case_id),
+                )
             )
     regressed.sort(key=lambda d: (not d.confirmed, d.delta, d.case_id))
     return regressed, improved
@@ -175,7 +201,8 @@ def _warnings(run_a: EvalRunRow, run_b: EvalRunRow) -> list[str]:
     warnings = []
     if (run_a.dataset, run_a.dataset_version) != (run_b.dataset, run_b.dataset_version):
         warnings.append(
-            f"different eval sets: run {run_a.id} used {run_a.dataset}@{run_a.dataset_version}, run {run_b.id} "
+            f"different eval sets: run {run_a.id} used {run_a.dataset}@{run_a.dataset_version}, "
+            f"run {run_b.id} "
             f"{run_b.dataset}@{run_b.dataset_version}; only cases present in both are compared"
         )
     if run_a.granularity != run_b.granularity:

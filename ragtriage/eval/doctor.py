@@ -109,17 +109,34 @@ def run_doctor(workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET) 
         ids = sorted(gold_ids)
         for start in range(0, len(ids), 500):
             batch = ids[start : start + 500]
-            chunks.update({r.chunk_id: r for r in session.exec(select(ChunkRow).where(col(ChunkRow.chunk_id).in_(batch)))})
-            documents.update({r.doc_id: r for r in session.exec(select(DocumentRow).where(col(DocumentRow.doc_id).in_(batch)))})
+            chunks.update(
+                {
+                    r.chunk_id: r
+                    for r in session.exec(select(ChunkRow).where(col(ChunkRow.chunk_id).in_(batch)))
+                }
+            )
+            documents.update(
+                {
+                    r.doc_id: r
+                    for r in session.exec(select(DocumentRow).where(col(DocumentRow.doc_id).in_(batch)))
+                }
+            )
         doc_ids_needed = {row.doc_id for row in chunks.values()}
         for start in range(0, len(doc_ids_needed), 500):
             batch = sorted(doc_ids_needed)[start : start + 500]
-            documents.update({r.doc_id: r for r in session.exec(select(DocumentRow).where(col(DocumentRow.doc_id).in_(batch)))})
+            documents.update(
+                {
+                    r.doc_id: r
+                    for r in session.exec(select(DocumentRow).where(col(DocumentRow.doc_id).in_(batch)))
+                }
+            )
     findings: dict[str, Finding] = {}
 
     def add(kind: str, item: FindingItem) -> None:
         summary, fix, severity = _KINDS[kind]
-        findings.setdefault(kind, Finding(kind=kind, severity=severity, summary=summary, fix=fix)).items.append(item)
+        findings.setdefault(
+            kind, Finding(kind=kind, severity=severity, summary=summary, fix=fix)
+        ).items.append(item)
 
     indexed = _indexed_chunk_ids(workspace)
     rechunked: dict[str, list[tuple[str, str]]] = {}
@@ -131,11 +148,17 @@ def run_doctor(workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET) 
             chunk, document = chunks.get(gold_id), documents.get(gold_id)
             if case.gold_granularity == "doc":
                 if document is None and chunk is not None:
-                    add("chunk_id_as_doc", FindingItem(case_id=case.case_id, gold_id=gold_id, proposal=chunk.doc_id))
+                    add(
+                        "chunk_id_as_doc",
+                        FindingItem(case_id=case.case_id, gold_id=gold_id, proposal=chunk.doc_id),
+                    )
                 elif document is None:
                     add("unknown_gold", FindingItem(case_id=case.case_id, gold_id=gold_id))
                 elif document.status == DELETED:
-                    add("deleted_gold", FindingItem(case_id=case.case_id, gold_id=gold_id, note="document deleted"))
+                    add(
+                        "deleted_gold",
+                        FindingItem(case_id=case.case_id, gold_id=gold_id, note="document deleted"),
+                    )
                 continue
             if chunk is None:
                 if document is not None:
@@ -143,21 +166,38 @@ def run_doctor(workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET) 
                 else:
                     add("unknown_gold", FindingItem(case_id=case.case_id, gold_id=gold_id))
             elif chunk.kb != kb:
-                add("other_kb", FindingItem(case_id=case.case_id, gold_id=gold_id, note=f"chunk of KB {chunk.kb!r}"))
+                add(
+                    "other_kb",
+                    FindingItem(case_id=case.case_id, gold_id=gold_id, note=f"chunk of KB {chunk.kb!r}"),
+                )
             elif chunk.status == DELETED:
                 owner = documents.get(chunk.doc_id)
                 if owner is not None and owner.status != DELETED:
                     if chunk.doc_id not in rechunked:
                         rechunked[chunk.doc_id] = _live_chunks(workspace, chunk.doc_id)
                     proposal, score = best_overlap(chunk.content, rechunked[chunk.doc_id])
-                    add("rechunked_gold", FindingItem(
-                        case_id=case.case_id, gold_id=gold_id, proposal=proposal, overlap=round(score, 3),
-                        note=f"document {chunk.doc_id!r} is now at version {owner.version}",
-                    ))
+                    add(
+                        "rechunked_gold",
+                        FindingItem(
+                            case_id=case.case_id,
+                            gold_id=gold_id,
+                            proposal=proposal,
+                            overlap=round(score, 3),
+                            note=f"document {chunk.doc_id!r} is now at version {owner.version}",
+                        ),
+                    )
                 else:
-                    add("deleted_gold", FindingItem(case_id=case.case_id, gold_id=gold_id, note=f"document {chunk.doc_id!r} deleted"))
+                    add(
+                        "deleted_gold",
+                        FindingItem(
+                            case_id=case.case_id, gold_id=gold_id, note=f"document {chunk.doc_id!r} deleted"
+                        ),
+                    )
             elif chunk.status != "published":
-                add("unpublished_gold", FindingItem(case_id=case.case_id, gold_id=gold_id, note=f"status {chunk.status}"))
+                add(
+                    "unpublished_gold",
+                    FindingItem(case_id=case.case_id, gold_id=gold_id, note=f"status {chunk.status}"),
+                )
             elif indexed is not None and gold_id not in indexed:
                 add("not_indexed", FindingItem(case_id=case.case_id, gold_id=gold_id))
     _duplicates(cases, add)
@@ -180,17 +220,29 @@ def _duplicates(cases: list[eval_store.StoredCase], add: Any) -> None:
             by_gold[eval_store.gold_key(stored.case.gold)].append(stored.case.case_id)
         for same in by_gold.values():
             for duplicate in same[1:]:
-                add("duplicate_case", FindingItem(case_id=duplicate, note=f"same query and gold as {same[0]}", proposal=same[0]))
+                add(
+                    "duplicate_case",
+                    FindingItem(
+                        case_id=duplicate, note=f"same query and gold as {same[0]}", proposal=same[0]
+                    ),
+                )
         if len(by_gold) > 1:
             ids = [s.case.case_id for s in group]
             for case_id in ids:
-                add("conflicting_gold", FindingItem(case_id=case_id, note=f"same query as {', '.join(i for i in ids if i != case_id)}"))
+                add(
+                    "conflicting_gold",
+                    FindingItem(
+                        case_id=case_id, note=f"same query as {', '.join(i for i in ids if i != case_id)}"
+                    ),
+                )
 
 
 def _live_chunks(workspace: Workspace, doc_id: str) -> list[tuple[str, str]]:
     with read_session(workspace.engine) as session:
         rows = session.exec(
-            select(ChunkRow.chunk_id, ChunkRow.content).where(ChunkRow.doc_id == doc_id, ChunkRow.status != DELETED)
+            select(ChunkRow.chunk_id, ChunkRow.content).where(
+                ChunkRow.doc_id == doc_id, ChunkRow.status != DELETED
+            )
         ).all()
     return [(chunk_id, content) for chunk_id, content in rows]
 
@@ -208,7 +260,8 @@ def _indexed_chunk_ids(workspace: Workspace) -> set[str] | None:
 _KINDS: dict[str, tuple[str, str, str]] = {
     "doc_id_as_chunk": (
         "gold ids are document ids but the case is evaluated at chunk granularity: every metric is 0",
-        "re-import the file with `--granularity doc` (or `cases-jsonl` positive_doc_ids), or replace the ids with chunk ids from `ragtriage kb chunks DOC_ID`",
+        "re-import the file with `--granularity doc` (or `cases-jsonl` positive_doc_ids), "
+        "or replace the ids with chunk ids from `ragtriage kb chunks DOC_ID`",
         "error",
     ),
     "chunk_id_as_doc": (
@@ -218,7 +271,8 @@ _KINDS: dict[str, tuple[str, str, str]] = {
     ),
     "unknown_gold": (
         "gold ids that are neither chunk ids nor document ids of this KB",
-        "check the ids against `ragtriage kb chunks`; the eval set may belong to another KB or an older chunking",
+        "check the ids against `ragtriage kb chunks`; the eval set may belong to another KB "
+        "or an older chunking",
         "error",
     ),
     "other_kb": (
@@ -238,7 +292,8 @@ _KINDS: dict[str, tuple[str, str, str]] = {
     ),
     "rechunked_gold": (
         "gold chunks disappeared when their document was re-chunked",
-        "replace each gold id with the proposed chunk (largest content overlap) after checking it, then re-import",
+        "replace each gold id with the proposed chunk (largest content overlap) after checking it, "
+        "then re-import",
         "error",
     ),
     "not_indexed": (

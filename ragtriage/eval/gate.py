@@ -70,7 +70,7 @@ def parse_rule(text: str, kind: Literal["min", "max_drop"]) -> GateRule:
     option = "--min" if kind == "min" else "--max-drop"
     name, sep, raw_value = text.partition("=")
     if not sep or not name.strip() or not raw_value.strip():
-        raise GateRuleError(f"{option} {text!r}: write it as METRIC=VALUE, e.g. {option} \"recall@5=0.8\"")
+        raise GateRuleError(f'{option} {text!r}: write it as METRIC=VALUE, e.g. {option} "recall@5=0.8"')
     name = name.strip()
     if name.lower() in EXTRA_METRICS:
         metric = name.lower()
@@ -131,13 +131,19 @@ def evaluate_gate(
     checks: list[GateCheck] = []
     for candidate in (run, baseline):
         if candidate is not None and effective_status(candidate) != "complete":
-            checks.append(GateCheck(
-                rule="complete run", passed=False,
-                reason=f"run {candidate.id} is {effective_status(candidate)} ({candidate.cases_done}/"
-                f"{candidate.case_count} cases); finish it with `ragtriage eval run --resume {candidate.id}`",
-            ))
+            checks.append(
+                GateCheck(
+                    rule="complete run",
+                    passed=False,
+                    reason=f"run {candidate.id} is {effective_status(candidate)} ({candidate.cases_done}/"
+                    f"{candidate.case_count} cases); finish it with "
+                    f"`ragtriage eval run --resume {candidate.id}`",
+                )
+            )
     for rule in rules:
-        checks.append(_check(rule, run.aggregates or {}, baseline.aggregates if baseline else None, run.id, baseline))
+        checks.append(
+            _check(rule, run.aggregates or {}, baseline.aggregates if baseline else None, run.id, baseline)
+        )
     if no_regress is not None and baseline is not None:
         comparison = compare_runs(engine, baseline.id or 0, run.id or 0, primary_metric=regress_metric)
         bad = [d for d in comparison.regressed if d.confirmed or no_regress == "all"]
@@ -151,13 +157,20 @@ def evaluate_gate(
         )
         checks.append(GateCheck(rule=f"--no-regress {no_regress}", passed=not bad, reason=reason))
     return GateResult(
-        run_id=int(run.id or 0), baseline_id=baseline.id if baseline else None,
-        passed=all(c.passed for c in checks), checks=checks,
+        run_id=int(run.id or 0),
+        baseline_id=baseline.id if baseline else None,
+        passed=all(c.passed for c in checks),
+        checks=checks,
     )
 
 
-def _check(rule: GateRule, aggregates: dict[str, object], base: dict[str, object] | None, run_id: int | None,
-           baseline: object) -> GateCheck:
+def _check(
+    rule: GateRule,
+    aggregates: dict[str, object],
+    base: dict[str, object] | None,
+    run_id: int | None,
+    baseline: object,
+) -> GateCheck:
     option = "--min" if rule.kind == "min" else "--max-drop"
     label = f"{option} {rule.text}"
     actual = _mean(aggregates, rule.metric)
@@ -167,7 +180,9 @@ def _check(rule: GateRule, aggregates: dict[str, object], base: dict[str, object
     if rule.kind == "min":
         passed = actual >= rule.value - 1e-12
         verdict = "≥" if passed else "<"
-        return GateCheck(rule=label, passed=passed, reason=f"{rule.metric} = {actual:.4f} {verdict} floor {rule.value:g}")
+        return GateCheck(
+            rule=label, passed=passed, reason=f"{rule.metric} = {actual:.4f} {verdict} floor {rule.value:g}"
+        )
     before = _mean(base or {}, rule.metric)
     if before is None:
         raise GateRuleError(f"{label}: the baseline has no {rule.metric}")
@@ -176,6 +191,7 @@ def _check(rule: GateRule, aggregates: dict[str, object], base: dict[str, object
     passed = drop <= allowed + 1e-12
     shown = f"{rule.value * 100:g}% of {before:.4f} = {allowed:.4f}" if rule.relative else f"{allowed:g}"
     return GateCheck(
-        rule=label, passed=passed,
+        rule=label,
+        passed=passed,
         reason=f"{rule.metric} {before:.4f} → {actual:.4f} (drop {drop:+.4f}; allowed {shown})",
     )

@@ -40,7 +40,9 @@ __all__ = ["RunSummary", "effective_status", "metric_specs", "run_eval", "score_
 class BatchPipeline(Protocol):
     """What the runner needs from a pipeline."""
 
-    def run_many(self, queries: Sequence[str], *, options: RunOptions | None = None, **kwargs: Any) -> list[Trace]: ...
+    def run_many(
+        self, queries: Sequence[str], *, options: RunOptions | None = None, **kwargs: Any
+    ) -> list[Trace]: ...
 
 
 class RunSummary(BaseModel):
@@ -76,7 +78,9 @@ def _doc_ids(chunk_ids: Sequence[str], doc_of: dict[str, str]) -> list[str]:
     return list(dict.fromkeys(doc_of.get(chunk_id, chunk_id) for chunk_id in chunk_ids))
 
 
-def score_trace(case: EvalCase, trace: Trace, specs: Sequence[MetricSpec]) -> tuple[dict[str, float], bool, dict[str, Any]]:
+def score_trace(
+    case: EvalCase, trace: Trace, specs: Sequence[MetricSpec]
+) -> tuple[dict[str, float], bool, dict[str, Any]]:
     """(metrics, refused, snapshot) of one case; cases without gold get no ranking metrics.
 
     At `doc` granularity the final and fused chunk lists are mapped to doc ids (first occurrence).
@@ -116,10 +120,13 @@ def score_trace(case: EvalCase, trace: Trace, specs: Sequence[MetricSpec]) -> tu
         "rerank_mode": trace.rerank_mode,
         "candidates": candidates,
         "rank_shift": [
-            {"id": s.chunk_id, "before": s.rank_before, "after": s.rank_after, "shift": s.shift} for s in shifts
+            {"id": s.chunk_id, "before": s.rank_before, "after": s.rank_after, "shift": s.shift}
+            for s in shifts
         ],
         "flags": list(trace.flags),
-        "skipped_routes": [r.name for r in trace.routes if any(f.startswith("skipped: same") for f in r.flags)],
+        "skipped_routes": [
+            r.name for r in trace.routes if any(f.startswith("skipped: same") for f in r.flags)
+        ],
         "timings_ms": {k: round(v, 3) for k, v in trace.timings_ms.items()},
     }
     return metrics, refused, snapshot
@@ -132,8 +139,14 @@ def _result_row(
         # The pipeline rejected the case (e.g. an empty query): it scores 0 and says why.
         metrics = {spec.label: 0.0 for spec in specs} if case.case.has_gold else {}
         return EvalRunCaseRow(
-            run_id=0, case_id=case.case.case_id, case_version=case.version, has_gold=case.case.has_gold,
-            refused=False, metrics=metrics, buckets=buckets, snapshot={"error": trace},
+            run_id=0,
+            case_id=case.case.case_id,
+            case_version=case.version,
+            has_gold=case.case.has_gold,
+            refused=False,
+            metrics=metrics,
+            buckets=buckets,
+            snapshot={"error": trace},
         )
     metrics, refused, snapshot = score_trace(case.case, trace, specs)
     return EvalRunCaseRow(
@@ -190,15 +203,27 @@ def summarize_run(workspace_engine: Any, run: EvalRunRow) -> dict[str, Any]:
 
 def _summary(run: EvalRunRow, this_attempt: int = 0) -> RunSummary:
     return RunSummary(
-        run_id=int(run.id or 0), name=run.name, dataset=run.dataset, dataset_version=run.dataset_version,
-        granularity=run.granularity, status=effective_status(run), case_count=run.case_count,
-        cases_done=run.cases_done, cases_this_attempt=this_attempt, config_hash=run.config_hash,
-        kb_revision=run.kb_revision, aggregates=run.aggregates, bucket_aggregates=run.bucket_aggregates,
-        timings=run.timings, workers=run.workers,
+        run_id=int(run.id or 0),
+        name=run.name,
+        dataset=run.dataset,
+        dataset_version=run.dataset_version,
+        granularity=run.granularity,
+        status=effective_status(run),
+        case_count=run.case_count,
+        cases_done=run.cases_done,
+        cases_this_attempt=this_attempt,
+        config_hash=run.config_hash,
+        kb_revision=run.kb_revision,
+        aggregates=run.aggregates,
+        bucket_aggregates=run.bucket_aggregates,
+        timings=run.timings,
+        workers=run.workers,
     )
 
 
-def _open_run(workspace: Workspace, dataset: str, name: str | None, options: RunOptions, workers: int) -> EvalRunRow:
+def _open_run(
+    workspace: Workspace, dataset: str, name: str | None, options: RunOptions, workers: int
+) -> EvalRunRow:
     from ragtriage.kb.repository import kb_revision
     from ragtriage.triage.promote import index_manifest_summary
 
@@ -207,12 +232,17 @@ def _open_run(workspace: Workspace, dataset: str, name: str | None, options: Run
     cases = eval_store.dataset_cases(workspace.engine, dataset, version)
     granularities = sorted({c.case.gold_granularity for c in cases if c.case.has_gold}) or ["chunk"]
     run = EvalRunRow(
-        name=name, dataset=dataset, dataset_version=version,
+        name=name,
+        dataset=dataset,
+        dataset_version=version,
         granularity=granularities[0] if len(granularities) == 1 else "mixed",
-        config=settings.model_dump(mode="json", exclude={"store"}), config_hash=settings.config_hash(),
+        config=settings.model_dump(mode="json", exclude={"store"}),
+        config_hash=settings.config_hash(),
         run_options=options.model_dump(mode="json", exclude_defaults=True),
         kb_revision=kb_revision(workspace.engine, settings.kb.name),
-        index_manifest=index_manifest_summary(workspace), case_count=len(cases), workers=workers,
+        index_manifest=index_manifest_summary(workspace),
+        case_count=len(cases),
+        workers=workers,
         timings={"pid": os.getpid(), "attempts": []},
     )
     return eval_store.create_run(workspace.engine, run)
@@ -224,7 +254,9 @@ def _resume_run(workspace: Workspace, run_ref: str | int) -> tuple[EvalRunRow, R
     if status == "complete":
         raise InputError(f"run {run.id} is already complete; nothing to resume")
     if status == "running":
-        raise InputError(f"run {run.id} is still running in process {run.timings.get('pid')}; wait for it or stop it")
+        raise InputError(
+            f"run {run.id} is still running in process {run.timings.get('pid')}; wait for it or stop it"
+        )
     if run.config_hash != workspace.settings.config_hash():
         raise InputError(
             f"run {run.id} was made with config {run.config_hash} but the settings now hash to "
@@ -326,7 +358,9 @@ def run_eval(
                 for future in finished:
                     batch = in_flight.pop(future)
                     traces = future.result()
-                    rows = [_result_row(c, t, specs, buckets[c.case.case_id]) for c, t in zip(batch, traces)]
+                    # A stopped batch returns fewer traces: they belong to its first cases.
+                    pairs = zip(batch[: len(traces)], traces, strict=True)
+                    rows = [_result_row(c, t, specs, buckets[c.case.case_id]) for c, t in pairs]
                     if rows:
                         done = eval_store.save_case_results(engine, run_id, rows)
                         stored_now += len(rows)
@@ -351,6 +385,11 @@ def _close_run(engine: Any, run_id: int, case_count: int, stored_now: int, wall_
         timings["cases_per_s"] = round(len(stored) / timings["wall_s"], 2)
     summary = summarize_run(engine, run)
     eval_store.update_run(
-        engine, run_id, status="complete" if complete else "incomplete", cases_done=len(stored),
-        finished_at=datetime.now(timezone.utc) if complete else None, timings=timings, **summary,
+        engine,
+        run_id,
+        status="complete" if complete else "incomplete",
+        cases_done=len(stored),
+        finished_at=datetime.now(timezone.utc) if complete else None,
+        timings=timings,
+        **summary,
     )

@@ -84,7 +84,10 @@ def _to_stored(row: EvalCaseRow) -> StoredCase:
         k=row.k,
     )
     return StoredCase(
-        case=case, version=row.version, provenance=dict(row.provenance or {}), normalized_query=row.normalized_query
+        case=case,
+        version=row.version,
+        provenance=dict(row.provenance or {}),
+        normalized_query=row.normalized_query,
     )
 
 
@@ -165,7 +168,9 @@ def add_cases(
     seen: set[str] = set()
     for case in cases:
         if case.case_id in seen:
-            raise InputError(f"case id {case.case_id!r} appears twice in one import; give every case its own id")
+            raise InputError(
+                f"case id {case.case_id!r} appears twice in one import; give every case its own id"
+            )
         seen.add(case.case_id)
     if provenances is not None and len(provenances) != len(cases):
         raise ValueError(f"{len(cases)} cases but {len(provenances)} provenance records")
@@ -199,7 +204,9 @@ def add_cases(
     return report
 
 
-def _new_row(dataset: str, case: EvalCase, version: int, valid_from: int, provenance: dict[str, Any]) -> EvalCaseRow:
+def _new_row(
+    dataset: str, case: EvalCase, version: int, valid_from: int, provenance: dict[str, Any]
+) -> EvalCaseRow:
     return EvalCaseRow(
         dataset=dataset,
         case_id=case.case_id,
@@ -222,7 +229,11 @@ def delete_cases(engine: Engine, dataset: str, case_ids: Sequence[str]) -> int:
     """Remove cases from the current dataset version (their history stays); returns the new version."""
     with write_session(engine) as session:
         rows = session.exec(
-            _current(select(EvalCaseRow).where(EvalCaseRow.dataset == dataset, col(EvalCaseRow.case_id).in_(case_ids)))
+            _current(
+                select(EvalCaseRow).where(
+                    EvalCaseRow.dataset == dataset, col(EvalCaseRow.case_id).in_(case_ids)
+                )
+            )
         ).all()
         if not rows:
             row = session.get(EvalDatasetRow, dataset)

@@ -75,7 +75,9 @@ def _load_record(workspace: Workspace, request_id: str) -> tuple[str, str | None
     with read_session(workspace.engine) as session:
         request = session.get(RequestLogRow, request_id)
         if request is None:
-            raise NotFoundError(f"request_id {request_id!r} is not in the store; ingest its log with `logs ingest`")
+            raise NotFoundError(
+                f"request_id {request_id!r} is not in the store; ingest its log with `logs ingest`"
+            )
         triage = session.get(TriageRow, request_id)
         if triage is None or triage.status != "confirmed":
             status = triage.status if triage is not None else "not flagged"
@@ -84,8 +86,11 @@ def _load_record(workspace: Workspace, request_id: str) -> tuple[str, str | None
                 "(label it and confirm it first)"
             )
         body: dict[str, Any] = json.loads(request.body)
-        return request.raw_query, body.get("config_hash"), list(triage.labels or []), _gold_from_record(
-            list(triage.gold_chunk_ids or [])
+        return (
+            request.raw_query,
+            body.get("config_hash"),
+            list(triage.labels or []),
+            _gold_from_record(list(triage.gold_chunk_ids or [])),
         )
 
 
@@ -113,12 +118,15 @@ def promote_request(
     raw_query, logged_config_hash, labels, gold = _load_record(workspace, request_id)
     for gold_id, grade in (grades or {}).items():
         if gold_id not in gold:
-            raise InputError(f"--grade {gold_id}={grade}: {gold_id!r} is not a gold chunk of request {request_id!r}")
+            raise InputError(
+                f"--grade {gold_id}={grade}: {gold_id!r} is not a gold chunk of request {request_id!r}"
+            )
         gold[gold_id] = int(grade)
     label = labels[0] if labels else None
     if not any(grade > 0 for grade in gold.values()) and label != NO_ANSWER_LABEL:
         raise InputError(
-            f"request {request_id!r} has no gold chunk ids; add them in triage, or label it {NO_ANSWER_LABEL} "
+            f"request {request_id!r} has no gold chunk ids; add them in triage, "
+            f"or label it {NO_ANSWER_LABEL} "
             "to promote it as a refusal case"
         )
     redaction = redact_pii(raw_query) if workspace.settings.eval.redact_pii else None
@@ -129,8 +137,14 @@ def promote_request(
     if existing is not None:
         version = eval_store.dataset_version(workspace.engine, dataset)
         return PromoteResult(
-            request_id=request_id, dataset=dataset, case_id=existing, created=False,
-            dataset_version=version, query=query, gold=gold, redacted=redacted,
+            request_id=request_id,
+            dataset=dataset,
+            case_id=existing,
+            created=False,
+            dataset_version=version,
+            query=query,
+            gold=gold,
+            redacted=redacted,
         )
 
     from ragtriage.kb.repository import kb_revision
@@ -160,6 +174,13 @@ def promote_request(
     )
     report = eval_store.add_cases(workspace.engine, dataset, [case], provenance=provenance)
     return PromoteResult(
-        request_id=request_id, dataset=dataset, case_id=new_id, created=True,
-        dataset_version=report.dataset_version, query=query, gold=gold, redacted=redacted, provenance=provenance,
+        request_id=request_id,
+        dataset=dataset,
+        case_id=new_id,
+        created=True,
+        dataset_version=report.dataset_version,
+        query=query,
+        gold=gold,
+        redacted=redacted,
+        provenance=provenance,
     )

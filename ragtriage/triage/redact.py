@@ -1,11 +1,9 @@
 """PII redaction for queries that become eval cases: typed placeholders, validated numbers.
 
-| kind        | placeholder   | what is matched                                                        |
-|-------------|---------------|------------------------------------------------------------------------|
-| ID card     | `<ID_CARD>`   | 18-character PRC resident ID (17 digits + digit/X) with a valid GB 11643 check digit |
-| bank card   | `<BANK_CARD>` | 16–19 digits (spaces or dashes between groups allowed) passing the Luhn check |
-| phone       | `<PHONE>`     | PRC mobile `1[3-9]` + 9 digits, optional `+86`/`0086`/`86`, spaces or dashes |
-| e-mail      | `<EMAIL>`     | `local@domain.tld`                                                     |
+- ID card `<ID_CARD>`: 18-character PRC resident ID (17 digits + digit/X), valid GB 11643 check digit.
+- bank card `<BANK_CARD>`: 16–19 digits (spaces or dashes between groups allowed) passing the Luhn check.
+- phone `<PHONE>`: PRC mobile `1[3-9]` + 9 digits, optional `+86`/`0086`/`86`, spaces or dashes.
+- e-mail `<EMAIL>`: `local@domain.tld`.
 
 ID cards and bank cards are replaced first: an 11-digit run inside them must not become a phone.
 Numbers that fail their check (a 16-digit order number that is not Luhn-valid) are left alone.

@@ -9,10 +9,18 @@ import pytest
 from ragtriage.eval.compare import compare_runs
 from tests.unit.eval_run_helpers import engine_with_cases, store_run
 
-A = {"c1": {"mrr": 1.0, "recall@5": 1.0}, "c2": {"mrr": 0.5, "recall@5": 1.0}, "c3": {"mrr": 0.0, "recall@5": 0.0},
-     "c4": {"mrr": 1.0, "recall@5": 1.0}}
-B = {"c1": {"mrr": 0.5, "recall@5": 1.0}, "c2": {"mrr": 1.0, "recall@5": 1.0}, "c3": {"mrr": 0.0, "recall@5": 0.0},
-     "c4": {"mrr": 0.25, "recall@5": 1.0}}
+A = {
+    "c1": {"mrr": 1.0, "recall@5": 1.0},
+    "c2": {"mrr": 0.5, "recall@5": 1.0},
+    "c3": {"mrr": 0.0, "recall@5": 0.0},
+    "c4": {"mrr": 1.0, "recall@5": 1.0},
+}
+B = {
+    "c1": {"mrr": 0.5, "recall@5": 1.0},
+    "c2": {"mrr": 1.0, "recall@5": 1.0},
+    "c3": {"mrr": 0.0, "recall@5": 0.0},
+    "c4": {"mrr": 0.25, "recall@5": 1.0},
+}
 
 
 @pytest.fixture
@@ -46,7 +54,10 @@ def test_win_tie_loss_and_exact_p_value(runs) -> None:  # type: ignore[no-untype
 def test_regressed_cases_confirmed_first_then_by_drop(runs) -> None:  # type: ignore[no-untyped-def]
     engine, run_a, run_b = runs
     regressed = compare_runs(engine, run_a, run_b).regressed
-    assert [(r.case_id, r.confirmed, r.request_id) for r in regressed] == [("c1", True, "req-c1"), ("c4", False, None)]
+    assert [(r.case_id, r.confirmed, r.request_id) for r in regressed] == [
+        ("c1", True, "req-c1"),
+        ("c4", False, None),
+    ]
     assert regressed[1].delta == pytest.approx(-0.75)
 
 

@@ -66,8 +66,12 @@ def test_no_regress_confirmed_names_the_case(runs) -> None:  # type: ignore[no-u
     assert not result.passed
     assert "c1 (1.000 → 0.500)" in result.checks[0].reason
     # On recall@5 only c2 (not confirmed) regressed.
-    assert evaluate_gate(engine, new, baseline_ref=base, no_regress="confirmed", regress_metric="recall@5").passed
-    assert not evaluate_gate(engine, new, baseline_ref=base, no_regress="all", regress_metric="recall@5").passed
+    assert evaluate_gate(
+        engine, new, baseline_ref=base, no_regress="confirmed", regress_metric="recall@5"
+    ).passed
+    assert not evaluate_gate(
+        engine, new, baseline_ref=base, no_regress="all", regress_metric="recall@5"
+    ).passed
 
 
 def test_rules_needing_a_baseline_or_an_unknown_metric_are_malformed(runs) -> None:  # type: ignore[no-untyped-def]

@@ -25,19 +25,37 @@ def workspace(home: Path) -> Iterator[Workspace]:
         opened.close()
 
 
-def _record(workspace: Workspace, request_id: str, query: str, *, status: str = "confirmed",
-            gold: list[object] | None = None, labels: list[str] | None = None) -> None:
+def _record(
+    workspace: Workspace,
+    request_id: str,
+    query: str,
+    *,
+    status: str = "confirmed",
+    gold: list[object] | None = None,
+    labels: list[str] | None = None,
+) -> None:
     body = {"request_id": request_id, "raw_query": query, "config_hash": "online-abc"}
     with write_session(workspace.engine) as session:
-        session.add(RequestLogRow(request_id=request_id, raw_query=query, body=json.dumps(body, ensure_ascii=False)))
+        session.add(
+            RequestLogRow(request_id=request_id, raw_query=query, body=json.dumps(body, ensure_ascii=False))
+        )
         session.flush()
         labels = labels if labels is not None else ["alias_missing"]
-        session.add(TriageRow(request_id=request_id, status=status, labels=labels,
-                              primary_label=labels[0] if labels else None, gold_chunk_ids=gold or []))
+        session.add(
+            TriageRow(
+                request_id=request_id,
+                status=status,
+                labels=labels,
+                primary_label=labels[0] if labels else None,
+                gold_chunk_ids=gold or [],
+            )
+        )
 
 
 def test_promote_redacts_pii_and_records_provenance(workspace: Workspace) -> None:
-    _record(workspace, "r1", "手机13812345678 报账流程", gold=["chunk-a", {"chunk_id": "chunk-b", "grade": 2}])
+    _record(
+        workspace, "r1", "手机13812345678 报账流程", gold=["chunk-a", {"chunk_id": "chunk-b", "grade": 2}]
+    )
     result = promote_request(workspace, "r1", intent_type="howto", tags=["finance"], must_have=["v2"])
     assert result.created and result.query == "手机<PHONE> 报账流程"
     assert result.redacted == {"phone": 1}

@@ -56,14 +56,16 @@ def test_nothing_to_redact_is_unchanged() -> None:
 
 
 @pytest.mark.parametrize(
-    "number, valid", [(VALID_ID, True), (VALID_ID_2, True), ("110105194912310021", False), ("1101051949123100", False)]
+    "number, valid",
+    [(VALID_ID, True), (VALID_ID_2, True), ("110105194912310021", False), ("1101051949123100", False)],
 )
 def test_id_card_checksum(number: str, valid: bool) -> None:
     assert id_card_is_valid(number) is valid
 
 
 @pytest.mark.parametrize(
-    "digits, valid", [("4111111111111111", True), (VALID_CARD_16, True), ("4111111111111112", False), ("79927398713", True)]
+    "digits, valid",
+    [("4111111111111111", True), (VALID_CARD_16, True), ("4111111111111112", False), ("79927398713", True)],
 )
 def test_luhn(digits: str, valid: bool) -> None:
     assert luhn_is_valid(digits) is valid
