@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "ragtriage.commands.eval",
     "ragtriage.commands.triage",
     "ragtriage.commands.evalset",
+    "ragtriage.commands.logs",
 ]
 
 

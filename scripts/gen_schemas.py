@@ -19,6 +19,7 @@ SCHEMA_DIR = REPO_ROOT / "schemas"
 #: schema file name → "module:Class" of a pydantic model.
 SCHEMAS: dict[str, str] = {
     "trace.schema.json": "ragtriage.pipeline.types:Trace",
+    "request_log.schema.json": "ragtriage.logs.schema:RequestLog",
 }
 
 

@@ -144,7 +144,7 @@ def _ingest_stream(
             elif strict:
                 writer.submit(source, good, [])
                 writer.finish()
-                stored = f" (the {len(good)} valid lines before it in this batch were stored;" if good else " ("
+                stored = f" ({len(good)} valid line(s) before it in this batch were stored;" if good else " ("
                 raise LogFormatError(
                     parsed.describe(display_name) + stored + " ingest is idempotent: fix the line and re-run)"
                 )

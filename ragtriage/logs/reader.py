@@ -321,6 +321,11 @@ def _reject_constant(token: str) -> Any:
     raise _NonFiniteNumber(token)
 
 
+def _is_union_tag(part: Any) -> bool:
+    # pydantic names union branches in `loc` (`str`, `StageItem`, `list[str]`); they are not field names.
+    return isinstance(part, str) and (part in ("str", "int", "float", "bool") or part[:1].isupper() or "[" in part)
+
+
 _JSON_KIND = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
 
 
@@ -371,8 +376,9 @@ def _parse_slow(raw: bytes, line_no: int, unterminated: bool) -> LogLine | BadLi
     try:
         record = RequestLog.model_validate(mapped)
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        # In a union (id or object) the deepest error is the informative one.
+        first = max(error.errors(), key=lambda e: len(e["loc"]))
+        where = ".".join(str(p) for p in first["loc"] if not _is_union_tag(p))
         if first["type"] == "missing":
             return bad("missing_field", f"missing required field '{where}'", f"add '{where}' to every record")
         got = repr(first.get("input"))[:60]
@@ -395,7 +401,7 @@ def _parse_slow(raw: bytes, line_no: int, unterminated: bool) -> LogLine | BadLi
         session=record.session,
         user=record.user,
         raw_query=record.raw_query,
-        rating=feedback.rating if feedback is not None else None,
+        rating=None if feedback is None or feedback.rating is None else str(feedback.rating),
         escalated=bool(feedback is not None and feedback.escalated),
         follow_up_marked=bool(feedback is not None and feedback.follow_up),
         citations_empty=record.citations is not None and not record.citations,

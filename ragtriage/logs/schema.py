@@ -8,9 +8,7 @@ flat form seen in practice (`rewritten_queries`, `bm25_results`, `vector_results
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Union
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
@@ -82,7 +80,7 @@ class LoggedStages(_Open):
 class LoggedFeedback(_Open):
     """The user's reaction to the answer."""
 
-    rating: str | None = None
+    rating: str | int | float | None = None
     """e.g. `up`/`down`, `1`…`5`, `-1`; compared as lower-case text with `logs.flagging.bad_ratings`."""
     reason: str | None = None
     escalated: bool | None = False
@@ -93,6 +91,20 @@ class LoggedFeedback(_Open):
 
 class RequestLog(_Open):
     """One logged request, schema v1 (also accepts and maps the flat form)."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        coerce_numbers_to_str=True,
+        title="ragtriage request log line, schema v1",
+        json_schema_extra={
+            "description": (
+                "One JSON object per line. Also accepted and mapped onto this form: the flat form with "
+                + ", ".join(f"`{k}` → stages.{v}" for k, v in FLAT_STAGE_KEYS.items())
+                + ", `rewritten_queries` → rewrite (first = rewritten_query, rest = sub_queries), "
+                "`user_feedback` → feedback (a bare value is the rating). Unknown fields are kept."
+            )
+        },
+    )
 
     schema_version: int = SCHEMA_VERSION
     request_id: str = Field(min_length=1)
@@ -203,25 +215,3 @@ def to_trace(record: RequestLog) -> Trace:
         flags=flags,
         config_hash=record.config_hash,
     )
-
-
-def request_log_json_schema() -> dict[str, Any]:
-    """JSON Schema of a request-log line (the v1 form; the flat form is documented in `description`)."""
-    schema = RequestLog.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "https://ragtriage.invalid/schemas/request_log.schema.json"
-    schema["title"] = "ragtriage request log line, schema v1"
-    schema["description"] = (
-        "One JSON object per line. Also accepted and mapped: the flat form with "
-        + ", ".join(f"`{k}` → stages.{v}" for k, v in FLAT_STAGE_KEYS.items())
-        + ", `rewritten_queries` → rewrite (first = rewritten_query, rest = sub_queries), "
-        "`user_feedback` → feedback. Unknown fields are kept."
-    )
-    return schema
-
-
-def write_request_log_schema(schemas_dir: Path) -> Path:
-    """Write `request_log.schema.json` into `schemas_dir` (called by `scripts/gen_schemas.py`)."""
-    path = schemas_dir / "request_log.schema.json"
-    path.write_text(json.dumps(request_log_json_schema(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-    return path

@@ -1,0 +1,195 @@
+"""`ragtriage logs ingest`, `ragtriage queue`, `ragtriage show`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from ragtriage.commands.common import echo_json, open_workspace, stderr_console, stdout_console, workspace_options
+from ragtriage.logs.ingest import IngestReport, ingest_files
+from ragtriage.logs.queue import QueuePage, list_queue, parse_since
+from ragtriage.logs.requests import RequestView, request_view
+from ragtriage.logs.schema import STAGE_NAMES, stage_ids
+from ragtriage.store.log_tables import TRIAGE_STATUSES
+
+COUNT_NAMES = ("read", "ingested", "flagged", "duplicates", "conflicts", "quarantined", "blank", "recovered")
+
+
+@click.group("logs")
+def logs_group() -> None:
+    """Online request logs: ingest JSONL files into the triage store."""
+
+
+@logs_group.command("ingest")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--strict", is_flag=True, help="Stop at the first bad line (default: quarantine it and go on).")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@workspace_options
+def ingest_command(files: tuple[Path, ...], strict: bool, as_json: bool, home: Path | None, config_file: Path | None) -> None:
+    """Ingest JSONL or JSONL.gz request logs; flagged requests enter the queue as `new`.
+
+    Idempotent: ingesting the same file again changes nothing. Always
+    read = ingested + duplicates + conflicts + quarantined + blank.
+    """
+    err = stderr_console()
+    with open_workspace(home, config_file) as workspace:
+        logs_settings = workspace.settings.logs
+
+        def progress(read: int, _total: int | None) -> None:
+            if err.is_terminal:
+                err.print(f"\r{read:,} lines read", end="")
+
+        report = ingest_files(
+            workspace.engine, list(files), flagging=logs_settings.flagging, strict=strict,
+            batch_size=logs_settings.batch_size, on_progress=progress,
+        )  # fmt: skip
+        if err.is_terminal:
+            err.print()
+    if as_json:
+        echo_json(report)
+        return
+    _print_report(report)
+
+
+def _print_report(report: IngestReport) -> None:
+    console = stdout_console()
+    width = max(len(name) for name in COUNT_NAMES)
+    for name in COUNT_NAMES:
+        console.print(f"{name:>{width}}: {getattr(report, name):,}")
+    for kind, count in sorted(report.quarantined_by_kind.items()):
+        console.print(f"{'':>{width}}  {kind}: {count:,}")
+    if report.quarantined:
+        stderr_console().print(
+            f"{report.quarantined} line(s) quarantined; each is stored with its file, line number, reason and bytes"
+        )
+
+
+@click.command("queue")
+@click.option("--status", type=click.Choice(TRIAGE_STATUSES), default=None, help="Only this triage status.")
+@click.option("--label", default=None, help="Only records carrying this label.")
+@click.option("--reason", default=None, help="Only records flagged for this reason (e.g. bad_rating, follow_up).")
+@click.option("--since", default=None, help="Requests since a time: 30m, 12h, 7d, 2w or an ISO date/time.")
+@click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True)
+@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the page as JSON.")
+@workspace_options
+def queue_command(
+    status: str | None, label: str | None, reason: str | None, since: str | None, limit: int, offset: int,
+    as_json: bool, home: Path | None, config_file: Path | None,
+) -> None:  # fmt: skip
+    """List flagged requests, newest first, with the total matching the filters."""
+    since_time = parse_since(since) if since is not None else None
+    with open_workspace(home, config_file) as workspace:
+        page = list_queue(
+            workspace.engine, status=status, label=label, reason=reason, since=since_time, limit=limit, offset=offset
+        )
+    if as_json:
+        echo_json(page)
+        return
+    _print_queue(page)
+
+
+def _print_queue(page: QueuePage) -> None:
+    console = stdout_console()
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("time (UTC)", "request_id", "query", "reasons", "status", "label"):
+        wraps = column in ("query", "reasons")
+        table.add_column(column, overflow="fold" if wraps else "ellipsis", no_wrap=not wraps)
+    for item in page.items:
+        # Text() keeps logged content literal: brackets in a query are never Rich markup.
+        table.add_row(
+            Text(item.ts.strftime("%Y-%m-%d %H:%M") if item.ts else "-"),
+            Text(item.request_id),
+            Text(item.raw_query),
+            Text(", ".join(item.reasons)),
+            Text(item.status),
+            Text(item.primary_label or "-"),
+        )
+    console.print(table)
+    shown_to = page.offset + len(page.items)
+    start = page.offset + 1 if page.items else page.offset
+    console.print(Text(f"{start}–{shown_to} of {page.total:,}"))
+
+
+@click.command("show")
+@click.argument("request_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the request and its triage record as JSON.")
+@workspace_options
+def show_command(request_id: str, as_json: bool, home: Path | None, config_file: Path | None) -> None:
+    """Show one logged request and its triage record."""
+    with open_workspace(home, config_file) as workspace:
+        view = request_view(workspace.engine, request_id)
+    if as_json:
+        echo_json(view)
+        return
+    _print_view(view)
+
+
+def _field(console_text: Text, name: str, value: object) -> None:
+    console_text.append(f"{name}: ", style="bold")
+    console_text.append(str(value))
+    console_text.append("\n")
+
+
+def _print_view(view: RequestView) -> None:
+    record = view.request.record
+    out = Text()
+    _field(out, "request_id", record.request_id)
+    _field(out, "time", record.ts.isoformat() if record.ts else "-")
+    for name in ("kb", "session", "user", "pipeline_version", "config_hash", "latency_ms"):
+        value = getattr(record, name)
+        if value is not None:
+            _field(out, name, value)
+    _field(out, "query", record.raw_query)
+    if record.rewrite is not None:
+        rewrite = record.rewrite
+        _field(out, "rewrite", rewrite.rewritten_query or rewrite.normalized_query or "-")
+        if rewrite.sub_queries:
+            _field(out, "sub-queries", " | ".join(rewrite.sub_queries))
+    stages = record.stages
+    for stage in STAGE_NAMES:
+        items = getattr(stages, stage) if stages is not None else None
+        if items is not None:
+            _field(out, stage, " ".join(stage_ids(items)) or "(empty)")
+    if record.citations is not None:
+        _field(out, "citations", " ".join(stage_ids(record.citations)) or "(none)")
+    if record.answer is not None:
+        _field(out, "answer", record.answer)
+    if record.feedback is not None:
+        feedback = record.feedback
+        parts = [f"rating={feedback.rating}", f"escalated={bool(feedback.escalated)}"]
+        if feedback.reason:
+            parts.append(f"reason={feedback.reason}")
+        if feedback.follow_up:
+            parts.append(f"follow_up={feedback.follow_up}")
+        _field(out, "feedback", " ".join(parts))
+    extras = record.model_extra or {}
+    if extras:
+        _field(out, "other fields", ", ".join(sorted(extras)))
+    stored = view.request
+    _field(out, "source", f"{stored.source_file}:{stored.source_line}" + (" (GB18030, recovered)" if stored.recovered else ""))
+    if stored.conflicts:
+        _field(out, "conflicts", f"{stored.conflicts} later line(s) had a different body under this id")
+    triage = view.triage
+    if triage is None:
+        out.append("triage: not flagged\n")
+    else:
+        _field(out, "triage", f"{triage.status} (revision {triage.revision})")
+        _field(out, "reasons", ", ".join(triage.reasons) or "-")
+        _field(out, "labels", ", ".join(triage.labels) or "-")
+        _field(out, "gold", " ".join(triage.gold_chunk_ids) or "-")
+        if triage.assignee:
+            _field(out, "assignee", triage.assignee)
+        for note in triage.notes:
+            _field(out, "note", f"{note.at:%Y-%m-%d %H:%M} {note.user}: {note.text}")
+    stdout_console().print(out, end="")
+
+
+def register(cli: click.Group) -> None:
+    """Attach `logs`, `queue` and `show` to the root group."""
+    cli.add_command(logs_group)
+    cli.add_command(queue_command)
+    cli.add_command(show_command)

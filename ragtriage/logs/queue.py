@@ -1,0 +1,108 @@
+"""The triage queue: flagged requests newest first, filtered and paged, with the true total."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+
+from pydantic import BaseModel, Field
+from sqlalchemy import func, select
+from sqlalchemy.engine import Engine
+
+from ragtriage.errors import InputError
+from ragtriage.store.db import read_session
+from ragtriage.store.log_tables import RequestLogRow, TriageRow
+from ragtriage.store.triage_repo import triage_filters
+
+_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*$")
+_UNIT_SECONDS = {"m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+class QueueItem(BaseModel):
+    """One row of the queue."""
+
+    request_id: str
+    ts: datetime | None
+    raw_query: str
+    reasons: list[str] = Field(default_factory=list)
+    status: str
+    primary_label: str | None = None
+    labels: list[str] = Field(default_factory=list)
+    assignee: str | None = None
+    revision: int
+
+
+class QueuePage(BaseModel):
+    """One page of the queue and the number of records matching the filters."""
+
+    total: int
+    offset: int
+    limit: int
+    items: list[QueueItem] = Field(default_factory=list)
+
+
+def parse_since(text: str, *, now: datetime | None = None) -> datetime:
+    """`30m`, `12h`, `7d`, `2w` (ago), or an ISO date/time (no zone: UTC) → an aware UTC datetime.
+
+    Raises:
+        InputError: anything else.
+    """
+    match = _RELATIVE.match(text)
+    if match:
+        seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        return (now or datetime.now(timezone.utc)) - timedelta(seconds=seconds)
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InputError(
+            f"--since {text!r}: give a duration like 30m, 12h, 7d, 2w or a date/time like 2026-11-02 or 2026-11-02T08:00"
+        ) from None
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+
+
+def list_queue(
+    engine: Engine,
+    *,
+    status: str | None = None,
+    label: str | None = None,
+    reason: str | None = None,
+    assignee: str | None = None,
+    since: datetime | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> QueuePage:
+    """One page of triage records (newest request first) joined with their query text.
+
+    The page uses the (status, request_ts, request_id) index and stops after `limit` rows; the
+    total is an index-only count (a scan of the JSON text only with --label / --reason).
+
+    Raises:
+        InputError: an unknown status or a negative limit/offset.
+    """
+    if limit < 0 or offset < 0:
+        raise InputError("--limit and --offset must be zero or more")
+    conditions = triage_filters(status=status, label=label, reason=reason, assignee=assignee, since=since)
+    triage = TriageRow.__table__  # type: ignore[attr-defined]
+    requests = RequestLogRow.__table__  # type: ignore[attr-defined]
+    with read_session(engine) as session:
+        total = session.execute(select(func.count()).select_from(triage).where(*conditions)).scalar_one()
+        rows = session.execute(
+            select(
+                triage.c.request_id, triage.c.request_ts, requests.c.raw_query, triage.c.reasons, triage.c.status,
+                triage.c.primary_label, triage.c.labels, triage.c.assignee, triage.c.revision,
+            )  # fmt: skip
+            .join(requests, requests.c.request_id == triage.c.request_id)
+            .where(*conditions)
+            .order_by(triage.c.request_ts.desc(), triage.c.request_id.desc())
+            .limit(limit)
+            .offset(offset)
+        ).all()
+    items = [
+        QueueItem(
+            request_id=row.request_id, ts=row.request_ts, raw_query=row.raw_query, reasons=list(row.reasons or []),
+            status=row.status, primary_label=row.primary_label, labels=list(row.labels or []),
+            assignee=row.assignee, revision=row.revision,
+        )  # fmt: skip
+        for row in rows
+    ]
+    return QueuePage(total=total, offset=offset, limit=limit, items=items)

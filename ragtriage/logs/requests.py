@@ -1,0 +1,120 @@
+"""Read logged requests back from the store (for `show`, replay and the TUI)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+
+from pydantic import BaseModel
+from sqlalchemy import func, select
+from sqlalchemy.engine import Engine
+
+from ragtriage.errors import NotFoundError, StoreError
+from ragtriage.logs.schema import RequestLog
+from ragtriage.store.db import read_session
+from ragtriage.store.log_tables import LogConflictRow, RequestLogRow
+from ragtriage.store.triage_repo import TriageRecord, find_record
+
+IN_CHUNK = 500
+
+
+class StoredRequest(BaseModel):
+    """A logged request with where it came from."""
+
+    record: RequestLog
+    source_file: str | None = None
+    source_line: int | None = None
+    recovered: bool = False
+    ingested_at: datetime | None = None
+    conflicts: int = 0
+    """Lines seen later with the same request_id and a different body (kept in `log_conflict`)."""
+
+
+class RequestView(BaseModel):
+    """What `show REQUEST_ID` prints: the logged request and its triage record (if any)."""
+
+    request: StoredRequest
+    triage: TriageRecord | None = None
+
+
+def _parse(row_body: str, request_id: str) -> RequestLog:
+    try:
+        return RequestLog.model_validate_json(row_body)
+    except ValueError as error:
+        raise StoreError(f"stored request {request_id!r} no longer matches the log schema: {error}") from None
+
+
+def find_request(engine: Engine, request_id: str) -> StoredRequest | None:
+    """The stored request, or None."""
+    with read_session(engine) as session:
+        row = session.get(RequestLogRow, request_id)
+        if row is None:
+            return None
+        conflicts = session.execute(
+            select(func.count()).select_from(LogConflictRow).where(LogConflictRow.request_id == request_id)
+        ).scalar_one()
+        return StoredRequest(
+            record=_parse(row.body, request_id),
+            source_file=row.source_file,
+            source_line=row.source_line,
+            recovered=row.recovered,
+            ingested_at=row.ingested_at,
+            conflicts=conflicts,
+        )
+
+
+def get_request(engine: Engine, request_id: str) -> RequestLog:
+    """The logged request (schema v1 model; `to_trace` turns it into a Trace).
+
+    Raises:
+        NotFoundError: no such request_id in the store.
+    """
+    stored = find_request(engine, request_id)
+    if stored is None:
+        raise NotFoundError(f"no logged request with request_id {request_id!r}; check the id or ingest its log")
+    return stored.record
+
+
+def get_requests(engine: Engine, request_ids: Sequence[str]) -> dict[str, RequestLog]:
+    """The stored requests among `request_ids` (missing ids are simply absent)."""
+    found: dict[str, RequestLog] = {}
+    table = RequestLogRow.__table__  # type: ignore[attr-defined]
+    with read_session(engine) as session:
+        for start in range(0, len(request_ids), IN_CHUNK):
+            chunk = list(request_ids[start : start + IN_CHUNK])
+            for request_id, body in session.execute(
+                select(table.c.request_id, table.c.body).where(table.c.request_id.in_(chunk))
+            ):
+                found[request_id] = _parse(body, request_id)
+    return found
+
+
+def iter_requests(engine: Engine, *, batch_size: int = 1000) -> Iterator[RequestLog]:
+    """Every stored request in request_id order, read in pages (constant memory)."""
+    table = RequestLogRow.__table__  # type: ignore[attr-defined]
+    after = ""
+    while True:
+        with read_session(engine) as session:
+            rows = session.execute(
+                select(table.c.request_id, table.c.body)
+                .where(table.c.request_id > after)
+                .order_by(table.c.request_id)
+                .limit(batch_size)
+            ).all()
+        if not rows:
+            return
+        for request_id, body in rows:
+            yield _parse(body, request_id)
+        after = rows[-1][0]
+
+
+def request_view(engine: Engine, request_id: str) -> RequestView:
+    """The logged request and its triage record.
+
+    Raises:
+        NotFoundError: no such request_id in the store.
+    """
+    stored = find_request(engine, request_id)
+    if stored is None:
+        raise NotFoundError(f"no logged request with request_id {request_id!r}; check the id or ingest its log")
+    return RequestView(request=stored, triage=find_record(engine, request_id))

@@ -1,0 +1,363 @@
+"""Read and change triage records, with optimistic concurrency and an audit trail.
+
+Every change runs in one short write transaction that also writes its `triage_audit` row. Pass
+the `revision` you displayed as `expected_revision`: if someone else changed the record since,
+`ConflictError` says who and when, and nothing is written. Functions return plain pydantic
+records (never ORM rows), safe to hand to another thread or the UI.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from pydantic import BaseModel, Field
+from sqlalchemy import Text, cast, func, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.sql.elements import ColumnElement
+
+from ragtriage.errors import InputError, NotFoundError, StoreError
+from ragtriage.store.db import read_session, write_session
+from ragtriage.store.log_tables import TRIAGE_STATUSES, RequestLogRow, TriageAuditRow, TriageRow
+
+USER_ENV = "RAGTRIAGE_USER"
+MANUAL_REASON = "manual"
+"""Reason of a triage record opened by hand for a request no rule flagged."""
+
+
+class ConflictError(StoreError):
+    """Someone else changed the triage record since it was read (optimistic concurrency)."""
+
+    title = "conflict"
+
+
+class TriageNote(BaseModel):
+    """One note on a triage record."""
+
+    at: datetime
+    user: str
+    text: str
+
+
+class TriageRecord(BaseModel):
+    """The triage state of one request, as plain data."""
+
+    request_id: str
+    status: str
+    reasons: list[str] = Field(default_factory=list)
+    labels: list[str] = Field(default_factory=list)
+    primary_label: str | None = None
+    gold_chunk_ids: list[str | dict[str, Any]] = Field(default_factory=list)
+    """Plain chunk ids, or `{"chunk_id": …, "grade": n}` for graded gold."""
+    notes: list[TriageNote] = Field(default_factory=list)
+    assignee: str | None = None
+    request_ts: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+    updated_by: str | None = None
+    revision: int
+
+
+class AuditEntry(BaseModel):
+    """One recorded change."""
+
+    at: datetime
+    user: str
+    action: str
+    change: dict[str, Any]
+    revision: int
+
+
+def resolve_user(cli_user: str | None = None) -> str:
+    """Who is making a change: `--user`, else $RAGTRIAGE_USER, else the OS login name."""
+    if cli_user:
+        return cli_user
+    if os.environ.get(USER_ENV):
+        return os.environ[USER_ENV]
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name in some containers
+        return "unknown"
+
+
+def _to_record(row: TriageRow) -> TriageRecord:
+    return TriageRecord(
+        request_id=row.request_id,
+        status=row.status,
+        reasons=list(row.reasons or []),
+        labels=list(row.labels or []),
+        primary_label=row.primary_label,
+        gold_chunk_ids=[dict(c) if isinstance(c, dict) else str(c) for c in row.gold_chunk_ids or []],
+        notes=[TriageNote.model_validate(dict(n)) for n in row.notes or []],
+        assignee=row.assignee,
+        request_ts=row.request_ts,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        updated_by=row.updated_by,
+        revision=row.revision,
+    )
+
+
+def find_record(engine: Engine, request_id: str) -> TriageRecord | None:
+    """The triage record of `request_id`, or None when the request was never flagged or opened."""
+    with read_session(engine) as session:
+        row = session.get(TriageRow, request_id)
+        return None if row is None else _to_record(row)
+
+
+def get_record(engine: Engine, request_id: str) -> TriageRecord:
+    """The triage record of `request_id`.
+
+    Raises:
+        NotFoundError: no triage record for that id.
+    """
+    record = find_record(engine, request_id)
+    if record is None:
+        raise NotFoundError(f"no triage record for request_id {request_id!r}; run `ragtriage queue` to list them")
+    return record
+
+
+def triage_filters(
+    *,
+    status: str | None = None,
+    label: str | None = None,
+    reason: str | None = None,
+    assignee: str | None = None,
+    since: datetime | None = None,
+) -> list[ColumnElement[bool]]:
+    """SQL conditions on `triage_record` for the queue filters (shared by `list_records` and the queue).
+
+    Raises:
+        InputError: an unknown status.
+    """
+    table = TriageRow.__table__  # type: ignore[attr-defined]
+    conditions: list[ColumnElement[bool]] = []
+    if status is not None:
+        if status not in TRIAGE_STATUSES:
+            raise InputError(f"unknown status {status!r}; use one of {', '.join(TRIAGE_STATUSES)}")
+        conditions.append(table.c.status == status)
+    # JSON arrays are matched on their text form, which works on SQLite and PostgreSQL alike.
+    if label is not None:
+        conditions.append(cast(table.c.labels, Text).like(f'%"{_like_escape(label)}"%', escape="\\"))
+    if reason is not None:
+        conditions.append(cast(table.c.reasons, Text).like(f'%"{_like_escape(reason)}"%', escape="\\"))
+    if assignee is not None:
+        conditions.append(table.c.assignee == assignee)
+    if since is not None:
+        conditions.append(table.c.request_ts >= since)
+    return conditions
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_").replace('"', '\\\\"')
+
+
+def list_records(
+    engine: Engine,
+    *,
+    status: str | None = None,
+    label: str | None = None,
+    reason: str | None = None,
+    assignee: str | None = None,
+    since: datetime | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> tuple[int, list[TriageRecord]]:
+    """`(total matching, one page of records newest first)`."""
+    conditions = triage_filters(status=status, label=label, reason=reason, assignee=assignee, since=since)
+    table = TriageRow.__table__  # type: ignore[attr-defined]
+    with read_session(engine) as session:
+        total = session.execute(select(func.count()).select_from(table).where(*conditions)).scalar_one()
+        rows = session.scalars(
+            select(TriageRow)
+            .where(*conditions)
+            .order_by(TriageRow.request_ts.desc(), TriageRow.request_id.desc())  # type: ignore[union-attr, attr-defined]
+            .limit(limit)
+            .offset(offset)
+        ).all()
+        return total, [_to_record(row) for row in rows]
+
+
+def audit_log(engine: Engine, request_id: str) -> list[AuditEntry]:
+    """Every recorded change of one triage record, oldest first."""
+    with read_session(engine) as session:
+        rows = session.scalars(
+            select(TriageAuditRow).where(TriageAuditRow.request_id == request_id).order_by(TriageAuditRow.id)
+        ).all()
+        return [AuditEntry(at=r.at, user=r.user, action=r.action, change=dict(r.change), revision=r.revision) for r in rows]
+
+
+Mutation = Callable[[TriageRow, str, datetime], tuple[Any, Any]]
+
+
+def _change(
+    engine: Engine,
+    request_id: str,
+    action: str,
+    mutate: Mutation,
+    *,
+    expected_revision: int | None,
+    user: str | None,
+) -> TriageRecord:
+    """Apply `mutate(row, user, now) -> (before, after)` in one transaction with its audit row."""
+    who = resolve_user(user)
+    now = datetime.now(timezone.utc)
+    with write_session(engine) as session:
+        row = session.get(TriageRow, request_id, with_for_update=True)
+        if row is None:
+            request = session.get(RequestLogRow, request_id)
+            if request is None:
+                raise NotFoundError(f"no logged request with request_id {request_id!r}; ingest its log first")
+            # A triager may open any logged request, not only flagged ones.
+            row = TriageRow(
+                request_id=request_id, status="new", reasons=[MANUAL_REASON], request_ts=request.ts or now,
+                created_at=now, updated_at=now, updated_by=who, revision=0,
+            )  # fmt: skip
+            session.add(row)
+        elif expected_revision is not None and row.revision != expected_revision:
+            raise ConflictError(
+                f"triage record {request_id!r} was changed by {row.updated_by or 'someone'} at "
+                f"{row.updated_at:%Y-%m-%d %H:%M:%S} UTC (revision {row.revision}; you had revision "
+                f"{expected_revision}); reload it and apply your change again"
+            )
+        before, after = mutate(row, who, now)
+        row.revision += 1
+        row.updated_at = now
+        row.updated_by = who
+        session.add(
+            TriageAuditRow(
+                request_id=request_id, at=now, user=who, action=action,
+                change={"before": before, "after": after}, revision=row.revision,
+            )
+        )  # fmt: skip
+        session.flush()
+        return _to_record(row)
+
+
+def set_status(
+    engine: Engine, request_id: str, status: str, *, expected_revision: int | None = None, user: str | None = None
+) -> TriageRecord:
+    """Move a record to `new`, `in_progress`, `confirmed` or `dismissed`.
+
+    Raises:
+        InputError: an unknown status. ConflictError: the record changed since `expected_revision`.
+        NotFoundError: no such logged request.
+    """
+    if status not in TRIAGE_STATUSES:
+        raise InputError(f"unknown status {status!r}; use one of {', '.join(TRIAGE_STATUSES)}")
+
+    def mutate(row: TriageRow, _user: str, _now: datetime) -> tuple[Any, Any]:
+        before, row.status = row.status, status
+        return before, status
+
+    return _change(engine, request_id, "status", mutate, expected_revision=expected_revision, user=user)
+
+
+def _clean_ids(values: Sequence[str], what: str) -> list[str]:
+    cleaned: list[str] = []
+    for value in values:
+        text = str(value).strip()
+        if not text:
+            raise InputError(f"empty {what} given; drop it or give a name")
+        if text not in cleaned:
+            cleaned.append(text)
+    return cleaned
+
+
+def set_labels(
+    engine: Engine,
+    request_id: str,
+    labels: Sequence[str],
+    *,
+    primary: str | None = None,
+    expected_revision: int | None = None,
+    user: str | None = None,
+) -> TriageRecord:
+    """Replace the labels; the primary label is `primary` (added if missing) or else the first."""
+    cleaned = _clean_ids(labels, "label")
+    if primary is not None:
+        primary = primary.strip()
+        cleaned = [primary, *[label for label in cleaned if label != primary]]
+
+    def mutate(row: TriageRow, _user: str, _now: datetime) -> tuple[Any, Any]:
+        before = {"labels": list(row.labels or []), "primary": row.primary_label}
+        row.labels = list(cleaned)
+        row.primary_label = cleaned[0] if cleaned else None
+        return before, {"labels": cleaned, "primary": row.primary_label}
+
+    return _change(engine, request_id, "labels", mutate, expected_revision=expected_revision, user=user)
+
+
+def _clean_gold(items: Sequence[str | Mapping[str, Any]]) -> list[str | dict[str, Any]]:
+    cleaned: list[str | dict[str, Any]] = []
+    seen: set[str] = set()
+    for item in items:
+        if isinstance(item, Mapping):
+            chunk_id = str(item.get("chunk_id") or "").strip()
+            grade = item.get("grade", 1)
+            if not chunk_id or not isinstance(grade, int) or isinstance(grade, bool):
+                raise InputError(f"bad graded gold {dict(item)!r}; use {{'chunk_id': 'c1', 'grade': 2}}")
+            entry: str | dict[str, Any] = {"chunk_id": chunk_id, "grade": grade}
+        else:
+            chunk_id = str(item).strip()
+            if not chunk_id:
+                raise InputError("empty chunk id given as gold; drop it")
+            entry = chunk_id
+        if chunk_id not in seen:
+            seen.add(chunk_id)
+            cleaned.append(entry)
+    return cleaned
+
+
+def set_gold(
+    engine: Engine,
+    request_id: str,
+    chunk_ids: Sequence[str | Mapping[str, Any]],
+    *,
+    expected_revision: int | None = None,
+    user: str | None = None,
+) -> TriageRecord:
+    """Replace the gold: chunk ids or `{chunk_id, grade}` (an empty list means: the KB has no answer)."""
+    cleaned = _clean_gold(chunk_ids)
+
+    def mutate(row: TriageRow, _user: str, _now: datetime) -> tuple[Any, Any]:
+        before = list(row.gold_chunk_ids or [])
+        row.gold_chunk_ids = list(cleaned)
+        return before, cleaned
+
+    return _change(engine, request_id, "gold", mutate, expected_revision=expected_revision, user=user)
+
+
+def add_note(
+    engine: Engine, request_id: str, text: str, *, expected_revision: int | None = None, user: str | None = None
+) -> TriageRecord:
+    """Append a note signed with the user and the time."""
+    if not text.strip():
+        raise InputError("empty note; write some text")
+
+    def mutate(row: TriageRow, who: str, now: datetime) -> tuple[Any, Any]:
+        note = {"at": now.isoformat(), "user": who, "text": text}
+        row.notes.append(note)
+        return None, note
+
+    return _change(engine, request_id, "note", mutate, expected_revision=expected_revision, user=user)
+
+
+def assign(
+    engine: Engine,
+    request_id: str,
+    assignee: str | None,
+    *,
+    expected_revision: int | None = None,
+    user: str | None = None,
+) -> TriageRecord:
+    """Assign the record to someone (None: unassign)."""
+
+    def mutate(row: TriageRow, _user: str, _now: datetime) -> tuple[Any, Any]:
+        before, row.assignee = row.assignee, assignee
+        return before, assignee
+
+    return _change(engine, request_id, "assign", mutate, expected_revision=expected_revision, user=user)
