@@ -222,14 +222,18 @@ def _summary(run: EvalRunRow, this_attempt: int = 0) -> RunSummary:
 
 
 def _open_run(
-    workspace: Workspace, dataset: str, name: str | None, options: RunOptions, workers: int
+    workspace: Workspace,
+    dataset: str,
+    cases: Sequence[eval_store.StoredCase],
+    version: int,
+    name: str | None,
+    options: RunOptions,
+    workers: int,
 ) -> EvalRunRow:
     from ragtriage.kb.repository import kb_revision
     from ragtriage.triage.promote import index_manifest_summary
 
     settings = workspace.settings
-    version = eval_store.dataset_version(workspace.engine, dataset)
-    cases = eval_store.dataset_cases(workspace.engine, dataset, version)
     granularities = sorted({c.case.gold_granularity for c in cases if c.case.has_gold}) or ["chunk"]
     run = EvalRunRow(
         name=name,
@@ -293,12 +297,14 @@ def run_eval(
         raise InputError(f"--workers must be at least 1, got {workers}")
     if resume_run_id is not None:
         run, options = _resume_run(workspace, resume_run_id)
+        cases = eval_store.dataset_cases(workspace.engine, run.dataset, run.dataset_version)
     else:
         options = options or RunOptions()
-        run = _open_run(workspace, dataset, name, options, workers)
+        version = eval_store.dataset_version(workspace.engine, dataset)
+        cases = eval_store.dataset_cases(workspace.engine, dataset, version)
+        run = _open_run(workspace, dataset, cases, version, name, options, workers)
     run_id = int(run.id or 0)
     engine = workspace.engine
-    cases = eval_store.dataset_cases(engine, run.dataset, run.dataset_version)
     done_ids = eval_store.stored_case_ids(engine, run_id)
     pending = [c for c in cases if c.case.case_id not in done_ids]
     specs = metric_specs(workspace.settings)
