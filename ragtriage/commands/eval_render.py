@@ -13,13 +13,20 @@ from ragtriage.eval.doctor import DoctorReport
 BUCKET_METRICS = ("recall@5", "mrr", "ndcg@10")
 
 
+def _wide_console():  # type: ignore[no-untyped-def]
+    """stdout console at least 140 columns wide: tables of numbers must not be cut when piped."""
+    console = stdout_console()
+    console.width = max(console.width, 140)
+    return console
+
+
 def _signed(value: float) -> str:
     return f"{value:+.4f}"
 
 
 def print_comparison(comparison: Comparison) -> None:
     """Overall deltas, significance, per-bucket deltas and the regressed cases."""
-    console = stdout_console()
+    console = _wide_console()
     for warning in comparison.warnings:
         console.print(f"warning: {warning}")
     table = Table(
@@ -86,13 +93,13 @@ def print_comparison(comparison: Comparison) -> None:
 
 def print_ablation(table: AblationTable) -> None:
     """One row per configuration with Recall@5/10/20 and MRR, and deltas against the reference."""
-    console = stdout_console()
+    console = _wide_console()
     view = Table(
         title=f"ablation on {table.dataset}@{table.dataset_version} (deltas against {table.reference})",
         title_justify="left",
     )
     view.add_column("config")
-    view.add_column("routes")
+    view.add_column("routes", no_wrap=True)
     view.add_column("run", justify="right")
     for metric in ABLATION_METRICS:
         view.add_column(metric, justify="right")
