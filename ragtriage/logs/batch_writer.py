@@ -236,7 +236,7 @@ class BatchWriter:
                     select(table.c.session_hash, table.c.request_id, table.c.ts).where(
                         and_(table.c.session_hash.in_(chunk), table.c.ts >= low, table.c.ts <= high)
                     )
-                ).tuples()
+                ).all()
             )
         flagged = followed_up(neighbours, self.follow_up_minutes, involving={line.request_id for line in timed})
         ts_by_id = {request_id: ts for _session, request_id, ts in neighbours}
