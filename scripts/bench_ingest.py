@@ -24,11 +24,17 @@ from ragtriage.logs.ingest import ingest_files
 from ragtriage.store.db import make_engine, sqlite_url
 
 QUERIES = [
-    "如何在 Debian 上配置 apt 源镜像", "dpkg 报错 依赖关系问题 怎么办", "怎样升级到新的稳定版",
-    "Debian 的发布周期是多久", "如何查看已安装软件包的版本", "systemd 服务开机自启怎么设置",
-    "网络接口配置文件在哪里", "如何添加一个新用户并给 sudo 权限", "为什么 apt update 很慢",
+    "如何在 Debian 上配置 apt 源镜像",
+    "dpkg 报错 依赖关系问题 怎么办",
+    "怎样升级到新的稳定版",
+    "Debian 的发布周期是多久",
+    "如何查看已安装软件包的版本",
+    "systemd 服务开机自启怎么设置",
+    "网络接口配置文件在哪里",
+    "如何添加一个新用户并给 sudo 权限",
+    "为什么 apt update 很慢",
     "怎么把 locale 改成 zh_CN.UTF-8",
-]  # fmt: skip
+]
 ANSWERS = [
     "您可以编辑 /etc/apt/sources.list 文件，把镜像地址换成离您较近的服务器，然后运行 apt update。",
     "抱歉，没有找到相关内容。",
@@ -64,8 +70,13 @@ def generate(path: Path, lines: int, seed: int = 7) -> None:
                     "session": session,
                     "user": user,
                     "raw_query": rng.choice(QUERIES),
-                    "rewrite": {"normalized_query": "如何 配置 apt 源", "keywords": ["apt", "源"],
-                                "aliases": {"源": ["软件源"]}, "sub_queries": [], "mode": "rules"},
+                    "rewrite": {
+                        "normalized_query": "如何 配置 apt 源",
+                        "keywords": ["apt", "源"],
+                        "aliases": {"源": ["软件源"]},
+                        "sub_queries": [],
+                        "mode": "rules",
+                    },
                     "stages": {
                         "bm25": [{"chunk_id": c, "score": round(rng.random() * 20, 3)} for c in ids[:6]],
                         "dense": [{"chunk_id": c, "score": round(rng.random(), 4)} for c in ids[6:12]],
@@ -75,11 +86,16 @@ def generate(path: Path, lines: int, seed: int = 7) -> None:
                     },
                     "answer": answer,
                     "citations": [] if rng.random() < 0.02 else ids[18:20],
-                    "feedback": {"rating": rating, "reason": None, "escalated": rng.random() < 0.01, "follow_up": None},
+                    "feedback": {
+                        "rating": rating,
+                        "reason": None,
+                        "escalated": rng.random() < 0.01,
+                        "follow_up": None,
+                    },
                     "latency_ms": round(rng.uniform(200, 2500), 1),
                     "pipeline_version": "2026.10.3",
                     "config_hash": "ab12cd34ef56",
-                }  # fmt: skip
+                }
                 handle.write(orjson.dumps(record) + b"\n")
                 written += 1
 

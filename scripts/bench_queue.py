@@ -51,18 +51,33 @@ def fill(db_path: Path, requests: int, flagged_every: int = 10, batch: int = 20_
                 status = rng.choice(STATUSES)
                 labels = [rng.choice(LABELS)] if status != "new" else []
                 reasons = json.dumps(rng.sample(REASONS, rng.randint(1, 2)))
-                triage_rows.append((request_id, status, reasons, json.dumps(labels), labels[0] if labels else None,
-                                    "[]", "[]", ts, now, now, 1))  # fmt: skip
+                triage_rows.append(
+                    (
+                        request_id,
+                        status,
+                        reasons,
+                        json.dumps(labels),
+                        labels[0] if labels else None,
+                        "[]",
+                        "[]",
+                        ts,
+                        now,
+                        now,
+                        1,
+                    )
+                )
         with write_session(engine) as session:
             connection = session.connection()
             connection.exec_driver_sql(
-                "INSERT INTO request_log (request_id, ts, session_hash, raw_query, body, ingested_at, escalated, "
+                "INSERT INTO request_log (request_id, ts, session_hash, raw_query, body, ingested_at, "
+                "escalated, "
                 "recovered) VALUES (?, ?, ?, ?, ?, ?, 0, 0)",
                 request_rows,  # type: ignore[arg-type]
             )
             connection.exec_driver_sql(
-                "INSERT INTO triage_record (request_id, status, reasons, labels, primary_label, gold_chunk_ids, notes, "
-                "request_ts, created_at, updated_at, revision) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO triage_record (request_id, status, reasons, labels, primary_label, "
+                "gold_chunk_ids, notes, request_ts, created_at, updated_at, revision) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 triage_rows,  # type: ignore[arg-type]
             )
     with engine.connect() as connection:
@@ -119,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "RAGTRIAGE_HOME": str(home)}
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "ragtriage", "queue"], env=env, capture_output=True, check=True)
-    figures["cli `ragtriage queue` wall ms (incl. interpreter start)"] = round((time.perf_counter() - started) * 1000)
+    figures["cli `ragtriage queue` wall ms (incl. interpreter start)"] = round(
+        (time.perf_counter() - started) * 1000
+    )
     if args.json:
         print(json.dumps(figures, indent=2))
     else:

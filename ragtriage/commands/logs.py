@@ -8,7 +8,13 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from ragtriage.commands.common import echo_json, open_workspace, stderr_console, stdout_console, workspace_options
+from ragtriage.commands.common import (
+    echo_json,
+    open_workspace,
+    stderr_console,
+    stdout_console,
+    workspace_options,
+)
 from ragtriage.logs.ingest import IngestReport, ingest_files
 from ragtriage.logs.queue import QueuePage, list_queue, parse_since
 from ragtriage.logs.requests import RequestView, request_view
@@ -24,11 +30,15 @@ def logs_group() -> None:
 
 
 @logs_group.command("ingest")
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument(
+    "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
 @click.option("--strict", is_flag=True, help="Stop at the first bad line (default: quarantine it and go on).")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 @workspace_options
-def ingest_command(files: tuple[Path, ...], strict: bool, as_json: bool, home: Path | None, config_file: Path | None) -> None:
+def ingest_command(
+    files: tuple[Path, ...], strict: bool, as_json: bool, home: Path | None, config_file: Path | None
+) -> None:
     """Ingest JSONL or JSONL.gz request logs; flagged requests enter the queue as `new`.
 
     Idempotent: ingesting the same file again changes nothing. Always
@@ -43,9 +53,13 @@ def ingest_command(files: tuple[Path, ...], strict: bool, as_json: bool, home: P
                 err.print(f"\r{read:,} lines read", end="")
 
         report = ingest_files(
-            workspace.engine, list(files), flagging=logs_settings.flagging, strict=strict,
-            batch_size=logs_settings.batch_size, on_progress=progress,
-        )  # fmt: skip
+            workspace.engine,
+            list(files),
+            flagging=logs_settings.flagging,
+            strict=strict,
+            batch_size=logs_settings.batch_size,
+            on_progress=progress,
+        )
         if err.is_terminal:
             err.print()
     if as_json:
@@ -63,28 +77,43 @@ def _print_report(report: IngestReport) -> None:
         console.print(f"{'':>{width}}  {kind}: {count:,}")
     if report.quarantined:
         stderr_console().print(
-            f"{report.quarantined} line(s) quarantined; each is stored with its file, line number, reason and bytes"
+            f"{report.quarantined} line(s) quarantined with file, line number, reason and bytes"
         )
 
 
 @click.command("queue")
 @click.option("--status", type=click.Choice(TRIAGE_STATUSES), default=None, help="Only this triage status.")
 @click.option("--label", default=None, help="Only records carrying this label.")
-@click.option("--reason", default=None, help="Only records flagged for this reason (e.g. bad_rating, follow_up).")
+@click.option(
+    "--reason", default=None, help="Only records flagged for this reason (e.g. bad_rating, follow_up)."
+)
 @click.option("--since", default=None, help="Requests since a time: 30m, 12h, 7d, 2w or an ISO date/time.")
 @click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True)
 @click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the page as JSON.")
 @workspace_options
 def queue_command(
-    status: str | None, label: str | None, reason: str | None, since: str | None, limit: int, offset: int,
-    as_json: bool, home: Path | None, config_file: Path | None,
-) -> None:  # fmt: skip
+    status: str | None,
+    label: str | None,
+    reason: str | None,
+    since: str | None,
+    limit: int,
+    offset: int,
+    as_json: bool,
+    home: Path | None,
+    config_file: Path | None,
+) -> None:
     """List flagged requests, newest first, with the total matching the filters."""
     since_time = parse_since(since) if since is not None else None
     with open_workspace(home, config_file) as workspace:
         page = list_queue(
-            workspace.engine, status=status, label=label, reason=reason, since=since_time, limit=limit, offset=offset
+            workspace.engine,
+            status=status,
+            label=label,
+            reason=reason,
+            since=since_time,
+            limit=limit,
+            offset=offset,
         )
     if as_json:
         echo_json(page)
@@ -170,7 +199,11 @@ def _print_view(view: RequestView) -> None:
     if extras:
         _field(out, "other fields", ", ".join(sorted(extras)))
     stored = view.request
-    _field(out, "source", f"{stored.source_file}:{stored.source_line}" + (" (GB18030, recovered)" if stored.recovered else ""))
+    _field(
+        out,
+        "source",
+        f"{stored.source_file}:{stored.source_line}" + (" (GB18030, recovered)" if stored.recovered else ""),
+    )
     if stored.conflicts:
         _field(out, "conflicts", f"{stored.conflicts} later line(s) had a different body under this id")
     triage = view.triage

@@ -40,13 +40,33 @@ INGEST_USER = "ingest"
 SQLITE_CACHE_KIB = 131072
 SQLITE_AUTOCHECKPOINT_PAGES = 16384
 _REQUEST_COLUMNS = (
-    "request_id", "ts", "kb", "session_hash", "user_hash", "raw_query", "rating", "escalated",
-    "body", "source_file", "source_line", "recovered", "ingested_at",
-)  # fmt: skip
+    "request_id",
+    "ts",
+    "kb",
+    "session_hash",
+    "user_hash",
+    "raw_query",
+    "rating",
+    "escalated",
+    "body",
+    "source_file",
+    "source_line",
+    "recovered",
+    "ingested_at",
+)
 _TRIAGE_INSERT_COLUMNS = (
-    "request_id", "status", "reasons", "labels", "gold_chunk_ids", "notes", "request_ts", "created_at",
-    "updated_at", "updated_by", "revision",
-)  # fmt: skip
+    "request_id",
+    "status",
+    "reasons",
+    "labels",
+    "gold_chunk_ids",
+    "notes",
+    "request_ts",
+    "created_at",
+    "updated_at",
+    "updated_by",
+    "revision",
+)
 _SQLITE_INSERT_TRIAGE = (
     f"INSERT INTO triage_record ({', '.join(_TRIAGE_INSERT_COLUMNS)}) "
     f"VALUES ({', '.join('?' * len(_TRIAGE_INSERT_COLUMNS))}) ON CONFLICT DO NOTHING"
@@ -83,7 +103,9 @@ def insert_ignoring_existing(connection: Connection, table: Table, rows: list[di
     elif dialect == "postgresql":
         statement = postgresql_insert(table).on_conflict_do_nothing()
     else:
-        raise StoreError(f"request-log ingest supports SQLite and PostgreSQL, not {dialect}; change store.url")
+        raise StoreError(
+            f"request-log ingest supports SQLite and PostgreSQL, not {dialect}; change store.url"
+        )
     connection.execute(statement, rows)
 
 
@@ -150,29 +172,60 @@ class BatchWriter:
             self._insert_conflicts(connection, source, conflicts, now)
             self._insert_quarantine(connection, source, bad, now)
 
-    def _insert_requests(self, connection: Connection, source: str, lines: list[LogLine], now: datetime) -> None:
+    def _insert_requests(
+        self, connection: Connection, source: str, lines: list[LogLine], now: datetime
+    ) -> None:
         if not lines:
             return
         if connection.dialect.name == "sqlite":
             # The hot path: plain tuples straight to the driver (no per-row type processing).
             ingested_at = _sqlite_time(now)
             rows = [
-                (ln.request_id, None if ln.ts is None else _sqlite_time(ln.ts), ln.kb, ln.session, ln.user, ln.raw_query,
-                 ln.rating, int(ln.escalated), ln.body, source, ln.line_no, int(ln.recovered), ingested_at)
+                (
+                    ln.request_id,
+                    None if ln.ts is None else _sqlite_time(ln.ts),
+                    ln.kb,
+                    ln.session,
+                    ln.user,
+                    ln.raw_query,
+                    ln.rating,
+                    int(ln.escalated),
+                    ln.body,
+                    source,
+                    ln.line_no,
+                    int(ln.recovered),
+                    ingested_at,
+                )
                 for ln in lines
-            ]  # fmt: skip
+            ]
             connection.exec_driver_sql(_SQLITE_INSERT_REQUESTS, rows)  # type: ignore[arg-type]
             return
         dict_rows = [
-            dict(request_id=ln.request_id, ts=ln.ts, kb=ln.kb, session_hash=ln.session, user_hash=ln.user,
-                 raw_query=ln.raw_query, rating=ln.rating, escalated=ln.escalated, body=ln.body, source_file=source,
-                 source_line=ln.line_no, recovered=ln.recovered, ingested_at=now)
+            dict(
+                request_id=ln.request_id,
+                ts=ln.ts,
+                kb=ln.kb,
+                session_hash=ln.session,
+                user_hash=ln.user,
+                raw_query=ln.raw_query,
+                rating=ln.rating,
+                escalated=ln.escalated,
+                body=ln.body,
+                source_file=source,
+                source_line=ln.line_no,
+                recovered=ln.recovered,
+                ingested_at=now,
+            )
             for ln in lines
-        ]  # fmt: skip
+        ]
         insert_ignoring_existing(connection, RequestLogRow.__table__, dict_rows)  # type: ignore[attr-defined]
 
     def _flag(
-        self, connection: Connection, new_lines: list[LogLine], followed: dict[str, datetime | None], now: datetime
+        self,
+        connection: Connection,
+        new_lines: list[LogLine],
+        followed: dict[str, datetime | None],
+        now: datetime,
     ) -> None:
         reasons: dict[str, list[str]] = {}
         for line in new_lines:
@@ -203,17 +256,39 @@ class BatchWriter:
         if connection.dialect.name == "sqlite":
             created = _sqlite_time(now)
             rows = [
-                (rid, "new", orjson.dumps(reasons).decode(), "[]", "[]", "[]", _sqlite_time(ts), created, created,
-                 INGEST_USER, 1)
+                (
+                    rid,
+                    "new",
+                    orjson.dumps(reasons).decode(),
+                    "[]",
+                    "[]",
+                    "[]",
+                    _sqlite_time(ts),
+                    created,
+                    created,
+                    INGEST_USER,
+                    1,
+                )
                 for rid, reasons, ts in flags
-            ]  # fmt: skip
+            ]
             connection.exec_driver_sql(_SQLITE_INSERT_TRIAGE, rows)  # type: ignore[arg-type]
             return
         dict_rows = [
-            dict(request_id=rid, status="new", reasons=reasons, labels=[], gold_chunk_ids=[], notes=[],
-                 request_ts=ts, created_at=now, updated_at=now, updated_by=INGEST_USER, revision=1)
+            dict(
+                request_id=rid,
+                status="new",
+                reasons=reasons,
+                labels=[],
+                gold_chunk_ids=[],
+                notes=[],
+                request_ts=ts,
+                created_at=now,
+                updated_at=now,
+                updated_by=INGEST_USER,
+                revision=1,
+            )
             for rid, reasons, ts in flags
-        ]  # fmt: skip
+        ]
         insert_ignoring_existing(connection, TriageRow.__table__, dict_rows)  # type: ignore[attr-defined]
 
     def _followed_up(self, connection: Connection, new_lines: list[LogLine]) -> dict[str, datetime | None]:
@@ -229,7 +304,9 @@ class BatchWriter:
         high = max(line.ts for line in timed) + window  # type: ignore[type-var, operator]
         table = RequestLogRow.__table__  # type: ignore[attr-defined]
         sessions = sorted({line.session for line in timed})  # type: ignore[type-var]
-        neighbours: list[tuple[str, str, datetime]] = [(line.session, line.request_id, line.ts) for line in timed]  # type: ignore[misc]
+        neighbours: list[tuple[str, str, datetime]] = [
+            (line.session, line.request_id, line.ts) for line in timed
+        ]  # type: ignore[misc]
         for chunk in _chunks(sessions):
             neighbours.extend(
                 connection.execute(
@@ -238,7 +315,9 @@ class BatchWriter:
                     )
                 ).all()
             )
-        flagged = followed_up(neighbours, self.follow_up_minutes, involving={line.request_id for line in timed})
+        flagged = followed_up(
+            neighbours, self.follow_up_minutes, involving={line.request_id for line in timed}
+        )
         ts_by_id = {request_id: ts for _session, request_id, ts in neighbours}
         return {request_id: ts_by_id.get(request_id) for request_id in flagged}
 
@@ -250,7 +329,9 @@ class BatchWriter:
         existing: dict[str, tuple[list[str], int]] = {}
         for chunk in _chunks(list(earlier)):
             for request_id, reasons, revision in connection.execute(
-                select(table.c.request_id, table.c.reasons, table.c.revision).where(table.c.request_id.in_(chunk))
+                select(table.c.request_id, table.c.reasons, table.c.revision).where(
+                    table.c.request_id.in_(chunk)
+                )
             ):
                 existing[request_id] = (list(reasons or []), revision)
         audit = []
@@ -260,33 +341,62 @@ class BatchWriter:
             connection.execute(
                 update(table)
                 .where(table.c.request_id == request_id)
-                .values(reasons=[*reasons, REASON_FOLLOW_UP], revision=revision + 1, updated_at=now,
-                        updated_by=INGEST_USER)
-            )  # fmt: skip
+                .values(
+                    reasons=[*reasons, REASON_FOLLOW_UP],
+                    revision=revision + 1,
+                    updated_at=now,
+                    updated_by=INGEST_USER,
+                )
+            )
             change = {"before": reasons, "after": [*reasons, REASON_FOLLOW_UP]}
-            audit.append(dict(request_id=request_id, at=now, user=INGEST_USER, action="flag", change=change,
-                              revision=revision + 1))  # fmt: skip
+            audit.append(
+                dict(
+                    request_id=request_id,
+                    at=now,
+                    user=INGEST_USER,
+                    action="flag",
+                    change=change,
+                    revision=revision + 1,
+                )
+            )
         if audit:
             connection.execute(TriageAuditRow.__table__.insert(), audit)  # type: ignore[attr-defined]
         return [(rid, [REASON_FOLLOW_UP], ts or now) for rid, ts in earlier.items() if rid not in existing]
 
-    def _insert_conflicts(self, connection: Connection, source: str, lines: list[LogLine], now: datetime) -> None:
+    def _insert_conflicts(
+        self, connection: Connection, source: str, lines: list[LogLine], now: datetime
+    ) -> None:
         self.report.conflicts += len(lines)
         rows = [
-            dict(request_id=ln.request_id, source_file=source, line_no=ln.line_no, body=ln.body,
-                 body_hash=hashlib.sha256(ln.body.encode()).hexdigest(), detected_at=now)
+            dict(
+                request_id=ln.request_id,
+                source_file=source,
+                line_no=ln.line_no,
+                body=ln.body,
+                body_hash=hashlib.sha256(ln.body.encode()).hexdigest(),
+                detected_at=now,
+            )
             for ln in lines
-        ]  # fmt: skip
+        ]
         insert_ignoring_existing(connection, LogConflictRow.__table__, rows)  # type: ignore[attr-defined]
 
-    def _insert_quarantine(self, connection: Connection, source: str, bad: list[BadLine], now: datetime) -> None:
+    def _insert_quarantine(
+        self, connection: Connection, source: str, bad: list[BadLine], now: datetime
+    ) -> None:
         report = self.report
         report.quarantined += len(bad)
         for line in bad:
             report.quarantined_by_kind[line.kind] = report.quarantined_by_kind.get(line.kind, 0) + 1
         rows = [
-            dict(source_file=source, line_no=b.line_no, kind=b.kind, reason=f"{b.message} — {b.fix}", raw=b.raw,
-                 raw_hash=hashlib.sha256(b.raw).hexdigest(), quarantined_at=now)
+            dict(
+                source_file=source,
+                line_no=b.line_no,
+                kind=b.kind,
+                reason=f"{b.message} — {b.fix}",
+                raw=b.raw,
+                raw_hash=hashlib.sha256(b.raw).hexdigest(),
+                quarantined_at=now,
+            )
             for b in bad
-        ]  # fmt: skip
+        ]
         insert_ignoring_existing(connection, QuarantinedLineRow.__table__, rows)  # type: ignore[attr-defined]

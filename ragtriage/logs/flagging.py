@@ -54,7 +54,11 @@ class LineRules:
         answer = line.answer
         if answer and any(marker in answer for marker in self.refusal_markers):
             reasons.append(REASON_REFUSAL)
-        if self.min_confidence is not None and line.confidence is not None and line.confidence < self.min_confidence:
+        if (
+            self.min_confidence is not None
+            and line.confidence is not None
+            and line.confidence < self.min_confidence
+        ):
             reasons.append(REASON_LOW_CONFIDENCE)
         return reasons
 
@@ -77,7 +81,7 @@ def followed_up(
     flagged: set[str] = set()
     for timeline in by_session.values():
         timeline.sort()
-        for (earlier_ts, earlier_id), (later_ts, later_id) in zip(timeline, timeline[1:]):
+        for (earlier_ts, earlier_id), (later_ts, later_id) in zip(timeline, timeline[1:], strict=False):
             if earlier_id == later_id or later_ts - earlier_ts > window:
                 continue
             if involving is None or earlier_id in involving or later_id in involving:

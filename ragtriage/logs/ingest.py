@@ -77,7 +77,9 @@ def ingest_files(
             for path in paths:
                 source = str(Path(path).resolve())
                 stream = iter_raw_lines(Path(path))
-                if _ingest_stream(writer, stream, source, str(path), strict, batch_size, on_progress, should_stop):
+                if _ingest_stream(
+                    writer, stream, source, str(path), strict, batch_size, on_progress, should_stop
+                ):
                     report.stopped = True
                     break
     finally:

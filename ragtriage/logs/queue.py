@@ -55,7 +55,8 @@ def parse_since(text: str, *, now: datetime | None = None) -> datetime:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
         raise InputError(
-            f"--since {text!r}: give a duration like 30m, 12h, 7d, 2w or a date/time like 2026-11-02 or 2026-11-02T08:00"
+            f"--since {text!r}: give a duration like 30m, 12h, 7d, 2w "
+            "or a date/time like 2026-11-02 or 2026-11-02T08:00"
         ) from None
     return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
 
@@ -88,9 +89,16 @@ def list_queue(
         total = session.execute(select(func.count()).select_from(triage).where(*conditions)).scalar_one()
         rows = session.execute(
             select(
-                triage.c.request_id, triage.c.request_ts, requests.c.raw_query, triage.c.reasons, triage.c.status,
-                triage.c.primary_label, triage.c.labels, triage.c.assignee, triage.c.revision,
-            )  # fmt: skip
+                triage.c.request_id,
+                triage.c.request_ts,
+                requests.c.raw_query,
+                triage.c.reasons,
+                triage.c.status,
+                triage.c.primary_label,
+                triage.c.labels,
+                triage.c.assignee,
+                triage.c.revision,
+            )
             .join(requests, requests.c.request_id == triage.c.request_id)
             .where(*conditions)
             .order_by(triage.c.request_ts.desc(), triage.c.request_id.desc())
@@ -99,10 +107,16 @@ def list_queue(
         ).all()
     items = [
         QueueItem(
-            request_id=row.request_id, ts=row.request_ts, raw_query=row.raw_query, reasons=list(row.reasons or []),
-            status=row.status, primary_label=row.primary_label, labels=list(row.labels or []),
-            assignee=row.assignee, revision=row.revision,
-        )  # fmt: skip
+            request_id=row.request_id,
+            ts=row.request_ts,
+            raw_query=row.raw_query,
+            reasons=list(row.reasons or []),
+            status=row.status,
+            primary_label=row.primary_label,
+            labels=list(row.labels or []),
+            assignee=row.assignee,
+            revision=row.revision,
+        )
         for row in rows
     ]
     return QueuePage(total=total, offset=offset, limit=limit, items=items)

@@ -15,8 +15,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from operator import itemgetter, methodcaller
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -262,7 +262,11 @@ def _parse_fast(raw: bytes, line_no: int) -> LogLine | None:
     if feedback is not None:
         if type(feedback) is not dict:
             return None
-        rating, escalated, follow_up = feedback.get("rating"), feedback.get("escalated"), feedback.get("follow_up")
+        rating, escalated, follow_up = (
+            feedback.get("rating"),
+            feedback.get("escalated"),
+            feedback.get("follow_up"),
+        )
         reason = feedback.get("reason")
         if (
             (rating is not None and type(rating) not in (str, int, float))
@@ -323,7 +327,9 @@ def _reject_constant(token: str) -> Any:
 
 def _is_union_tag(part: Any) -> bool:
     # pydantic names union branches in `loc` (`str`, `StageItem`, `list[str]`); they are not field names.
-    return isinstance(part, str) and (part in ("str", "int", "float", "bool") or part[:1].isupper() or "[" in part)
+    return isinstance(part, str) and (
+        part in ("str", "int", "float", "bool") or part[:1].isupper() or "[" in part
+    )
 
 
 _JSON_KIND = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
@@ -361,14 +367,18 @@ def _parse_slow(raw: bytes, line_no: int, unterminated: bool) -> LogLine | BadLi
         return bad("invalid_json", "JSON nested too deeply", "flatten the record")
     except json.JSONDecodeError as error:
         if _TRAILING_COMMA.search(text):
-            return bad("trailing_comma", f"trailing comma (column {error.colno}: {error.msg})", "remove the comma")
+            return bad(
+                "trailing_comma", f"trailing comma (column {error.colno}: {error.msg})", "remove the comma"
+            )
         if unterminated:
             return bad(
                 "truncated",
                 f"last line has no newline and is cut off ({error.msg} at column {error.colno})",
                 "the file was copied while being written; copy it again once complete",
             )
-        return bad("invalid_json", f"not valid JSON: {error.msg} at column {error.colno}", "fix the JSON syntax")
+        return bad(
+            "invalid_json", f"not valid JSON: {error.msg} at column {error.colno}", "fix the JSON syntax"
+        )
     if not isinstance(obj, dict):
         kind = "null" if obj is None else _JSON_KIND.get(type(obj), type(obj).__name__)
         return bad("not_object", f"the line is {kind}, not a JSON object", "write one {…} object per line")
@@ -382,7 +392,9 @@ def _parse_slow(raw: bytes, line_no: int, unterminated: bool) -> LogLine | BadLi
         if first["type"] == "missing":
             return bad("missing_field", f"missing required field '{where}'", f"add '{where}' to every record")
         got = repr(first.get("input"))[:60]
-        return bad("invalid_field", f"field '{where}': {first['msg']} (got {got})", "fix the value or drop the field")
+        return bad(
+            "invalid_field", f"field '{where}': {first['msg']} (got {got})", "fix the value or drop the field"
+        )
     ts = _utc(record.ts) if record.ts is not None else None
     if ts is not None:
         mapped = {**mapped, "ts": _iso_z(ts)}
@@ -390,7 +402,9 @@ def _parse_slow(raw: bytes, line_no: int, unterminated: bool) -> LogLine | BadLi
     try:
         body.encode("utf-8")
     except UnicodeEncodeError:
-        return bad("bad_encoding", "a \\uD8xx escape that is half of a surrogate pair", "log whole characters")
+        return bad(
+            "bad_encoding", "a \\uD8xx escape that is half of a surrogate pair", "log whole characters"
+        )
     feedback = record.feedback
     confidence = mapped.get("confidence")
     return LogLine(
@@ -406,7 +420,9 @@ def _parse_slow(raw: bytes, line_no: int, unterminated: bool) -> LogLine | BadLi
         follow_up_marked=bool(feedback is not None and feedback.follow_up),
         citations_empty=record.citations is not None and not record.citations,
         answer=record.answer,
-        confidence=float(confidence) if isinstance(confidence, (int, float)) and not isinstance(confidence, bool) else None,
+        confidence=float(confidence)
+        if isinstance(confidence, (int, float)) and not isinstance(confidence, bool)
+        else None,
         body=body,
         recovered=recovered,
     )

@@ -71,7 +71,9 @@ def get_request(engine: Engine, request_id: str) -> RequestLog:
     """
     stored = find_request(engine, request_id)
     if stored is None:
-        raise NotFoundError(f"no logged request with request_id {request_id!r}; check the id or ingest its log")
+        raise NotFoundError(
+            f"no logged request with request_id {request_id!r}; check the id or ingest its log"
+        )
     return stored.record
 
 
@@ -116,5 +118,7 @@ def request_view(engine: Engine, request_id: str) -> RequestView:
     """
     stored = find_request(engine, request_id)
     if stored is None:
-        raise NotFoundError(f"no logged request with request_id {request_id!r}; check the id or ingest its log")
+        raise NotFoundError(
+            f"no logged request with request_id {request_id!r}; check the id or ingest its log"
+        )
     return RequestView(request=stored, triage=find_record(engine, request_id))

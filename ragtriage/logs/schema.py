@@ -129,7 +129,7 @@ class RequestLog(_Open):
     @model_validator(mode="before")
     @classmethod
     def _map_flat_form(cls, data: Any) -> Any:
-        """Map flat-form keys onto v1 sections; a v1 key already present wins and the flat key stays as extra."""
+        """Map flat-form keys onto v1 sections (a v1 key already present wins; the flat one stays)."""
         if not isinstance(data, dict):
             return data
         return map_flat_form(data)
@@ -153,7 +153,9 @@ def map_flat_form(data: dict[str, Any]) -> dict[str, Any]:
         mapped["rewrite"] = {"rewritten_query": texts[0] if texts else None, "sub_queries": texts[1:]}
     if "user_feedback" in mapped and "feedback" not in mapped:
         feedback = mapped.pop("user_feedback")
-        mapped["feedback"] = feedback if isinstance(feedback, dict) or feedback is None else {"rating": feedback}
+        mapped["feedback"] = (
+            feedback if isinstance(feedback, dict) or feedback is None else {"rating": feedback}
+        )
     return mapped
 
 
@@ -194,9 +196,16 @@ def to_trace(record: RequestLog) -> Trace:
     )
     stages = record.stages or LoggedStages()
     routes = []
-    for name, kind, items in ((ROUTE_BM25_RAW, "bm25", stages.bm25), (ROUTE_DENSE_RAW, "dense", stages.dense)):
+    for name, kind, items in (
+        (ROUTE_BM25_RAW, "bm25", stages.bm25),
+        (ROUTE_DENSE_RAW, "dense", stages.dense),
+    ):
         if items is not None:
-            routes.append(RouteResult(name=name, kind=kind, query=record.raw_query, hits=_scored(items), flags=["logged"]))
+            routes.append(
+                RouteResult(
+                    name=name, kind=kind, query=record.raw_query, hits=_scored(items), flags=["logged"]
+                )
+            )
     all_items = [i for s in STAGE_NAMES for i in (getattr(stages, s) or ())]
     flags = ["logged"]
     if any(isinstance(i, str) or i.score is None for i in all_items):

@@ -104,7 +104,8 @@ class TriageRow(SQLModel, table=True):
     status: str = "new"
     """`new`, `in_progress`, `confirmed` or `dismissed`."""
     reasons: list[str] = Field(default_factory=list, sa_column=deep_json_list_column(nullable=False))
-    """Why it was flagged: `bad_rating`, `escalated`, `follow_up`, `empty_citations`, `refusal`, `low_confidence`."""
+    """Why it was flagged: `bad_rating`, `escalated`, `follow_up`, `empty_citations`, `refusal`,
+    `low_confidence` (or `manual` when a triager opened it)."""
     labels: list[str] = Field(default_factory=list, sa_column=deep_json_list_column(nullable=False))
     """Root-cause labels; the first is the primary one (also in `primary_label`)."""
     primary_label: str | None = Field(default=None, index=True)

@@ -76,7 +76,9 @@ class TrackedList(list[Any]):
         self._root = root
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        tracked = [_track(v, self._root) for v in value] if isinstance(index, slice) else _track(value, self._root)
+        tracked = (
+            [_track(v, self._root) for v in value] if isinstance(index, slice) else _track(value, self._root)
+        )
         super().__setitem__(index, tracked)
         self._root.changed()
 

@@ -116,7 +116,9 @@ def get_record(engine: Engine, request_id: str) -> TriageRecord:
     """
     record = find_record(engine, request_id)
     if record is None:
-        raise NotFoundError(f"no triage record for request_id {request_id!r}; run `ragtriage queue` to list them")
+        raise NotFoundError(
+            f"no triage record for request_id {request_id!r}; run `ragtriage queue` to list them"
+        )
     return record
 
 
@@ -187,7 +189,10 @@ def audit_log(engine: Engine, request_id: str) -> list[AuditEntry]:
         rows = session.scalars(
             select(TriageAuditRow).where(TriageAuditRow.request_id == request_id).order_by(TriageAuditRow.id)
         ).all()
-        return [AuditEntry(at=r.at, user=r.user, action=r.action, change=dict(r.change), revision=r.revision) for r in rows]
+        return [
+            AuditEntry(at=r.at, user=r.user, action=r.action, change=dict(r.change), revision=r.revision)
+            for r in rows
+        ]
 
 
 Mutation = Callable[[TriageRow, str, datetime], tuple[Any, Any]]
@@ -213,9 +218,15 @@ def _change(
                 raise NotFoundError(f"no logged request with request_id {request_id!r}; ingest its log first")
             # A triager may open any logged request, not only flagged ones.
             row = TriageRow(
-                request_id=request_id, status="new", reasons=[MANUAL_REASON], request_ts=request.ts or now,
-                created_at=now, updated_at=now, updated_by=who, revision=0,
-            )  # fmt: skip
+                request_id=request_id,
+                status="new",
+                reasons=[MANUAL_REASON],
+                request_ts=request.ts or now,
+                created_at=now,
+                updated_at=now,
+                updated_by=who,
+                revision=0,
+            )
             session.add(row)
         elif expected_revision is not None and row.revision != expected_revision:
             raise ConflictError(
@@ -229,16 +240,25 @@ def _change(
         row.updated_by = who
         session.add(
             TriageAuditRow(
-                request_id=request_id, at=now, user=who, action=action,
-                change={"before": before, "after": after}, revision=row.revision,
+                request_id=request_id,
+                at=now,
+                user=who,
+                action=action,
+                change={"before": before, "after": after},
+                revision=row.revision,
             )
-        )  # fmt: skip
+        )
         session.flush()
         return _to_record(row)
 
 
 def set_status(
-    engine: Engine, request_id: str, status: str, *, expected_revision: int | None = None, user: str | None = None
+    engine: Engine,
+    request_id: str,
+    status: str,
+    *,
+    expected_revision: int | None = None,
+    user: str | None = None,
 ) -> TriageRecord:
     """Move a record to `new`, `in_progress`, `confirmed` or `dismissed`.
 
@@ -332,7 +352,12 @@ def set_gold(
 
 
 def add_note(
-    engine: Engine, request_id: str, text: str, *, expected_revision: int | None = None, user: str | None = None
+    engine: Engine,
+    request_id: str,
+    text: str,
+    *,
+    expected_revision: int | None = None,
+    user: str | None = None,
 ) -> TriageRecord:
     """Append a note signed with the user and the time."""
     if not text.strip():

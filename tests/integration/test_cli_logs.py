@@ -27,11 +27,21 @@ def _run(*args: str) -> Result:
 
 def _log(tmp_path: Path) -> Path:
     lines = [
-        {"request_id": "q1", "ts": "2026-11-01T08:00:00Z", "raw_query": "怎么 [bold]重启[/bold] 服务", "feedback": {"rating": "down"}},
+        {
+            "request_id": "q1",
+            "ts": "2026-11-01T08:00:00Z",
+            "raw_query": "怎么 [bold]重启[/bold] 服务",
+            "feedback": {"rating": "down"},
+        },
         {"request_id": "q2", "ts": "2026-11-02T08:00:00Z", "raw_query": "apt 源", "citations": []},
         {"request_id": "q3", "ts": "2026-11-03T08:00:00Z", "raw_query": "没问题的请求", "citations": ["c1"]},
-        {"request_id": "q4", "ts": "2026-11-04T08:00:00Z", "raw_query": "人工", "feedback": {"escalated": True}},
-    ]  # fmt: skip
+        {
+            "request_id": "q4",
+            "ts": "2026-11-04T08:00:00Z",
+            "raw_query": "人工",
+            "feedback": {"escalated": True},
+        },
+    ]
     path = tmp_path / "requests.jsonl"
     path.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
     return path
@@ -45,7 +55,9 @@ def test_ingest_prints_the_counts_and_json(tmp_path: Path) -> None:
     again = _run("logs", "ingest", str(BROKEN), "--json")
     counts = json.loads(again.stdout)
     assert counts["read"] == EXPECTED["read"] and counts["ingested"] == 0
-    assert counts["read"] == sum(counts[k] for k in ("ingested", "duplicates", "conflicts", "quarantined", "blank"))
+    assert counts["read"] == sum(
+        counts[k] for k in ("ingested", "duplicates", "conflicts", "quarantined", "blank")
+    )
     assert counts["flagged"] == 0 and "recovered" in counts
 
 
@@ -64,7 +76,9 @@ def test_queue_table_filters_and_true_total(tmp_path: Path) -> None:
     page = json.loads(_run("queue", "--json", "--offset", "2").stdout)
     assert page["total"] == 3 and [i["request_id"] for i in page["items"]] == ["q1"]
     assert page["items"][0]["raw_query"] == "怎么 [bold]重启[/bold] 服务"
-    assert [i["request_id"] for i in json.loads(_run("queue", "--json", "--reason", "escalated").stdout)["items"]] == ["q4"]
+    assert [
+        i["request_id"] for i in json.loads(_run("queue", "--json", "--reason", "escalated").stdout)["items"]
+    ] == ["q4"]
     since = json.loads(_run("queue", "--json", "--since", "2026-11-02").stdout)
     assert since["total"] == 2
     assert json.loads(_run("queue", "--json", "--status", "confirmed").stdout)["total"] == 0
@@ -86,7 +100,9 @@ def test_queue_label_and_status_after_triage(tmp_path: Path, home: Path) -> None
     finally:
         workspace.close()
     page = json.loads(_run("queue", "--json", "--label", "bm25_miss").stdout)
-    assert [(i["request_id"], i["status"], i["primary_label"]) for i in page["items"]] == [("q2", "confirmed", "bm25_miss")]
+    assert [(i["request_id"], i["status"], i["primary_label"]) for i in page["items"]] == [
+        ("q2", "confirmed", "bm25_miss")
+    ]
     assert "bm25_miss" in _run("queue", "--status", "confirmed").stdout
 
 
@@ -121,7 +137,12 @@ def test_show_unknown_id_and_bad_since_are_user_errors(tmp_path: Path) -> None:
 def test_errors_exit_2_with_one_line_on_stderr(args: list[str], message: str, home: Path) -> None:
     env = {**os.environ, "RAGTRIAGE_HOME": str(home)}
     result = subprocess.run(
-        [sys.executable, "-m", "ragtriage", *args], capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=120
+        [sys.executable, "-m", "ragtriage", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+        timeout=120,
     )
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith(message) and "Traceback" not in result.stderr

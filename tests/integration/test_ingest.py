@@ -34,7 +34,9 @@ def engine(tmp_path: Path) -> Engine:
 
 
 def _line(request_id: str, **fields: Any) -> str:
-    return json.dumps({"request_id": request_id, "raw_query": fields.pop("raw_query", "q"), **fields}, ensure_ascii=False)
+    return json.dumps(
+        {"request_id": request_id, "raw_query": fields.pop("raw_query", "q"), **fields}, ensure_ascii=False
+    )
 
 
 def _count(engine: Engine, table: Any) -> int:
@@ -49,13 +51,17 @@ def test_broken_lines_file_gives_the_expected_counts(engine: Engine, name: str) 
     assert report.quarantined_by_kind == EXPECTED["quarantined_by_kind"]
     assert report.reconciles()
     with read_session(engine) as session:
-        quarantined = session.execute(select(QuarantinedLineRow).order_by(QuarantinedLineRow.line_no)).scalars().all()
+        quarantined = (
+            session.execute(select(QuarantinedLineRow).order_by(QuarantinedLineRow.line_no)).scalars().all()
+        )
         ids = sorted(session.execute(select(RequestLogRow.request_id)).scalars())
         flagged = {row.request_id: row.reasons for row in session.execute(select(TriageRow)).scalars()}
     assert [q.line_no for q in quarantined] == EXPECTED["quarantined_lines"]
     raw_lines = BROKEN.read_bytes().split(b"\n")
     assert all(q.raw == raw_lines[q.line_no - 1] for q in quarantined), "quarantine keeps the exact bytes"
-    assert all(q.source_file.endswith("broken_lines.jsonl" if name.endswith("l") else name) for q in quarantined)
+    assert all(
+        q.source_file.endswith("broken_lines.jsonl" if name.endswith("l") else name) for q in quarantined
+    )
     assert ids == EXPECTED["ingested_request_ids"]
     assert flagged == EXPECTED["flagged_reasons"]
     assert get_request(engine, "bl-009").raw_query == "第一行\u2028第二行 的查询"
@@ -73,9 +79,13 @@ def test_strict_mode_stops_at_the_first_bad_line_and_keeps_what_came_before(engi
 
 def test_same_file_again_changes_nothing(engine: Engine) -> None:
     first = ingest_files(engine, [BROKEN])
-    before = {t.__name__: _count(engine, t) for t in (RequestLogRow, TriageRow, QuarantinedLineRow, LogConflictRow)}
+    before = {
+        t.__name__: _count(engine, t) for t in (RequestLogRow, TriageRow, QuarantinedLineRow, LogConflictRow)
+    }
     again = ingest_files(engine, [BROKEN])
-    after = {t.__name__: _count(engine, t) for t in (RequestLogRow, TriageRow, QuarantinedLineRow, LogConflictRow)}
+    after = {
+        t.__name__: _count(engine, t) for t in (RequestLogRow, TriageRow, QuarantinedLineRow, LogConflictRow)
+    }
     assert before == after
     assert again.ingested == 0 and again.flagged == 0
     assert again.duplicates == first.ingested + first.duplicates
@@ -88,8 +98,20 @@ def test_mixed_file_reconciles_across_batches(engine: Engine, tmp_path: Path) ->
     path = tmp_path / "mixed.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     report = ingest_files(engine, [path], batch_size=3)
-    assert (report.read, report.ingested, report.duplicates, report.conflicts, report.quarantined, report.blank) == (
-        29, 23, 0, 2, 2, 2,
+    assert (
+        report.read,
+        report.ingested,
+        report.duplicates,
+        report.conflicts,
+        report.quarantined,
+        report.blank,
+    ) == (
+        29,
+        23,
+        0,
+        2,
+        2,
+        2,
     )
     assert report.reconciles()
     assert report.flagged == 5
@@ -117,13 +139,17 @@ def _ts(minutes: float) -> str:
 
 def test_follow_up_flags_the_earlier_request_across_batches_and_files(engine: Engine) -> None:
     flagging = FlaggingSettings(follow_up_minutes=5)
-    ingest_lines(engine, [_line("f1", session="s", ts=_ts(0)), _line("f9", session="t", ts=_ts(0))], flagging=flagging)
+    ingest_lines(
+        engine, [_line("f1", session="s", ts=_ts(0)), _line("f9", session="t", ts=_ts(0))], flagging=flagging
+    )
     assert find_record(engine, "f1") is None
     # f2 arrives in a later ingest, 3 minutes after f1: f1 is flagged; f3 comes 20 minutes later: nothing.
     report = ingest_lines(
-        engine, [_line("f2", session="s", ts=_ts(3)), _line("f3", session="s", ts=_ts(23))],
-        flagging=flagging, batch_size=1,
-    )  # fmt: skip
+        engine,
+        [_line("f2", session="s", ts=_ts(3)), _line("f3", session="s", ts=_ts(23))],
+        flagging=flagging,
+        batch_size=1,
+    )
     record = find_record(engine, "f1")
     assert record is not None and record.reasons == ["follow_up"]
     assert find_record(engine, "f2") is None and find_record(engine, "f3") is None
@@ -136,7 +162,9 @@ def test_follow_up_flags_the_earlier_request_across_batches_and_files(engine: En
 
 def test_follow_up_adds_a_reason_to_an_already_flagged_request(engine: Engine) -> None:
     flagging = FlaggingSettings(follow_up_minutes=5)
-    ingest_lines(engine, [_line("g1", session="s", ts=_ts(0), feedback={"rating": "down"})], flagging=flagging)
+    ingest_lines(
+        engine, [_line("g1", session="s", ts=_ts(0), feedback={"rating": "down"})], flagging=flagging
+    )
     ingest_lines(engine, [_line("g2", session="s", ts=_ts(1))], flagging=flagging)
     record = find_record(engine, "g1")
     assert record is not None and record.reasons == ["bad_rating", "follow_up"] and record.revision == 2
@@ -202,7 +230,9 @@ def test_postgresql_url_is_accepted_without_connecting() -> None:
 
 @pytest.mark.postgres
 def test_ingest_into_live_postgresql() -> None:
-    url = os.environ.get("RAGTRIAGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@localhost:5432/postgres")
+    url = os.environ.get(
+        "RAGTRIAGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@localhost:5432/postgres"
+    )
     pytest.importorskip("psycopg")
     from ragtriage.errors import StoreError
 

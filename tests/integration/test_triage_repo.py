@@ -22,7 +22,10 @@ from ragtriage.store.triage_repo import ConflictError
 
 
 def _flagged(engine: Engine, *request_ids: str) -> None:
-    lines = [json.dumps({"request_id": rid, "raw_query": f"query {rid}", "feedback": {"rating": "down"}}) for rid in request_ids]
+    lines = [
+        json.dumps({"request_id": rid, "raw_query": f"query {rid}", "feedback": {"rating": "down"}})
+        for rid in request_ids
+    ]
     ingest_lines(engine, lines)
 
 
@@ -48,8 +51,12 @@ def test_changes_bump_the_revision_and_write_audit_rows(engine: Engine) -> None:
     assert record.assignee == "dave" and record.updated_by == "carol"
     audit = triage_repo.audit_log(engine, "r1")
     assert [(a.action, a.user, a.revision) for a in audit] == [
-        ("status", "alice", 2), ("labels", "bob", 3), ("gold", "bob", 4), ("note", "carol", 5), ("assign", "carol", 6),
-    ]  # fmt: skip
+        ("status", "alice", 2),
+        ("labels", "bob", 3),
+        ("gold", "bob", 4),
+        ("note", "carol", 5),
+        ("assign", "carol", 6),
+    ]
     assert audit[0].change == {"before": "new", "after": "in_progress"}
 
 
@@ -151,7 +158,9 @@ def test_labelling_loop_and_ingest_write_one_sqlite_file_at_once(tmp_path: Path)
             while not done.is_set() or rounds < 40:
                 rid = f"t{rounds % 20}"
                 record = triage_repo.get_record(labeller_engine, rid)
-                triage_repo.set_labels(labeller_engine, rid, ["bm25_miss"], expected_revision=record.revision, user="u")
+                triage_repo.set_labels(
+                    labeller_engine, rid, ["bm25_miss"], expected_revision=record.revision, user="u"
+                )
                 triage_repo.add_note(labeller_engine, rid, f"round {rounds}", user="u")
                 rounds += 1
                 if not done.is_set():
@@ -162,7 +171,10 @@ def test_labelling_loop_and_ingest_write_one_sqlite_file_at_once(tmp_path: Path)
     labeller = threading.Thread(target=label_loop)
     labeller.start()
     try:
-        lines = [json.dumps({"request_id": f"bulk{i}", "raw_query": "q" * 200, "citations": []}) for i in range(6000)]
+        lines = [
+            json.dumps({"request_id": f"bulk{i}", "raw_query": "q" * 200, "citations": []})
+            for i in range(6000)
+        ]
         report = ingest_lines(ingest_engine, lines, batch_size=500)
     finally:
         done.set()
@@ -179,7 +191,9 @@ def test_labelling_loop_and_ingest_write_one_sqlite_file_at_once(tmp_path: Path)
 
 @pytest.mark.postgres
 def test_triage_changes_on_live_postgresql() -> None:
-    url = os.environ.get("RAGTRIAGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@localhost:5432/postgres")
+    url = os.environ.get(
+        "RAGTRIAGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@localhost:5432/postgres"
+    )
     pytest.importorskip("psycopg")
     try:
         engine = make_engine(url)

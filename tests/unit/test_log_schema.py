@@ -79,7 +79,9 @@ def test_flat_form_is_mapped_onto_v1_sections() -> None:
 
 
 def test_a_v1_section_wins_over_the_flat_key_which_stays_as_extra() -> None:
-    mapped = map_flat_form({"request_id": "r", "raw_query": "q", "stages": {"bm25": ["a"]}, "bm25_results": ["b"]})
+    mapped = map_flat_form(
+        {"request_id": "r", "raw_query": "q", "stages": {"bm25": ["a"]}, "bm25_results": ["b"]}
+    )
     assert mapped["stages"] == {"bm25": ["a"]}
     assert mapped["bm25_results"] == ["b"]
 
@@ -106,7 +108,10 @@ def test_to_trace_carries_the_logged_stages() -> None:
     assert trace.rewrite.aliases == {"源": ["软件源"]}
     assert [r.name for r in trace.routes] == ["bm25_raw", "dense_raw"]
     bm25 = trace.route("bm25_raw")
-    assert bm25 is not None and [(h.chunk_id, h.rank, h.score) for h in bm25.hits] == [("c1", 1, 7.5), ("c2", 2, 3.0)]
+    assert bm25 is not None and [(h.chunk_id, h.rank, h.score) for h in bm25.hits] == [
+        ("c1", 1, 7.5),
+        ("c2", 2, 3.0),
+    ]
     assert [c.chunk_id for c in trace.fused] == ["c1", "c3", "c2"]
     assert [c.rank for c in trace.fused] == [1, 2, 3]
     assert trace.rerank_input == ["c1", "c3", "c2"]

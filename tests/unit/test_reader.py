@@ -12,7 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragtriage.errors import InputError, LogFormatError
-from ragtriage.logs.reader import BadLine, LogLine, _parse_fast, _parse_slow, iter_raw_lines, parse_line, read_log
+from ragtriage.logs.reader import (
+    BadLine,
+    LogLine,
+    _parse_fast,
+    _parse_slow,
+    iter_raw_lines,
+    parse_line,
+    read_log,
+)
 from ragtriage.logs.schema import RequestLog
 
 
@@ -37,14 +45,17 @@ def _good(raw: bytes) -> LogLine:
         (b'{"request_id":"a","raw_query":"q",}', "trailing_comma"),
         (b'{"request_id":"a","raw_query":"q","raw_query":"r"}', "duplicate_key"),
         (b'{"request_id":"a","raw_query":"q","stages":{"bm25":["c1"],"bm25":["c2"]}}', "duplicate_key"),
-        (b'[1, 2]', "not_object"),
+        (b"[1, 2]", "not_object"),
         (b'"just a string"', "not_object"),
-        (b'null', "not_object"),
+        (b"null", "not_object"),
         (b'{"raw_query":"q"}', "missing_field"),
         (b'{"request_id":"a"}', "missing_field"),
         (b'{"request_id":"a","raw_query":"q","stages":{"bm25":5}}', "invalid_field"),
         (b'{"request_id":"a","raw_query":"q","stages":{"bm25":[{"score":1}]}}', "missing_field"),
-        (b'{"request_id":"a","raw_query":"q","stages":{"bm25":[{"chunk_id":"c","score":"high"}]}}', "invalid_field"),
+        (
+            b'{"request_id":"a","raw_query":"q","stages":{"bm25":[{"chunk_id":"c","score":"high"}]}}',
+            "invalid_field",
+        ),
         (b'{"request_id":"","raw_query":"q"}', "invalid_field"),
         (b'{"request_id":"a","raw_query":"\x80\xff"}', "bad_encoding"),
         (b'{"request_id":"a","raw_query":"\\ud800"}', "bad_encoding"),
@@ -117,7 +128,12 @@ def test_columns_come_from_feedback_and_citations() -> None:
         b'{"request_id":"a","raw_query":"q","citations":[],"answer":"x",'
         b'"feedback":{"rating":2,"escalated":true,"follow_up":"and then?"},"confidence":0.2}'
     )
-    assert (line.rating, line.escalated, line.follow_up_marked, line.citations_empty) == ("2", True, True, True)
+    assert (line.rating, line.escalated, line.follow_up_marked, line.citations_empty) == (
+        "2",
+        True,
+        True,
+        True,
+    )
     assert line.confidence == 0.2
 
 
@@ -126,7 +142,11 @@ def test_iter_raw_lines_reads_gzip_and_marks_the_unterminated_last_line(tmp_path
     plain, packed = tmp_path / "x.jsonl", tmp_path / "x.jsonl.gz"
     plain.write_bytes(data)
     packed.write_bytes(gzip.compress(data))
-    expected = [(1, b'{"request_id":"a","raw_query":"q"}', False), (2, b"", False), (3, b'{"request_id":"b"', True)]
+    expected = [
+        (1, b'{"request_id":"a","raw_query":"q"}', False),
+        (2, b"", False),
+        (3, b'{"request_id":"b"', True),
+    ]
     assert list(iter_raw_lines(plain)) == expected
     assert list(iter_raw_lines(packed)) == expected
 
@@ -149,10 +169,14 @@ def test_strict_mode_raises_with_file_and_line(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- fast path == slow path
 
-_text = st.text(alphabet="ab中\u2028 \"\\:", max_size=5)
+_text = st.text(alphabet='ab中\u2028 "\\:', max_size=5)
 _scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False, allow_infinity=False, width=32), _text,
-)  # fmt: skip
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 5),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    _text,
+)
 _ids = st.one_of(_text, _text, _text, st.integers())
 _stage_items = st.one_of(
     st.lists(_ids, max_size=4),
@@ -162,25 +186,47 @@ _stage_items = st.one_of(
 _records = st.fixed_dictionaries(
     {"request_id": _ids, "raw_query": st.one_of(_text, _text, _text, st.integers(), st.none())},
     optional={
-        "ts": st.one_of(st.none(), st.sampled_from(["2026-11-02T08:00:00Z", "2026-11-02", "bad", "2026-11-02T08:00"])),
+        "ts": st.one_of(
+            st.none(), st.sampled_from(["2026-11-02T08:00:00Z", "2026-11-02", "bad", "2026-11-02T08:00"])
+        ),
         "session": _scalars,
         "answer": _scalars,
         "latency_ms": _scalars,
-        "stages": st.one_of(st.none(), st.dictionaries(st.sampled_from(["bm25", "dense", "final_context", "x"]), _stage_items)),
+        "stages": st.one_of(
+            st.none(), st.dictionaries(st.sampled_from(["bm25", "dense", "final_context", "x"]), _stage_items)
+        ),
         "citations": st.one_of(st.none(), _stage_items),
-        "rewrite": st.one_of(st.none(), st.fixed_dictionaries({}, optional={"keywords": st.lists(_scalars, max_size=2),
-                                                                        "mode": _scalars})),
-        "feedback": st.one_of(st.none(), st.fixed_dictionaries({}, optional={"rating": _scalars, "escalated": _scalars,
-                                                                         "follow_up": _scalars})),
+        "rewrite": st.one_of(
+            st.none(),
+            st.fixed_dictionaries(
+                {}, optional={"keywords": st.lists(_scalars, max_size=2), "mode": _scalars}
+            ),
+        ),
+        "feedback": st.one_of(
+            st.none(),
+            st.fixed_dictionaries(
+                {}, optional={"rating": _scalars, "escalated": _scalars, "follow_up": _scalars}
+            ),
+        ),
         "bm25_results": _stage_items,
         "extra": _scalars,
     },
-)  # fmt: skip
+)
 
 
 def _columns(line: LogLine) -> tuple[Any, ...]:
-    return (line.request_id, line.ts, line.session, line.raw_query, line.rating, line.escalated,
-            line.follow_up_marked, line.citations_empty, line.answer, json.loads(line.body))  # fmt: skip
+    return (
+        line.request_id,
+        line.ts,
+        line.session,
+        line.raw_query,
+        line.rating,
+        line.escalated,
+        line.follow_up_marked,
+        line.citations_empty,
+        line.answer,
+        json.loads(line.body),
+    )
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -199,12 +245,17 @@ def test_fast_path_accepts_only_what_the_model_accepts_and_agrees_on_every_colum
 
 
 def test_fast_path_takes_the_common_lines() -> None:
-    v1 = (b'{"schema_version":1,"request_id":"r","ts":"2026-11-02T08:00:00Z","session":"s","raw_query":"q",'
-          b'"rewrite":{"normalized_query":"q","keywords":["k"],"aliases":{"a":["b"]},"sub_queries":[],"mode":"rules"},'
-          b'"stages":{"bm25":[{"chunk_id":"c1","score":1.5}],"dense":["c2"],"final_context":["c1"]},'
-          b'"answer":"a","citations":["c1"],"feedback":{"rating":"down","reason":null,"escalated":false},'
-          b'"latency_ms":12}')  # fmt: skip
-    flat = b'{"request_id":"f","raw_query":"q","bm25_results":[{"chunk_id":"c1","score":2}],"user_feedback":{"rating":1}}'
+    v1 = (
+        b'{"schema_version":1,"request_id":"r","ts":"2026-11-02T08:00:00Z","session":"s","raw_query":"q",'
+        b'"rewrite":{"normalized_query":"q","keywords":["k"],"aliases":{"a":["b"]},"sub_queries":[],"mode":"rules"},'
+        b'"stages":{"bm25":[{"chunk_id":"c1","score":1.5}],"dense":["c2"],"final_context":["c1"]},'
+        b'"answer":"a","citations":["c1"],"feedback":{"rating":"down","reason":null,"escalated":false},'
+        b'"latency_ms":12}'
+    )
+    flat = (
+        b'{"request_id":"f","raw_query":"q","bm25_results":[{"chunk_id":"c1","score":2}],'
+        b'"user_feedback":{"rating":1}}'
+    )
     assert _parse_fast(v1, 1) is not None
     assert _parse_fast(flat, 1) is not None
 
@@ -218,7 +269,9 @@ def test_an_injected_duplicate_key_is_always_caught(
     raw = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
     duplicate = json.dumps(value).encode()
     if nested:
-        raw = raw.replace(b'"feedback":{"rating":"down"', b'"feedback":{"rating":"down","rating":' + duplicate, 1)
+        raw = raw.replace(
+            b'"feedback":{"rating":"down"', b'"feedback":{"rating":"down","rating":' + duplicate, 1
+        )
     else:
         raw = raw[:-1] + b',"' + key.encode() + b'":' + duplicate + b"}"
     assert _parse_fast(raw, 1) is None
