@@ -126,6 +126,10 @@ class RequestLog(_Open):
     pipeline_version: str | None = None
     config_hash: str | None = None
 
+    def to_line(self) -> str:
+        """This record as one JSONL line (v1 form, unset optional fields left out, no newline)."""
+        return self.model_dump_json(exclude_none=True)
+
     @model_validator(mode="before")
     @classmethod
     def _map_flat_form(cls, data: Any) -> Any:

@@ -30,6 +30,10 @@ class TrackedDict(dict[str, Any]):
         super().__init__({k: _track(v, root) for k, v in items.items()})
         self._root = root
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # Copies and pickles are plain dicts: they are no longer part of a row.
+        return (dict, (dict(self),))
+
     def __setitem__(self, key: str, value: Any) -> None:
         super().__setitem__(key, _track(value, self._root))
         self._root.changed()
@@ -74,6 +78,10 @@ class TrackedList(list[Any]):
     def __init__(self, root: Mutable, items: Iterable[Any]) -> None:
         super().__init__(_track(v, root) for v in items)
         self._root = root
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # Copies and pickles are plain lists: they are no longer part of a row.
+        return (list, (list(self),))
 
     def __setitem__(self, index: Any, value: Any) -> None:
         tracked = (

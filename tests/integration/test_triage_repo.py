@@ -218,3 +218,17 @@ def test_triage_changes_on_live_postgresql() -> None:
     assert record.revision == 2
     page = list_queue(engine, label="alias_missing", reason="bad_rating")
     assert rid in [item.request_id for item in page.items]
+
+
+def test_copies_of_tracked_json_are_plain_and_detached(engine: Engine) -> None:
+    import copy
+    import pickle
+
+    triage_repo.add_note(engine, "r1", "n", user="a")
+    with read_session(engine) as session:
+        row = session.get(TriageRow, "r1")
+        assert row is not None
+        for clone in (copy.deepcopy(row.notes), pickle.loads(pickle.dumps(row.notes))):
+            assert clone == row.notes
+            clone[0]["text"] = "changed only in the copy"
+    assert triage_repo.get_record(engine, "r1").notes[0].text == "n"

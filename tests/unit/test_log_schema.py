@@ -133,3 +133,12 @@ def test_schema_file_accepts_a_v1_line_and_rejects_a_missing_id() -> None:
     jsonschema.validate(V1_LINE, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"raw_query": "q"}, schema)
+
+
+def test_to_line_round_trips_through_the_reader() -> None:
+    from ragtriage.logs.reader import LogLine, parse_line
+
+    record = RequestLog.model_validate(V1_LINE)
+    parsed = parse_line(record.to_line().encode(), 1)
+    assert isinstance(parsed, LogLine)
+    assert parsed.record() == record
