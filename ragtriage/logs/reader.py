@@ -188,9 +188,11 @@ def _rewrite_ok(rewrite: Any) -> bool:
 
 def _parse_fast(raw: bytes, line_no: int) -> LogLine | None:
     """The common case in a few microseconds, or None when the line needs the slow path."""
-    # Duplicate keys are found by counting `":` before and after orjson (which keeps the last
-    # duplicate silently). The count is exact unless a key is followed by blanks before its colon or
-    # a `\u00xx` escape spells a quote or colon; such lines take the slow path.
+    # Duplicate keys are found by counting `":` before and after orjson (which silently keeps the
+    # last duplicate): any difference sends the line to the exact slow path. Lines where the count
+    # could be off the other way (a `\u00xx` escape spelling a quote or colon, a blank between a
+    # key and its colon) go there up front. Left: a key followed by two or more blanks AND a
+    # duplicate key offsetting it exactly — no JSON writer produces that.
     if b"\\u00" in raw or b'" :' in raw or b'"\t:' in raw:
         return None
     try:
