@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "ragtriage.commands.triage",
     "ragtriage.commands.evalset",
     "ragtriage.commands.logs",
+    "ragtriage.commands.tui",
 ]
 
 

@@ -30,6 +30,28 @@ class QueueItem(BaseModel):
     labels: list[str] = Field(default_factory=list)
     assignee: str | None = None
     revision: int
+    suggested_label: str | None = None
+    """Root cause suggested by diagnosis, when one ran."""
+
+
+#: Sort keys of the queue: name → (column name, descending). `newest` is the indexed default.
+QUEUE_SORTS: dict[str, tuple[str, bool]] = {
+    "newest": ("request_ts", True),
+    "oldest": ("request_ts", False),
+    "status": ("status", False),
+    "label": ("primary_label", False),
+    "suggested": ("suggested_label", False),
+    "request_id": ("request_id", False),
+}
+
+
+class QueueCounts(BaseModel):
+    """Records per status, per primary label and per suggested label (None = unlabelled)."""
+
+    total: int = 0
+    by_status: dict[str, int] = Field(default_factory=dict)
+    by_label: dict[str, int] = Field(default_factory=dict)
+    by_suggested: dict[str, int] = Field(default_factory=dict)
 
 
 class QueuePage(BaseModel):
@@ -71,22 +93,44 @@ def list_queue(
     since: datetime | None = None,
     limit: int = 50,
     offset: int = 0,
+    text: str | None = None,
+    suggested: str | None = None,
+    sort: str = "newest",
 ) -> QueuePage:
     """One page of triage records (newest request first) joined with their query text.
 
     The page uses the (status, request_ts, request_id) index and stops after `limit` rows; the
     total is an index-only count (a scan of the JSON text only with --label / --reason).
 
+    `text` keeps queries containing it (a scan of the joined query text); `suggested` filters on the
+    diagnosis' suggested label; `sort` is a key of `QUEUE_SORTS` (request_id breaks ties).
+
     Raises:
-        InputError: an unknown status or a negative limit/offset.
+        InputError: an unknown status or sort, or a negative limit/offset.
     """
     if limit < 0 or offset < 0:
         raise InputError("--limit and --offset must be zero or more")
+    if sort not in QUEUE_SORTS:
+        raise InputError(f"unknown sort {sort!r}; use one of {', '.join(QUEUE_SORTS)}")
     conditions = triage_filters(status=status, label=label, reason=reason, assignee=assignee, since=since)
     triage = TriageRow.__table__  # type: ignore[attr-defined]
     requests = RequestLogRow.__table__  # type: ignore[attr-defined]
+    if suggested is not None:
+        conditions.append(triage.c.suggested_label == suggested)
+    if text:
+        escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        conditions.append(requests.c.raw_query.like(f"%{escaped}%", escape="\\"))
+    column_name, descending = QUEUE_SORTS[sort]
+    sort_column = triage.c[column_name]
+    order = [sort_column.desc() if descending else sort_column.asc()]
+    if column_name != "request_ts":
+        order.append(triage.c.request_ts.desc())
+    order.append(triage.c.request_id.desc() if descending else triage.c.request_id.asc())
     with read_session(engine) as session:
-        total = session.execute(select(func.count()).select_from(triage).where(*conditions)).scalar_one()
+        counted = select(func.count()).select_from(triage)
+        if text:
+            counted = counted.join(requests, requests.c.request_id == triage.c.request_id)
+        total = session.execute(counted.where(*conditions)).scalar_one()
         rows = session.execute(
             select(
                 triage.c.request_id,
@@ -98,10 +142,11 @@ def list_queue(
                 triage.c.labels,
                 triage.c.assignee,
                 triage.c.revision,
+                triage.c.suggested_label,
             )
             .join(requests, requests.c.request_id == triage.c.request_id)
             .where(*conditions)
-            .order_by(triage.c.request_ts.desc(), triage.c.request_id.desc())
+            .order_by(*order)
             .limit(limit)
             .offset(offset)
         ).all()
@@ -116,7 +161,24 @@ def list_queue(
             labels=list(row.labels or []),
             assignee=row.assignee,
             revision=row.revision,
+            suggested_label=row.suggested_label,
         )
         for row in rows
     ]
     return QueuePage(total=total, offset=offset, limit=limit, items=items)
+
+
+def queue_counts(engine: Engine) -> QueueCounts:
+    """How many triage records there are per status, primary label and suggested label (indexed counts)."""
+    triage = TriageRow.__table__  # type: ignore[attr-defined]
+    counts = QueueCounts()
+    with read_session(engine) as session:
+        for column, target in (
+            (triage.c.status, counts.by_status),
+            (triage.c.primary_label, counts.by_label),
+            (triage.c.suggested_label, counts.by_suggested),
+        ):
+            for value, count in session.execute(select(column, func.count()).group_by(column)):
+                target["-" if value is None else str(value)] = int(count)
+    counts.total = sum(counts.by_status.values())
+    return counts

@@ -109,6 +109,8 @@ class TriageRow(SQLModel, table=True):
     labels: list[str] = Field(default_factory=list, sa_column=deep_json_list_column(nullable=False))
     """Root-cause labels; the first is the primary one (also in `primary_label`)."""
     primary_label: str | None = Field(default=None, index=True)
+    suggested_label: str | None = Field(default=None, index=True)
+    """Root cause suggested by diagnosis (machine-made: set without a revision bump or audit row)."""
     gold_chunk_ids: list[Any] = Field(default_factory=list, sa_column=deep_json_list_column(nullable=False))
     notes: list[Any] = Field(default_factory=list, sa_column=deep_json_list_column(nullable=False))
     """`{"at": ISO time, "user": name, "text": …}` items, oldest first."""

@@ -1,0 +1,440 @@
+"""The headless core of `ragtriage demo`: build (or reuse) a home with a KB, traffic, diagnoses and an eval run.
+
+Fixture demo: the KB under `fixtures/kb`, a copy of `fixtures/aliases.toml` as the alias file, the
+request logs in `fixtures/logs/requests.jsonl` (or, without that file, traffic replayed from
+`fixtures/queries.jsonl` through the pipeline), and the designed queries as the eval set. Real demo:
+the Debian FAQ extracted from its `.deb` and traffic over paraphrased FAQ questions. Every step
+reuses what the home already holds, so a second run only checks. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+from sqlalchemy import func, select
+
+from ragtriage import locations
+from ragtriage.errors import InputError
+from ragtriage.pipeline.types import Trace
+from ragtriage.workspace import Workspace
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = REPO_ROOT / "fixtures"
+FIXTURE_DATASET = "default"
+REAL_DATASET = "default"
+BASELINE_RUN = "demo-baseline"
+#: Request times of generated traffic start here (fixed, so screenshots and tests do not drift).
+TRAFFIC_START = datetime(2026, 11, 2, 8, 0, tzinfo=timezone.utc)
+DEMO_USER = "demo"
+StepCallback = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class AnswerKey:
+    """One known question: its id, text and gold chunk ids ([] = the KB has no answer)."""
+
+    qid: str
+    query: str
+    gold: list[str]
+    tags: list[str] = field(default_factory=list)
+    intended_label: str | None = None
+
+
+class DemoReport(BaseModel):
+    """What `prepare_demo` did, step by step (`reused` names the steps that found their work done)."""
+
+    home: str
+    dataset: str
+    documents_added: int = 0
+    chunks: int = 0
+    requests_ingested: int = 0
+    flagged: int = 0
+    diagnosed: int = 0
+    eval_cases: int = 0
+    eval_run_id: int | None = None
+    reused: list[str] = Field(default_factory=list)
+    seconds: dict[str, float] = Field(default_factory=dict)
+
+
+def write_demo_config(home: Path, alias_source: Path | None) -> Path:
+    """`<home>/config.toml` pointing `rewrite.alias_file` at a copy of the alias file (kept when present).
+
+    The alias file is copied so adding an alias from the TUI never edits the repository's fixture.
+    """
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "config.toml"
+    if config.exists():
+        return config
+    lines = ["# Written by `ragtriage demo`.\n"]
+    if alias_source is not None:
+        shutil.copyfile(alias_source, home / "aliases.toml")
+        lines += ["[rewrite]\n", 'alias_file = "aliases.toml"\n']
+    config.write_text("".join(lines), encoding="utf-8")
+    return config
+
+
+def seed_embedding_cache(workspace: Workspace, folder: Path = FIXTURES / "embeddings") -> int:
+    """Load shipped vectors (`<embedder name>.npz`: `hashes`, `vectors`) into the home's embedding cache.
+
+    Vectors are keyed by the hash of the exact passage text, so a changed chunk simply misses and is
+    embedded again: a stale file costs time, never correctness. Returns how many vectors were loaded.
+    """
+    import numpy as np
+
+    from ragtriage.pipeline.embed_cache import EmbeddingCache
+    from ragtriage.pipeline.indexer import CACHE_FILE
+
+    settings = workspace.settings.embedder
+    path = folder / f"{settings.backend}-{settings.model}.npz"
+    if not path.exists():
+        return 0
+    data = np.load(path, allow_pickle=False)
+    name = str(data["embedder"])
+    cache = EmbeddingCache(locations.cache_dir(workspace.home) / CACHE_FILE)
+    try:
+        if cache.count(name) >= len(data["hashes"]):
+            return 0
+        cache.put_many(name, list(zip((str(h) for h in data["hashes"]), data["vectors"], strict=True)))
+    finally:
+        cache.close()
+    return int(len(data["hashes"]))
+
+
+def fixture_answer_keys(workspace: Workspace, path: Path = FIXTURES / "queries.jsonl") -> list[AnswerKey]:
+    """The designed queries with gold chunk ids: chunks of `gold_doc` whose heading path ends in a gold section."""
+    from ragtriage.kb.service import list_chunks
+
+    by_section: dict[tuple[str, str], list[str]] = {}
+    for chunk in list_chunks(workspace):
+        if chunk.heading_path:
+            by_section.setdefault((chunk.doc_id, chunk.heading_path[-1]), []).append(chunk.chunk_id)
+    keys = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        item = json.loads(line)
+        gold = [
+            chunk_id
+            for section in item.get("gold_sections") or []
+            for chunk_id in by_section.get((item["gold_doc"], section), [])
+        ]
+        tags = [item["kind"]] + (["holdout"] if item.get("holdout") else [])
+        keys.append(AnswerKey(item["qid"], item["query"], gold, tags, item.get("intended_label")))
+    return keys
+
+
+def eval_cases_from_keys(keys: Sequence[AnswerKey]) -> list[Any]:
+    """Eval cases (chunk granularity) from answer keys; keys whose gold section was not found are left out."""
+    from ragtriage.eval.cases import EvalCase
+
+    return [
+        EvalCase(case_id=key.qid, query=key.query, gold={g: 1 for g in key.gold}, tags=list(key.tags))
+        for key in keys
+        if key.gold or key.intended_label == "no_answer_in_kb"
+    ]
+
+
+def traffic_line(request_id: str, ts: datetime, trace: Trace, gold: Sequence[str]) -> str:
+    """One request-log line (schema v1) recording `trace` as production served it.
+
+    The user rates it down when no gold chunk reached the final context, or when the KB has no
+    answer and the pipeline answered anyway: the honest signal a real user would give.
+    """
+    from ragtriage.logs.schema import RequestLog
+
+    missed = not any(g in trace.final for g in gold) if gold else not trace.refused
+    route_hits = {route.name: route.hits for route in trace.routes}
+    record = RequestLog.model_validate(
+        {
+            "request_id": request_id,
+            "ts": ts.isoformat(),
+            "session": f"s-{request_id}",
+            "raw_query": trace.query,
+            "rewrite": {
+                "normalized_query": trace.rewrite.normalized_query,
+                "rewritten_query": trace.rewrite.rewritten_query,
+                "sub_queries": trace.rewrite.sub_queries,
+            },
+            "stages": {
+                "bm25": [{"chunk_id": h.chunk_id, "score": h.score} for h in route_hits.get("bm25_raw", [])],
+                "dense": [{"chunk_id": h.chunk_id, "score": h.score} for h in route_hits.get("dense_raw", [])],
+                "fused": [{"chunk_id": h.chunk_id, "score": h.score} for h in trace.fused],
+                "reranked": [{"chunk_id": h.chunk_id, "score": h.score} for h in trace.reranked],
+                "final_context": list(trace.final),
+            },
+            "citations": list(trace.final[:2]),
+            "answer": "抱歉，没有找到相关内容。" if trace.refused else "(demo answer)",
+            "feedback": {"rating": "down" if missed else "up"},
+            "config_hash": trace.config_hash,
+        }
+    )
+    return record.to_line()
+
+
+def generate_traffic(workspace: Workspace, keys: Sequence[AnswerKey], prefix: str) -> list[str]:
+    """Run every answer-key query through the pipeline once and log it (one request a minute)."""
+    traces = workspace.pipeline.run_many([key.query for key in keys])
+    return [
+        traffic_line(f"{prefix}-{key.qid}", TRAFFIC_START + timedelta(minutes=i), trace, key.gold)
+        for i, (key, trace) in enumerate(zip(keys, traces, strict=True))
+    ]
+
+
+def _count_requests(workspace: Workspace) -> int:
+    from ragtriage.store.db import read_session
+    from ragtriage.store.log_tables import RequestLogRow
+
+    with read_session(workspace.engine) as session:
+        return int(session.execute(select(func.count()).select_from(RequestLogRow)).scalar_one())
+
+
+def ingest_traffic(workspace: Workspace, keys: Sequence[AnswerKey], log_file: Path | None, prefix: str) -> int:
+    """Ingest `log_file` (or generated traffic) unless the store already holds requests; returns lines ingested."""
+    from ragtriage.logs.ingest import ingest_files, ingest_lines
+
+    if _count_requests(workspace):
+        return 0
+    flagging = workspace.settings.logs.flagging
+    if log_file is not None and log_file.exists():
+        report = ingest_files(workspace.engine, [log_file], flagging=flagging)
+    else:
+        lines = generate_traffic(workspace, keys, prefix)
+        report = ingest_lines(workspace.engine, lines, source=f"<{prefix} traffic>", flagging=flagging)
+    return report.ingested
+
+
+def diagnose_flagged(
+    workspace: Workspace,
+    keys: Sequence[AnswerKey],
+    *,
+    counterfactuals: bool = False,
+    should_stop: Callable[[], bool] | None = None,
+) -> int:
+    """Diagnose every flagged request without a suggestion and store the suggested label.
+
+    A request whose query is in the answer key and whose record has no gold gets the key's gold
+    first (as user `demo`, audited), so the triager opens cases with their gold journey.
+    """
+    from ragtriage.logs.requests import get_requests
+    from ragtriage.logs.schema import to_trace
+    from ragtriage.store.triage_repo import find_record, set_gold
+    from ragtriage.triage.context import WorkspaceContext
+    from ragtriage.triage.diagnose import diagnose
+    from ragtriage.triage.suggestions import save_suggested_labels, undiagnosed_request_ids
+
+    gold_by_query = {key.query: key.gold for key in keys if key.gold}
+    request_ids = undiagnosed_request_ids(workspace.engine)
+    requests = get_requests(workspace.engine, request_ids)
+    context = WorkspaceContext(workspace)
+    suggestions: dict[str, str | None] = {}
+    try:
+        for request_id in request_ids:
+            if should_stop is not None and should_stop():
+                break
+            record = requests[request_id]
+            triage = find_record(workspace.engine, request_id)
+            gold = [g if isinstance(g, str) else str(g["chunk_id"]) for g in (triage.gold_chunk_ids if triage else [])]
+            if not gold and record.raw_query in gold_by_query:
+                gold = gold_by_query[record.raw_query]
+                set_gold(workspace.engine, request_id, gold, user=DEMO_USER)
+            result = diagnose(
+                context,
+                record.raw_query,
+                logged=to_trace(record),
+                gold=gold or None,
+                request_id=request_id,
+                counterfactuals=counterfactuals,
+                should_stop=should_stop,
+            )
+            suggestions[request_id] = result.suggestion.label or "unknown"
+    finally:
+        context.close()
+        save_suggested_labels(workspace.engine, suggestions)
+    return len(suggestions)
+
+
+def ensure_eval_run(workspace: Workspace, dataset: str, keys: Sequence[AnswerKey]) -> tuple[int, int | None, bool]:
+    """Import the answer keys as `dataset` (if absent) and run it once; `(cases, run id, reused)`."""
+    from ragtriage.eval import store as eval_store
+    from ragtriage.eval.runner import effective_status, run_eval
+
+    known = {row.name for row in eval_store.list_datasets(workspace.engine)}
+    reused = dataset in known
+    if not reused:
+        eval_store.add_cases(
+            workspace.engine, dataset, eval_cases_from_keys(keys), provenance={"source": "demo answer key"}
+        )
+    cases = len(eval_store.dataset_cases(workspace.engine, dataset))
+    complete = [r for r in eval_store.list_runs(workspace.engine, dataset) if effective_status(r) == "complete"]
+    if complete:
+        return cases, int(complete[0].id or 0), reused
+    summary = run_eval(workspace, dataset, name=BASELINE_RUN)
+    return cases, summary.run_id, False
+
+
+def prepare_demo(home: Path, *, real: bool = False, on_step: StepCallback | None = None) -> DemoReport:
+    """Build or reuse the demo home: KB + indexes, traffic, diagnoses of flagged requests, eval set and run.
+
+    Raises:
+        InputError: `real` and the Debian packages are not at hand.
+    """
+    step = on_step or (lambda _name: None)
+    dataset = REAL_DATASET if real else FIXTURE_DATASET
+    home = home.expanduser().resolve()
+    write_demo_config(home, None if real else FIXTURES / "aliases.toml")
+    report = DemoReport(home=str(home), dataset=dataset)
+    workspace = Workspace.open(home)
+    timer = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal timer
+        now = time.perf_counter()
+        report.seconds[name] = round(now - timer, 2)
+        timer = now
+
+    try:
+        step("indexing the knowledge base")
+        seed_embedding_cache(workspace)
+        kb_folder = real_kb_folder(home) if real else FIXTURES / "kb"
+        from ragtriage.kb.service import add_paths, kb_stats
+
+        added = add_paths(workspace, [kb_folder])
+        report.documents_added = added.added + added.changed
+        report.chunks = int(kb_stats(workspace).chunks.get("published", 0))
+        if not report.documents_added:
+            report.reused.append("kb")
+        lap("kb")
+        keys = real_answer_keys(workspace) if real else fixture_answer_keys(workspace)
+        step("ingesting request logs")
+        log_file = None if real else FIXTURES / "logs" / "requests.jsonl"
+        report.requests_ingested = ingest_traffic(workspace, keys, log_file, "faq" if real else "fx")
+        if not report.requests_ingested:
+            report.reused.append("logs")
+        lap("logs")
+        step("diagnosing flagged requests")
+        report.diagnosed = diagnose_flagged(workspace, keys)
+        if not report.diagnosed:
+            report.reused.append("diagnosis")
+        from ragtriage.logs.queue import queue_counts
+
+        report.flagged = queue_counts(workspace.engine).total
+        lap("diagnosis")
+        step("evaluating the eval set")
+        report.eval_cases, report.eval_run_id, eval_reused = ensure_eval_run(workspace, dataset, keys)
+        if eval_reused:
+            report.reused.append("eval")
+        lap("eval")
+    finally:
+        workspace.close()
+    return report
+
+
+def real_kb_folder(home: Path, debs_dir: Path | None = None) -> Path:
+    """The Debian FAQ HTML, extracted once into `<home>/debian/faq` (the Reference is left out: embedding time)."""
+    import importlib.util
+
+    target = home / "debian"
+    faq = target / "faq"
+    if faq.is_dir() and any(faq.iterdir()):
+        return faq
+    spec = importlib.util.spec_from_file_location("extract_debian_docs", REPO_ROOT / "scripts" / "extract_debian_docs.py")
+    if spec is None or spec.loader is None:
+        raise InputError("scripts/extract_debian_docs.py is missing; --real needs the repository checkout")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        module.extract(debs_dir or module.DEFAULT_DEBS_DIR, target)
+    except module.ExtractError as error:
+        raise InputError(f"--real: {error}") from None
+    return faq
+
+
+#: Deterministic rewordings for paraphrased FAQ questions: (pattern, replacement), applied in turn.
+PARAPHRASES: tuple[tuple[str, str], ...] = (
+    ("如何", "怎么"),
+    ("怎样", "怎么"),
+    ("什么是", "请问什么是"),
+    ("是否", "能不能"),
+    ("可以", "能"),
+)
+
+
+def paraphrase(question: str, variant: int) -> str:
+    """A simple deterministic paraphrase of an FAQ heading: drop numbering and `？`, apply one rewording."""
+    import re
+
+    text = re.sub(r"^[\d.\s]+", "", question).strip().rstrip("?？。")
+    pattern, replacement = PARAPHRASES[variant % len(PARAPHRASES)]
+    changed = text.replace(pattern, replacement, 1)
+    return changed if changed != text else f"请问{text}"
+
+
+def real_answer_keys(workspace: Workspace, limit: int = 120) -> list[AnswerKey]:
+    """Paraphrased FAQ questions (section headings) with their section's chunks as gold."""
+    from ragtriage.kb.service import list_chunks
+
+    by_heading: dict[str, list[str]] = {}
+    for chunk in list_chunks(workspace):
+        if chunk.heading_path and len(chunk.heading_path[-1]) >= 4:
+            by_heading.setdefault(chunk.heading_path[-1], []).append(chunk.chunk_id)
+    keys = [
+        AnswerKey(f"faq{i:03d}", paraphrase(heading, i), gold, ["faq"])
+        for i, (heading, gold) in enumerate(sorted(by_heading.items())[:limit])
+    ]
+    return keys
+
+
+class DemoSummary(BaseModel):
+    """What `demo --headless` prints: flagged counts by suggested label, one replayed case, the eval table."""
+
+    flagged: int
+    by_suggested_label: dict[str, int]
+    case_request_id: str | None = None
+    case_query: str | None = None
+    case_suggested_label: str | None = None
+    case_journey: Any = None
+    """`GoldJourney` of the replayed case."""
+    run_id: int | None = None
+    run_cases: int = 0
+    run_means: dict[str, float] = Field(default_factory=dict)
+
+
+def demo_summary(home: Path, preferred_label: str = "alias_missing") -> DemoSummary:
+    """Summarize a prepared demo home, replaying one flagged case (preferably `preferred_label`) with its gold."""
+    from ragtriage.eval import store as eval_store
+    from ragtriage.logs.queue import list_queue, queue_counts
+    from ragtriage.logs.requests import request_view
+    from ragtriage.triage.journey import gold_journey
+
+    workspace = Workspace.open(home.expanduser().resolve())
+    try:
+        counts = queue_counts(workspace.engine)
+        summary = DemoSummary(flagged=counts.total, by_suggested_label=dict(counts.by_suggested))
+        page = list_queue(workspace.engine, suggested=preferred_label, limit=20)
+        if not page.items:
+            page = list_queue(workspace.engine, limit=20)
+        for item in page.items:
+            view = request_view(workspace.engine, item.request_id)
+            gold = [g if isinstance(g, str) else str(g["chunk_id"]) for g in (view.triage.gold_chunk_ids if view.triage else [])]
+            if not gold:
+                continue
+            trace = workspace.pipeline.run(item.raw_query, gold=gold)
+            summary.case_request_id, summary.case_query = item.request_id, item.raw_query
+            summary.case_suggested_label = item.suggested_label
+            summary.case_journey = gold_journey(trace, gold, "replay")
+            break
+        runs = eval_store.list_runs(workspace.engine)
+        if runs:
+            summary.run_id, summary.run_cases = int(runs[0].id or 0), runs[0].case_count
+            summary.run_means = dict((runs[0].aggregates or {}).get("means", {}))
+    finally:
+        workspace.close()
+    return summary

@@ -1,0 +1,77 @@
+"""`TriageApp`: the Textual face of ragtriage. Small on purpose: screens own their workers."""
+
+from __future__ import annotations
+
+import threading
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+
+from ragtriage.workspace import Workspace
+
+
+class TriageApp(App[None]):
+    """Receives its services (the workspace) in the constructor; opens on the queue."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "ragtriage"
+    SUB_TITLE = "triage queue"
+    BINDINGS = [
+        Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
+        Binding("f1,question_mark", "help", "Help", id="help", tooltip="Show every key and its binding id"),
+        Binding("e", "open_eval", "Eval", id="open-eval", tooltip="Runs, metrics and comparisons"),
+    ]
+
+    def __init__(self, workspace: Workspace, *, warm_up: bool = True) -> None:
+        super().__init__()
+        self.workspace = workspace
+        self.pipeline_ready = threading.Event()
+        """Set once the pipeline (indexes, embedder) is built; replay and eval workers wait for it."""
+        self._warm_up = warm_up
+
+    def on_mount(self) -> None:
+        from ragtriage.tui.screens.queue_screen import QueueScreen
+
+        self.set_keymap(self.workspace.settings.keymap)
+        self.push_screen(QueueScreen())
+        if self._warm_up:
+            self.warm_up()
+        else:
+            self.pipeline_ready.set()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="warm-up")
+    def warm_up(self) -> None:
+        """Open the indexes and load the embedder once, off the UI thread."""
+        try:
+            self.workspace.pipeline.warm_up()
+        finally:
+            self.pipeline_ready.set()
+
+    def on_worker_state_changed(self, event: object) -> None:
+        """The app's own worker (warm-up) reports failures like the screens do."""
+        from ragtriage.tui.screens.worker_failures import WorkerFailures
+
+        WorkerFailures.on_worker_state_changed(self, event)  # type: ignore[arg-type]
+
+    def on_worker_failed(self, _worker: object) -> None:
+        """Nothing to reset at the app level."""
+
+    def action_help(self) -> None:
+        from ragtriage.tui.screens.help_screen import HelpScreen
+
+        rows = [
+            (active.binding.key_display or self.get_key_display(active.binding), active.binding.description or
+             active.binding.action, active.binding.id or "")
+            for key, active in self.screen.active_bindings.items()
+        ]
+        self.push_screen(HelpScreen(sorted(set(rows), key=lambda row: row[2])))
+
+    def action_open_eval(self) -> None:
+        from ragtriage.tui.screens.eval_screen import EvalScreen
+
+        if not isinstance(self.screen, EvalScreen):
+            self.push_screen(EvalScreen())
+
+    def on_unmount(self) -> None:
+        self.workspace.close()
