@@ -221,12 +221,17 @@ class Pipeline:
         enabled = set(options.routes if options.routes is not None else self.settings.retrieval.routes)
         raw_text = rewrite.normalized_query
         rewritten = normalize_text(rewrite.rewritten_query) or raw_text
-        same = SKIPPED_SAME_AS_RAW if rewritten == raw_text else None
+
+        def same_as(raw_route: str) -> str | None:
+            # Skip a rewritten route only when the raw route of its kind runs too (ablation D runs
+            # the rewritten routes alone, and then they must search even an unchanged query).
+            return SKIPPED_SAME_AS_RAW if rewritten == raw_text and raw_route in enabled else None
+
         planned = [
             _PlannedRoute(ROUTE_BM25_RAW, "bm25", raw_text),
             _PlannedRoute(ROUTE_DENSE_RAW, "dense", raw_text),
-            _PlannedRoute(ROUTE_BM25_REWRITTEN, "bm25", rewritten, same),
-            _PlannedRoute(ROUTE_DENSE_REWRITTEN, "dense", rewritten, same),
+            _PlannedRoute(ROUTE_BM25_REWRITTEN, "bm25", rewritten, same_as(ROUTE_BM25_RAW)),
+            _PlannedRoute(ROUTE_DENSE_REWRITTEN, "dense", rewritten, same_as(ROUTE_DENSE_RAW)),
         ]
         if rewrite.mode != "off":
             for number, sub_query in enumerate(rewrite.sub_queries, start=1):

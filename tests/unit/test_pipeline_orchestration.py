@@ -239,3 +239,13 @@ def test_llm_mode_without_an_llm_rewriter_falls_back_to_rules() -> None:
     trace = pipeline.run("q", options=RunOptions(rewrite_mode="llm"))
     assert trace.rewrite.mode == "rules"
     assert "not configured" in (trace.rewrite.fallback_reason or "")
+
+
+def test_rewritten_routes_alone_search_even_an_unchanged_query() -> None:
+    """Ablation D (rewritten routes only) must not score 0 on queries the rewrite leaves unchanged."""
+    pipeline, bm25, _ = _build({"disk full": ["c1"]}, {"disk full": ["c2"]})
+    trace = pipeline.run("disk full", options=RunOptions(routes=["bm25_rewritten", "dense_rewritten"]))
+    assert [r.name for r in trace.routes] == ["bm25_rewritten", "dense_rewritten"]
+    assert [h.chunk_id for h in trace.route("bm25_rewritten").hits] == ["c1"]  # type: ignore[union-attr]
+    assert [h.chunk_id for h in trace.route("dense_rewritten").hits] == ["c2"]  # type: ignore[union-attr]
+    assert [q for q, _ in bm25.calls] == ["disk full"]
