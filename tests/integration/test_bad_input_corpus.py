@@ -5,50 +5,50 @@ Log files are ingested twice: lenient (the bad line is quarantined with its file
 read = ingested + duplicates + conflicts + quarantined + blank) and `--strict` (exit 2, `file:line:`
 on stderr, the valid lines before it stored). Everything else exits 2 with one stderr line.
 
-| kind                               | file (under tests/data/bad/)                 | expected outcome                                   |
-|------------------------------------|----------------------------------------------|----------------------------------------------------|
-| UTF-8 byte-order mark              | logs/bom.jsonl                               | both records ingested (first one not lost)         |
-| NaN value                          | logs/nan.jsonl                               | line 2 quarantined `nan`; strict exit 2 `:2:`      |
-| trailing comma                     | logs/trailing_comma.jsonl                    | line 2 quarantined `trailing_comma`                |
-| duplicate key                      | logs/duplicate_key.jsonl                     | line 2 quarantined `duplicate_key`                 |
-| array / null instead of object     | logs/not_object.jsonl                        | lines 2, 3 quarantined `not_object`                |
-| missing required field             | logs/missing_field.jsonl                     | line 2 quarantined `missing_field` (raw_query)     |
-| wrong field type                   | logs/wrong_type.jsonl                        | line 2 quarantined `invalid_field` (feedback.escalated) |
-| broken JSON syntax                 | logs/invalid_json.jsonl                      | line 2 quarantined `invalid_json`                  |
-| truncated last line (no newline)   | logs/truncated.jsonl                         | line 2 quarantined `truncated`                     |
-| blank and whitespace lines         | logs/blank_lines.jsonl                       | 4 blank, 2 ingested                                |
-| duplicate and conflicting ids      | logs/duplicates_conflicts.jsonl              | 1 duplicate, 1 conflict, 2 ingested                |
-| lone surrogate escape              | logs/surrogate.jsonl                         | line 2 quarantined `bad_encoding`                  |
-| GB18030 line among UTF-8           | logs/gb18030.jsonl                           | all 3 ingested, 1 recovered                        |
-| bytes neither UTF-8 nor GB18030    | logs/undecodable.jsonl                       | line 2 quarantined `bad_encoding`                  |
-| gzip cut off                       | logs/gzip_truncated.jsonl.gz                 | exit 2, names the file and "cut off after line"    |
-| empty KB file                      | kb/empty.md                                  | kb add exit 2, "empty file"                        |
-| binary KB file                     | kb/binary.txt                                | kb add exit 2, "binary"                            |
-| undecodable KB text                | kb/undecodable.txt                           | kb add exit 2, `:4:` "cannot decode"               |
-| broken YAML front matter           | kb/broken_front_matter.md                    | kb add exit 2, `:4:` "not valid YAML"              |
-| unclosed front matter              | kb/unclosed_front_matter.md                  | kb add exit 2, `:1:` "never closed"                |
-| HTML with markup only              | kb/markup_only.html                          | kb add exit 2, "no text after parsing"             |
-| unsupported suffix                 | kb/unsupported.pdf                           | kb add exit 2, "unsupported file type"             |
-| HTML without headings              | kb/no_headings.html                          | added with a warning naming the file (exit 0)      |
-| misspelt settings key              | config/misspelt_key.toml                     | exit 2, `retrieval.bm25_topk`, did you mean bm25_k |
-| nested misspelt key                | config/nested_misspelt_key.toml              | exit 2, `rerank.weights.titel_hit` → title_hit     |
-| misspelt section                   | config/unknown_section.toml                  | exit 2, `retreival` → retrieval                    |
-| not TOML                           | config/not_toml.toml                         | exit 2, "not valid TOML … line 1"                  |
-| bad value type                     | config/bad_value_type.toml                   | exit 2, `rerank.top_n`                             |
-| value outside a choice             | config/bad_enum.toml                         | exit 2, `embedder.backend`                         |
-| alias file syntax error            | aliases/syntax_error.toml                    | exit 2, `:2:` "not valid TOML"                     |
-| unquoted Chinese alias key         | aliases/unquoted_chinese_key.toml            | exit 2, `:2:` 'quote the term: "审批"'             |
-| alias entry not a list             | aliases/not_a_list.toml                      | exit 2, `:2:` entry '发票'                         |
-| cases-json missing field           | eval/cases_missing_field.json                | exit 2, `:3:` field `question`                     |
-| cases-jsonl wrong type             | eval/cases_wrong_type.jsonl                  | exit 2, `:2:` field `positive_doc_ids`             |
-| cases-jsonl broken line            | eval/cases_not_json.jsonl                    | exit 2, `:2:` not valid JSON                       |
-| TREC qrels bad grade               | eval/qrels_bad_grade.txt                     | exit 2, `:2:` field `grade`                        |
-| TREC run line given as qrels       | eval/qrels_run_line.txt                      | exit 2, `:2:` "4 columns … found 6"                |
-| TREC queries without a tab         | eval/queries_no_tab.txt(.queries.tsv)        | exit 2, `queries.tsv:1:`                           |
-| BEIR qrels missing a column        | eval/beir_missing_column/                    | exit 2, `test.tsv:3:` "found 2"                    |
-| replay queries: empty query        | queries/empty_query.jsonl                    | exit 2, `:2:` 'query' is missing or empty          |
-| replay queries: not JSON           | queries/not_json.jsonl                       | exit 2, `:2:` not valid JSON                       |
-| replay queries: gold not a list    | queries/bad_gold.jsonl                       | exit 2, `:1:` 'gold' must be a list                |
+| kind | file (under tests/data/bad/) | expected outcome |
+| --- | --- | --- |
+| UTF-8 byte-order mark | logs/bom.jsonl | both records ingested (first one not lost) |
+| NaN value | logs/nan.jsonl | line 2 quarantined `nan`; strict exit 2 `:2:` |
+| trailing comma | logs/trailing_comma.jsonl | line 2 quarantined `trailing_comma` |
+| duplicate key | logs/duplicate_key.jsonl | line 2 quarantined `duplicate_key` |
+| array / null instead of object | logs/not_object.jsonl | lines 2, 3 quarantined `not_object` |
+| missing required field | logs/missing_field.jsonl | line 2 quarantined `missing_field` (raw_query) |
+| wrong field type | logs/wrong_type.jsonl | line 2 quarantined `invalid_field` (feedback.escalated) |
+| broken JSON syntax | logs/invalid_json.jsonl | line 2 quarantined `invalid_json` |
+| truncated last line (no newline) | logs/truncated.jsonl | line 2 quarantined `truncated` |
+| blank and whitespace lines | logs/blank_lines.jsonl | 4 blank, 2 ingested |
+| duplicate and conflicting ids | logs/duplicates_conflicts.jsonl | 1 duplicate, 1 conflict, 2 ingested |
+| lone surrogate escape | logs/surrogate.jsonl | line 2 quarantined `bad_encoding` |
+| GB18030 line among UTF-8 | logs/gb18030.jsonl | all 3 ingested, 1 recovered |
+| bytes neither UTF-8 nor GB18030 | logs/undecodable.jsonl | line 2 quarantined `bad_encoding` |
+| gzip cut off | logs/gzip_truncated.jsonl.gz | exit 2, names the file and "cut off after line" |
+| empty KB file | kb/empty.md | kb add exit 2, "empty file" |
+| binary KB file | kb/binary.txt | kb add exit 2, "binary" |
+| undecodable KB text | kb/undecodable.txt | kb add exit 2, `:4:` "cannot decode" |
+| broken YAML front matter | kb/broken_front_matter.md | kb add exit 2, `:4:` "not valid YAML" |
+| unclosed front matter | kb/unclosed_front_matter.md | kb add exit 2, `:1:` "never closed" |
+| HTML with markup only | kb/markup_only.html | kb add exit 2, "no text after parsing" |
+| unsupported suffix | kb/unsupported.pdf | kb add exit 2, "unsupported file type" |
+| HTML without headings | kb/no_headings.html | added with a warning naming the file (exit 0) |
+| misspelt settings key | config/misspelt_key.toml | exit 2, `retrieval.bm25_topk`, did you mean bm25_k |
+| nested misspelt key | config/nested_misspelt_key.toml | exit 2, `rerank.weights.titel_hit` → title_hit |
+| misspelt section | config/unknown_section.toml | exit 2, `retreival` → retrieval |
+| not TOML | config/not_toml.toml | exit 2, "not valid TOML … line 1" |
+| bad value type | config/bad_value_type.toml | exit 2, `rerank.top_n` |
+| value outside a choice | config/bad_enum.toml | exit 2, `embedder.backend` |
+| alias file syntax error | aliases/syntax_error.toml | exit 2, `:2:` "not valid TOML" |
+| unquoted Chinese alias key | aliases/unquoted_chinese_key.toml | exit 2, `:2:` 'quote the term: "审批"' |
+| alias entry not a list | aliases/not_a_list.toml | exit 2, `:2:` entry '发票' |
+| cases-json missing field | eval/cases_missing_field.json | exit 2, `:3:` field `question` |
+| cases-jsonl wrong type | eval/cases_wrong_type.jsonl | exit 2, `:2:` field `positive_doc_ids` |
+| cases-jsonl broken line | eval/cases_not_json.jsonl | exit 2, `:2:` not valid JSON |
+| TREC qrels bad grade | eval/qrels_bad_grade.txt | exit 2, `:2:` field `grade` |
+| TREC run line given as qrels | eval/qrels_run_line.txt | exit 2, `:2:` "4 columns … found 6" |
+| TREC queries without a tab | eval/queries_no_tab.txt(.queries.tsv) | exit 2, `queries.tsv:1:` |
+| BEIR qrels missing a column | eval/beir_missing_column/ | exit 2, `test.tsv:3:` "found 2" |
+| replay queries: empty query | queries/empty_query.jsonl | exit 2, `:2:` 'query' is missing or empty |
+| replay queries: not JSON | queries/not_json.jsonl | exit 2, `:2:` not valid JSON |
+| replay queries: gold not a list | queries/bad_gold.jsonl | exit 2, `:1:` 'gold' must be a list |
 
 The CLI runs in-process through `run_cli` (click's `CliRunner.isolation` around the real `main()`,
 so the error-to-exit-code mapping is the shipped one and any other exception propagates, as with
