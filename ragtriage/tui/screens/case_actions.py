@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from textual import on, work
+from textual import work
 
 from ragtriage.store import triage_repo
 from ragtriage.store.triage_repo import ConflictError, TriageRecord
@@ -48,21 +48,21 @@ class CaseActions:
             return
         self.post_message(RecordSaved(record, summary))  # type: ignore[attr-defined]
 
-    @on(RecordSaved)
-    def _saved(self, message: RecordSaved) -> None:
+    def on_record_saved(self, message: RecordSaved) -> None:
+        """Show the saved record (method-name handlers: `@on` is not collected from a mixin)."""
         if self.case is not None:
             self.case.record = message.record
         self.notify(message.summary, markup=False)  # type: ignore[attr-defined]
         self.refresh_case()  # type: ignore[attr-defined]
 
-    @on(RecordConflict)
-    def _conflict(self, message: RecordConflict) -> None:
+    def on_record_conflict(self, message: RecordConflict) -> None:
+        """Say who changed the record meanwhile and reload it; nothing was written."""
         self.notify(message.detail, title="changed meanwhile: reloaded", severity="error",  # type: ignore[attr-defined]
                     timeout=10, markup=False)
         self.load()  # type: ignore[attr-defined]
 
-    @on(ActionFinished)
-    def _action_finished(self, message: ActionFinished) -> None:
+    def on_action_finished(self, message: ActionFinished) -> None:
+        """Notify; replay when the action asks for it (alias added)."""
         self.notify(message.summary, markup=False, timeout=8)  # type: ignore[attr-defined]
         if message.replay:
             self.action_replay()  # type: ignore[attr-defined]
