@@ -24,8 +24,10 @@ _ID_CHECK = "10X98765432"
 
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 _ID_CARD = re.compile(r"(?<![0-9A-Za-z])\d{17}[\dXx](?![0-9A-Za-z])")
-_CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){15,18}(?![\d])")
-_PHONE = re.compile(r"(?<![\d+])(?:(?:\+|00)?86[ -]?)?1[3-9]\d(?:[ -]?\d){8}(?!\d)")
+# Digits glued to ASCII letters are identifiers (error codes like E13812345678, order numbers
+# like DD6222…), not phone or card numbers.
+_CARD = re.compile(r"(?<![0-9A-Za-z_-])\d(?:[ -]?\d){15,18}(?![0-9A-Za-z_])")
+_PHONE = re.compile(r"(?<![0-9A-Za-z_+])(?:(?:\+|00)?86[ -]?)?1[3-9]\d(?:[ -]?\d){8}(?![0-9A-Za-z_])")
 
 
 def id_card_is_valid(number: str) -> bool:
