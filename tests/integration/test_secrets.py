@@ -33,9 +33,12 @@ from tests.integration.test_bad_input_corpus import CliOutcome, run_cli
 
 SECRET = f"sk-planted-{uuid.uuid4().hex}"
 DOCS = {
-    "travel.md": "---\ndoc_id: travel\ntitle: 差旅报销\n---\n# 差旅报销\n\n出差结束后十五天内提交发票原件和行程单。\n",
-    "leave.md": "---\ndoc_id: leave\ntitle: 请假流程\n---\n# 请假流程\n\n请假需要提前在系统提交申请，由直属主管审批。\n",
-    "vpn.md": "---\ndoc_id: vpn\ntitle: VPN 连接\n---\n# VPN 连接\n\n连接失败时先检查客户端版本，再重置密码。\n",
+    "travel.md": "---\ndoc_id: travel\ntitle: 差旅报销\n---\n# 差旅报销\n\n"
+    "出差结束后十五天内提交发票原件和行程单。\n",
+    "leave.md": "---\ndoc_id: leave\ntitle: 请假流程\n---\n# 请假流程\n\n"
+    "请假需要提前在系统提交申请，由直属主管审批。\n",
+    "vpn.md": "---\ndoc_id: vpn\ntitle: VPN 连接\n---\n# VPN 连接\n\n"
+    "连接失败时先检查客户端版本，再重置密码。\n",
 }
 MARKUP_QUERY = "[bold red]x[/] 和 [link=http://evil]y[/link] 怎么报销"
 
@@ -194,7 +197,8 @@ def test_failing_rerank_and_llm_services_never_leak_the_key(
         outcomes.append(outcome)
     cases = tmp_path / "cases.jsonl"
     cases.write_text(
-        '{"query": "出差报销发票", "positive_doc_ids": ["travel"]}\n{"query": "请假审批", "positive_doc_ids": ["leave"]}\n',
+        '{"query": "出差报销发票", "positive_doc_ids": ["travel"]}\n'
+        '{"query": "请假审批", "positive_doc_ids": ["leave"]}\n',
         encoding="utf-8",
     )
     outcomes.append(run_cli("eval", "import", "--format", "cases-jsonl", cases))
