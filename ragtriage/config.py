@@ -182,6 +182,27 @@ class EvalSettings(StrictModel):
     redact_pii: bool = True
 
 
+DEFAULT_LABELS = [
+    "index_stale",
+    "chunk_split_bad",
+    "rewrite_error",
+    "alias_missing",
+    "bm25_miss",
+    "dense_drift",
+    "rerank_error",
+    "generation_error",
+    "no_answer_in_kb",
+    "label_error",
+]
+
+
+class TriageSettings(StrictModel):
+    labels: list[str] = Field(default_factory=lambda: list(DEFAULT_LABELS), min_length=1)
+    """Root-cause labels a triager may give (the default taxonomy of DESIGN.md)."""
+    no_gold_labels: list[str] = Field(default_factory=lambda: ["no_answer_in_kb"])
+    """Primary labels a case may be confirmed with without gold chunk ids."""
+
+
 class Settings(StrictModel):
     """All settings. Sections match the TOML tables."""
 
@@ -194,12 +215,13 @@ class Settings(StrictModel):
     rerank: RerankSettings = Field(default_factory=RerankSettings)
     logs: LogsSettings = Field(default_factory=LogsSettings)
     eval: EvalSettings = Field(default_factory=EvalSettings)
+    triage: TriageSettings = Field(default_factory=TriageSettings)
     keymap: dict[str, str] = Field(default_factory=dict)
     """TUI key overrides: binding id → keys, e.g. `replay-case = "ctrl+r"`."""
 
     def config_hash(self) -> str:
         """Short stable hash of everything that changes retrieval results."""
-        payload = self.model_dump(mode="json", exclude={"store", "keymap", "logs"})
+        payload = self.model_dump(mode="json", exclude={"store", "keymap", "logs", "triage"})
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 

@@ -114,8 +114,9 @@ def replay_command(
     console = stdout_console()
     with open_workspace(home, config_file) as workspace:
         if request_id is not None:
-            traces = [replay_logged_request(workspace, request_id, use_logged_rewrite)]
-        elif query is not None:
+            _replay_logged(workspace, request_id, use_logged_rewrite, as_json)
+            return
+        if query is not None:
             # Warm up first so the trace's timings show the query, not model loading.
             workspace.pipeline.warm_up()
             traces = [workspace.pipeline.run(query, gold=list(gold))]
@@ -134,6 +135,18 @@ def replay_command(
         if len(traces) > 1:
             console.rule(f"query {number + 1} of {len(traces)} (line {lines[number].line_no})")
         print_trace(console, trace)
+
+
+def _replay_logged(workspace: Workspace, request_id: str, use_logged_rewrite: bool, as_json: bool) -> None:
+    """Show the logged request next to its replay, stage by stage (`ragtriage.logs.replay_logged`)."""
+    from ragtriage.logs.replay_logged import compare_request
+    from ragtriage.render.logged_view import print_logged_replay
+
+    comparison = compare_request(workspace, request_id, use_logged_rewrite)
+    if as_json:
+        echo_json(comparison)
+        return
+    print_logged_replay(stdout_console(), comparison)
 
 
 def _run_file(workspace: Workspace, lines: list[QueryLine], *, show_progress: bool) -> list[Trace]:

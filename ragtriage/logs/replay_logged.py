@@ -1,0 +1,189 @@
+"""Replay a logged request through today's pipeline and diff it with what production logged, per stage.
+
+`stage_diff` is pure (the CLI view and the TUI both render its result); `compare_request` reads the
+request from the store, replays its raw query (optionally with the logged rewrite) and diffs the
+five logged stages: bm25, dense, fused, reranked and final_context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field
+
+from ragtriage.errors import InputError
+from ragtriage.logs.schema import STAGE_NAMES, RequestLog, to_trace
+from ragtriage.pipeline.types import ROUTE_BM25_RAW, ROUTE_DENSE_RAW, RunOptions, Trace
+
+if TYPE_CHECKING:
+    from ragtriage.workspace import Workspace
+
+#: Logged stage → the route of a replayed trace it is compared with (first one that ran).
+STAGE_ROUTES = {"bm25": (ROUTE_BM25_RAW, "bm25"), "dense": (ROUTE_DENSE_RAW, "dense")}
+
+
+class RankChange(BaseModel):
+    """A chunk present in both lists at different ranks (ranks from 1; `delta` > 0 means it moved up)."""
+
+    chunk_id: str
+    logged_rank: int
+    replayed_rank: int
+    delta: int
+
+
+class StageDiff(BaseModel):
+    """One stage, logged vs replayed: which chunks stayed, came, went, moved, and which the KB lacks."""
+
+    logged: list[str] = Field(default_factory=list)
+    replayed: list[str] = Field(default_factory=list)
+    kept: list[str] = Field(default_factory=list)
+    """In both lists, in logged order."""
+    gained: list[str] = Field(default_factory=list)
+    """Only in the replay, in replayed order."""
+    lost: list[str] = Field(default_factory=list)
+    """Only in the log, in logged order."""
+    rank_changes: list[RankChange] = Field(default_factory=list)
+    unknown: list[str] = Field(default_factory=list)
+    """Logged chunk ids the KB does not know (a stale index or another KB)."""
+    logged_missing: bool = False
+    """True when the request did not log this stage (everything replayed counts as gained)."""
+
+
+def stage_diff(
+    logged_ids: Sequence[str] | None,
+    replayed_ids: Sequence[str],
+    known_ids: Collection[str] | None = None,
+) -> StageDiff:
+    """Diff two ranked lists (duplicates count at their first rank).
+
+    `logged_ids=None` means the stage was not logged. With `known_ids`, logged ids outside it are
+    reported as `unknown`; without it no id is.
+    """
+    logged = list(dict.fromkeys(logged_ids or ()))
+    replayed = list(dict.fromkeys(replayed_ids))
+    logged_rank = {chunk_id: rank for rank, chunk_id in enumerate(logged, start=1)}
+    replayed_rank = {chunk_id: rank for rank, chunk_id in enumerate(replayed, start=1)}
+    changes = [
+        RankChange(
+            chunk_id=chunk_id,
+            logged_rank=rank,
+            replayed_rank=replayed_rank[chunk_id],
+            delta=rank - replayed_rank[chunk_id],
+        )
+        for chunk_id, rank in logged_rank.items()
+        if chunk_id in replayed_rank and replayed_rank[chunk_id] != rank
+    ]
+    return StageDiff(
+        logged=logged,
+        replayed=replayed,
+        kept=[c for c in logged if c in replayed_rank],
+        gained=[c for c in replayed if c not in logged_rank],
+        lost=[c for c in logged if c not in replayed_rank],
+        rank_changes=changes,
+        unknown=[c for c in logged if known_ids is not None and c not in known_ids],
+        logged_missing=logged_ids is None,
+    )
+
+
+class LoggedReplay(BaseModel):
+    """A logged request, its replay, and the per-stage diffs (`--json` of `replay REQUEST_ID`)."""
+
+    request_id: str
+    logged: Trace
+    replayed: Trace
+    diffs: dict[str, StageDiff] = Field(default_factory=dict)
+    use_logged_rewrite: bool = False
+
+
+def _route_ids(trace: Trace, stage: str) -> list[str]:
+    preferred, kind = STAGE_ROUTES[stage]
+    route = trace.route(preferred) or next((r for r in trace.routes if r.kind == kind and r.hits), None)
+    return [hit.chunk_id for hit in route.hits] if route is not None else []
+
+
+def replayed_stage_ids(trace: Trace, stage: str) -> list[str]:
+    """A replayed trace's ranked list for one logged stage name."""
+    if stage in STAGE_ROUTES:
+        return _route_ids(trace, stage)
+    if stage == "fused":
+        return [hit.chunk_id for hit in trace.fused]
+    if stage == "reranked":
+        return [hit.chunk_id for hit in trace.reranked]
+    if stage == "final_context":
+        return list(trace.final)
+    raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(STAGE_NAMES)}")
+
+
+def logged_stage_ids(record: RequestLog, stage: str) -> list[str] | None:
+    """The logged list of one stage, or None when the request did not log it."""
+    from ragtriage.logs.schema import stage_ids
+
+    items = getattr(record.stages, stage, None) if record.stages is not None else None
+    return None if items is None else stage_ids(items)
+
+
+def diff_request(
+    record: RequestLog, replayed: Trace, known_ids: Collection[str] | None = None
+) -> dict[str, StageDiff]:
+    """Every stage of `STAGE_NAMES`, logged vs replayed."""
+    return {
+        stage: stage_diff(logged_stage_ids(record, stage), replayed_stage_ids(replayed, stage), known_ids)
+        for stage in STAGE_NAMES
+    }
+
+
+def logged_rewrite_options(record: RequestLog) -> RunOptions:
+    """Run options that make retrieval use the logged rewrite (mode `logged`).
+
+    Raises:
+        InputError: the request logged no rewrite.
+    """
+    if record.rewrite is None:
+        raise InputError(
+            f"request {record.request_id!r} logged no rewrite; replay it without --use-logged-rewrite"
+        )
+    return RunOptions(rewrite_override=to_trace(record).rewrite)
+
+
+def _stored_gold(workspace: Workspace, request_id: str) -> list[str]:
+    from ragtriage.store.triage_repo import find_record
+
+    triage = find_record(workspace.engine, request_id)
+    if triage is None:
+        return []
+    return [g if isinstance(g, str) else str(g.get("chunk_id")) for g in triage.gold_chunk_ids]
+
+
+def compare_request(workspace: Workspace, request_id: str, use_logged_rewrite: bool = False) -> LoggedReplay:
+    """Replay a stored request and diff every stage with the log.
+
+    Raises:
+        NotFoundError: no such request_id in the store.
+        InputError: `use_logged_rewrite` and the request logged no rewrite.
+    """
+    from ragtriage.kb.service import get_chunks
+    from ragtriage.logs.requests import get_request
+
+    record = get_request(workspace.engine, request_id)
+    options = logged_rewrite_options(record) if use_logged_rewrite else RunOptions()
+    pipeline = workspace.pipeline
+    # Warm up first so the replay's timings show the query, not model loading.
+    pipeline.warm_up()
+    replayed = pipeline.run(record.raw_query, options=options, gold=_stored_gold(workspace, request_id))
+    logged = to_trace(record)
+    logged.gold = list(replayed.gold)
+    logged_ids = [c for stage in STAGE_NAMES for c in logged_stage_ids(record, stage) or ()]
+    known = set(get_chunks(workspace.engine, list(dict.fromkeys(logged_ids))))
+    return LoggedReplay(
+        request_id=request_id,
+        logged=logged,
+        replayed=replayed,
+        diffs=diff_request(record, replayed, known),
+        use_logged_rewrite=use_logged_rewrite,
+    )
+
+
+def replay_request(workspace: Workspace, request_id: str, use_logged_rewrite: bool = False) -> Trace:
+    """The replayed trace of a stored request (what `compare_request` diffs against the log)."""
+    return compare_request(workspace, request_id, use_logged_rewrite).replayed
