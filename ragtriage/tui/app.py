@@ -58,14 +58,21 @@ class TriageApp(App[None]):
         """Nothing to reset at the app level."""
 
     def action_help(self) -> None:
+        from textual.binding import Binding
+
         from ragtriage.tui.screens.help_screen import HelpScreen
 
+        # Keys as bound now (keymap overrides applied), by binding id; the class lists keep shadowed ones.
+        current: dict[str, list[str]] = {}
+        for key, active in self.screen.active_bindings.items():
+            if active.binding.id:
+                current.setdefault(active.binding.id, []).append(self.get_key_display(active.binding))
+        declared = [b for b in (*type(self.screen).BINDINGS, *type(self).BINDINGS) if isinstance(b, Binding)]
         rows = [
-            (active.binding.key_display or self.get_key_display(active.binding), active.binding.description or
-             active.binding.action, active.binding.id or "")
-            for key, active in self.screen.active_bindings.items()
+            (", ".join(current.get(b.id or "", [b.key])), b.description or b.action, b.id or "")
+            for b in declared
         ]
-        self.push_screen(HelpScreen(sorted(set(rows), key=lambda row: row[2])))
+        self.push_screen(HelpScreen(rows))
 
     def action_open_eval(self) -> None:
         from ragtriage.tui.screens.eval_screen import EvalScreen

@@ -68,7 +68,7 @@ class EvalScreen(WorkerFailures, Screen[None]):
         self.runs: list[dict[str, Any]] = []
         self.marked: int | None = None
         self.metric = PLOT_METRICS[0]
-        self.run_worker: Worker[None] | None = None
+        self.eval_worker: Worker[None] | None = None
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -171,14 +171,14 @@ class EvalScreen(WorkerFailures, Screen[None]):
         self.query_one("#compare-panel", Static).update(comparison_text(message.comparison))
 
     def action_start_run(self) -> None:
-        if self.run_worker is not None and self.run_worker.is_running:
+        if self.eval_worker is not None and self.eval_worker.is_running:
             return
         run = self.highlighted_run()
         dataset = run["dataset_name"] if run is not None else eval_store.DEFAULT_DATASET
         progress = self.query_one("#eval-progress", ProgressBar)
         progress.update(total=None, progress=0)
         progress.display = True
-        self.run_worker = self.start_run(dataset)
+        self.eval_worker = self.start_run(dataset)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="evals")
     def start_run(self, dataset: str) -> None:
@@ -198,17 +198,17 @@ class EvalScreen(WorkerFailures, Screen[None]):
     @on(EvalFinished)
     def _run_finished(self, message: EvalFinished) -> None:
         self.query_one("#eval-progress").display = False
-        self.run_worker = None
+        self.eval_worker = None
         self.notify(f"run {message.run_id}: {message.status}", markup=False)
         self.load_runs()
 
     def on_worker_failed(self, worker: Worker[object]) -> None:
         if worker.group == "evals":
             self.query_one("#eval-progress").display = False
-            self.run_worker = None
+            self.eval_worker = None
 
     def action_cancel_or_back(self) -> None:
-        if self.run_worker is not None and self.run_worker.is_running:
-            self.run_worker.cancel()
+        if self.eval_worker is not None and self.eval_worker.is_running:
+            self.eval_worker.cancel()
             return
         self.app.pop_screen()

@@ -12,6 +12,7 @@ from textual.widgets import DataTable
 from ragtriage.pipeline.types import StageRank, Trace
 
 GOLD_MARK = "★"
+TITLE_WIDTH = 12
 
 
 def _rank_cell(stage: StageRank | None) -> Text:
@@ -32,7 +33,7 @@ def candidate_rows(trace: Trace, gold: Sequence[str]) -> tuple[list[str], list[t
         cells = [
             Text(GOLD_MARK if is_gold else "", style="bold green"),
             Text(candidate.chunk_id, style="bold green" if is_gold else ("red" if not candidate.known else "")),
-            Text(candidate.title or "?"),
+            Text((candidate.title or "?")[:TITLE_WIDTH]),
             *(_rank_cell(candidate.routes.get(name)) for name in route_names),
             _rank_cell(candidate.fused),
             _rank_cell(candidate.reranked),

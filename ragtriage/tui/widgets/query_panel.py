@@ -25,9 +25,10 @@ def query_text(request_id: str, trace: Trace, record: TriageRecord | None, sourc
     if rewrite.rewritten_query != trace.query:
         text.append("\nrewritten  ", style="dim")
         text.append(rewrite.rewritten_query)
-    if rewrite.aliases:
+    aliases = {term: syns for term, syns in rewrite.aliases.items() if syns}
+    if aliases:
         text.append("\naliases    ", style="dim")
-        text.append("; ".join(f"{term} → {', '.join(syns)}" for term, syns in rewrite.aliases.items()))
+        text.append("; ".join(f"{term} → {', '.join(syns)}" for term, syns in aliases.items()))
     for number, sub_query in enumerate(rewrite.sub_queries, start=1):
         text.append(f"\nsub {number}      ", style="dim")
         text.append(sub_query)

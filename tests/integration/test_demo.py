@@ -1,0 +1,41 @@
+"""`ragtriage demo --headless` on a fresh home, then again (the second run reuses everything)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def demo_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[subprocess.CompletedProcess[str]], list[float]]:
+    home = tmp_path_factory.mktemp("demo") / "home"
+    runs, seconds = [], []
+    for _ in range(2):
+        started = time.perf_counter()
+        runs.append(subprocess.run([sys.executable, "-m", "ragtriage", "demo", "--home", str(home), "--headless"],
+                                   capture_output=True, text=True, timeout=900))
+        seconds.append(time.perf_counter() - started)
+    return home, runs, seconds
+
+
+def test_first_run_builds_everything_and_prints_the_summary(demo_runs) -> None:  # type: ignore[no-untyped-def]
+    home, runs, _ = demo_runs
+    first = runs[0]
+    assert first.returncode == 0, first.stderr
+    assert "flagged requests by suggested root cause" in first.stdout
+    assert "gold journey (replay)" in first.stdout
+    assert "eval run 1" in first.stdout and "recall@5" in first.stdout
+    assert (home / "config.toml").exists() and (home / "aliases.toml").exists()
+
+
+def test_second_run_reuses_what_exists(demo_runs) -> None:  # type: ignore[no-untyped-def]
+    _, runs, seconds = demo_runs
+    second = runs[1]
+    assert second.returncode == 0, second.stderr
+    assert "reused: kb, logs, diagnosis, eval" in second.stderr
+    assert "eval run 1" in second.stdout  # no second run was started
+    assert seconds[1] < seconds[0]

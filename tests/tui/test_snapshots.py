@@ -1,0 +1,51 @@
+"""Snapshots of the main screens at a fixed size (times in the fixture traffic are frozen)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ragtriage.tui.app import TriageApp
+from ragtriage.workspace import Workspace
+from tests.tui.conftest import SIZE
+
+
+async def _queue(pilot: Any) -> None:
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def _case(pilot: Any) -> None:
+    await _queue(pilot)
+    from ragtriage.logs.queue import list_queue
+
+    # The newest flagged request whose record has gold (set from the answer key).
+    engine = pilot.app.workspace.engine
+    item = next(i for i in list_queue(engine, limit=50).items if i.suggested_label not in (None, "unknown"))
+    pilot.app.screen.open_case(item.request_id)
+    await _queue(pilot)
+    await _queue(pilot)
+
+
+async def _eval(pilot: Any) -> None:
+    await _queue(pilot)
+    await pilot.press("e")
+    await _queue(pilot)
+
+
+async def _help(pilot: Any) -> None:
+    await _queue(pilot)
+    await pilot.press("f1")
+    await pilot.pause()
+
+
+@pytest.mark.parametrize(
+    "run_before",
+    [_queue, _case, _eval, _help],
+    ids=["queue", "case", "eval", "help"],
+)
+def test_screen_snapshot(workspace: Workspace, snap_compare: Callable[..., bool], run_before: Any) -> None:
+    app = TriageApp(workspace, warm_up=False)
+    assert snap_compare(app, run_before=run_before, terminal_size=SIZE)
