@@ -136,6 +136,12 @@ def main() -> None:
         return
     for key, value in figures.items():
         print(f"{key:28} {value}")
+    # Machine-readable lines for scripts/bench.py (see docs/benchmarks.md).
+    print(f"RESULT name=eval_run value={eval_wall:.2f} unit=s target=ratio<=1.5 "
+          f"ratio={figures['eval_over_floor']} baseline=floor cases={len(cases)}")  # fmt: skip
+    speedup = figures["speedup_over_sequential"]
+    print(f"RESULT name=eval_run_speedup value={speedup} unit=x target=>=3 "
+          f"ratio={speedup} baseline=sequential_loop cases={len(cases)}")  # fmt: skip
     sys.stdout.flush()
 
 

@@ -90,6 +90,7 @@ def query_latency(workspace: Workspace, sample: int) -> None:
                 f"{name} query latency over {len(queries)} queries: p50 {statistics.median(timings):.1f} ms, "
                 f"p95 {p95:.1f} ms"
             )
+            print(f"RESULT name={name}_query_p50 value={statistics.median(timings):.1f} unit=ms")
     finally:
         indexes.close()
 
@@ -137,11 +138,20 @@ def main(argv: list[str] | None = None) -> int:
         describe("full build", full)
         own, children = peak_rss_mb()
         print(f"peak RSS: {own:.0f} MB (this process), {children:.0f} MB (largest child)")
+        # Machine-readable lines for scripts/bench.py (see docs/benchmarks.md).
+        share = full.other_seconds / full.total_seconds * 100 if full.total_seconds else 0.0
+        chunks = added.chunks_written
+        print(f"RESULT name=index_full_build value={full.total_seconds:.1f} unit=s chunks={chunks}")
+        print(f"RESULT name=index_non_embedding_share value={share:.1f} unit=% target=<=10 "
+              f"ratio={full.other_seconds / max(full.embed_seconds, 1e-9):.3f} "
+              "baseline=embedding")  # fmt: skip
+        print(f"RESULT name=index_peak_rss value={max(own, children):.0f} unit=MB")
         if full.total_seconds and full.other_seconds / full.total_seconds > 0.10:
             failures.append("everything other than embedding took more than 10 % of the full build")
 
         again = sync_indexes(workspace)
         describe("unchanged re-sync", again)
+        print(f"RESULT name=index_unchanged_resync_embedded value={again.embedded} unit=chunks target=<=0")
         if again.embedded:
             failures.append(f"an unchanged KB embedded {again.embedded} chunks")
 
@@ -156,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         add_paths(workspace, [work_copy], index=False)
         one = sync_indexes(workspace)
         describe(f"after touching {target.name}", one)
+        print(f"RESULT name=index_one_doc_resync value={one.total_seconds:.2f} unit=s "
+              f"embedded={one.embedded}")  # fmt: skip
         if one.embedded > one.added + one.updated or one.embedded == 0:
             failures.append(f"touching one document embedded {one.embedded} chunks")
         print(f"index status: {index_status(workspace)['state']}")

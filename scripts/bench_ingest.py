@@ -159,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for key, value in figures.items():
             print(f"{key:>24}: {value}")
+        # Machine-readable lines for scripts/bench.py (see docs/benchmarks.md).
+        print(f"RESULT name=ingest_rate value={rate:.0f} unit=lines/s target=>=30000 "
+              f"ratio={rate / baseline:.3f} baseline=json.loads lines={report.read}")  # fmt: skip
+        print(f"RESULT name=ingest_peak_rss value={peak_mb:.0f} unit=MB target=<=500")
     return 0
 
 

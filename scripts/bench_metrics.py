@@ -149,6 +149,11 @@ def main() -> None:
     ratios = f"{summary['ratio']:.3f} (to means), {summary['ratio_with_per_query_dicts']:.3f} (with dicts)"
     print(f"ratio         {ratios}; target <= 0.333")
     print(f"means agree   max |difference| = {max_diff:.2e}")
+    # Machine-readable line for scripts/bench.py (see docs/benchmarks.md).
+    print(f"RESULT name=metrics_batch value={ours['seconds_with_per_query']:.3f} unit=s "
+          "target=ratio<=0.333 "
+          f"ratio={summary['ratio_with_per_query_dicts']} baseline=pytrec_eval "
+          f"queries={args.queries}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -142,6 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for key, value in figures.items():
             print(f"{key:>28}: {value}")
+        # Machine-readable lines for scripts/bench.py (see docs/benchmarks.md).
+        first_page = figures["first page"]["median_ms"]
+        worst = max(v["median_ms"] for v in figures.values() if isinstance(v, dict))
+        print(f"RESULT name=queue_first_page value={first_page} unit=ms target=<=200 "
+              f"requests={args.requests}")  # fmt: skip
+        print(f"RESULT name=queue_worst_filter value={worst} unit=ms target=<=200 "
+              f"requests={args.requests}")  # fmt: skip
     return 0
 
 
