@@ -71,6 +71,9 @@ def script_arguments(name: str, quick: bool, workdir: Path) -> list[str]:
         return [*kb, "--home", str(index_home)]
     if name == "eval_run":
         return ["--home", str(index_home), "--cases", "40" if quick else "1000"]
+    if name == "tui":
+        home = workdir / ("tui-home-quick" if quick else "tui-home")
+        return ["--requests", "2000" if quick else "100000", "--home", str(home)]
     if name == "diagnose":
         return ["--repeat", "1" if quick else "5"]
     return []

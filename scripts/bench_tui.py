@@ -104,7 +104,12 @@ def main() -> None:
     started = time.perf_counter()
     build_home(args.home, args.requests)
     print(f"home ready in {time.perf_counter() - started:.1f}s: {args.home}")
-    print(json.dumps(asyncio.run(measure(args.home)), indent=2))
+    results = asyncio.run(measure(args.home))
+    print(json.dumps(results, indent=2))
+    # Machine-readable lines for scripts/bench.py (see docs/benchmarks.md).
+    print(f"RESULT name=tui_queue_interactive value={results['queue_interactive_s']} unit=s target=<=1 "
+          f"requests={args.requests}")  # fmt: skip
+    print(f"RESULT name=tui_case_key_repaint_p95 value={results['case_key_repaint_ms_p95']} unit=ms target=<=50")
 
 
 if __name__ == "__main__":
