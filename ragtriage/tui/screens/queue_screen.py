@@ -101,20 +101,20 @@ class QueueScreen(WorkerFailures, Screen[None]):
             parts.append(f"sort={self.sort}")
         return " ".join(parts)
 
-    def reload(self, offset: int | None = None) -> None:
-        """Read the page at `offset` (default: the current one) in a worker."""
+    def reload(self, offset: int | None = None, *, counts: bool = True) -> None:
+        """Read the page at `offset` (default: the current one) in a worker; `counts` re-counts too."""
         if offset is not None:
             self.page_offset = max(0, offset)
-        self.load_page(self.page_offset)
+        self.load_page(self.page_offset, counts)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="queue")
-    def load_page(self, offset: int) -> None:
-        """One page plus the counts, read in a thread."""
+    def load_page(self, offset: int, with_counts: bool = True) -> None:
+        """One page (plus the counts unless only the page changed), read in a thread."""
         engine = self.app.workspace.engine  # type: ignore[attr-defined]
         page = list_queue(engine, status=self.status, label=self.label, reason=self.reason,
                           suggested=self.suggested, text=self.text_filter, sort=self.sort,
                           limit=PAGE_SIZE, offset=offset)
-        counts = queue_counts(engine)
+        counts = queue_counts(engine) if with_counts else self.counts
         if not get_current_worker().is_cancelled:
             self.post_message(QueueLoaded(page, counts))
 
@@ -181,11 +181,11 @@ class QueueScreen(WorkerFailures, Screen[None]):
 
     def action_next_page(self) -> None:
         if self.page_offset + PAGE_SIZE < self.total:
-            self.reload(self.page_offset + PAGE_SIZE)
+            self.reload(self.page_offset + PAGE_SIZE, counts=False)
 
     def action_previous_page(self) -> None:
         if self.page_offset > 0:
-            self.reload(self.page_offset - PAGE_SIZE)
+            self.reload(self.page_offset - PAGE_SIZE, counts=False)
 
     def action_reload(self) -> None:
         self.reload()
