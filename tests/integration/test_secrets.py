@@ -278,7 +278,14 @@ def test_markup_in_logged_text_prints_literally(home: Path, tmp_path: Path) -> N
     assert "[blink]答案[/blink] :warning:" in shown.stdout
 
 
-def test_markup_in_a_replayed_query_prints_literally(indexed_home: Path) -> None:
-    replayed = run_cli("replay", "--query", MARKUP_QUERY, env={"COLUMNS": "200"})
+def test_markup_in_a_replayed_query_prints_literally(indexed_home: Path, tmp_path: Path) -> None:
+    wide = {"COLUMNS": "200"}
+    replayed = run_cli("replay", "--query", MARKUP_QUERY, env=wide)
     assert replayed.exit_code == 0, replayed.output
     assert MARKUP_QUERY in replayed.stdout
+    log = tmp_path / "markup.jsonl"
+    log.write_text(_log_line("mk-2", MARKUP_QUERY) + "\n", encoding="utf-8")
+    assert run_cli("logs", "ingest", log).exit_code == 0
+    logged = run_cli("replay", "mk-2", env=wide)
+    assert logged.exit_code == 0, logged.output
+    assert MARKUP_QUERY in logged.stdout
