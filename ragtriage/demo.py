@@ -34,6 +34,8 @@ BASELINE_RUN = "demo-baseline"
 #: Request times of generated traffic start here (fixed, so screenshots and tests do not drift).
 TRAFFIC_START = datetime(2026, 11, 2, 8, 0, tzinfo=timezone.utc)
 DEMO_USER = "demo"
+#: Flagged requests diagnosed up front (about 0.5–2 s each); the rest are diagnosed on replay in the TUI.
+DEMO_DIAGNOSES = 40
 StepCallback = Callable[[str], None]
 
 
@@ -217,6 +219,7 @@ def diagnose_flagged(
     *,
     counterfactuals: bool = False,
     should_stop: Callable[[], bool] | None = None,
+    limit: int | None = None,
 ) -> int:
     """Diagnose every flagged request without a suggestion and store the suggested label.
 
@@ -231,7 +234,7 @@ def diagnose_flagged(
     from ragtriage.triage.suggestions import save_suggested_labels, undiagnosed_request_ids
 
     gold_by_query = {key.query: key.gold for key in keys if key.gold}
-    request_ids = undiagnosed_request_ids(workspace.engine)
+    request_ids = undiagnosed_request_ids(workspace.engine, limit)
     requests = get_requests(workspace.engine, request_ids)
     context = WorkspaceContext(workspace)
     suggestions: dict[str, str | None] = {}
@@ -320,12 +323,14 @@ def prepare_demo(home: Path, *, real: bool = False, on_step: StepCallback | None
             report.reused.append("logs")
         lap("logs")
         step("diagnosing flagged requests")
-        report.diagnosed = diagnose_flagged(workspace, keys)
-        if not report.diagnosed:
-            report.reused.append("diagnosis")
         from ragtriage.logs.queue import queue_counts
 
-        report.flagged = queue_counts(workspace.engine).total
+        counts = queue_counts(workspace.engine)
+        if set(counts.by_suggested) - {"-"}:
+            report.reused.append("diagnosis")
+        else:
+            report.diagnosed = diagnose_flagged(workspace, keys, limit=DEMO_DIAGNOSES)
+        report.flagged = counts.total
         lap("diagnosis")
         step("evaluating the eval set")
         report.eval_cases, report.eval_run_id, eval_reused = ensure_eval_run(workspace, dataset, keys)
