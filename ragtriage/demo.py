@@ -167,7 +167,9 @@ def traffic_line(request_id: str, ts: datetime, trace: Trace, gold: Sequence[str
             },
             "stages": {
                 "bm25": [{"chunk_id": h.chunk_id, "score": h.score} for h in route_hits.get("bm25_raw", [])],
-                "dense": [{"chunk_id": h.chunk_id, "score": h.score} for h in route_hits.get("dense_raw", [])],
+                "dense": [
+                    {"chunk_id": h.chunk_id, "score": h.score} for h in route_hits.get("dense_raw", [])
+                ],
                 "fused": [{"chunk_id": h.chunk_id, "score": h.score} for h in trace.fused],
                 "reranked": [{"chunk_id": h.chunk_id, "score": h.score} for h in trace.reranked],
                 "final_context": list(trace.final),
@@ -198,7 +200,9 @@ def _count_requests(workspace: Workspace) -> int:
         return int(session.execute(select(func.count()).select_from(RequestLogRow)).scalar_one())
 
 
-def ingest_traffic(workspace: Workspace, keys: Sequence[AnswerKey], log_file: Path | None, prefix: str) -> int:
+def ingest_traffic(
+    workspace: Workspace, keys: Sequence[AnswerKey], log_file: Path | None, prefix: str
+) -> int:
     """Ingest `log_file` (or generated traffic) unless the store already holds requests; returns lines ingested."""
     from ragtriage.logs.ingest import ingest_files, ingest_lines
 
@@ -244,7 +248,10 @@ def diagnose_flagged(
                 break
             record = requests[request_id]
             triage = find_record(workspace.engine, request_id)
-            gold = [g if isinstance(g, str) else str(g["chunk_id"]) for g in (triage.gold_chunk_ids if triage else [])]
+            gold = [
+                g if isinstance(g, str) else str(g["chunk_id"])
+                for g in (triage.gold_chunk_ids if triage else [])
+            ]
             if not gold and record.raw_query in gold_by_query:
                 gold = gold_by_query[record.raw_query]
                 set_gold(workspace.engine, request_id, gold, user=DEMO_USER)
@@ -264,7 +271,9 @@ def diagnose_flagged(
     return len(suggestions)
 
 
-def ensure_eval_run(workspace: Workspace, dataset: str, keys: Sequence[AnswerKey]) -> tuple[int, int | None, bool]:
+def ensure_eval_run(
+    workspace: Workspace, dataset: str, keys: Sequence[AnswerKey]
+) -> tuple[int, int | None, bool]:
     """Import the answer keys as `dataset` (if absent) and run it once; `(cases, run id, reused)`."""
     from ragtriage.eval import store as eval_store
     from ragtriage.eval.runner import effective_status, run_eval
@@ -276,7 +285,9 @@ def ensure_eval_run(workspace: Workspace, dataset: str, keys: Sequence[AnswerKey
             workspace.engine, dataset, eval_cases_from_keys(keys), provenance={"source": "demo answer key"}
         )
     cases = len(eval_store.dataset_cases(workspace.engine, dataset))
-    complete = [r for r in eval_store.list_runs(workspace.engine, dataset) if effective_status(r) == "complete"]
+    complete = [
+        r for r in eval_store.list_runs(workspace.engine, dataset) if effective_status(r) == "complete"
+    ]
     if complete:
         return cases, int(complete[0].id or 0), reused
     summary = run_eval(workspace, dataset, name=BASELINE_RUN)
@@ -350,7 +361,9 @@ def real_kb_folder(home: Path, debs_dir: Path | None = None) -> Path:
     faq = target / "faq"
     if faq.is_dir() and any(faq.iterdir()):
         return faq
-    spec = importlib.util.spec_from_file_location("extract_debian_docs", REPO_ROOT / "scripts" / "extract_debian_docs.py")
+    spec = importlib.util.spec_from_file_location(
+        "extract_debian_docs", REPO_ROOT / "scripts" / "extract_debian_docs.py"
+    )
     if spec is None or spec.loader is None:
         raise InputError("scripts/extract_debian_docs.py is missing; --real needs the repository checkout")
     module = importlib.util.module_from_spec(spec)
@@ -428,7 +441,10 @@ def demo_summary(home: Path, preferred_label: str = "alias_missing") -> DemoSumm
             page = list_queue(workspace.engine, limit=20)
         for item in page.items:
             view = request_view(workspace.engine, item.request_id)
-            gold = [g if isinstance(g, str) else str(g["chunk_id"]) for g in (view.triage.gold_chunk_ids if view.triage else [])]
+            gold = [
+                g if isinstance(g, str) else str(g["chunk_id"])
+                for g in (view.triage.gold_chunk_ids if view.triage else [])
+            ]
             if not gold:
                 continue
             trace = workspace.pipeline.run(item.raw_query, gold=gold)

@@ -36,13 +36,24 @@ def build_home(home: Path, count: int) -> None:
         def lines():  # type: ignore[no-untyped-def]
             for i in range(count):
                 ids = [f"doc{(i + j) % 997}#c{j}" for j in range(10)]
-                yield json.dumps({
-                    "request_id": f"r{i:07d}", "ts": (start + timedelta(seconds=i)).isoformat(),
-                    "session": f"s{i}", "raw_query": f"合同审批 第 {i} 号 怎么撤回",
-                    "stages": {"bm25": ids, "dense": ids[::-1], "fused": ids, "reranked": ids[:8],
-                               "final_context": ids[:5]},
-                    "citations": ids[:2], "feedback": {"rating": "down"},
-                }, ensure_ascii=False)
+                yield json.dumps(
+                    {
+                        "request_id": f"r{i:07d}",
+                        "ts": (start + timedelta(seconds=i)).isoformat(),
+                        "session": f"s{i}",
+                        "raw_query": f"合同审批 第 {i} 号 怎么撤回",
+                        "stages": {
+                            "bm25": ids,
+                            "dense": ids[::-1],
+                            "fused": ids,
+                            "reranked": ids[:8],
+                            "final_context": ids[:5],
+                        },
+                        "citations": ids[:2],
+                        "feedback": {"rating": "down"},
+                    },
+                    ensure_ascii=False,
+                )
 
         ingest_lines(workspace.engine, lines(), source="bench", batch_size=5000)
     finally:

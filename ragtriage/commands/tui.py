@@ -34,7 +34,9 @@ def print_summary(home: Path) -> None:
 
     summary = demo_summary(home)
     console = stdout_console()
-    labels = Table(title=Text(f"{summary.flagged} flagged requests by suggested root cause"), title_justify="left")
+    labels = Table(
+        title=Text(f"{summary.flagged} flagged requests by suggested root cause"), title_justify="left"
+    )
     labels.add_column("suggested label")
     labels.add_column("requests", justify="right")
     for label, count in sorted(summary.by_suggested_label.items(), key=lambda kv: (-kv[1], kv[0])):
@@ -42,8 +44,12 @@ def print_summary(home: Path) -> None:
     console.print(labels)
     journey = summary.case_journey
     if journey is not None:
-        console.print(Text(f"replayed {summary.case_request_id}: {summary.case_query} "
-                           f"(suggested {summary.case_suggested_label})"))
+        console.print(
+            Text(
+                f"replayed {summary.case_request_id}: {summary.case_query} "
+                f"(suggested {summary.case_suggested_label})"
+            )
+        )
         table = Table(title=Text("gold journey (replay)"), title_justify="left")
         columns = ["gold", *journey.route_names, "fused", "rerank in", "reranked", "final", "dropped at"]
         for column in columns:
@@ -51,11 +57,16 @@ def print_summary(home: Path) -> None:
         for gold in journey.gold:
             cells = [gold.routes.get(name) for name in journey.route_names]
             cells += [gold.fused, gold.rerank_input, gold.reranked, gold.final]
-            table.add_row(Text(gold.chunk_id), *("—" if c is None else str(c) for c in cells),
-                          gold.dropped_at or "reached")
+            table.add_row(
+                Text(gold.chunk_id),
+                *("—" if c is None else str(c) for c in cells),
+                gold.dropped_at or "reached",
+            )
         console.print(table)
     if summary.run_id is not None:
-        run = Table(title=Text(f"eval run {summary.run_id} ({summary.run_cases} cases)"), title_justify="left")
+        run = Table(
+            title=Text(f"eval run {summary.run_id} ({summary.run_cases} cases)"), title_justify="left"
+        )
         run.add_column("metric")
         run.add_column("value", justify="right")
         for metric in SUMMARY_METRICS:
@@ -74,10 +85,17 @@ def register(cli: click.Group) -> None:
         run_tui(home, config_file)
 
     @cli.command("demo")
-    @click.option("--home", "demo_home", type=click.Path(file_okay=False, path_type=Path), default=None,
-                  help="Demo data folder. Default: $RAGTRIAGE_HOME or the user data dir.")
+    @click.option(
+        "--home",
+        "demo_home",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Demo data folder. Default: $RAGTRIAGE_HOME or the user data dir.",
+    )
     @click.option("--headless", is_flag=True, help="Print a summary instead of opening the TUI.")
-    @click.option("--real", is_flag=True, help="Use the Debian FAQ and generated traffic instead of the fixtures.")
+    @click.option(
+        "--real", is_flag=True, help="Use the Debian FAQ and generated traffic instead of the fixtures."
+    )
     def demo_command(demo_home: Path | None, headless: bool, real: bool) -> None:
         """Build (or reuse) a demo home: KB indexes, request logs, diagnoses, an eval run; then open the TUI."""
         from ragtriage import locations
@@ -88,9 +106,11 @@ def register(cli: click.Group) -> None:
         err = stderr_console()
         report = prepare_demo(home, real=real, on_step=lambda step: err.print(f"demo: {step} …"))
         reused = f" (reused: {', '.join(report.reused)})" if report.reused else ""
-        err.print(f"demo home {report.home}: {report.chunks} chunks, {report.flagged} flagged, "
-                  f"{report.eval_cases} eval cases, run {report.eval_run_id}{reused}; "
-                  f"seconds {report.seconds}")
+        err.print(
+            f"demo home {report.home}: {report.chunks} chunks, {report.flagged} flagged, "
+            f"{report.eval_cases} eval cases, run {report.eval_run_id}{reused}; "
+            f"seconds {report.seconds}"
+        )
         if headless:
             print_summary(home)
             return

@@ -11,13 +11,21 @@ import pytest
 
 
 @pytest.fixture(scope="module")
-def demo_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[subprocess.CompletedProcess[str]], list[float]]:
+def demo_runs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, list[subprocess.CompletedProcess[str]], list[float]]:
     home = tmp_path_factory.mktemp("demo") / "home"
     runs, seconds = [], []
     for _ in range(2):
         started = time.perf_counter()
-        runs.append(subprocess.run([sys.executable, "-m", "ragtriage", "demo", "--home", str(home), "--headless"],
-                                   capture_output=True, text=True, timeout=900))
+        runs.append(
+            subprocess.run(
+                [sys.executable, "-m", "ragtriage", "demo", "--home", str(home), "--headless"],
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+        )
         seconds.append(time.perf_counter() - started)
     return home, runs, seconds
 

@@ -111,7 +111,9 @@ async def test_a_change_made_meanwhile_is_shown_and_never_overwritten(workspace:
         await pilot.press("3")
         await _settle(app, pilot)
         record = find_record(workspace.engine, request_id)
-        assert record is not None and record.primary_label == "rewrite_error" and record.status == "in_progress"
+        assert (
+            record is not None and record.primary_label == "rewrite_error" and record.status == "in_progress"
+        )
 
 
 async def test_replay_shows_the_replayed_trace_and_diagnosis(workspace: Workspace) -> None:

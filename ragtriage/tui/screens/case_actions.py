@@ -39,10 +39,18 @@ class CaseActions:
         self._save(summary, change, args, kwargs, self._revision())
 
     @work(thread=True, exclusive=False, exit_on_error=False, group="saves")  # type: ignore[misc]
-    def _save(self, summary: str, change: Callable[..., TriageRecord], args: tuple[Any, ...],
-              kwargs: dict[str, Any], revision: int | None) -> None:
+    def _save(
+        self,
+        summary: str,
+        change: Callable[..., TriageRecord],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        revision: int | None,
+    ) -> None:
         try:
-            record = change(self.workspace.engine, self.request_id, *args, expected_revision=revision, **kwargs)
+            record = change(
+                self.workspace.engine, self.request_id, *args, expected_revision=revision, **kwargs
+            )
         except ConflictError as error:
             self.post_message(RecordConflict(self.request_id, str(error)))  # type: ignore[attr-defined]
             return
@@ -57,8 +65,13 @@ class CaseActions:
 
     def on_record_conflict(self, message: RecordConflict) -> None:
         """Say who changed the record meanwhile and reload it; nothing was written."""
-        self.notify(message.detail, title="changed meanwhile: reloaded", severity="error",  # type: ignore[attr-defined]
-                    timeout=10, markup=False)
+        self.notify(
+            message.detail,
+            title="changed meanwhile: reloaded",
+            severity="error",  # type: ignore[attr-defined]
+            timeout=10,
+            markup=False,
+        )
         self.load()  # type: ignore[attr-defined]
 
     def on_action_finished(self, message: ActionFinished) -> None:

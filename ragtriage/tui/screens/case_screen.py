@@ -31,8 +31,14 @@ LABEL_KEYS = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "0")
 def label_bindings() -> list[Binding]:
     """`1` → index_stale … `0` → label_error, each with its own id (`label-1` …) so it can be remapped."""
     return [
-        Binding(key, f"assign_label('{label}')", label, id=f"label-{key}", show=False,
-                tooltip=f"Label the case {label}")
+        Binding(
+            key,
+            f"assign_label('{label}')",
+            label,
+            id=f"label-{key}",
+            show=False,
+            tooltip=f"Label the case {label}",
+        )
         for key, label in zip(LABEL_KEYS, LABELS, strict=False)
     ]
 
@@ -44,7 +50,9 @@ class CaseScreen(CaseActions, WorkerFailures, Screen[None]):
         Binding("escape", "cancel_or_back", "Back/cancel", id="back-or-cancel", priority=True),
         Binding("r", "replay", "Replay", id="replay-case", tooltip="Replay and diagnose in the background"),
         Binding("t", "toggle_source", "Logged/replayed", id="toggle-source"),
-        Binding("g", "toggle_gold", "Gold", id="toggle-gold", tooltip="Mark/unmark the highlighted chunk as gold"),
+        Binding(
+            "g", "toggle_gold", "Gold", id="toggle-gold", tooltip="Mark/unmark the highlighted chunk as gold"
+        ),
         Binding("G", "search_gold", "Find gold", id="search-gold", tooltip="Search the KB for a gold chunk"),
         Binding("n", "note", "Note", id="add-note"),
         Binding("c", "confirm", "Confirm", id="confirm-case"),
@@ -129,7 +137,11 @@ class CaseScreen(CaseActions, WorkerFailures, Screen[None]):
         source = "replayed" if trace is case.replayed else "logged"
         trace.gold = case.gold
         self.query_one(QueryPanel).show(case.request_id, trace, case.record, source)
-        journey = gold_journey(trace, case.gold, "replay" if source == "replayed" else "logged") if case.gold else None
+        journey = (
+            gold_journey(trace, case.gold, "replay" if source == "replayed" else "logged")
+            if case.gold
+            else None
+        )
         self.journey_strip.journey = journey
         self.candidate_table.show(trace, case.gold)
         self.query_one(DiagnosisPanel).show(case.diagnosis)
@@ -174,8 +186,12 @@ class CaseScreen(CaseActions, WorkerFailures, Screen[None]):
             self.post_message(ReplayProgress(name, done, total))
 
         try:
-            trace, diagnosis, chunks = replay_case(app.workspace, case,  # type: ignore[attr-defined]
-                                                   should_stop=lambda: worker.is_cancelled, on_stage=stage)
+            trace, diagnosis, chunks = replay_case(
+                app.workspace,
+                case,  # type: ignore[attr-defined]
+                should_stop=lambda: worker.is_cancelled,
+                on_stage=stage,
+            )
         except RunCancelled:
             self.post_message(ReplayCancelled(case.request_id))
             return
@@ -184,7 +200,9 @@ class CaseScreen(CaseActions, WorkerFailures, Screen[None]):
             return
         from ragtriage.triage.suggestions import save_suggested_labels
 
-        save_suggested_labels(app.workspace.engine, {case.request_id: diagnosis.suggestion.label or "unknown"})  # type: ignore[attr-defined]
+        save_suggested_labels(
+            app.workspace.engine, {case.request_id: diagnosis.suggestion.label or "unknown"}
+        )  # type: ignore[attr-defined]
         self.post_message(ReplayFinished(case.request_id, trace, diagnosis, chunks))
 
     @on(ReplayProgress)

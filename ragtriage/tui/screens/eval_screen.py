@@ -28,27 +28,44 @@ PLOT_METRICS = ("recall@5", "mrr", "ndcg@10", "hit@1", "hit@5")
 def run_row(run: Any) -> dict[str, Any]:
     """Plain data of one run for the table (ORM rows never cross threads)."""
     return {
-        "id": int(run.id or 0), "name": run.name or "", "dataset": f"{run.dataset}@{run.dataset_version}",
-        "status": effective_status(run), "cases": f"{run.cases_done}/{run.case_count}",
-        "config": run.config_hash, "aggregates": dict(run.aggregates or {}),
-        "buckets": dict(run.bucket_aggregates or {}), "dataset_name": run.dataset,
+        "id": int(run.id or 0),
+        "name": run.name or "",
+        "dataset": f"{run.dataset}@{run.dataset_version}",
+        "status": effective_status(run),
+        "cases": f"{run.cases_done}/{run.case_count}",
+        "config": run.config_hash,
+        "aggregates": dict(run.aggregates or {}),
+        "buckets": dict(run.bucket_aggregates or {}),
+        "dataset_name": run.dataset,
     }
 
 
 def comparison_text(comparison: Comparison) -> Table:
     """Deltas, win/tie/loss with p-values and the regressed cases of run B against run A."""
-    table = Table(title=Text(f"run {comparison.run_b} vs run {comparison.run_a}: "
-                             f"{comparison.paired_cases} paired cases"), expand=True)
+    table = Table(
+        title=Text(
+            f"run {comparison.run_b} vs run {comparison.run_a}: {comparison.paired_cases} paired cases"
+        ),
+        expand=True,
+    )
     for column in ("metric", "A", "B", "Δ", "win/tie/loss", "p"):
         table.add_column(column, justify="left" if column == "metric" else "right")
     tests = {t.metric: t for t in comparison.tests}
     for delta in comparison.overall:
         test = tests.get(delta.metric)
         wtl = f"{test.outcome.wins}/{test.outcome.ties}/{test.outcome.losses}" if test else ""
-        table.add_row(delta.metric, f"{delta.a:.4f}", f"{delta.b:.4f}", f"{delta.delta:+.4f}", wtl,
-                      f"{test.test.p_value:.4f}" if test else "")
+        table.add_row(
+            delta.metric,
+            f"{delta.a:.4f}",
+            f"{delta.b:.4f}",
+            f"{delta.delta:+.4f}",
+            wtl,
+            f"{test.test.p_value:.4f}" if test else "",
+        )
     regressed = ", ".join(f"{c.case_id} ({c.delta:+.2f})" for c in comparison.regressed[:12]) or "none"
-    table.caption = Text(f"regressed on {comparison.primary_metric}: {regressed}; improved {comparison.improved}")
+    table.caption = Text(
+        f"regressed on {comparison.primary_metric}: {regressed}; improved {comparison.improved}"
+    )
     return table
 
 
@@ -79,8 +96,11 @@ class EvalScreen(WorkerFailures, Screen[None]):
             yield DataTable(id="buckets-table", cursor_type="none")
             yield MetricPlot(id="metric-plot")
         with VerticalScroll(id="compare-scroll"):
-            yield Static("mark a run with space, highlight another, press c to compare", markup=False,
-                         id="compare-panel")
+            yield Static(
+                "mark a run with space, highlight another, press c to compare",
+                markup=False,
+                id="compare-panel",
+            )
         yield Footer()
 
     @property
@@ -89,7 +109,9 @@ class EvalScreen(WorkerFailures, Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#eval-progress").display = False
-        self.runs_table.add_columns("", "run", "name", "dataset", "status", "cases", "config", *SUMMARY_METRICS[:3])
+        self.runs_table.add_columns(
+            "", "run", "name", "dataset", "status", "cases", "config", *SUMMARY_METRICS[:3]
+        )
         self.query_one("#metrics-table", DataTable).add_columns("metric", "value")
         self.query_one("#buckets-table", DataTable).add_columns("bucket", "cases", "recall@5", "mrr")
         self.runs_table.focus()
@@ -108,10 +130,17 @@ class EvalScreen(WorkerFailures, Screen[None]):
         table.clear()
         for run in self.runs:
             means = run["aggregates"].get("means", {})
-            table.add_row(Text("A" if run["id"] == self.marked else ""), Text(str(run["id"])), Text(run["name"]),
-                          Text(run["dataset"]), Text(run["status"]), Text(run["cases"]), Text(run["config"]),
-                          *(Text(f"{means[m]:.4f}" if m in means else "—") for m in SUMMARY_METRICS[:3]),
-                          key=str(run["id"]))
+            table.add_row(
+                Text("A" if run["id"] == self.marked else ""),
+                Text(str(run["id"])),
+                Text(run["name"]),
+                Text(run["dataset"]),
+                Text(run["status"]),
+                Text(run["cases"]),
+                Text(run["config"]),
+                *(Text(f"{means[m]:.4f}" if m in means else "—") for m in SUMMARY_METRICS[:3]),
+                key=str(run["id"]),
+            )
         self._show_plot()
         self._show_details(self.highlighted_run())
 
@@ -137,11 +166,16 @@ class EvalScreen(WorkerFailures, Screen[None]):
             metrics.add_row(Text(name), Text(f"{value:.4f}"))
         for bucket, aggregate in run["buckets"].items():
             means = aggregate.get("means", {})
-            buckets.add_row(Text(bucket), Text(str(aggregate.get("cases", 0))),
-                            *(Text(f"{means[m]:.3f}" if m in means else "—") for m in ("recall@5", "mrr")))
+            buckets.add_row(
+                Text(bucket),
+                Text(str(aggregate.get("cases", 0))),
+                *(Text(f"{means[m]:.3f}" if m in means else "—") for m in ("recall@5", "mrr")),
+            )
 
     def _show_plot(self) -> None:
-        points = [(f"run {r['id']}", r["aggregates"].get("means", {}).get(self.metric)) for r in reversed(self.runs)]
+        points = [
+            (f"run {r['id']}", r["aggregates"].get("means", {}).get(self.metric)) for r in reversed(self.runs)
+        ]
         self.query_one(MetricPlot).show(self.metric, points)
 
     def action_cycle_metric(self) -> None:
@@ -186,9 +220,13 @@ class EvalScreen(WorkerFailures, Screen[None]):
         worker = get_current_worker()
         app = self.app
         app.pipeline_ready.wait()  # type: ignore[attr-defined]
-        summary = run_eval(app.workspace, dataset, name="tui",  # type: ignore[attr-defined]
-                           on_progress=lambda done, total: self.post_message(EvalProgress(done, total)),
-                           should_stop=lambda: worker.is_cancelled)
+        summary = run_eval(
+            app.workspace,
+            dataset,
+            name="tui",  # type: ignore[attr-defined]
+            on_progress=lambda done, total: self.post_message(EvalProgress(done, total)),
+            should_stop=lambda: worker.is_cancelled,
+        )
         self.post_message(EvalFinished(summary.run_id, summary.status))
 
     @on(EvalProgress)

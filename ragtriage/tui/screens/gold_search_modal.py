@@ -29,7 +29,9 @@ class GoldSearchModal(WorkerFailures, ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="search-dialog", classes="dialog"):
-            yield Label("Search the KB for the gold chunk (enter: search / choose, escape: cancel)", markup=False)
+            yield Label(
+                "Search the KB for the gold chunk (enter: search / choose, escape: cancel)", markup=False
+            )
             yield Input(value=self.initial_query, id="search-input")
             yield DataTable(id="search-results", cursor_type="row")
 
@@ -58,8 +60,13 @@ class GoldSearchModal(WorkerFailures, ModalScreen[str | None]):
         self.results.clear()
         for chunk, score in message.hits:
             snippet = chunk.content.replace("\n", " ")[:60]
-            self.results.add_row(Text(chunk.chunk_id), Text(chunk.title), Text(f"{score:.2f}"), Text(snippet),
-                                 key=chunk.chunk_id)
+            self.results.add_row(
+                Text(chunk.chunk_id),
+                Text(chunk.title),
+                Text(f"{score:.2f}"),
+                Text(snippet),
+                key=chunk.chunk_id,
+            )
         if message.hits:
             self.results.focus()
 

@@ -13,7 +13,7 @@ from textual.widgets import Static
 
 def bindings_table(rows: list[tuple[str, str, str]]) -> Table:
     """Key, action description and binding id per row."""
-    table = Table(title=Text("keys (remap with [keymap] binding-id = \"keys\" in config.toml)"), expand=True)
+    table = Table(title=Text('keys (remap with [keymap] binding-id = "keys" in config.toml)'), expand=True)
     table.add_column("key", no_wrap=True)
     table.add_column("does")
     table.add_column("binding id", style="dim")

@@ -20,8 +20,17 @@ from ragtriage.tui.widgets.queue_table import QueueTable
 
 PAGE_SIZE = 100
 #: Actions bound to plain letters: they must not fire while the filter input has focus (it types them).
-LETTER_ACTIONS = {"cycle_status", "cycle_label", "cycle_reason", "cycle_suggested", "cycle_sort",
-                  "next_page", "previous_page", "cursor_down", "cursor_up"}
+LETTER_ACTIONS = {
+    "cycle_status",
+    "cycle_label",
+    "cycle_reason",
+    "cycle_suggested",
+    "cycle_sort",
+    "next_page",
+    "previous_page",
+    "cursor_down",
+    "cursor_up",
+}
 
 
 def cycle(options: tuple[str | None, ...], current: str | None) -> str | None:
@@ -39,8 +48,13 @@ class QueueScreen(WorkerFailures, Screen[None]):
         Binding("s", "cycle_status", "Status", id="filter-status", tooltip="Cycle the status filter"),
         Binding("b", "cycle_label", "Label", id="filter-label", tooltip="Cycle the label filter"),
         Binding("w", "cycle_reason", "Reason", id="filter-reason", tooltip="Cycle the flag-reason filter"),
-        Binding("u", "cycle_suggested", "Suggested", id="filter-suggested",
-                tooltip="Cycle the suggested-root-cause filter"),
+        Binding(
+            "u",
+            "cycle_suggested",
+            "Suggested",
+            id="filter-suggested",
+            tooltip="Cycle the suggested-root-cause filter",
+        ),
         Binding("o", "cycle_sort", "Sort", id="sort-queue", tooltip="Cycle the sort order"),
         Binding("right_square_bracket,pagedown", "next_page", "Next page", id="next-page"),
         Binding("left_square_bracket,pageup", "previous_page", "Prev page", id="previous-page"),
@@ -94,9 +108,17 @@ class QueueScreen(WorkerFailures, Screen[None]):
 
     def filters_text(self) -> str:
         """The active filters and sort, for the counts line."""
-        parts = [f"{name}={value}" for name, value in (
-            ("status", self.status), ("label", self.label), ("reason", self.reason),
-            ("suggested", self.suggested), ("text", self.text_filter)) if value]
+        parts = [
+            f"{name}={value}"
+            for name, value in (
+                ("status", self.status),
+                ("label", self.label),
+                ("reason", self.reason),
+                ("suggested", self.suggested),
+                ("text", self.text_filter),
+            )
+            if value
+        ]
         if self.sort != "newest":
             parts.append(f"sort={self.sort}")
         return " ".join(parts)
@@ -111,9 +133,17 @@ class QueueScreen(WorkerFailures, Screen[None]):
     def load_page(self, offset: int, with_counts: bool = True) -> None:
         """One page (plus the counts unless only the page changed), read in a thread."""
         engine = self.app.workspace.engine  # type: ignore[attr-defined]
-        page = list_queue(engine, status=self.status, label=self.label, reason=self.reason,
-                          suggested=self.suggested, text=self.text_filter, sort=self.sort,
-                          limit=PAGE_SIZE, offset=offset)
+        page = list_queue(
+            engine,
+            status=self.status,
+            label=self.label,
+            reason=self.reason,
+            suggested=self.suggested,
+            text=self.text_filter,
+            sort=self.sort,
+            limit=PAGE_SIZE,
+            offset=offset,
+        )
         counts = queue_counts(engine) if with_counts else self.counts
         if not get_current_worker().is_cancelled:
             self.post_message(QueueLoaded(page, counts))
@@ -123,7 +153,9 @@ class QueueScreen(WorkerFailures, Screen[None]):
         page = message.page
         self.total, self.counts, self.page_offset = page.total, message.counts, page.offset
         self.queue_table.show_page(page.items)
-        self.query_one(CountsBar).show(message.counts, page.total, page.offset, len(page.items), self.filters_text())
+        self.query_one(CountsBar).show(
+            message.counts, page.total, page.offset, len(page.items), self.filters_text()
+        )
 
     @on(DataTable.RowSelected, "#queue-table")
     def _open_selected(self, event: DataTable.RowSelected) -> None:

@@ -19,8 +19,13 @@ class WorkerFailures:
             message = f"{error.title}: {error}"
         else:
             message = f"{type(error).__name__}: {error}"
-        self.app.notify(message, title=f"{event.worker.name or 'worker'} failed",  # type: ignore[attr-defined]
-                        severity="error", timeout=8, markup=False)
+        self.app.notify(
+            message,
+            title=f"{event.worker.name or 'worker'} failed",  # type: ignore[attr-defined]
+            severity="error",
+            timeout=8,
+            markup=False,
+        )
         self.on_worker_failed(event.worker)
 
     def on_worker_failed(self, worker: Worker[object]) -> None:

@@ -32,13 +32,17 @@ def candidate_rows(trace: Trace, gold: Sequence[str]) -> tuple[list[str], list[t
         is_gold = candidate.chunk_id in gold_set
         cells = [
             Text(GOLD_MARK if is_gold else "", style="bold green"),
-            Text(candidate.chunk_id, style="bold green" if is_gold else ("red" if not candidate.known else "")),
+            Text(
+                candidate.chunk_id, style="bold green" if is_gold else ("red" if not candidate.known else "")
+            ),
             Text((candidate.title or "?")[:TITLE_WIDTH]),
             *(_rank_cell(candidate.routes.get(name)) for name in route_names),
             _rank_cell(candidate.fused),
             _rank_cell(candidate.reranked),
-            Text("—" if candidate.final_rank is None else str(candidate.final_rank),
-                 style="bold" if candidate.is_selected else "dim"),
+            Text(
+                "—" if candidate.final_rank is None else str(candidate.final_rank),
+                style="bold" if candidate.is_selected else "dim",
+            ),
         ]
         rows.append((candidate.chunk_id, cells))
     return columns, rows

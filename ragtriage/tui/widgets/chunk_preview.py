@@ -18,8 +18,10 @@ def preview_text(chunk: ChunkRecord | None, terms: Sequence[str], chunk_id: str 
         return Text(f"{chunk_id or '(no chunk)'}: not in the KB (stale index or another KB)", style="red")
     text = Text()
     text.append(" › ".join([chunk.title, *chunk.heading_path]) + "\n", style="bold")
-    text.append(f"{chunk.chunk_id}  ·  {chunk.doc_id}  ·  {chunk.status}  ·  {chunk.updated_at or '—'}\n\n",
-                style="dim")
+    text.append(
+        f"{chunk.chunk_id}  ·  {chunk.doc_id}  ·  {chunk.status}  ·  {chunk.updated_at or '—'}\n\n",
+        style="dim",
+    )
     body = Text(chunk.content)
     words = [term for term in dict.fromkeys(terms) if term.strip()]
     if words:

@@ -23,8 +23,10 @@ def diagnosis_text(diagnosis: Diagnosis | None) -> Text:
     for line in suggestion.evidence:
         text.append(f"  • {line}\n")
     for pair in suggestion.alias_pairs:
-        text.append(f"  alias proposal: {pair.term} ↔ {pair.synonym} (score {pair.score:.2f}; press a)\n",
-                    style="cyan")
+        text.append(
+            f"  alias proposal: {pair.term} ↔ {pair.synonym} (score {pair.score:.2f}; press a)\n",
+            style="cyan",
+        )
     if suggestion.alternatives:
         also = ", ".join(f"{f.label} {f.confidence:.2f}" for f in suggestion.alternatives)
         text.append(f"  also fired: {also}\n", style="dim")
@@ -33,15 +35,19 @@ def diagnosis_text(diagnosis: Diagnosis | None) -> Text:
             text.append(f"  ○ {result.name}: not run ({result.reason})\n", style="dim")
             continue
         verdict = "fixes it" if result.improves else "no fix"
-        text.append(f"  {'✔' if result.improves else '✘'} {result.name}: {verdict}",
-                    style="green" if result.improves else "")
+        text.append(
+            f"  {'✔' if result.improves else '✘'} {result.name}: {verdict}",
+            style="green" if result.improves else "",
+        )
         if result.detail:
             text.append(f" — {'; '.join(result.detail)}")
         text.append("\n")
     if diagnosis.needs is not None:
         text.append(diagnosis.needs.message + "\n", style="yellow")
         for likely in diagnosis.needs.likeliest:
-            text.append(f"  likely gold: {likely.chunk_id} ({likely.title or ''}) {likely.stage} #{likely.rank}\n")
+            text.append(
+                f"  likely gold: {likely.chunk_id} ({likely.title or ''}) {likely.stage} #{likely.rank}\n"
+            )
     return text
 
 

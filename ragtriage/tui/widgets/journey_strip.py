@@ -46,8 +46,11 @@ class JourneyStrip(Horizontal):
 
     def compose(self) -> ComposeResult:
         if self.journey is None or not self.journey.gold:
-            yield Static("gold unknown: mark gold with g (candidate) or G (search the KB)", markup=False,
-                         classes="journey-empty")
+            yield Static(
+                "gold unknown: mark gold with g (candidate) or G (search the KB)",
+                markup=False,
+                classes="journey-empty",
+            )
             return
         yield Static(f"gold journey ({self.journey.source})", markup=False, classes="journey-title")
         for title, rank, lost in journey_cells(self.journey):
