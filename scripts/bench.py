@@ -235,7 +235,7 @@ def table_rows(runs: list[BenchRun], stamp: str, load: str) -> dict[str, list[st
             if run.quick and verdict != "-":
                 verdict = f"({verdict}, quick)"
             elif run.exit_code != 0:
-                verdict = f"{verdict}; exit {run.exit_code}"
+                verdict = f"{verdict} (script exit {run.exit_code})"
             ratio = f"{_fmt(result.ratio)} × {result.baseline}" if result.ratio is not None else "-"
             notes = ", ".join(f"{k}={v}" for k, v in result.notes.items())
             figure = f"{result.name}" + (f" ({notes})" if notes else "")
