@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
@@ -18,13 +18,15 @@ from ragtriage.commands.common import (
 from ragtriage.errors import InputError, NotFoundError
 from ragtriage.pipeline.types import Trace
 from ragtriage.store.triage_repo import TriageRecord
+from ragtriage.triage.agreement import AgreementReport
 from ragtriage.triage.diagnose import Diagnosis, diagnose
 from ragtriage.workspace import Workspace
 
 
 def _logged_case(workspace: Workspace, request_id: str) -> tuple[str, Trace, list[str] | None, str | None]:
     """(raw query, logged trace, stored gold or None, confirmed primary label) of one logged request."""
-    from ragtriage.logs.schema import RequestLog, to_trace
+    from ragtriage.logs.replay_logged import logged_trace
+    from ragtriage.logs.schema import RequestLog
     from ragtriage.store.db import read_session
     from ragtriage.store.log_tables import RequestLogRow, TriageRow
 
@@ -40,7 +42,9 @@ def _logged_case(workspace: Workspace, request_id: str) -> tuple[str, Trace, lis
             [str(g) for g in triage.gold_chunk_ids] if triage is not None and triage.gold_chunk_ids else None
         )
         label = triage.primary_label if triage is not None and triage.status == "confirmed" else None
-    return record.raw_query, to_trace(record), gold, label
+    if gold is None and label in workspace.settings.triage.no_gold_labels:
+        gold = []  # confirmed without gold: the KB has no answer (known, not unknown)
+    return record.raw_query, logged_trace(record), gold, label
 
 
 def _cases_with_gold(workspace: Workspace) -> Iterator[str]:
@@ -126,6 +130,49 @@ def _diagnose_one(
     return result, confirmed_label
 
 
+def _progress_printer() -> Callable[[int, int], None]:
+    err = stderr_console()
+
+    def progress(done: int, total: int) -> None:
+        if err.is_terminal:
+            err.print(f"\rdiagnosed {done}/{total}", end="" if done < total else "\n")
+
+    return progress
+
+
+def _render_all(report: AgreementReport) -> None:
+    """The `diagnose --all` table and the agreement lines."""
+    from rich.text import Text
+
+    table = Table(title="diagnoses")
+    for column in ("request_id", "label", "confidence", "confirmed_by"):
+        table.add_column(column)
+    for result in report.diagnoses:
+        s = result.suggestion
+        table.add_row(
+            Text(result.request_id or ""),
+            Text(s.label or "-"),
+            Text(f"{s.confidence:.2f}"),
+            Text(s.confirmed_by or "-"),
+        )
+    console = stdout_console()
+    console.print(table)
+    for name, value, count in (
+        ("agreement with confirmed labels", report.agreement, report.labelled_cases),
+        ("agreement on held-out cases", report.agreement_holdout, report.holdout_cases),
+    ):
+        shown = "n/a" if value is None else f"{value:.2%}"
+        console.print(f"{name}: {shown} over {count} case(s)")
+    for miss in report.disagreements:
+        console.print(
+            Text(f"  {miss.request_id}: suggested {miss.suggested}, confirmed {miss.confirmed}")
+            + Text(" (holdout)" if miss.holdout else "")
+        )
+    console.print(
+        f"{len(report.diagnoses)} case(s) in {report.seconds:.1f} s ({report.ms_per_case:.0f} ms per case)"
+    )
+
+
 def register(cli: click.Group) -> None:
     """Attach this module's commands to the root group."""
 
@@ -158,6 +205,7 @@ def register(cli: click.Group) -> None:
         config_file: Path | None,
     ) -> None:
         """Where did the gold chunk get lost, and why: gold journey, root cause, confirming replays."""
+        from ragtriage.triage.agreement import diagnose_all
         from ragtriage.triage.context import WorkspaceContext
 
         if all_cases and (request_id or query):
@@ -175,33 +223,19 @@ def register(cli: click.Group) -> None:
                     else:
                         _render(result)
                     return
-                results: list[Diagnosis] = []
-                labelled = agreed = 0
-                for case_id in _cases_with_gold(workspace):
-                    result, confirmed = _diagnose_one(
-                        workspace, context, case_id, None, None, (), not no_counterfactuals
-                    )
-                    results.append(result)
-                    if confirmed is not None:
-                        labelled += 1
-                        agreed += int(result.suggestion.label == confirmed)
+                report = diagnose_all(
+                    context,
+                    workspace.engine,
+                    counterfactuals=not no_counterfactuals,
+                    no_gold_labels=workspace.settings.triage.no_gold_labels,
+                    on_progress=None if as_json else _progress_printer(),
+                )
             finally:
                 context.close()
-        agreement = agreed / labelled if labelled else None
         if as_json:
-            echo_json({"diagnoses": results, "labelled_cases": labelled, "agreement": agreement})
+            echo_json(report)
             return
-        table = Table(title="diagnoses")
-        for column in ("request_id", "label", "confidence", "confirmed_by"):
-            table.add_column(column)
-        for result in results:
-            s = result.suggestion
-            table.add_row(
-                result.request_id or "", s.label or "-", f"{s.confidence:.2f}", s.confirmed_by or "-"
-            )
-        stdout_console().print(table)
-        shown = "n/a" if agreement is None else f"{agreement:.2%}"
-        stdout_console().print(f"agreement with confirmed labels: {shown} over {labelled} labelled case(s)")
+        _render_all(report)
 
     @cli.group("aliases")
     def aliases_group() -> None:

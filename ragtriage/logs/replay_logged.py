@@ -133,6 +133,16 @@ def diff_request(
     }
 
 
+def logged_trace(record: RequestLog) -> Trace:
+    """`to_trace(record)` with the logged citations (what the answer was written from)."""
+    from ragtriage.logs.schema import stage_ids
+
+    trace = to_trace(record)
+    if record.citations is not None:
+        trace.citations = stage_ids(record.citations)
+    return trace
+
+
 def logged_rewrite_options(record: RequestLog) -> RunOptions:
     """Run options that make retrieval use the logged rewrite (mode `logged`).
 
@@ -171,7 +181,7 @@ def compare_request(workspace: Workspace, request_id: str, use_logged_rewrite: b
     # Warm up first so the replay's timings show the query, not model loading.
     pipeline.warm_up()
     replayed = pipeline.run(record.raw_query, options=options, gold=_stored_gold(workspace, request_id))
-    logged = to_trace(record)
+    logged = logged_trace(record)
     logged.gold = list(replayed.gold)
     logged_ids = [c for stage in STAGE_NAMES for c in logged_stage_ids(record, stage) or ()]
     known = set(get_chunks(workspace.engine, list(dict.fromkeys(logged_ids))))

