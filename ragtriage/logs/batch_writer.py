@@ -71,6 +71,12 @@ _SQLITE_INSERT_TRIAGE = (
     f"INSERT INTO triage_record ({', '.join(_TRIAGE_INSERT_COLUMNS)}) "
     f"VALUES ({', '.join('?' * len(_TRIAGE_INSERT_COLUMNS))}) ON CONFLICT DO NOTHING"
 )
+_SQLITE_SELECT_BODIES = "SELECT request_id, body FROM request_log WHERE request_id IN ({})"
+_SQLITE_SELECT_SESSIONS = (
+    "SELECT session_hash, request_id, ts FROM request_log WHERE session_hash IN ({}) AND ts >= ? AND ts <= ?"
+)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_ONE_US = timedelta(microseconds=1)
 _SQLITE_INSERT_REQUESTS = (
     f"INSERT INTO request_log ({', '.join(_REQUEST_COLUMNS)}) "
     f"VALUES ({', '.join('?' * len(_REQUEST_COLUMNS))}) ON CONFLICT DO NOTHING"
@@ -87,6 +93,22 @@ def _sqlite_time(moment: datetime) -> str:
     if moment.utcoffset():
         moment = moment.astimezone(timezone.utc)
     return moment.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
+
+
+def _marks(count: int) -> str:
+    return ", ".join("?" * count)
+
+
+def _time_us(value: datetime | str) -> int:
+    """Epoch microseconds of a stored time (SQLite text or a datetime; naive means UTC)."""
+    moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (moment - _EPOCH) // _ONE_US
+
+
+def _us_time(value: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=value)
 
 
 def insert_ignoring_existing(connection: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
@@ -134,7 +156,8 @@ class BatchWriter:
         conflicts: list[LogLine] = []
         with write_session(self.engine) as session:
             connection = session.connection()
-            if connection.dialect.name == "sqlite":
+            sqlite = connection.dialect.name == "sqlite"
+            if sqlite:
                 # A bigger page cache for the random-key index inserts, and fewer (fsyncing)
                 # checkpoints; both are per connection and harmless for later users of it.
                 connection.exec_driver_sql(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
@@ -142,13 +165,18 @@ class BatchWriter:
             request_table = RequestLogRow.__table__  # type: ignore[attr-defined]
             stored_bodies: dict[str, str] = {}
             for ids in _chunks(list(first)):
-                stored_bodies.update(
-                    connection.execute(
+                if sqlite:
+                    # Plain driver SQL: SQLAlchemy's compile and result processing cost more than the lookup.
+                    cursor = connection.exec_driver_sql(
+                        _SQLITE_SELECT_BODIES.format(_marks(len(ids))), tuple(ids)
+                    )
+                else:
+                    cursor = connection.execute(
                         select(request_table.c.request_id, request_table.c.body).where(
                             request_table.c.request_id.in_(ids)
                         )
-                    ).all()
-                )
+                    )
+                stored_bodies.update(cursor.all())
             new_lines = []
             for request_id, line in first.items():
                 stored_body = stored_bodies.get(request_id)
@@ -183,7 +211,7 @@ class BatchWriter:
             rows = [
                 (
                     ln.request_id,
-                    None if ln.ts is None else _sqlite_time(ln.ts),
+                    ln.ts_text,
                     ln.kb,
                     ln.session,
                     ln.user,
@@ -224,16 +252,17 @@ class BatchWriter:
         self,
         connection: Connection,
         new_lines: list[LogLine],
-        followed: dict[str, datetime | None],
+        followed: dict[str, int | None],
         now: datetime,
     ) -> None:
         reasons: dict[str, list[str]] = {}
+        rules = self.rules
         for line in new_lines:
-            line_reasons = self.rules.reasons(line)
+            line_reasons = rules.reasons(line) if line.reasons is None else list(line.reasons)
             if line_reasons:
                 reasons[line.request_id] = line_reasons
-        request_ts = {line.request_id: line.ts for line in new_lines}
-        earlier: dict[str, datetime | None] = {}
+        request_ts = {line.request_id: line.ts_us for line in new_lines}
+        earlier: dict[str, int | None] = {}
         for request_id, ts in followed.items():
             if request_id in request_ts:
                 line_reasons = reasons.setdefault(request_id, [])
@@ -241,16 +270,19 @@ class BatchWriter:
                     line_reasons.append(REASON_FOLLOW_UP)
             else:
                 earlier[request_id] = ts
-        flags = [(rid, r, request_ts[rid] or now) for rid, r in reasons.items()]
+        flags = [(rid, r, request_ts[rid]) for rid, r in reasons.items()]
         if earlier:
             flags.extend(self._flag_earlier(connection, earlier, now))
         self._insert_triage(connection, flags, now)
         self.report.flagged += len(flags)
 
     def _insert_triage(
-        self, connection: Connection, flags: list[tuple[str, list[str], datetime]], now: datetime
+        self, connection: Connection, flags: list[tuple[str, list[str], int | None]], now: datetime
     ) -> None:
-        """New triage records (`new`, with their reasons) for flagged requests."""
+        """New triage records (`new`, with their reasons) for flagged requests.
+
+        `flags` are `(request_id, reasons, request time in epoch µs or None for the ingest time)`.
+        """
         if not flags:
             return
         if connection.dialect.name == "sqlite":
@@ -263,7 +295,7 @@ class BatchWriter:
                     "[]",
                     "[]",
                     "[]",
-                    _sqlite_time(ts),
+                    created if ts is None else _sqlite_time(_us_time(ts)),
                     created,
                     created,
                     INGEST_USER,
@@ -281,7 +313,7 @@ class BatchWriter:
                 labels=[],
                 gold_chunk_ids=[],
                 notes=[],
-                request_ts=ts,
+                request_ts=now if ts is None else _us_time(ts),
                 created_at=now,
                 updated_at=now,
                 updated_by=INGEST_USER,
@@ -291,30 +323,37 @@ class BatchWriter:
         ]
         insert_ignoring_existing(connection, TriageRow.__table__, dict_rows)  # type: ignore[attr-defined]
 
-    def _followed_up(self, connection: Connection, new_lines: list[LogLine]) -> dict[str, datetime | None]:
-        """Ids (new or stored) followed up within the window by a request of the same session.
+    def _followed_up(self, connection: Connection, new_lines: list[LogLine]) -> dict[str, int | None]:
+        """Ids (new or stored) followed up within the window by a request of the same session,
+        with their request time in epoch µs.
 
         Called before the new lines are inserted: the query fetches only stored neighbours.
         """
-        timed = [line for line in new_lines if line.session is not None and line.ts is not None]
+        timed = [line for line in new_lines if line.session is not None and line.ts_us is not None]
         if not timed or self.follow_up_minutes <= 0:
             return {}
-        window = timedelta(minutes=self.follow_up_minutes)
-        low = min(line.ts for line in timed) - window  # type: ignore[type-var, operator]
-        high = max(line.ts for line in timed) + window  # type: ignore[type-var, operator]
+        window_us = timedelta(minutes=self.follow_up_minutes) // _ONE_US
+        low = _us_time(min(line.ts_us for line in timed) - window_us)  # type: ignore[type-var]
+        high = _us_time(max(line.ts_us for line in timed) + window_us)  # type: ignore[type-var]
         table = RequestLogRow.__table__  # type: ignore[attr-defined]
         sessions = sorted({line.session for line in timed})  # type: ignore[type-var]
-        neighbours: list[tuple[str, str, datetime]] = [
-            (line.session, line.request_id, line.ts) for line in timed
+        neighbours: list[tuple[str, str, int]] = [
+            (line.session, line.request_id, line.ts_us) for line in timed
         ]  # type: ignore[misc]
+        sqlite = connection.dialect.name == "sqlite"
         for chunk in _chunks(sessions):
-            neighbours.extend(
-                connection.execute(
+            if sqlite:
+                cursor = connection.exec_driver_sql(
+                    _SQLITE_SELECT_SESSIONS.format(_marks(len(chunk))),
+                    (*chunk, _sqlite_time(low), _sqlite_time(high)),
+                )
+            else:
+                cursor = connection.execute(
                     select(table.c.session_hash, table.c.request_id, table.c.ts).where(
                         and_(table.c.session_hash.in_(chunk), table.c.ts >= low, table.c.ts <= high)
                     )
-                ).all()
-            )
+                )
+            neighbours.extend((session, rid, _time_us(ts)) for session, rid, ts in cursor)
         flagged = followed_up(
             neighbours, self.follow_up_minutes, involving={line.request_id for line in timed}
         )
@@ -322,8 +361,8 @@ class BatchWriter:
         return {request_id: ts_by_id.get(request_id) for request_id in flagged}
 
     def _flag_earlier(
-        self, connection: Connection, earlier: dict[str, datetime | None], now: datetime
-    ) -> list[tuple[str, list[str], datetime]]:
+        self, connection: Connection, earlier: dict[str, int | None], now: datetime
+    ) -> list[tuple[str, list[str], int | None]]:
         """Add `follow_up` to stored requests; returns triage rows to create for those not yet flagged."""
         table = TriageRow.__table__  # type: ignore[attr-defined]
         existing: dict[str, tuple[list[str], int]] = {}
@@ -361,7 +400,7 @@ class BatchWriter:
             )
         if audit:
             connection.execute(TriageAuditRow.__table__.insert(), audit)  # type: ignore[attr-defined]
-        return [(rid, [REASON_FOLLOW_UP], ts or now) for rid, ts in earlier.items() if rid not in existing]
+        return [(rid, [REASON_FOLLOW_UP], ts) for rid, ts in earlier.items() if rid not in existing]
 
     def _insert_conflicts(
         self, connection: Connection, source: str, lines: list[LogLine], now: datetime

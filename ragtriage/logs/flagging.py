@@ -8,7 +8,7 @@ low-confidence answer. Reasons are short codes, listed in `REASONS`.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from ragtriage.config import FlaggingSettings
 from ragtriage.logs.reader import LogLine
@@ -64,22 +64,25 @@ class LineRules:
 
 
 def followed_up(
-    requests: Iterable[tuple[str, str, datetime]], minutes: float, *, involving: set[str] | None = None
+    requests: Iterable[tuple[str, str, int]], minutes: float, *, involving: set[str] | None = None
 ) -> set[str]:
     """Request ids followed by another request of the same session within `minutes`.
 
-    `requests` are `(session, request_id, ts)`; within a session they are ordered by
-    (ts, request_id) and each consecutive pair closer than the window flags its earlier request.
+    `requests` are `(session, request_id, ts)` with `ts` in integer microseconds since the epoch
+    (exact, unlike float seconds); within a session they are ordered by (ts, request_id) and each
+    consecutive pair at most the window apart flags its earlier request.
     With `involving`, only pairs with at least one of those ids count (the rest were judged before).
     """
     if minutes <= 0:
         return set()
-    window = timedelta(minutes=minutes)
-    by_session: dict[str, list[tuple[datetime, str]]] = {}
+    window = timedelta(minutes=minutes) // timedelta(microseconds=1)
+    by_session: dict[str, list[tuple[int, str]]] = {}
     for session, request_id, ts in requests:
         by_session.setdefault(session, []).append((ts, request_id))
     flagged: set[str] = set()
     for timeline in by_session.values():
+        if len(timeline) < 2:
+            continue
         timeline.sort()
         for (earlier_ts, earlier_id), (later_ts, later_id) in zip(timeline, timeline[1:], strict=False):
             if earlier_id == later_id or later_ts - earlier_ts > window:

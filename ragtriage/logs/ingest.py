@@ -25,7 +25,9 @@ from sqlalchemy.engine import Engine
 from ragtriage.config import FlaggingSettings
 from ragtriage.errors import InputError, LogFormatError
 from ragtriage.logs.batch_writer import BatchWriter
-from ragtriage.logs.reader import BadLine, LogLine, iter_raw_lines, parse_line
+from ragtriage.logs.flagging import LineRules
+from ragtriage.logs.parse_worker import FORK_AVAILABLE, ParsedBatch, parse_batches, parse_in_process
+from ragtriage.logs.reader import BadLine, LogLine, iter_raw_lines
 
 
 class IngestReport(BaseModel):
@@ -53,6 +55,10 @@ class IngestReport(BaseModel):
 
 ProgressCallback = Callable[[int, int | None], None]
 
+#: Files at least this big are parsed in a second process (when `fork` is available): parsing
+#: then overlaps the SQLite writes on another core. Smaller files are not worth the process.
+PARALLEL_MIN_BYTES = 8 << 20
+
 
 def ingest_files(
     engine: Engine,
@@ -63,28 +69,48 @@ def ingest_files(
     batch_size: int = 5000,
     on_progress: ProgressCallback | None = None,
     should_stop: Callable[[], bool] | None = None,
+    parse_process: bool | None = None,
 ) -> IngestReport:
     """Ingest JSONL / JSONL.gz files. `on_progress(lines_read, None)` is called after every batch.
+
+    `parse_process`: parse in a forked worker process (True), in this process (False), or
+    decide by file size (None: files of `PARALLEL_MIN_BYTES` or more, where `fork` exists).
+    Both give identical results; the worker only reads and parses, this process writes.
 
     Raises:
         LogFormatError: strict mode and a bad line; the lines before it are stored.
         InputError: a file is missing or its gzip stream is corrupt.
     """
+    flagging = flagging or FlaggingSettings()
+    rules = LineRules(flagging)
     report = IngestReport(files=[str(p) for p in paths])
     started = time.perf_counter()
     try:
-        with _PipelinedWriter(BatchWriter(engine, flagging or FlaggingSettings(), report)) as writer:
+        with _PipelinedWriter(BatchWriter(engine, flagging, report)) as writer:
             for path in paths:
-                source = str(Path(path).resolve())
-                stream = iter_raw_lines(Path(path))
-                if _ingest_stream(
-                    writer, stream, source, str(path), strict, batch_size, on_progress, should_stop
-                ):
+                path = Path(path)
+                source = str(path.resolve())
+                if _use_process(path, parse_process):
+                    with parse_in_process(path, rules, strict, batch_size) as batches:
+                        stopped = _consume(writer, batches, source, str(path), on_progress, should_stop)
+                else:
+                    batches = parse_batches(iter_raw_lines(path), rules, strict, batch_size)
+                    stopped = _consume(writer, batches, source, str(path), on_progress, should_stop)
+                if stopped:
                     report.stopped = True
                     break
     finally:
         report.seconds = round(time.perf_counter() - started, 3)
     return report
+
+
+def _use_process(path: Path, parse_process: bool | None) -> bool:
+    if parse_process is not None:
+        return parse_process and FORK_AVAILABLE
+    try:
+        return FORK_AVAILABLE and path.stat().st_size >= PARALLEL_MIN_BYTES
+    except OSError:
+        return False  # the in-process reader reports the missing file
 
 
 def ingest_lines(
@@ -97,6 +123,7 @@ def ingest_lines(
     batch_size: int = 5000,
 ) -> IngestReport:
     """Ingest log lines given in memory (tests, generators); `source` names them in messages."""
+    flagging = flagging or FlaggingSettings()
     report = IngestReport(files=[source])
     started = time.perf_counter()
 
@@ -104,68 +131,49 @@ def ingest_lines(
         for line_no, line in enumerate(lines, start=1):
             yield line_no, line.encode("utf-8") if isinstance(line, str) else line, False
 
-    with _PipelinedWriter(BatchWriter(engine, flagging or FlaggingSettings(), report)) as writer:
-        _ingest_stream(writer, numbered(), source, source, strict, batch_size, None, None)
+    with _PipelinedWriter(BatchWriter(engine, flagging, report)) as writer:
+        batches = parse_batches(numbered(), LineRules(flagging), strict, batch_size)
+        _consume(writer, batches, source, source, None, None)
     report.seconds = round(time.perf_counter() - started, 3)
     return report
 
 
-def _ingest_stream(
+def _consume(
     writer: _PipelinedWriter,
-    raw_lines: Iterator[tuple[int, bytes, bool]],
+    batches: Iterable[ParsedBatch],
     source: str,
     display_name: str,
-    strict: bool,
-    batch_size: int,
     on_progress: ProgressCallback | None,
     should_stop: Callable[[], bool] | None,
 ) -> bool:
-    """Parse one stream and hand batches to the writer; True when `should_stop` asked to stop."""
+    """Hand parsed batches to the writer in order; True when `should_stop` asked to stop.
+
+    Raises:
+        LogFormatError: a batch ends at a bad line in strict mode (the lines before it are stored).
+        InputError: a batch ends at an unreadable gzip tail (the lines before it are stored).
+    """
     report = writer.report
-    good: list[LogLine] = []
-    bad: list[BadLine] = []
-    read = blank = 0
-    lines = iter(raw_lines)
-    try:
-        while True:
-            try:
-                line_no, raw, unterminated = next(lines)
-            except StopIteration:
-                break
-            except InputError:
-                # A corrupt gzip tail must not lose the lines parsed before it.
-                writer.submit(source, good, bad)
-                writer.finish()
-                raise
-            read += 1
-            parsed = parse_line(raw, line_no, unterminated=unterminated)
-            if parsed is None:
-                blank += 1
-            elif type(parsed) is LogLine:
-                good.append(parsed)
-            elif strict:
-                writer.submit(source, good, [])
-                writer.finish()
-                stored = f" ({len(good)} valid line(s) before it in this batch were stored;" if good else " ("
-                raise LogFormatError(
-                    parsed.describe(display_name) + stored + " ingest is idempotent: fix the line and re-run)"
-                )
-            else:
-                bad.append(parsed)  # type: ignore[arg-type]
-            if len(good) + len(bad) >= batch_size:
-                writer.submit(source, good, bad)
-                good, bad = [], []
-                if on_progress is not None:
-                    on_progress(report.read + read, None)
-                if should_stop is not None and should_stop():
-                    return True
-        writer.submit(source, good, bad)
+    for batch in batches:
+        report.read += batch.read
+        report.blank += batch.blank
+        writer.submit(source, batch.good, batch.bad)
+        if batch.strict_error is not None:
+            writer.finish()
+            good = batch.good
+            stored = f" ({len(good)} valid line(s) before it in this batch were stored;" if good else " ("
+            raise LogFormatError(
+                batch.strict_error.describe(display_name)
+                + stored
+                + " ingest is idempotent: fix the line and re-run)"
+            )
+        if batch.input_error is not None:
+            writer.finish()
+            raise InputError(batch.input_error)
         if on_progress is not None:
-            on_progress(report.read + read, None)
-        return False
-    finally:
-        report.read += read
-        report.blank += blank
+            on_progress(report.read, None)
+        if not batch.final and should_stop is not None and should_stop():
+            return True
+    return False
 
 
 class _PipelinedWriter:

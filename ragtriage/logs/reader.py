@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from operator import itemgetter, methodcaller
 from pathlib import Path
 from typing import Any
@@ -39,8 +39,10 @@ class LogLine:
 
     line_no: int
     request_id: str
-    ts: datetime | None
-    """Aware UTC."""
+    ts_us: int | None
+    """Request time as integer microseconds since the Unix epoch (UTC): exact, cheap to compare."""
+    ts_text: str | None
+    """The same time as the naive-UTC text SQLAlchemy's SQLite `DateTime` stores and compares."""
     kb: str | None
     session: str | None
     user: str | None
@@ -57,6 +59,13 @@ class LogLine:
     """Schema v1 JSON (flat form mapped, `ts` normalized to UTC, unknown fields kept)."""
     recovered: bool = False
     """Decoded as GB18030 because it was not UTF-8."""
+    reasons: list[str] | None = None
+    """Flag reasons of the per-line rules, when the parser already applied them (else the writer does)."""
+
+    @property
+    def ts(self) -> datetime | None:
+        """Request time, aware UTC."""
+        return None if self.ts_us is None else _EPOCH + timedelta(microseconds=self.ts_us)
 
     def record(self) -> RequestLog:
         """The line as a validated `RequestLog`."""
@@ -156,6 +165,24 @@ def _iso_z(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_ONE_US = timedelta(microseconds=1)
+
+
+def _ts_columns(ts: datetime | None) -> tuple[int | None, str | None]:
+    """`(epoch microseconds, naive-UTC SQLite text)` of an aware UTC time."""
+    if ts is None:
+        return None, None
+    return (ts - _EPOCH) // _ONE_US, ts.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
+
+
+def _ts_fields(ts: datetime) -> tuple[str, int, str]:
+    """`(ISO text with Z, epoch microseconds, SQLite text)` of an aware UTC time, formatting it once."""
+    iso = ts.isoformat()  # YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00
+    sqlite_text = f"{iso[:10]} {iso[11:19]}.{ts.microsecond:06d}"
+    return iso[:-6] + "Z", (ts - _EPOCH) // _ONE_US, sqlite_text
+
+
 def _str_list(value: Any) -> bool:
     return type(value) is list and set(map(type, value)) <= _STR_TYPE
 
@@ -217,7 +244,7 @@ def _parse_fast(raw: bytes, line_no: int) -> LogLine | None:
         if value is not None and type(value) not in _NUMBER:
             return None
     ts_value = data.get("ts")
-    ts = None
+    ts_us = ts_text = None
     if ts_value is not None:
         if type(ts_value) is not str:
             return None
@@ -225,7 +252,7 @@ def _parse_fast(raw: bytes, line_no: int) -> LogLine | None:
             ts = _utc(datetime.fromisoformat(ts_value))
         except ValueError:
             return None
-        data["ts"] = _iso_z(ts)
+        data["ts"], ts_us, ts_text = _ts_fields(ts)
     rewrite = data.get("rewrite")
     if rewrite is not None and not _rewrite_ok(rewrite):
         return None
@@ -285,7 +312,8 @@ def _parse_fast(raw: bytes, line_no: int) -> LogLine | None:
     return LogLine(
         line_no=line_no,
         request_id=request_id,
-        ts=ts,
+        ts_us=ts_us,
+        ts_text=ts_text,
         kb=texts[0],
         session=texts[1],
         user=texts[2],
@@ -409,10 +437,12 @@ def _parse_slow(raw: bytes, line_no: int, unterminated: bool) -> LogLine | BadLi
         )
     feedback = record.feedback
     confidence = mapped.get("confidence")
+    ts_us, ts_text = _ts_columns(ts)
     return LogLine(
         line_no=line_no,
         request_id=record.request_id,
-        ts=ts,
+        ts_us=ts_us,
+        ts_text=ts_text,
         kb=record.kb,
         session=record.session,
         user=record.user,
