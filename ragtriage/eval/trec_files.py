@@ -39,7 +39,11 @@ def read_trec_qrels(path: Path) -> dict[str, dict[str, int]]:
     for number, line in _lines(path):
         parts = line.split()
         if len(parts) != 4:
-            hint = " (this looks like a run line; pass it as --run)" if len(parts) == 6 else ""
+            hint = (
+                " (this looks like a TREC run line, not qrels: score runs with `ragtriage eval score --run`)"
+                if len(parts) == 6
+                else ""
+            )
             raise InputError(
                 f"{path}:{number}: a qrels line has 4 columns `qid 0 docid grade`, found {len(parts)}{hint}"
             )

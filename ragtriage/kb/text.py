@@ -33,9 +33,18 @@ def decode_bytes(data: bytes, path: Path | str) -> tuple[str, str]:
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             try:
-                return data.decode(encoding), encoding
+                text = data.decode(encoding)
             except UnicodeDecodeError as error:
                 raise _undecodable(path, data, error, encoding) from None
+            if _looks_garbled(text):
+                # Two bytes FF FE are a UTF-16 mark only if what follows decodes to real text.
+                raise DocumentLoadError(
+                    path,
+                    f"starts with a {encoding} byte-order mark but decodes to unassigned or control "
+                    "characters: a binary file, not text",
+                    "remove it from the folder or re-save it as UTF-8 text",
+                )
+            return text, encoding
     if b"\x00" in data[:_SNIFF_BYTES]:
         raise DocumentLoadError(
             path,
@@ -62,6 +71,20 @@ def _undecodable(
         "re-save the file as UTF-8, e.g. `iconv -f <its encoding> -t UTF-8`",
         line=line,
     )
+
+
+def _looks_garbled(text: str) -> bool:
+    """True when over 2% of the sample is unassigned, private-use, surrogate or control characters."""
+    sample = text[:_SNIFF_BYTES].lstrip("\ufeff")
+    if not sample:
+        return False
+    odd = sum(
+        1
+        for ch in sample
+        if unicodedata.category(ch) in ("Cn", "Co", "Cs", "Cf")
+        or (unicodedata.category(ch) == "Cc" and ch not in "\n\r\t\f")
+    )
+    return odd / len(sample) > 0.02
 
 
 def looks_binary(text: str) -> bool:

@@ -322,3 +322,18 @@ def test_whitespace_only_and_markup_only_files_are_rejected(tmp_path: Path) -> N
         load_document(_write(tmp_path, "only-meta.md", "---\ntitle: x\n---\n"))
     with pytest.raises(DocumentLoadError, match="unsupported file type"):
         load_document(_write(tmp_path, "data.csv", "a,b\n"))
+
+
+def test_utf16_mark_followed_by_garbage_is_refused_as_binary(tmp_path: Path) -> None:
+    path = tmp_path / "x.txt"
+    path.write_bytes(b"\xff\xfe\xfa\x80\x81" * 30)
+    with pytest.raises(DocumentLoadError, match="byte-order mark but decodes to unassigned"):
+        load_document(path)
+
+
+def test_real_utf16_text_still_loads(tmp_path: Path) -> None:
+    path = tmp_path / "y.txt"
+    path.write_bytes("报销流程\n\n先填写报销单，再提交审批。".encode("utf-16"))
+    assert "报销单" in " ".join(
+        block.text for section in load_document(path).sections for block in section.blocks
+    )
