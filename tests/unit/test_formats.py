@@ -234,7 +234,7 @@ def test_unknown_extra_fields_are_reported_not_fatal(tmp_path):
     ("text", "message"),
     [
         ("q1 0 c1\n", r"qrels:1: a qrels line has 4 columns"),
-        ("q1 0 c1 1\nq1 Q0 c1 1 0.5 run\n", r"qrels:2: .*found 6 \(this looks like a run line"),
+        ("q1 0 c1 1\nq1 Q0 c1 1 0.5 run\n", r"qrels:2: .*found 6 \(this looks like a TREC run line"),
         ("q1 0 c1 high\n", r"qrels:1: field `grade` must be an integer"),
         ("q1 0 c1 1\nq1 0 c1 2\n", r"qrels:2: 'c1' of query 'q1' is judged twice"),
     ],
