@@ -35,7 +35,9 @@ def make_cases(workspace: Workspace, n: int) -> list[EvalCase]:
     """`n` cases cycling over chunks: heading (last heading-path element or title), then first sentence."""
     chunks = [c for c in list_chunks(workspace, include_content=True) if c.status == "published"]
     if not chunks:
-        raise SystemExit(f"{workspace.home}: the KB has no published chunks; add documents with `ragtriage kb add`")
+        raise SystemExit(
+            f"{workspace.home}: the KB has no published chunks; add documents with `ragtriage kb add`"
+        )
     queries: list[tuple[str, str]] = []
     for chunk in chunks:
         heading = (chunk.heading_path[-1] if chunk.heading_path else chunk.title).strip()
@@ -46,7 +48,9 @@ def make_cases(workspace: Workspace, n: int) -> list[EvalCase]:
         if first:
             queries.append((first[:80], chunk.chunk_id))
     return [
-        EvalCase(case_id=f"b{i:05d}", query=queries[i % len(queries)][0], gold={queries[i % len(queries)][1]: 1})
+        EvalCase(
+            case_id=f"b{i:05d}", query=queries[i % len(queries)][0], gold={queries[i % len(queries)][1]: 1}
+        )
         for i in range(n)
     ]
 
@@ -74,7 +78,9 @@ def floor_seconds(workspace: Workspace, queries: list[str], batch_size: int) -> 
                 if "bm25_rewritten" in routes:
                     bm25_texts.append(rewritten)
             if "dense_sub" in routes:
-                dense_texts.extend(s for s in map(normalize_text, rewrite.sub_queries) if s and s != normalized)
+                dense_texts.extend(
+                    s for s in map(normalize_text, rewrite.sub_queries) if s and s != normalized
+                )
         if dense_texts and pipeline.embedder is not None:
             pipeline.embedder.embed_queries(list(dict.fromkeys(dense_texts)))
         if pipeline.bm25 is not None:
@@ -91,8 +97,12 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--sequential-cases", type=int, default=None,
-                        help="Time the sequential loop on this many cases and scale up [all].")
+    parser.add_argument(
+        "--sequential-cases",
+        type=int,
+        default=None,
+        help="Time the sequential loop on this many cases and scale up [all].",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 

