@@ -35,6 +35,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from ragtriage import locations  # noqa: E402
+from ragtriage.demo import seed_embedding_cache  # noqa: E402
 from ragtriage.kb.service import add_paths, list_chunks  # noqa: E402
 from ragtriage.pipeline.rerank import Reranker  # noqa: E402
 from ragtriage.pipeline.types import ChunkRecord, RunOptions, ScoredChunk, Trace  # noqa: E402
@@ -311,6 +312,8 @@ def build_home(home: Path, kb_dir: Path, cache_home: Path | None, *, index: bool
         shared.mkdir(parents=True, exist_ok=True)
         locations.cache_dir(home).symlink_to(shared, target_is_directory=True)
     workspace = Workspace.open(home, PRODUCTION_CONFIG)
+    if index:
+        seed_embedding_cache(workspace)  # the shipped vectors of the fixture KB
     add_paths(workspace, [kb_dir], index=index)
     return workspace
 

