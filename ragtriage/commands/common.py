@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any, TypeVar
 import click
 from pydantic import BaseModel
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ragtriage.workspace import Workspace
 
@@ -83,3 +85,31 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[Callable[[str], Callable[[int, int], None] | None]]:
+    """`bar(label)` → an `on_progress` callback on stderr; None unless enabled and stderr is a terminal."""
+    if not enabled or not sys.stderr.isatty():
+        yield lambda _label: None
+        return
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr_console(),
+        transient=True,
+    )
+    tasks: dict[str, Any] = {}
+
+    def bar(label: str) -> Callable[[int, int], None]:
+        def update(done: int, total: int) -> None:
+            if label not in tasks:
+                tasks[label] = progress.add_task(label, total=total)
+            progress.update(tasks[label], completed=done, total=total)
+
+        return update
+
+    with progress:
+        yield bar

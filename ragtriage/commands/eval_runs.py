@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ragtriage.commands.common import (
     echo_json,
     open_workspace,
-    stderr_console,
+    progress_bar,
     stdout_console,
     workspace_options,
 )
@@ -23,34 +19,6 @@ from ragtriage.eval import store as eval_store
 from ragtriage.eval.formats import CASE_FORMATS
 
 HEADLINE_METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10", "hit@5", "coverage@30")
-
-
-@contextmanager
-def progress_bar(enabled: bool) -> Iterator[Callable[[str], Callable[[int, int], None] | None]]:
-    """`bar(label)` → an `on_progress` callback on stderr; None unless enabled and stderr is a terminal."""
-    if not enabled or not sys.stderr.isatty():
-        yield lambda _label: None
-        return
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=stderr_console(),
-        transient=True,
-    )
-    tasks: dict[str, Any] = {}
-
-    def bar(label: str) -> Callable[[int, int], None]:
-        def update(done: int, total: int) -> None:
-            if label not in tasks:
-                tasks[label] = progress.add_task(label, total=total)
-            progress.update(tasks[label], completed=done, total=total)
-
-        return update
-
-    with progress:
-        yield bar
 
 
 def _fmt(value: Any) -> str:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ragtriage.commands.common import echo_json, open_workspace, stderr_console, workspace_options
+from ragtriage.commands.common import (
+    echo_json,
+    open_workspace,
+    progress_bar,
+    workspace_options,
+)
 from ragtriage.errors import NotFoundError, RagtriageError
 from ragtriage.kb import service
 from ragtriage.workspace import Workspace
@@ -37,7 +39,7 @@ def add_command(
     Documents added from a folder earlier and missing from it now are marked deleted.
     Exit code 2 when any file could not be added (each is named on stderr with a fix).
     """
-    with open_workspace(home, config_file) as workspace, _progress_bars() as bar:
+    with open_workspace(home, config_file) as workspace, progress_bar(True) as bar:
         report = service.add_paths(
             workspace,
             list(paths),
@@ -219,7 +221,7 @@ def reindex_command(as_json: bool, home: Path | None, config_file: Path | None) 
     """Rebuild Whoosh and Qdrant from the KB (after changing the embedder; cached embeddings are reused)."""
     from ragtriage.pipeline.indexer import rebuild_indexes
 
-    with open_workspace(home, config_file) as workspace, _progress_bars() as bar:
+    with open_workspace(home, config_file) as workspace, progress_bar(True) as bar:
         report = rebuild_indexes(workspace, on_progress=bar("indexing chunks"))
     if as_json:
         echo_json(report)
@@ -233,36 +235,6 @@ def reindex_command(as_json: bool, home: Path | None, config_file: Path | None) 
 
 def _indent(text: str) -> str:
     return "\n".join("    " + line for line in text.splitlines())
-
-
-@contextmanager
-def _progress_bars() -> Iterator[Callable[[str], ProgressCallback | None]]:
-    """`bar(label)` → an `on_progress` callback drawing on stderr, or None when stderr is not a terminal."""
-    if not sys.stderr.isatty():
-        yield lambda _label: None
-        return
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=stderr_console(),
-        transient=True,
-    )
-
-    def bar(label: str) -> ProgressCallback:
-        task_id = None
-
-        def update(done: int, total: int) -> None:
-            nonlocal task_id
-            if task_id is None:
-                task_id = progress.add_task(label, total=total)
-            progress.update(task_id, completed=done, total=total)
-
-        return update
-
-    with progress:
-        yield bar
 
 
 def register(cli: click.Group) -> None:
