@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 #: Ids per `IN (…)` list: far below every backend's bound-parameter limit.
 IN_CHUNK = 500
 INGEST_USER = "ingest"
-SQLITE_CACHE_KIB = 131072
+SQLITE_CACHE_KIB = 65536
 SQLITE_AUTOCHECKPOINT_PAGES = 16384
 _REQUEST_COLUMNS = (
     "request_id",
