@@ -22,20 +22,49 @@ COMMAND_MODULES = [
 ]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+class LazyGroup(click.Group):
+    """Imports a command module only when needed: `ragtriage replay` imports `commands.replay`
+    (a module named like the command is tried first), `--help` and unknown names import them all.
+    Cold start of one command then skips every other command's imports."""
+
+    def _register(self, module: str) -> None:
+        if module not in _registered:
+            _registered.add(module)
+            importlib.import_module(module).register(self)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and f"ragtriage.commands.{cmd_name}" in COMMAND_MODULES:
+            self._register(f"ragtriage.commands.{cmd_name}")
+        if cmd_name not in self.commands:
+            for module in COMMAND_MODULES:
+                self._register(module)
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        for module in COMMAND_MODULES:
+            self._register(module)
+        return super().list_commands(ctx)
+
+
+_registered: set[str] = set()
+
+
+@click.group(
+    cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110}
+)
 @click.version_option(__version__, prog_name="ragtriage")
 @click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=None, help="Data folder.")
 @click.option(
-    "--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Settings TOML."
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Settings TOML.",
 )
 @click.pass_context
 def cli(ctx: click.Context, home: Path | None, config_file: Path | None) -> None:
     """Triage RAG retrieval badcases: replay, diagnose, label, promote, re-evaluate."""
     ctx.obj = {"home": home, "config_file": config_file}
-
-
-for _module in COMMAND_MODULES:
-    importlib.import_module(_module).register(cli)
 
 
 def main() -> None:
