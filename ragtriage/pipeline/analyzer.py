@@ -22,6 +22,7 @@ normally does. Both hold the same entries, so the tokens are the same either way
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -279,5 +280,14 @@ _ANALYZER = JiebaTokenizer()
 
 
 def tokenize(text: str) -> list[str]:
-    """The terms the BM25 index sees for `text`, in order (duplicates kept)."""
-    return [token.text for token in _ANALYZER(text)]
+    """The terms the BM25 index sees for `text`, in order (duplicates kept).
+
+    Remembered for the last 4096 texts: one replay tokenizes the same query text several times
+    (BM25 routes, keywords, sub-queries), and the result depends on the text alone.
+    """
+    return list(_tokenize_cached(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _tokenize_cached(text: str) -> tuple[str, ...]:
+    return tuple(token.text for token in _ANALYZER(text))

@@ -58,9 +58,11 @@ class ChunkLookup:
         """The KB revision counter in the store (None without a store or before the first add)."""
         if self.engine is None:
             return None
-        with Session(self.engine) as session:
-            state = session.get(KBStateRow, self.kb)
-            return state.revision if state is not None else None
+        # A Core select on a plain connection: this runs before every query, and the ORM's
+        # session and identity map cost more than the query itself.
+        statement = select(KBStateRow.revision).where(KBStateRow.kb == self.kb)
+        with self.engine.connect() as connection:
+            return connection.execute(statement).scalar_one_or_none()
 
     def refresh(self) -> None:
         """Reload the metadata if the KB revision changed since the last load."""
