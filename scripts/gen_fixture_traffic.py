@@ -8,7 +8,9 @@ freshness and product line weighted far above the fused score) against a product
 stale: it was built before the `status: ready` documents were published, and it holds an older
 version of the documents in `STALE_DOCS`. Each run becomes one schema-v1 log line (every fifth in the
 flat form), with sessions, follow-ups, feedback, escalations, empty citations and refusals drawn
-from a seeded generator. Same inputs, same bytes: run it twice and diff.
+from a seeded generator. Requests before `ROLLOUT_AT` were served by `OLD_PIPELINE_VERSION`, whose
+rewrite replaced the user's terms by alias terms and searched the rewritten query only (how the
+`rewrite_error` badcases happen). Same inputs, same bytes: run it twice and diff.
 
 The truth of every line is in its `fixture` field (kept by the ingest): the query id, the designed
 label from `queries.jsonl`, the `intended_label` (the designed label when the production run shows
@@ -37,8 +39,10 @@ sys.path.insert(0, str(REPO_ROOT))
 from ragtriage import locations  # noqa: E402
 from ragtriage.demo import seed_embedding_cache  # noqa: E402
 from ragtriage.kb.service import add_paths, list_chunks  # noqa: E402
+from ragtriage.pipeline.normalize import normalize_query  # noqa: E402
 from ragtriage.pipeline.rerank import Reranker  # noqa: E402
-from ragtriage.pipeline.types import ChunkRecord, RunOptions, ScoredChunk, Trace  # noqa: E402
+from ragtriage.pipeline.rewrite import AliasDictionary, extract_keywords, split_sub_queries  # noqa: E402
+from ragtriage.pipeline.types import ChunkRecord, RewriteResult, RunOptions, ScoredChunk, Trace  # noqa: E402
 from ragtriage.workspace import Workspace  # noqa: E402
 
 FIXTURES = REPO_ROOT / "fixtures"
@@ -51,6 +55,12 @@ SEED = 20261102
 STALE_DOCS = {"permission/sso-login": "2024-06-01"}
 OLD_VERSION_NOTE = "（本节为 2024 年旧版说明。）"
 PIPELINE_VERSION = "prod-2026.10"
+#: The version production ran before `ROLLOUT_AT`: its rewrite *replaced* the query (every user term
+#: of an alias group swapped for the group's KB term) and only the rewritten query was searched.
+OLD_PIPELINE_VERSION = "prod-2026.09"
+ROLLOUT_AT = BASE_TIME + timedelta(hours=28)
+#: Routes of the old version: no raw-query route (the rewrite replaced the query).
+OLD_ROUTES = ["bm25_rewritten", "dense_rewritten", "dense_sub"]
 REFUSAL_ANSWER = "抱歉，知识库里没有找到能回答这个问题的内容。"
 #: Labels whose symptom is that gold did not reach the final context.
 RETRIEVAL_LABELS = frozenset(
@@ -99,6 +109,47 @@ def gold_chunk_ids(chunks: Sequence[ChunkRecord], query: dict[str, Any]) -> list
         for c in chunks
         if c.doc_id == query.get("gold_doc") and c.heading_path and c.heading_path[-1] in sections
     ]
+
+
+def canonical_rewrite(
+    text: str, dictionary: AliasDictionary, tokenize: Any, max_sub_queries: int
+) -> RewriteResult:
+    """The old version's rule rewrite: every dictionary term of the query that is not its group's
+    first member (the KB's term) is replaced by it, so an over-broad entry swaps the user's own word
+    away (撤销 → 作废, 过期 → 超时) instead of adding a synonym next to it."""
+    rewritten = text
+    aliases: dict[str, list[str]] = {}
+    for group in dictionary.groups:
+        canonical = group[0]
+        for member in sorted(group[1:], key=len, reverse=True):
+            if member in rewritten and canonical not in rewritten:
+                rewritten = rewritten.replace(member, canonical)
+                aliases[member] = [canonical]
+    return RewriteResult(
+        raw_query=text,
+        normalized_query=text,
+        rewritten_query=rewritten,
+        keywords=extract_keywords(rewritten, tokenize),
+        aliases=aliases,
+        sub_queries=split_sub_queries(rewritten, tokenize, max_sub_queries),
+        mode="rules",
+    )
+
+
+def old_version_options(pipeline: Any, text: str, base: RunOptions | None = None) -> RunOptions:
+    """Run options that make today's pipeline behave like `OLD_PIPELINE_VERSION` for `text`.
+
+    `base.rewrite_mode == "off"` is the old version with its rewrite off (the raw text searched by the
+    rewritten routes); `base.extra_aliases` extends the dictionary before the rewrite."""
+    base = base or RunOptions()
+    update: dict[str, Any] = {"routes": OLD_ROUTES}
+    if base.rewrite_mode != "off":
+        dictionary = pipeline.rules.aliases.merged(base.extra_aliases)
+        normalized = normalize_query(text)
+        update["rewrite_override"] = canonical_rewrite(
+            normalized, dictionary, pipeline.rules.tokenize, pipeline.rules.max_sub_queries
+        )
+    return base.model_copy(update=update)
 
 
 #: The dictionary entries `aliases.toml` lacks on purpose (fixtures/README.md): user term → KB term.
@@ -209,12 +260,15 @@ def log_line(
     feedback: dict[str, Any] | None,
     latency_ms: float,
     config_hash: str,
+    pipeline_version: str,
     fixture: dict[str, Any],
     flat: bool,
 ) -> dict[str, Any]:
-    """One log line, schema v1 or the flat form."""
-    bm25 = trace.route("bm25_raw")
-    dense = trace.route("dense_raw")
+    """One log line, schema v1 or the flat form. The logged `bm25`/`dense` lists are the BM25 and
+    dense routes production had: the raw-query ones, or for the old version the rewritten ones."""
+    old = pipeline_version == OLD_PIPELINE_VERSION
+    bm25 = trace.route("bm25_rewritten" if old else "bm25_raw")
+    dense = trace.route("dense_rewritten" if old else "dense_raw")
     rewrite = trace.rewrite
     common = {"request_id": request_id, "ts": ts.isoformat().replace("+00:00", "Z")}
     if flat:
@@ -235,6 +289,7 @@ def log_line(
             "citations": citations,
             "user_feedback": feedback,
             "latency_ms": latency_ms,
+            "pipeline_version": pipeline_version,
             "fixture": fixture,
         }
     return {
@@ -250,7 +305,7 @@ def log_line(
             "keywords": rewrite.keywords,
             "aliases": rewrite.aliases,
             "sub_queries": rewrite.sub_queries,
-            "mode": rewrite.mode,
+            "mode": "rules-replace" if old else rewrite.mode,
         },
         "stages": {
             "bm25": _scored(bm25.hits) if bm25 else [],
@@ -263,10 +318,32 @@ def log_line(
         "citations": citations,
         "feedback": feedback,
         "latency_ms": latency_ms,
-        "pipeline_version": PIPELINE_VERSION,
+        "pipeline_version": pipeline_version,
         "config_hash": config_hash,
         "fixture": fixture,
     }
+
+
+def _text(item: dict[str, Any]) -> str:
+    return str(item.get("text", item["query"]["query"]))
+
+
+def _old_check_options(options: RunOptions) -> RunOptions:
+    """A mechanism check for the old version: `MISSING_ALIASES` (user term → KB term) become groups
+    led by the KB term, so the replacing rewrite swaps the user's term for the KB's."""
+    if not options.extra_aliases:
+        return options
+    inverted: dict[str, list[str]] = {}
+    for user_term, kb_terms in options.extra_aliases.items():
+        inverted.setdefault(kb_terms[0], []).append(user_term)
+    return options.model_copy(update={"extra_aliases": inverted})
+
+
+def old_settings(settings: Any) -> Any:
+    """The settings of `OLD_PIPELINE_VERSION` (for its config hash): the rewritten routes only."""
+    data = settings.model_dump()
+    data["retrieval"]["routes"] = list(OLD_ROUTES)
+    return type(settings).model_validate(data)
 
 
 def _designed_of(plan: list[dict[str, Any]], text: str) -> str | None:
@@ -346,26 +423,44 @@ def generate(out: Path, *, seed: int, cache_home: Path | None, work: Path) -> di
                     }
                 )
         plan = sorted(plan + followups, key=lambda p: (p["ts"], p["session"]))
+        for item in plan:
+            item["version"] = OLD_PIPELINE_VERSION if item["ts"] < ROLLOUT_AT else PIPELINE_VERSION
         texts = list(dict.fromkeys(p.get("text", p["query"]["query"]) for p in plan))
-        traces = dict(zip(texts, pipeline.run_many(texts), strict=True))
-        checks: dict[str, dict[str, Trace]] = {}
+        traces = {(t, PIPELINE_VERSION): tr for t, tr in zip(texts, pipeline.run_many(texts), strict=True)}
+        old_texts = list(dict.fromkeys(_text(p) for p in plan if p["version"] == OLD_PIPELINE_VERSION))
+        for text in old_texts:
+            traces[(text, OLD_PIPELINE_VERSION)] = pipeline.run(
+                text, options=old_version_options(pipeline, text)
+            )
+        checks: dict[str, dict[tuple[str, str], Trace]] = {}
         for name, options in CHECKS.items():
             wanted = [t for t in texts if MECHANISM_CHECK.get(_designed_of(plan, t) or "") == name]
-            checks[name] = dict(zip(wanted, pipeline.run_many(wanted, options=options), strict=True))
+            checks[name] = {
+                (t, PIPELINE_VERSION): tr
+                for t, tr in zip(wanted, pipeline.run_many(wanted, options=options), strict=True)
+            }
+            for text in (t for t in old_texts if t in wanted):
+                old_options = old_version_options(pipeline, text, _old_check_options(options))
+                checks[name][(text, OLD_PIPELINE_VERSION)] = pipeline.run(text, options=old_options)
         titles = {c.chunk_id: c.title for c in list_chunks(prod)}
-        config_hash = prod.settings.config_hash()
+        config_hashes = {
+            PIPELINE_VERSION: prod.settings.config_hash(),
+            OLD_PIPELINE_VERSION: old_settings(prod.settings).config_hash(),
+        }
     finally:
         prod.close()
     lines = []
     labelled = 0
     for number, item in enumerate(plan, start=1):
         query = item["query"]
-        trace = traces[item.get("text", query["query"])]
+        text = _text(item)
+        key = (text, item["version"])
+        trace = traces[key]
         gold = gold_chunk_ids(current_chunks, query)
-        text = item.get("text", query["query"])
-        label = intended_label(query, trace, gold, {n: c[text] for n, c in checks.items() if text in c})
+        label = intended_label(query, trace, gold, {n: c[key] for n, c in checks.items() if key in c})
         missed = bool(gold) and not any(g in trace.final for g in gold)
-        bad = missed or label in ("generation_error", "label_error", "no_answer_in_kb")
+        # A half-answer (chunk_split_bad) is as bad for the user as a wrong one.
+        bad = missed or label in ("generation_error", "label_error", "no_answer_in_kb", "chunk_split_bad")
         feedback = _feedback(rng, bad)
         source = _answer_source(trace, label, gold)
         answer = REFUSAL_ANSWER if source is None else f"根据《{titles.get(source, source)}》的说明处理。"
@@ -389,7 +484,8 @@ def generate(out: Path, *, seed: int, cache_home: Path | None, work: Path) -> di
             citations=citations,
             feedback=feedback,
             latency_ms=float(rng.randint(350, 2400)),
-            config_hash=config_hash,
+            config_hash=config_hashes[item["version"]],
+            pipeline_version=item["version"],
             fixture=fixture,
             flat=number % 5 == 0,
         )

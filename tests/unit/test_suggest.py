@@ -139,6 +139,32 @@ def test_rewrite_that_dropped_a_constraint_term_is_rewrite_error() -> None:
     assert found[0].label == "rewrite_error" and "['原件']" in found[0].evidence[0]
 
 
+def test_rewrite_that_replaced_a_term_with_an_alias_gold_lacks_is_rewrite_error() -> None:
+    ctx = FakeContext([GOLD, OTHER])
+    trace = make_trace(
+        "差旅 撤销",
+        routes={"bm25_rewritten": ["a"], "dense_rewritten": ["a"]},
+        rewritten="差旅 作废",
+        aliases={"撤销": ["作废"]},
+        final=["a"],
+    )
+    found = run_rules(ctx, "差旅 撤销", logged=trace)
+    assert found[0].label == "rewrite_error"
+    assert any("撤销 → 作废" in line for line in found[0].evidence)
+
+
+def test_near_miss_replacing_rewrite_to_the_gold_term_is_not_rewrite_error() -> None:
+    ctx = FakeContext([GOLD, OTHER])
+    trace = make_trace(
+        "差旅 报账",
+        routes={"bm25_rewritten": ["a"], "dense_rewritten": ["a"]},
+        rewritten="差旅 报销",
+        aliases={"报账": ["报销"]},
+        final=["a"],
+    )
+    assert "rewrite_error" not in labels(run_rules(ctx, "差旅 报账", logged=trace))
+
+
 def test_near_miss_raw_routes_missing_gold_too_is_not_rewrite_error() -> None:
     ctx = FakeContext([GOLD, OTHER])
     trace = make_trace(

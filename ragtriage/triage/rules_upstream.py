@@ -1,0 +1,205 @@
+"""Root-cause rules for the stages before recall ranks anything: the index, the chunking, the
+rewrite and the alias dictionary (the first upstream failure wins, so these run first)."""
+
+from __future__ import annotations
+
+from ragtriage.triage.facts import Facts, chunk_text, covered, gold_route_reach, is_raw_route, normalize_text
+from ragtriage.triage.rules_common import Finding, gold_lost, route_ran, short_ids
+
+
+def rule_label_error_unknown(facts: Facts) -> Finding | None:
+    """Gold ids the KB does not know: the label itself is wrong (or names another KB)."""
+    if not facts.unknown_gold:
+        return None
+    return Finding(
+        label="label_error",
+        confidence=0.9,
+        evidence=[
+            f"gold chunk id(s) unknown to the KB: {short_ids(facts.unknown_gold)}; re-mark gold from `kb chunks`"
+        ],
+    )
+
+
+def rule_index_stale(facts: Facts) -> Finding | None:
+    """Gold missing from an index, indexed hash ≠ KB hash, or logged chunk ids the KB does not know."""
+    if facts.gold is not None and not gold_lost(facts):
+        return None
+    evidence: list[str] = []
+    for chunk_id, hashes in facts.indexed.items():
+        kb_hash = facts.gold_chunks[chunk_id].content_hash
+        for index_name, label in (("bm25", "BM25"), ("dense", "dense")):
+            held = hashes.get(index_name)
+            if held is None:
+                evidence.append(f"gold {chunk_id} is missing from the {label} index")
+            elif held != kb_hash:
+                evidence.append(
+                    f"{label} index holds gold {chunk_id} with content hash {held[:10]}, the KB has "
+                    f"{kb_hash[:10]}: indexed content is older than the KB"
+                )
+    if evidence:
+        return Finding(
+            label="index_stale", confidence=0.95, evidence=evidence, counterfactuals=["current_index"]
+        )
+    replay = facts.journeys.get("replay")
+    # Unknown logged ids only explain the loss when today's index, which knows them, finds gold:
+    # a stale neighbour chunk in the lists of a query that fails anyway is incidental.
+    if facts.unknown_logged and (facts.gold is None or (replay is not None and replay.reached_final)):
+        evidence.append(
+            f"{len(facts.unknown_logged)} logged chunk id(s) are unknown to the KB: "
+            f"{short_ids(facts.unknown_logged)} (production searched an index built from another KB revision)"
+        )
+        confidence = 0.6
+        if replay is not None and replay.reached_final:
+            confidence = 0.8
+            evidence.append("the replay against the current index reaches gold in the final context")
+        return Finding(
+            label="index_stale", confidence=confidence, evidence=evidence, counterfactuals=["current_index"]
+        )
+    return None
+
+
+def _split_gold_missing(facts: Facts) -> Finding | None:
+    """Gold is two adjacent chunks (the answer spans them) and the final context lacks one of them."""
+    trace = facts.primary
+    if trace is None or len(facts.gold_chunks) < 2:
+        return None
+    for chunk_id, neighbours in facts.neighbour_texts.items():
+        for neighbour_id in neighbours:
+            if neighbour_id not in facts.gold_chunks:
+                continue
+            pair = [chunk_id, neighbour_id]
+            missing = [c for c in pair if c not in trace.final]
+            if missing:
+                return Finding(
+                    label="chunk_split_bad",
+                    confidence=0.75,
+                    evidence=[
+                        f"gold is the adjacent chunks {chunk_id} and {neighbour_id}: the answer is split "
+                        "across them",
+                        f"the final context lacks {short_ids(missing)}, so the answer is incomplete",
+                    ],
+                    counterfactuals=["neighbours_merged"],
+                )
+    return None
+
+
+def rule_chunk_split_bad(facts: Facts) -> Finding | None:
+    """The constraints are covered only by a gold chunk and its neighbour together, never by one chunk."""
+    split = _split_gold_missing(facts)
+    if split is not None:
+        return split
+    terms = facts.constraint_terms
+    if not gold_lost(facts) or len(terms) < 2:
+        return None
+    if any(len(covered(terms, text)) == len(terms) for text in facts.candidate_texts.values()):
+        return None
+    for chunk_id, neighbours in facts.neighbour_texts.items():
+        gold_terms = covered(terms, chunk_text(facts.gold_chunks[chunk_id]))
+        if len(gold_terms) == len(terms):
+            return None
+        for neighbour_id, text in neighbours.items():
+            neighbour_terms = covered(terms, text)
+            if len(neighbour_terms) < len(terms) and set(gold_terms) | set(neighbour_terms) == set(terms):
+                return Finding(
+                    label="chunk_split_bad",
+                    confidence=0.8 if facts.must_have else 0.7,
+                    evidence=[
+                        f"no single chunk covers all of {terms}",
+                        f"gold {chunk_id} covers {gold_terms}; "
+                        f"its neighbour {neighbour_id} covers {neighbour_terms}",
+                        "together the adjacent chunks cover every term: the answer is split across chunks",
+                    ],
+                    counterfactuals=["neighbours_merged"],
+                )
+    return None
+
+
+def _replaced_terms(facts: Facts, raw: str, rewritten: str) -> list[str]:
+    """Evidence of a replacing rewrite that drifted: a query term swapped for an alias the gold lacks.
+
+    A rewrite that appends synonyms keeps every raw term; one that *replaces* the user's term with
+    its dictionary synonym (an over-broad entry: 撤销 → 作废) searches a different question when the
+    gold has the synonym nowhere."""
+    swapped = []
+    for term, synonyms in facts.primary.rewrite.aliases.items() if facts.primary is not None else ():
+        key = normalize_text(term)
+        if key not in raw or key in rewritten or key not in facts.terms:
+            continue
+        added = [s for s in synonyms if normalize_text(s) in rewritten and normalize_text(s) not in raw]
+        if added and not any(normalize_text(s) in facts.gold_text for s in added):
+            swapped.append(f"{term} → {', '.join(added)}")
+    if not swapped:
+        return []
+    return [
+        f"the rewrite replaced the query's own term(s) ({'; '.join(swapped)}) with alias(es) the gold "
+        "does not contain, so the rewritten query asks another question (an over-broad alias entry)"
+    ]
+
+
+def rule_rewrite_error(facts: Facts) -> Finding | None:
+    """Raw routes reach gold and rewritten ones do not, or the rewrite dropped a constraint term."""
+    if not gold_lost(facts) or facts.primary is None:
+        return None
+    gold = facts.gold or []
+    evidence: list[str] = []
+    for trace in (facts.logged, facts.replay):
+        if trace is None or trace.rewrite.mode == "off":
+            continue
+        # Skipped routes (same text as raw) did not run; sub-queries are narrower by design.
+        raw_ran, raw_rank = gold_route_reach(trace, gold, lambda r: is_raw_route(r.name) and route_ran(r))
+        rewritten_ran, rewritten_rank = gold_route_reach(
+            trace, gold, lambda r: "rewritten" in r.name and route_ran(r)
+        )
+        if raw_ran and rewritten_ran:
+            if raw_rank is not None and rewritten_rank is None:
+                evidence.append(
+                    f"raw-query routes reach gold (best rank {raw_rank}) and rewritten routes do not "
+                    f"(rewritten query: {trace.rewrite.rewritten_query!r})"
+                )
+            break
+    rewrite = facts.primary.rewrite
+    rewritten = normalize_text(" ".join([rewrite.rewritten_query, *rewrite.sub_queries]))
+    raw = normalize_text(rewrite.raw_query or facts.query)
+    if rewrite.mode != "off" and rewritten.strip() and rewritten != normalize_text(rewrite.normalized_query):
+        lost = [t for t in facts.constraint_terms if t in raw and t not in rewritten and t in facts.gold_text]
+        if lost:
+            evidence.append(
+                f"the rewrite dropped constraint term(s) {lost} that the gold contains "
+                f"(raw {rewrite.raw_query!r} → rewritten {rewrite.rewritten_query!r})"
+            )
+        evidence += _replaced_terms(facts, raw, rewritten)
+    if not evidence:
+        return None
+    return Finding(
+        label="rewrite_error",
+        confidence=min(0.9, 0.55 + 0.2 * len(evidence)),
+        evidence=evidence,
+        counterfactuals=["rewrite_off", "llm_rewrite"],
+    )
+
+
+def rule_alias_missing(facts: Facts) -> Finding | None:
+    """A query term is absent from gold while a synonym of it is there (a proposed alias pair)."""
+    if not gold_lost(facts) or not facts.alias_pairs or facts.primary is None:
+        return None
+    _, lexical_rank = gold_route_reach(facts.primary, facts.gold or [], lambda r: r.kind == "bm25")
+    journey = facts.primary_journey
+    if lexical_rank is not None and journey is not None and journey.first_drop in ("reranked", "final"):
+        return None
+    evidence = [
+        f"query term {p.term!r} is absent from gold; the gold's title/heading has {p.synonym!r} "
+        f"({'; '.join(p.sources)})"
+        for p in facts.alias_pairs
+    ]
+    evidence.append(
+        "lexical routes miss gold"
+        if lexical_rank is None
+        else f"lexical routes rank gold only at {lexical_rank}"
+    )
+    evidence.append("proposed alias: " + ", ".join(f"{p.term} → {p.synonym}" for p in facts.alias_pairs))
+    return Finding(
+        label="alias_missing",
+        confidence=round(min(0.9, 0.5 + 0.4 * facts.alias_pairs[0].score), 3),
+        evidence=evidence,
+        counterfactuals=["alias_added", "current_index"],
+    )
