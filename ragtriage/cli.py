@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "ragtriage.commands.replay",
     "ragtriage.commands.eval",
     "ragtriage.commands.triage",
+    "ragtriage.commands.workflow",
     "ragtriage.commands.evalset",
     "ragtriage.commands.logs",
     "ragtriage.commands.tui",

@@ -13,8 +13,6 @@ import json
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +20,15 @@ from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
 from ragtriage import locations
+from ragtriage.demo_real import (  # noqa: F401  (re-exported: small test traffic)
+    TRAFFIC_START,
+    AnswerKey,
+    generate_traffic,
+    real_answer_keys,
+    real_kb_folder,
+    traffic_line,
+)
 from ragtriage.errors import InputError
-from ragtriage.pipeline.types import Trace
 from ragtriage.workspace import Workspace
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -31,23 +36,10 @@ FIXTURES = REPO_ROOT / "fixtures"
 FIXTURE_DATASET = "default"
 REAL_DATASET = "default"
 BASELINE_RUN = "demo-baseline"
-#: Request times of generated traffic start here (fixed, so screenshots and tests do not drift).
-TRAFFIC_START = datetime(2026, 11, 2, 8, 0, tzinfo=timezone.utc)
 DEMO_USER = "demo"
 #: Flagged requests diagnosed up front (about 0.5–2 s each); the rest are diagnosed on replay in the TUI.
 DEMO_DIAGNOSES = 40
 StepCallback = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class AnswerKey:
-    """One known question: its id, text and gold chunk ids ([] = the KB has no answer)."""
-
-    qid: str
-    query: str
-    gold: list[str]
-    tags: list[str] = field(default_factory=list)
-    intended_label: str | None = None
 
 
 class DemoReport(BaseModel):
@@ -144,54 +136,6 @@ def eval_cases_from_keys(keys: Sequence[AnswerKey]) -> list[Any]:
     ]
 
 
-def traffic_line(request_id: str, ts: datetime, trace: Trace, gold: Sequence[str]) -> str:
-    """One request-log line (schema v1) recording `trace` as production served it.
-
-    The user rates it down when no gold chunk reached the final context, or when the KB has no
-    answer and the pipeline answered anyway: the honest signal a real user would give.
-    """
-    from ragtriage.logs.schema import RequestLog
-
-    missed = not any(g in trace.final for g in gold) if gold else not trace.refused
-    route_hits = {route.name: route.hits for route in trace.routes}
-    record = RequestLog.model_validate(
-        {
-            "request_id": request_id,
-            "ts": ts.isoformat(),
-            "session": f"s-{request_id}",
-            "raw_query": trace.query,
-            "rewrite": {
-                "normalized_query": trace.rewrite.normalized_query,
-                "rewritten_query": trace.rewrite.rewritten_query,
-                "sub_queries": trace.rewrite.sub_queries,
-            },
-            "stages": {
-                "bm25": [{"chunk_id": h.chunk_id, "score": h.score} for h in route_hits.get("bm25_raw", [])],
-                "dense": [
-                    {"chunk_id": h.chunk_id, "score": h.score} for h in route_hits.get("dense_raw", [])
-                ],
-                "fused": [{"chunk_id": h.chunk_id, "score": h.score} for h in trace.fused],
-                "reranked": [{"chunk_id": h.chunk_id, "score": h.score} for h in trace.reranked],
-                "final_context": list(trace.final),
-            },
-            "citations": list(trace.final[:2]),
-            "answer": "抱歉，没有找到相关内容。" if trace.refused else "(demo answer)",
-            "feedback": {"rating": "down" if missed else "up"},
-            "config_hash": trace.config_hash,
-        }
-    )
-    return record.to_line()
-
-
-def generate_traffic(workspace: Workspace, keys: Sequence[AnswerKey], prefix: str) -> list[str]:
-    """Run every answer-key query through the pipeline once and log it (one request a minute)."""
-    traces = workspace.pipeline.run_many([key.query for key in keys])
-    return [
-        traffic_line(f"{prefix}-{key.qid}", TRAFFIC_START + timedelta(minutes=i), trace, key.gold)
-        for i, (key, trace) in enumerate(zip(keys, traces, strict=True))
-    ]
-
-
 def _count_requests(workspace: Workspace) -> int:
     from ragtriage.store.db import read_session
     from ragtriage.store.log_tables import RequestLogRow
@@ -203,18 +147,46 @@ def _count_requests(workspace: Workspace) -> int:
 def ingest_traffic(
     workspace: Workspace, keys: Sequence[AnswerKey], log_file: Path | None, prefix: str
 ) -> int:
-    """Ingest `log_file` (or generated traffic) unless the store already holds requests; returns lines ingested."""
+    """Ingest `log_file` (the fixture demo) or, without one, traffic generated from the answer keys
+    (`--real`), unless the store already holds requests; returns lines ingested."""
     from ragtriage.logs.ingest import ingest_files, ingest_lines
 
     if _count_requests(workspace):
         return 0
     flagging = workspace.settings.logs.flagging
-    if log_file is not None and log_file.exists():
+    if log_file is not None:
+        if not log_file.exists():
+            raise InputError(f"{log_file}: fixture request log missing; run scripts/gen_fixture_traffic.py")
         report = ingest_files(workspace.engine, [log_file], flagging=flagging)
     else:
         lines = generate_traffic(workspace, keys, prefix)
         report = ingest_lines(workspace.engine, lines, source=f"<{prefix} traffic>", flagging=flagging)
     return report.ingested
+
+
+def _known_gold(
+    workspace: Workspace, request_ids: Sequence[str], records: dict[str, Any], keys: Sequence[AnswerKey]
+) -> dict[str, list[str]]:
+    """Gold of each request: the triage record's, else the log line's `fixture.gold_chunk_ids`, else
+    the answer key of its query. Gold taken from the fixture or the key is stored as user `demo`."""
+    from ragtriage.store.triage_repo import find_record, set_gold
+    from ragtriage.triage.agreement import fixture_field
+
+    gold_by_query = {key.query: key.gold for key in keys if key.gold}
+    golds: dict[str, list[str]] = {}
+    for request_id in request_ids:
+        record = records[request_id]
+        triage = find_record(workspace.engine, request_id)
+        gold = [
+            g if isinstance(g, str) else str(g["chunk_id"]) for g in (triage.gold_chunk_ids if triage else [])
+        ]
+        if not gold:
+            gold = [str(g) for g in fixture_field(record).get("gold_chunk_ids") or []]
+            gold = gold or list(gold_by_query.get(record.raw_query, []))
+            if gold:
+                set_gold(workspace.engine, request_id, gold, user=DEMO_USER)
+        golds[request_id] = gold
+    return golds
 
 
 def diagnose_flagged(
@@ -225,42 +197,39 @@ def diagnose_flagged(
     should_stop: Callable[[], bool] | None = None,
     limit: int | None = None,
 ) -> int:
-    """Diagnose every flagged request without a suggestion and store the suggested label.
+    """Diagnose the oldest flagged requests without a suggestion and store the suggested labels.
 
-    A request whose query is in the answer key and whose record has no gold gets the key's gold
-    first (as user `demo`, audited), so the triager opens cases with their gold journey.
+    A request without gold gets it from its log line's fixture metadata, or from the answer key of
+    its query (as user `demo`, audited), so the triager opens cases with their gold journey. The
+    replays run in one batched `Pipeline.run_many` call; each diagnosis reuses its replay.
     """
     from ragtriage.logs.requests import get_requests
     from ragtriage.logs.schema import to_trace
-    from ragtriage.store.triage_repo import find_record, set_gold
     from ragtriage.triage.context import WorkspaceContext
     from ragtriage.triage.diagnose import diagnose
     from ragtriage.triage.suggestions import save_suggested_labels, undiagnosed_request_ids
 
-    gold_by_query = {key.query: key.gold for key in keys if key.gold}
     request_ids = undiagnosed_request_ids(workspace.engine, limit)
-    requests = get_requests(workspace.engine, request_ids)
+    records = get_requests(workspace.engine, request_ids)
+    request_ids = [r for r in request_ids if r in records]
+    golds = _known_gold(workspace, request_ids, records, keys)
+    replays = workspace.pipeline.run_many(
+        [records[r].raw_query for r in request_ids], should_stop=should_stop
+    )
     context = WorkspaceContext(workspace)
     suggestions: dict[str, str | None] = {}
     try:
-        for request_id in request_ids:
+        for request_id, replay in zip(request_ids, replays, strict=False):
             if should_stop is not None and should_stop():
                 break
-            record = requests[request_id]
-            triage = find_record(workspace.engine, request_id)
-            gold = [
-                g if isinstance(g, str) else str(g["chunk_id"])
-                for g in (triage.gold_chunk_ids if triage else [])
-            ]
-            if not gold and record.raw_query in gold_by_query:
-                gold = gold_by_query[record.raw_query]
-                set_gold(workspace.engine, request_id, gold, user=DEMO_USER)
+            record = records[request_id]
             result = diagnose(
                 context,
                 record.raw_query,
                 logged=to_trace(record),
-                gold=gold or None,
+                gold=golds[request_id] or None,
                 request_id=request_id,
+                replay=replay,
                 counterfactuals=counterfactuals,
                 should_stop=should_stop,
             )
@@ -351,63 +320,6 @@ def prepare_demo(home: Path, *, real: bool = False, on_step: StepCallback | None
     finally:
         workspace.close()
     return report
-
-
-def real_kb_folder(home: Path, debs_dir: Path | None = None) -> Path:
-    """The Debian FAQ HTML, extracted once into `<home>/debian/faq` (the Reference is left out: embedding time)."""
-    import importlib.util
-
-    target = home / "debian"
-    faq = target / "faq"
-    if faq.is_dir() and any(faq.iterdir()):
-        return faq
-    spec = importlib.util.spec_from_file_location(
-        "extract_debian_docs", REPO_ROOT / "scripts" / "extract_debian_docs.py"
-    )
-    if spec is None or spec.loader is None:
-        raise InputError("scripts/extract_debian_docs.py is missing; --real needs the repository checkout")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    try:
-        module.extract(debs_dir or module.DEFAULT_DEBS_DIR, target)
-    except module.ExtractError as error:
-        raise InputError(f"--real: {error}") from None
-    return faq
-
-
-#: Deterministic rewordings for paraphrased FAQ questions: (pattern, replacement), applied in turn.
-PARAPHRASES: tuple[tuple[str, str], ...] = (
-    ("如何", "怎么"),
-    ("怎样", "怎么"),
-    ("什么是", "请问什么是"),
-    ("是否", "能不能"),
-    ("可以", "能"),
-)
-
-
-def paraphrase(question: str, variant: int) -> str:
-    """A simple deterministic paraphrase of an FAQ heading: drop numbering and `？`, apply one rewording."""
-    import re
-
-    text = re.sub(r"^[\d.\s]+", "", question).strip().rstrip("?？。")
-    pattern, replacement = PARAPHRASES[variant % len(PARAPHRASES)]
-    changed = text.replace(pattern, replacement, 1)
-    return changed if changed != text else f"请问{text}"
-
-
-def real_answer_keys(workspace: Workspace, limit: int = 120) -> list[AnswerKey]:
-    """Paraphrased FAQ questions (section headings) with their section's chunks as gold."""
-    from ragtriage.kb.service import list_chunks
-
-    by_heading: dict[str, list[str]] = {}
-    for chunk in list_chunks(workspace):
-        if chunk.heading_path and len(chunk.heading_path[-1]) >= 4:
-            by_heading.setdefault(chunk.heading_path[-1], []).append(chunk.chunk_id)
-    keys = [
-        AnswerKey(f"faq{i:03d}", paraphrase(heading, i), gold, ["faq"])
-        for i, (heading, gold) in enumerate(sorted(by_heading.items())[:limit])
-    ]
-    return keys
 
 
 class DemoSummary(BaseModel):
