@@ -40,7 +40,7 @@ def read_trec_qrels(path: Path) -> dict[str, dict[str, int]]:
         parts = line.split()
         if len(parts) != 4:
             hint = (
-                " (this looks like a TREC run line, not qrels: score runs with `ragtriage eval score --run`)"
+                " (this looks like a TREC run line `qid Q0 docid rank score tag`: are the qrels and run files swapped?)"
                 if len(parts) == 6
                 else ""
             )

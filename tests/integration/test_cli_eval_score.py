@@ -110,7 +110,8 @@ def test_swapped_files_are_explained(files):
     qrels, run = files
     result = CliRunner().invoke(cli, ["eval", "score", "--qrels", str(run), "--run", str(qrels)])
     assert result.exit_code != 0
-    assert "this looks like a run line; pass it as --run" in str(result.exception)
+    assert "this looks like a TREC run line" in str(result.exception)
+    assert "swapped" in str(result.exception)
 
 
 def test_id_namespace_mismatch_is_flagged(tmp_path):
