@@ -9,22 +9,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from ragtriage.config import DEFAULT_LABELS
 from ragtriage.pipeline.types import RouteResult
 from ragtriage.triage.facts import Facts, gold_route_reach
 
 #: The default root-cause labels (DESIGN.md), retrieval causes in pipeline order, then outcomes.
-LABELS = (
-    "index_stale",
-    "chunk_split_bad",
-    "rewrite_error",
-    "alias_missing",
-    "bm25_miss",
-    "dense_drift",
-    "rerank_error",
-    "generation_error",
-    "no_answer_in_kb",
-    "label_error",
-)
+LABELS = tuple(DEFAULT_LABELS)
 #: Below this share of key terms a chunk "does not carry" the query; at or above RELEVANT it does.
 WEAK_COVERAGE = 0.34
 RELEVANT_COVERAGE = 0.8

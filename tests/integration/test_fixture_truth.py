@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from ragtriage.cli import main
+from ragtriage.config import DEFAULT_LABELS
 from ragtriage.demo import seed_embedding_cache
 from ragtriage.kb.service import add_paths
 from ragtriage.logs.ingest import ingest_files
@@ -26,18 +27,7 @@ from tests.conftest import FIXTURES_DIR
 
 LOGS = FIXTURES_DIR / "logs" / "requests.jsonl"
 PRODUCTION = FIXTURES_DIR / "logs" / "production.toml"
-LABELS = (
-    "index_stale",
-    "chunk_split_bad",
-    "rewrite_error",
-    "alias_missing",
-    "bm25_miss",
-    "dense_drift",
-    "rerank_error",
-    "generation_error",
-    "no_answer_in_kb",
-    "label_error",
-)
+LABELS = tuple(DEFAULT_LABELS)
 
 
 def _lines() -> list[dict]:
