@@ -10,7 +10,11 @@ cache). Uses `hyperfine` when it is installed, else subprocess timing.
 the store, building the pipeline, warm-up, the query), and `--importtime` the slowest imports.
 
 Usage:
-    python scripts/bench_cold_start.py --home DIR [--runs 7] [--query TEXT] [--phases] [--importtime]
+    python scripts/bench_cold_start.py [--home DIR] [--runs 7] [--query TEXT] [--phases] [--importtime]
+
+Without `--home` the benchmark home of `scripts/bench_replay.py` is used (built when missing).
+`--quick` (3 runs, FAQ-only home) checks the wiring. The figure also goes to stdout as a `RESULT`
+line for `scripts/bench.py`.
 """
 
 from __future__ import annotations
@@ -89,6 +93,19 @@ def timed_run(command: list[str], env: dict[str, str]) -> tuple[float, float]:
     return wall, cpu
 
 
+def default_home(faq_only: bool) -> Path:
+    """bench_replay.py's home (FAQ + Reference, or the FAQ only), built when it has no index yet."""
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    import bench_replay
+
+    home = bench_replay.DEFAULT_HOME
+    if faq_only:
+        home = home.with_name(home.name + "-faq")
+    if not (home / "index" / "manifest.json").exists():
+        bench_replay.build_home(home, bench_replay.DEFAULT_DEBS_DIR, faq_only)
+    return home
+
+
 def with_hyperfine(command: list[str], runs: int) -> dict[str, Any] | None:
     """Median/mean/min wall seconds from hyperfine, or None when it is not installed."""
     if shutil.which("hyperfine") is None:
@@ -117,14 +134,19 @@ def with_hyperfine(command: list[str], runs: int) -> dict[str, Any] | None:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; exit code 1 when the median misses the target."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--home", type=Path, required=True, help="a built home (kb add done)")
+    parser.add_argument(
+        "--home", type=Path, help="a built home (default: bench_replay.py's, built if missing)"
+    )
+    parser.add_argument("--quick", action="store_true", help="3 runs on a FAQ-only home: a wiring check")
     parser.add_argument("--runs", type=int, default=7, help="measured runs (default 7)")
     parser.add_argument("--query", default=DEFAULT_QUERY)
     parser.add_argument("--phases", action="store_true", help="print an in-process breakdown of one cold run")
     parser.add_argument("--importtime", action="store_true", help="print the 15 slowest imports")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
-    home = args.home.resolve()
+    if args.quick:
+        args.runs = min(args.runs, 3)
+    home = args.home.resolve() if args.home is not None else default_home(args.quick)
     command = [*ragtriage_command(), "--home", str(home), "replay", "--query", args.query, "--json"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGTRIAGE__")}
 
@@ -173,6 +195,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         if result["hyperfine"]:
             print(f"hyperfine: {result['hyperfine']}")
+    print(
+        f"RESULT name=cold_replay_median value={result['median_wall_s']} unit=s target=<={TARGET_S:.0f} "
+        f"ratio={result['ratio_to_baseline']} baseline=python+deps_import+model_load "
+        f"cpu_s={result['median_cpu_s']} first_run_s={result['first_run_s']} runs={args.runs} "
+        f"load={result['load_average_during'][0]}"
+    )
     if args.phases:
         print("phases of one cold run (in-process):")
         subprocess.run([sys.executable, "-c", PHASES_SCRIPT, str(home), args.query], env=env, check=True)

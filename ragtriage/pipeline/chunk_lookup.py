@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
@@ -71,10 +72,20 @@ class ChunkLookup:
         revision = self.revision()
         if self._loaded and revision == self._revision:
             return
-        statement = select(ChunkRow).where(ChunkRow.kb == self.kb, ChunkRow.status == "published")
-        with Session(self.engine) as session:
-            rows = session.exec(statement).all()
-            self._meta = {row.chunk_id: _meta_of(row) for row in rows}
+        # Only the metadata columns as plain rows: no chunk text, no ORM objects (cold start).
+        statement = select(
+            ChunkRow.chunk_id,
+            ChunkRow.doc_id,
+            ChunkRow.title,
+            ChunkRow.anchor,
+            ChunkRow.heading_path,
+            ChunkRow.updated_at,
+            ChunkRow.product_line,
+            ChunkRow.content_hash,
+        ).where(ChunkRow.kb == self.kb, ChunkRow.status == "published")
+        with self.engine.connect() as connection:
+            rows = connection.execute(statement).all()
+        self._meta = {row.chunk_id: _meta_of(row) for row in rows}
         self._contents = {}
         self._revision = revision
         self._loaded = True
@@ -104,7 +115,8 @@ class ChunkLookup:
         return {c: self._contents[c] for c in chunk_ids if c in self._contents}
 
 
-def _meta_of(row: ChunkRow | ChunkRecord) -> ChunkMeta:
+def _meta_of(row: Any) -> ChunkMeta:
+    """Metadata from a `ChunkRow`, a `ChunkRecord` or a result row with the same column names."""
     updated = row.updated_at
     updated_text = updated.isoformat() if hasattr(updated, "isoformat") else updated
     return ChunkMeta(
