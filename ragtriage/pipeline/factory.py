@@ -61,4 +61,5 @@ def build_pipeline(workspace: Workspace) -> Pipeline:
         llm_rewriter=llm,
         kb_version=kb_version,
         on_close=indexes.close,
+        indexes=indexes,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -86,6 +87,7 @@ class Pipeline:
         llm_rewriter: Rewriter | None = None,
         kb_version: Callable[[], int | None] | None = None,
         on_close: Callable[[], None] | None = None,
+        indexes: Any = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.settings = settings
@@ -98,6 +100,8 @@ class Pipeline:
         self.llm_rewriter = llm_rewriter
         self._kb_version = kb_version
         self._on_close = on_close
+        self.indexes = indexes
+        """The opened `Indexes` this pipeline searches (None in unit tests); diagnosis reads them too."""
         self._clock = clock
 
     # ------------------------------------------------------------------ public API

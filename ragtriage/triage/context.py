@@ -104,11 +104,14 @@ class WorkspaceContext:
         return list(neighbours(self.workspace.engine, chunk_id))
 
     def _open_indexes(self) -> Any:
+        # The pipeline's own indexes (one Whoosh searcher, one Qdrant client, one embedder per
+        # process); open a separate set only for a pipeline built without them.
+        shared = getattr(self.workspace.pipeline, "indexes", None)
+        if shared is not None:
+            return shared
         if self._indexes is None:
             from ragtriage.pipeline.indexer import open_indexes
 
-            # Qdrant local clients are shared per folder within a process, so this second opening
-            # does not collide with the pipeline's.
             self._indexes = open_indexes(self.workspace)
         return self._indexes
 
