@@ -94,15 +94,38 @@ async def measure(home: Path) -> dict[str, object]:
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert isinstance(app.screen, CaseScreen)
-        key_times = []
+        # Key → repaint: from posting the key to the end of the first compositor refresh after it.
+        # Pilot's own round trip (press + pause) adds ~90 ms of waiting even for a key bound to
+        # nothing, so that round trip is measured too, on a no-op key, as the in-run baseline.
+        screen = app.screen
+        refreshed: list[float] = []
+        original_refresh = screen._compositor_refresh  # instrumentation only (bench, not product)
+
+        def timed_refresh() -> None:
+            original_refresh()
+            refreshed.append(time.perf_counter())
+
+        screen._compositor_refresh = timed_refresh  # type: ignore[method-assign]
+        key_times, round_trips, noop_trips = [], [], []
         for i in range(40):
+            refreshed.clear()
             mark = time.perf_counter()
             await pilot.press("down" if i % 10 < 5 else "up")
             await pilot.pause()
-            key_times.append((time.perf_counter() - mark) * 1000)
+            round_trips.append((time.perf_counter() - mark) * 1000)
+            if refreshed:
+                key_times.append((refreshed[0] - mark) * 1000)
+        for _ in range(20):
+            mark = time.perf_counter()
+            await pilot.press("f12")  # bound to nothing: Pilot's fixed overhead
+            await pilot.pause()
+            noop_trips.append((time.perf_counter() - mark) * 1000)
+        screen._compositor_refresh = original_refresh  # type: ignore[method-assign]
         key_times.sort()
         results["case_key_repaint_ms_p50"] = round(statistics.median(key_times), 1)
         results["case_key_repaint_ms_p95"] = round(key_times[int(len(key_times) * 0.95) - 1], 1)
+        results["pilot_round_trip_ms_p50"] = round(statistics.median(round_trips), 1)
+        results["pilot_noop_round_trip_ms_p50"] = round(statistics.median(noop_trips), 1)
     workspace.close()
     return results
 
@@ -121,7 +144,11 @@ def main() -> None:
     print(f"RESULT name=tui_queue_interactive value={results['queue_interactive_s']} unit=s target=<=1 "
           f"requests={args.requests}")  # fmt: skip
     repaint = results["case_key_repaint_ms_p95"]
-    print(f"RESULT name=tui_case_key_repaint_p95 value={repaint} unit=ms target=<=50")
+    overhead = results["pilot_round_trip_ms_p50"] / max(results["pilot_noop_round_trip_ms_p50"], 1e-9)
+    print(
+        f"RESULT name=tui_case_key_repaint_p95 value={repaint} unit=ms target=<=50 "
+        f"ratio={overhead:.2f} baseline=pilot_noop_key"
+    )
 
 
 if __name__ == "__main__":
