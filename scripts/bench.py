@@ -76,6 +76,8 @@ def script_arguments(name: str, quick: bool, workdir: Path) -> list[str]:
         return ["--requests", "2000" if quick else "100000", "--home", str(home)]
     if name == "diagnose":
         return ["--repeat", "1" if quick else "5"]
+    if name == "demo":
+        return ["--home", str(workdir / "demo-home")]
     return []
 
 
