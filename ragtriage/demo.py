@@ -21,7 +21,9 @@ from sqlalchemy import func, select
 
 from ragtriage import locations
 from ragtriage.demo_real import (  # noqa: F401  (re-exported: small test traffic)
+    REAL_PRODUCTION,
     TRAFFIC_START,
+    UNHAPPY_EVERY,
     AnswerKey,
     generate_traffic,
     real_answer_keys,
@@ -159,7 +161,9 @@ def ingest_traffic(
             raise InputError(f"{log_file}: fixture request log missing; run scripts/gen_fixture_traffic.py")
         report = ingest_files(workspace.engine, [log_file], flagging=flagging)
     else:
-        lines = generate_traffic(workspace, keys, prefix)
+        lines = generate_traffic(
+            workspace, keys, prefix, options=REAL_PRODUCTION, unhappy_every=UNHAPPY_EVERY
+        )
         report = ingest_lines(workspace.engine, lines, source=f"<{prefix} traffic>", flagging=flagging)
     return report.ingested
 

@@ -11,10 +11,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from ragtriage.errors import InputError
-from ragtriage.pipeline.types import Trace
+from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.workspace import Workspace
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 #: Request times of generated traffic start here (fixed, so screenshots and tests do not drift).
 TRAFFIC_START = datetime(2026, 11, 2, 8, 0, tzinfo=timezone.utc)
 
@@ -30,7 +29,9 @@ class AnswerKey:
     intended_label: str | None = None
 
 
-def traffic_line(request_id: str, ts: datetime, trace: Trace, gold: Sequence[str]) -> str:
+def traffic_line(
+    request_id: str, ts: datetime, trace: Trace, gold: Sequence[str], *, unhappy: bool = False
+) -> str:
     """One request-log line (schema v1) recording `trace` as production served it.
 
     The user rates it down when no gold chunk reached the final context, or when the KB has no
@@ -62,40 +63,56 @@ def traffic_line(request_id: str, ts: datetime, trace: Trace, gold: Sequence[str
             },
             "citations": list(trace.final[:2]),
             "answer": "抱歉，没有找到相关内容。" if trace.refused else "(demo answer)",
-            "feedback": {"rating": "down" if missed else "up"},
+            "feedback": {"rating": "down" if missed or unhappy else "up"},
             "config_hash": trace.config_hash,
         }
     )
     return record.to_line()
 
 
-def generate_traffic(workspace: Workspace, keys: Sequence[AnswerKey], prefix: str) -> list[str]:
-    """Run every answer-key query through the pipeline once and log it (one request a minute)."""
-    traces = workspace.pipeline.run_many([key.query for key in keys])
+#: The deliberately imperfect "production" that served the `--real` traffic: few hits per route and
+#: a short final context, like `fixtures/logs/production.toml`, so some answers miss and get flagged.
+REAL_PRODUCTION = RunOptions(bm25_k=3, dense_k=3, candidate_pool=6, top_n=2)
+#: Users also rate down answers whose retrieval was right (the answer was badly written): every
+#: N-th generated request is rated down regardless, which diagnosis should call `generation_error`.
+UNHAPPY_EVERY = 9
+
+
+def generate_traffic(
+    workspace: Workspace,
+    keys: Sequence[AnswerKey],
+    prefix: str,
+    options: RunOptions | None = None,
+    unhappy_every: int | None = None,
+) -> list[str]:
+    """Run every answer-key query through the pipeline once (with `options`) and log it, one a minute.
+
+    With `unhappy_every`, every N-th request is rated down even when its gold was retrieved.
+    """
+    traces = workspace.pipeline.run_many([key.query for key in keys], options=options)
     return [
-        traffic_line(f"{prefix}-{key.qid}", TRAFFIC_START + timedelta(minutes=i), trace, key.gold)
+        traffic_line(
+            f"{prefix}-{key.qid}",
+            TRAFFIC_START + timedelta(minutes=i),
+            trace,
+            key.gold,
+            unhappy=bool(unhappy_every) and i % unhappy_every == unhappy_every - 1,  # type: ignore[operator]
+        )
         for i, (key, trace) in enumerate(zip(keys, traces, strict=True))
     ]
 
 
 def real_kb_folder(home: Path, debs_dir: Path | None = None) -> Path:
     """The Debian FAQ HTML, extracted once into `<home>/debian/faq` (the Reference is left out: embedding time)."""
-    import importlib.util
+    from ragtriage.kb.debian_docs import DEFAULT_DEBS_DIR, ExtractError, extract
 
     target = home / "debian"
     faq = target / "faq"
     if faq.is_dir() and any(faq.iterdir()):
         return faq
-    spec = importlib.util.spec_from_file_location(
-        "extract_debian_docs", REPO_ROOT / "scripts" / "extract_debian_docs.py"
-    )
-    if spec is None or spec.loader is None:
-        raise InputError("scripts/extract_debian_docs.py is missing; --real needs the repository checkout")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     try:
-        module.extract(debs_dir or module.DEFAULT_DEBS_DIR, target)
-    except module.ExtractError as error:
+        extract(debs_dir or DEFAULT_DEBS_DIR, target)
+    except ExtractError as error:
         raise InputError(f"--real: {error}") from None
     return faq
 

@@ -8,7 +8,6 @@ debian-faq 11.1) has 123 of them. The query is the heading without its section n
 from __future__ import annotations
 
 import re
-import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,10 +60,7 @@ def debs_available(debs_dir: Path = DEFAULT_DEBS_DIR) -> bool:
 def ensure_extracted(out_dir: Path, debs_dir: Path = DEFAULT_DEBS_DIR) -> Path:
     """Extract the FAQ and the Reference into `out_dir` (`faq/`, `reference/`) unless already there."""
     if not (out_dir / "faq").is_dir() or not (out_dir / "reference").is_dir():
-        sys.path.insert(0, str(REPO_ROOT / "scripts"))
-        try:
-            from extract_debian_docs import extract
-        finally:
-            sys.path.remove(str(REPO_ROOT / "scripts"))
+        from ragtriage.kb.debian_docs import extract
+
         extract(debs_dir, out_dir)
     return out_dir

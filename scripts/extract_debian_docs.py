@@ -1,150 +1,33 @@
 """Extract the Simplified Chinese HTML of the Debian FAQ and the Debian Reference from their `.deb` files.
 
-A `.deb` is an `ar` archive whose `data.tar.*` member holds the installed files. The FAQ pages live
-under `usr/share/doc/debian/FAQ/zh-cn/`, the Reference pages under `usr/share/debian-reference/`
-(one `*.zh-cn.html` file per chapter plus `index.zh-cn.html`). Only those HTML pages are written,
-flat, into `<out>/faq/` and `<out>/reference/`.
-
 Usage:
     python scripts/extract_debian_docs.py [--debs DIR] [--out DIR] [--apt-download]
 
-Exit code 2 when the packages are missing or unreadable.
+The work is done by `ragtriage.kb.debian_docs.extract`. Exit code 2 when the packages are missing
+or unreadable.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import subprocess
 import sys
-import tarfile
 import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import TypedDict
+from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DEBS_DIR = REPO_ROOT.parent / "shared" / "data" / "debian-docs-zh"
-DEFAULT_OUT_DIR = REPO_ROOT / "data-extracted"
-
-AR_MAGIC = b"!<arch>\n"
-AR_HEADER_SIZE = 60
-
-
-@dataclass(frozen=True)
-class DocSource:
-    """Where one document set lives: its package, its folder inside the package, its output folder."""
-
-    package: str
-    member_dir: str
-    out_subdir: str
-    suffix: str = ".zh-cn.html"
-
-
-SOURCES = (
-    DocSource("debian-faq-zh-cn", "usr/share/doc/debian/FAQ/zh-cn", "faq"),
-    DocSource("debian-reference-zh-cn", "usr/share/debian-reference", "reference"),
+from ragtriage.kb.debian_docs import (  # noqa: F401  (re-exported for callers that load this script)
+    DEFAULT_DEBS_DIR,
+    DEFAULT_OUT_DIR,
+    SOURCES,
+    DocSource,
+    ExtractError,
+    SourceReport,
+    data_tar,
+    extract,
+    extract_source,
+    find_deb,
+    iter_ar_members,
 )
-
-
-class SourceReport(TypedDict):
-    """What was extracted for one document set."""
-
-    deb: str
-    dir: str
-    files: list[str]
-    bytes: int
-
-
-class ExtractError(Exception):
-    """A package is missing or is not the archive it should be; the message says which and how to fix it."""
-
-
-def iter_ar_members(blob: bytes, origin: str) -> Iterator[tuple[str, bytes]]:
-    """Yield (name, data) for each member of a Unix `ar` archive (the common and GNU formats)."""
-    if not blob.startswith(AR_MAGIC):
-        raise ExtractError(f"{origin}: not an ar archive (no '!<arch>' header); is it a .deb file?")
-    offset = len(AR_MAGIC)
-    while offset + AR_HEADER_SIZE <= len(blob):
-        header = blob[offset : offset + AR_HEADER_SIZE]
-        if header[58:60] != b"`\n":
-            raise ExtractError(f"{origin}: corrupt ar member header at byte {offset}")
-        name = header[0:16].decode("ascii", errors="replace").strip()
-        # GNU ar terminates names with '/', BSD and dpkg-deb do not.
-        name = name.rstrip("/")
-        size = int(header[48:58].decode("ascii").strip() or 0)
-        start = offset + AR_HEADER_SIZE
-        yield name, blob[start : start + size]
-        # Members are aligned on even offsets.
-        offset = start + size + (size % 2)
-
-
-def data_tar(deb_path: Path) -> tarfile.TarFile:
-    """Open the `data.tar.*` member of a `.deb` as a tarfile (xz, gz, bz2 or plain)."""
-    for name, data in iter_ar_members(deb_path.read_bytes(), str(deb_path)):
-        if name.startswith("data.tar"):
-            if name.endswith(".zst"):
-                raise ExtractError(
-                    f"{deb_path}: {name} is zstd-compressed, which tarfile cannot read; "
-                    "repack it with `dpkg-deb -R` or use an xz-compressed package"
-                )
-            return tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
-    raise ExtractError(f"{deb_path}: no data.tar member; is it a .deb file?")
-
-
-def find_deb(debs_dir: Path, package: str) -> Path:
-    """The newest `<package>_*.deb` in debs_dir (by file name), or ExtractError naming the fix."""
-    candidates = sorted(debs_dir.glob(f"{package}_*.deb"))
-    if not candidates:
-        raise ExtractError(
-            f"{debs_dir}: no {package}_*.deb found; put the package there, pass --debs DIR, "
-            f"or use --apt-download (runs `apt-get download {package}`)"
-        )
-    return candidates[-1]
-
-
-def extract_source(deb_path: Path, source: DocSource, out_dir: Path) -> SourceReport:
-    """Write the source's HTML pages from one .deb into out_dir/<out_subdir>; return counts and sizes."""
-    target = out_dir / source.out_subdir
-    target.mkdir(parents=True, exist_ok=True)
-    written: list[str] = []
-    total_bytes = 0
-    with data_tar(deb_path) as archive:
-        for member in archive.getmembers():
-            # Regular files only: the packages also ship symlinks into other packages.
-            if not member.isfile():
-                continue
-            path = PurePosixPath(member.name.removeprefix("./"))
-            if str(path.parent) != source.member_dir or not path.name.endswith(source.suffix):
-                continue
-            handle = archive.extractfile(member)
-            if handle is None:
-                continue
-            content = handle.read()
-            (target / path.name).write_bytes(content)
-            written.append(path.name)
-            total_bytes += len(content)
-    if not written:
-        raise ExtractError(f"{deb_path}: no {source.member_dir}/*{source.suffix} files inside")
-    return {"deb": str(deb_path), "dir": str(target), "files": sorted(written), "bytes": total_bytes}
-
-
-def extract(debs_dir: Path | str, out_dir: Path | str) -> dict[str, SourceReport]:
-    """Extract the FAQ and the Reference HTML into out_dir/faq and out_dir/reference.
-
-    Returns {"faq": {...}, "reference": {...}}, each with the .deb used, the output folder, the file
-    names and the total bytes. Raises ExtractError when a package is missing or unreadable.
-    """
-    debs_path = Path(debs_dir)
-    if not debs_path.is_dir():
-        raise ExtractError(f"{debs_path}: folder not found; pass --debs DIR or use --apt-download")
-    # Locate every package before writing anything, so a missing one leaves no half output.
-    debs = {source.out_subdir: find_deb(debs_path, source.package) for source in SOURCES}
-    out_path = Path(out_dir)
-    return {
-        source.out_subdir: extract_source(debs[source.out_subdir], source, out_path) for source in SOURCES
-    }
 
 
 def apt_download(target_dir: Path) -> None:
