@@ -48,3 +48,24 @@ def test_second_run_reuses_what_exists(demo_runs) -> None:  # type: ignore[no-un
     assert "reused: kb, logs, diagnosis, eval" in " ".join(second.stderr.split())
     assert "eval run 1" in " ".join(second.stdout.split())  # no second run was started
     assert seconds[1] < seconds[0]
+
+
+@pytest.mark.realdata
+def test_real_demo_over_the_debian_faq_has_badcases(tmp_path: Path) -> None:
+    """`demo --real --headless`: the FAQ is extracted, indexed and served by an imperfect production."""
+    from ragtriage.kb.debian_docs import DEFAULT_DEBS_DIR
+
+    if not any(DEFAULT_DEBS_DIR.glob("debian-faq-zh-cn_*.deb")):
+        pytest.skip(f"real data absent: no debian-faq-zh-cn_*.deb in {DEFAULT_DEBS_DIR}")
+    home = tmp_path / "home"
+    run = subprocess.run(
+        [sys.executable, "-m", "ragtriage", "demo", "--real", "--headless", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert run.returncode == 0, run.stderr
+    stdout = " ".join(run.stdout.split())
+    flagged = int(stdout.split(" flagged requests by")[0].split()[-1])
+    assert flagged > 0
+    assert "gold journey (replay)" in stdout and "recall@5" in stdout
