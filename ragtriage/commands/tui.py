@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -9,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ragtriage.commands.common import stderr_console, stdout_console, workspace_options
+from ragtriage.errors import InputError
 
 SUMMARY_METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10", "hit@1", "coverage@30")
 
@@ -75,6 +77,10 @@ def print_summary(home: Path) -> None:
         console.print(run)
 
 
+def _is_terminal() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
 def register(cli: click.Group) -> None:
     """Attach `tui` and `demo` to the root group."""
 
@@ -82,6 +88,11 @@ def register(cli: click.Group) -> None:
     @workspace_options
     def tui_command(home: Path | None, config_file: Path | None) -> None:
         """Open the triage TUI (queue, case, eval screens); press ? for the keys."""
+        if not _is_terminal():
+            raise InputError(
+                "the TUI needs a terminal (stdin and stdout are not one); "
+                "use `ragtriage queue`, `show`, `replay` and `diagnose`, or `ragtriage demo --headless`"
+            )
         run_tui(home, config_file)
 
     @cli.command("demo")
@@ -111,6 +122,9 @@ def register(cli: click.Group) -> None:
             f"{report.eval_cases} eval cases, run {report.eval_run_id}{reused}; "
             f"seconds {report.seconds}"
         )
+        if not headless and not _is_terminal():
+            err.print("demo: not a terminal, so printing the summary instead of opening the TUI")
+            headless = True
         if headless:
             print_summary(home)
             return

@@ -69,3 +69,26 @@ def test_real_demo_over_the_debian_faq_has_badcases(tmp_path: Path) -> None:
     flagged = int(stdout.split(" flagged requests by")[0].split()[-1])
     assert flagged > 0
     assert "gold journey (replay)" in stdout and "recall@5" in stdout
+
+
+def test_without_a_terminal_demo_prints_the_summary_and_tui_explains(demo_runs) -> None:  # type: ignore[no-untyped-def]
+    home, _, _ = demo_runs
+    demo = subprocess.run(
+        [sys.executable, "-m", "ragtriage", "demo", "--home", str(home)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert demo.returncode == 0, demo.stderr
+    assert "not a terminal" in demo.stderr
+    assert "flagged requests by suggested root cause" in " ".join(demo.stdout.split())
+    tui = subprocess.run(
+        [sys.executable, "-m", "ragtriage", "tui", "--home", str(home)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert tui.returncode == 2
+    assert "the TUI needs a terminal" in tui.stderr and "Traceback" not in tui.stderr
