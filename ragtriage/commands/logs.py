@@ -17,7 +17,7 @@ from ragtriage.commands.common import (
 )
 from ragtriage.logs.ingest import IngestReport, ingest_files
 from ragtriage.logs.queue import QueuePage, list_queue, parse_since
-from ragtriage.logs.requests import RequestView, request_view
+from ragtriage.logs.requests import QuarantinedLine, RequestView, quarantined_lines, request_view
 from ragtriage.logs.schema import STAGE_NAMES, stage_ids
 from ragtriage.store.log_tables import TRIAGE_STATUSES
 
@@ -62,13 +62,18 @@ def ingest_command(
         )
         if err.is_terminal:
             err.print()
+        quarantine = quarantined_lines(workspace.engine, report.files, limit=QUARANTINE_SHOWN)
     if as_json:
         echo_json(report)
         return
-    _print_report(report)
+    _print_report(report, *quarantine)
 
 
-def _print_report(report: IngestReport) -> None:
+#: Quarantined lines named on stderr after an ingest; `ragtriage logs quarantine` lists them all.
+QUARANTINE_SHOWN = 10
+
+
+def _print_report(report: IngestReport, total_quarantined: int, shown: list[QuarantinedLine]) -> None:
     console = stdout_console()
     width = max(len(name) for name in COUNT_NAMES)
     for name in COUNT_NAMES:
@@ -76,9 +81,32 @@ def _print_report(report: IngestReport) -> None:
     for kind, count in sorted(report.quarantined_by_kind.items()):
         console.print(f"{'':>{width}}  {kind}: {count:,}")
     if report.quarantined:
-        stderr_console().print(
-            f"{report.quarantined} line(s) quarantined with file, line number, reason and bytes"
-        )
+        err = stderr_console()
+        err.print(f"{report.quarantined} line(s) quarantined with file, line number, reason and bytes:")
+        for line in shown:
+            err.print(f"  {line.source_file}:{line.line_no}: {line.reason}", soft_wrap=True)
+        if total_quarantined > len(shown):
+            err.print(f"  … {total_quarantined - len(shown)} more: ragtriage logs quarantine")
+
+
+@logs_group.command("quarantine")
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--limit", type=click.IntRange(min=1), default=200, show_default=True, help="Lines to list.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@workspace_options
+def quarantine_command(
+    files: tuple[Path, ...], limit: int, as_json: bool, home: Path | None, config_file: Path | None
+) -> None:
+    """List quarantined log lines (of FILES, or of every file) as `file:line: reason`, in file order."""
+    with open_workspace(home, config_file) as workspace:
+        total, lines = quarantined_lines(workspace.engine, [str(f) for f in files], limit=limit)
+    if as_json:
+        echo_json({"total": total, "lines": lines})
+        return
+    console = stdout_console()
+    for line in lines:
+        console.print(f"{line.source_file}:{line.line_no}: [{line.kind}] {line.reason}", soft_wrap=True)
+    console.print(f"{len(lines)} of {total} quarantined line(s)")
 
 
 @click.command("queue")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from datetime import datetime
+from pathlib import Path
 
 from pydantic import BaseModel
 from sqlalchemy import func, select
@@ -122,3 +123,40 @@ def request_view(engine: Engine, request_id: str) -> RequestView:
             f"no logged request with request_id {request_id!r}; check the id or ingest its log"
         )
     return RequestView(request=stored, triage=find_record(engine, request_id))
+
+
+class QuarantinedLine(BaseModel):
+    """One quarantined log line, without its raw bytes (they stay in the store)."""
+
+    source_file: str
+    line_no: int
+    kind: str
+    reason: str
+
+
+def quarantined_lines(
+    engine: Engine, files: Sequence[str] | None = None, *, limit: int = 50
+) -> tuple[int, list[QuarantinedLine]]:
+    """The total number of quarantined lines (of `files`, or of every file) and the first `limit`
+    in file and line order."""
+    from ragtriage.store.log_tables import QuarantinedLineRow
+
+    # Ingest records each file by its resolved path.
+    names = sorted({str(Path(name).resolve()) for name in files} | set(files)) if files else []
+    where = QuarantinedLineRow.source_file.in_(names) if names else True  # type: ignore[attr-defined]
+    with read_session(engine) as session:
+        total = session.scalar(select(func.count()).select_from(QuarantinedLineRow).where(where))
+        rows = session.exec(  # type: ignore[call-overload]
+            select(
+                QuarantinedLineRow.source_file,
+                QuarantinedLineRow.line_no,
+                QuarantinedLineRow.kind,
+                QuarantinedLineRow.reason,
+            )
+            .where(where)
+            .order_by(QuarantinedLineRow.source_file, QuarantinedLineRow.line_no)
+            .limit(limit)
+        ).all()
+    return int(total or 0), [
+        QuarantinedLine(source_file=f, line_no=n, kind=k, reason=r) for f, n, k, r in rows
+    ]
