@@ -114,8 +114,11 @@ def iter_raw_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
     line_no = 0
     with handle:
         rest = b""
+        # GzipFile.read(n) loses everything it decompressed when the stream turns out to be cut
+        # off; read1 hands over each decompressed piece, so the lines before the cut are yielded.
+        read = handle.read1 if isinstance(handle, gzip.GzipFile) else handle.read
         try:
-            while chunk := handle.read(READ_CHUNK_BYTES):
+            while chunk := read(READ_CHUNK_BYTES):
                 parts = (rest + chunk).split(b"\n") if rest else chunk.split(b"\n")
                 rest = parts.pop()
                 for part in parts:

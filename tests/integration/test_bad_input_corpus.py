@@ -60,6 +60,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -236,7 +237,10 @@ def test_truncated_gzip_exits_2_naming_the_file(strict: bool, home: Path) -> Non
     path = BAD / "logs" / "gzip_truncated.jsonl.gz"
     args = ["logs", "ingest", *(["--strict"] if strict else []), str(path)]
     outcome = run_cli(*args)
-    assert_clean_failure(outcome, f"input error: {path}: the gzip stream is corrupt or cut off after line")
+    assert_clean_failure(outcome, f"input error: {path}: the gzip stream is corrupt or cut off after line 4")
+    # The lines before the cut are kept, as the message says.
+    db = home / "ragtriage.db"
+    assert sqlite3.connect(db).execute("select count(*) from request_log").fetchone()[0] == 4
 
 
 def test_several_bad_log_files_in_one_ingest_reconcile(home: Path) -> None:
