@@ -27,18 +27,13 @@ import pytest
 from ragtriage import locations
 from tests.conftest import REPO_ROOT
 from tests.integration.test_bad_input_corpus import run_cli
+from tests.tiny_kb import TINY_DOCS, write_markdown_docs
 
 BIG_LOG_LINES = 100_000
 FLAG_EVERY = 10
 BAD_EVERY = 1000
 EVAL_CASES = 40
-DOCS = {
-    "travel": ("差旅报销", "出差结束后十五天内提交发票原件和行程单，超过期限需要部门负责人审批。"),
-    "leave": ("请假流程", "请假需要提前在系统提交申请，由直属主管审批，三天以上还需人事备案。"),
-    "vpn": ("VPN 连接", "连接失败时先检查客户端版本，再在自助门户重置密码。"),
-    "rooms": ("会议室预订", "会议室可以提前七天在内网预订，取消需提前两小时。"),
-    "invoice": ("发票开具", "开具红字发票前须先申请红字信息表，专票需要填写税号。"),
-}
+DOCS = TINY_DOCS
 
 
 def _spawn(*args: str | Path, home: Path) -> subprocess.Popen[bytes]:
@@ -147,10 +142,7 @@ def eval_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from ragtriage.workspace import Workspace
 
     root = tmp_path_factory.mktemp("crash-eval")
-    (root / "docs").mkdir()
-    for doc_id, (title, text) in DOCS.items():
-        body = f"---\ndoc_id: {doc_id}\ntitle: {title}\n---\n# {title}\n\n{text}\n"
-        (root / "docs" / f"{doc_id}.md").write_text(body, encoding="utf-8")
+    write_markdown_docs(root / "docs")
     workspace = Workspace.open(root / "home", None)
     try:
         add_paths(workspace, [root / "docs"])
