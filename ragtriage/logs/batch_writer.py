@@ -1,8 +1,9 @@
-"""The SQL side of ingest: one batch of parsed lines per short write transaction.
+"""The SQL side of ingest: one parsed batch per short write transaction.
 
-Classifies lines as new, duplicate or conflicting by request_id, inserts new requests (plain
+Classifies rows as new, duplicate or conflicting by request_id, inserts new requests (plain
 driver executemany on SQLite, `INSERT … ON CONFLICT DO NOTHING` on PostgreSQL), applies the
-flagging rules including the session follow-up rule, and stores quarantined lines and conflicts.
+session follow-up rule and creates triage records for flagged requests, and stores quarantined
+lines and conflicts.
 """
 
 from __future__ import annotations
@@ -20,8 +21,18 @@ from sqlalchemy.engine import Connection, Engine
 
 from ragtriage.config import FlaggingSettings
 from ragtriage.errors import StoreError
-from ragtriage.logs.flagging import REASON_FOLLOW_UP, LineRules, followed_up
-from ragtriage.logs.reader import BadLine, LogLine
+from ragtriage.logs.flagging import REASON_FOLLOW_UP, followed_up
+from ragtriage.logs.parse_worker import (
+    REQUEST_COLUMNS,
+    ROW_BODY,
+    ROW_RECOVERED,
+    ROW_REQUEST_ID,
+    ROW_SOURCE_LINE,
+    ROW_TS,
+    ParsedBatch,
+    sqlite_time,
+)
+from ragtriage.logs.reader import BadLine, same_request
 from ragtriage.store.db import write_session
 from ragtriage.store.log_tables import (
     LogConflictRow,
@@ -38,22 +49,7 @@ if TYPE_CHECKING:
 IN_CHUNK = 500
 INGEST_USER = "ingest"
 SQLITE_CACHE_KIB = 65536
-SQLITE_AUTOCHECKPOINT_PAGES = 16384
-_REQUEST_COLUMNS = (
-    "request_id",
-    "ts",
-    "kb",
-    "session_hash",
-    "user_hash",
-    "raw_query",
-    "rating",
-    "escalated",
-    "body",
-    "source_file",
-    "source_line",
-    "recovered",
-    "ingested_at",
-)
+SQLITE_AUTOCHECKPOINT_PAGES = 4096
 _TRIAGE_INSERT_COLUMNS = (
     "request_id",
     "status",
@@ -71,28 +67,27 @@ _SQLITE_INSERT_TRIAGE = (
     f"INSERT INTO triage_record ({', '.join(_TRIAGE_INSERT_COLUMNS)}) "
     f"VALUES ({', '.join('?' * len(_TRIAGE_INSERT_COLUMNS))}) ON CONFLICT DO NOTHING"
 )
-_SQLITE_SELECT_BODIES = "SELECT request_id, body FROM request_log WHERE request_id IN ({})"
+# Bodies come back as bytes, to compare with the parsed rows' bytes without decoding.
+_SQLITE_SELECT_BODIES = "SELECT request_id, CAST(body AS BLOB) FROM request_log WHERE request_id IN ({})"
 _SQLITE_SELECT_SESSIONS = (
     "SELECT session_hash, request_id, ts FROM request_log WHERE session_hash IN ({}) AND ts >= ? AND ts <= ?"
 )
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _ONE_US = timedelta(microseconds=1)
+# The body arrives as UTF-8 bytes; CAST stores it as TEXT (what the column and every reader expect).
 _SQLITE_INSERT_REQUESTS = (
-    f"INSERT INTO request_log ({', '.join(_REQUEST_COLUMNS)}) "
-    f"VALUES ({', '.join('?' * len(_REQUEST_COLUMNS))}) ON CONFLICT DO NOTHING"
+    f"INSERT INTO request_log ({', '.join(REQUEST_COLUMNS)}) VALUES ("
+    + ", ".join("CAST(? AS TEXT)" if column == "body" else "?" for column in REQUEST_COLUMNS)
+    + ") ON CONFLICT DO NOTHING"
 )
+
+
+_Neighbours = tuple[list[tuple[str, str, int]], dict[str, str | None]]
 
 
 def _chunks(items: Sequence[Any], size: int = IN_CHUNK) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-def _sqlite_time(moment: datetime) -> str:
-    # The text SQLAlchemy's SQLite DateTime type stores, compares and parses back (naive UTC).
-    if moment.utcoffset():
-        moment = moment.astimezone(timezone.utc)
-    return moment.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
 
 
 def _marks(count: int) -> str:
@@ -107,8 +102,14 @@ def _time_us(value: datetime | str) -> int:
     return (moment - _EPOCH) // _ONE_US
 
 
-def _us_time(value: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=value)
+def _text_time(value: str | None) -> datetime | None:
+    """The aware UTC time of a naive-UTC SQLite text (for the PostgreSQL path)."""
+    return None if value is None else datetime.fromisoformat(value).replace(tzinfo=timezone.utc)
+
+
+def _stored_time_text(value: datetime | str | None) -> str | None:
+    """A stored time as naive-UTC SQLite text."""
+    return value if value is None or isinstance(value, str) else sqlite_time(value)
 
 
 def insert_ignoring_existing(connection: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
@@ -132,28 +133,28 @@ def insert_ignoring_existing(connection: Connection, table: Table, rows: list[di
 
 
 class BatchWriter:
-    """Writes one batch per transaction: requests, flags, quarantine, conflicts; counts into `report`."""
+    """Writes one parsed batch per transaction: requests, flags, quarantine, conflicts; counts into `report`.
+
+    On SQLite a batch is first inserted as if every request were new, inside a savepoint, and the
+    driver's change count confirms it; only when some request_id was already stored (or repeats
+    within the batch) is that insert rolled back and the batch classified row by row (new,
+    duplicate, conflict). After a batch with known ids the next one is classified up front, so a
+    re-ingest (all duplicates) does not insert twice.
+    """
 
     def __init__(self, engine: Engine, flagging: FlaggingSettings, report: IngestReport) -> None:
         self.engine = engine
-        self.rules = LineRules(flagging)
         self.follow_up_minutes = flagging.follow_up_minutes
         self.report = report
+        self._expect_known_ids = False
 
-    def write(self, source: str, good: list[LogLine], bad: list[BadLine]) -> None:
-        """Store one batch and update the report."""
-        if not good and not bad:
+    def write(self, source: str, batch: ParsedBatch) -> None:
+        """Store one batch (read from `source`) and update the report."""
+        rows, bad = batch.rows, batch.bad
+        if not rows and not bad:
             return
         report = self.report
         now = datetime.now(timezone.utc)
-        first: dict[str, LogLine] = {}
-        repeats: list[LogLine] = []
-        for line in good:
-            if line.request_id in first:
-                repeats.append(line)
-            else:
-                first[line.request_id] = line
-        conflicts: list[LogLine] = []
         with write_session(self.engine) as session:
             connection = session.connection()
             sqlite = connection.dialect.name == "sqlite"
@@ -162,131 +163,172 @@ class BatchWriter:
                 # checkpoints; both are per connection and harmless for later users of it.
                 connection.exec_driver_sql(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
                 connection.exec_driver_sql(f"PRAGMA wal_autocheckpoint={SQLITE_AUTOCHECKPOINT_PAGES}")
-            request_table = RequestLogRow.__table__  # type: ignore[attr-defined]
-            stored_bodies: dict[str, str] = {}
-            for ids in _chunks(list(first)):
-                if sqlite:
-                    # Plain driver SQL: SQLAlchemy's compile and result processing cost more than the lookup.
-                    cursor = connection.exec_driver_sql(
-                        _SQLITE_SELECT_BODIES.format(_marks(len(ids))), tuple(ids)
-                    )
-                else:
-                    cursor = connection.execute(
-                        select(request_table.c.request_id, request_table.c.body).where(
-                            request_table.c.request_id.in_(ids)
-                        )
-                    )
-                stored_bodies.update(cursor.all())
-            new_lines = []
-            for request_id, line in first.items():
-                stored_body = stored_bodies.get(request_id)
-                if stored_body is None:
-                    new_lines.append(line)
-                elif stored_body == line.body:
-                    report.duplicates += 1
-                else:
-                    conflicts.append(line)
-            for line in repeats:
-                if line.body == stored_bodies.get(line.request_id, first[line.request_id].body):
-                    report.duplicates += 1
-                else:
-                    conflicts.append(line)
-            # Look for stored session neighbours before inserting, so the query returns only old rows.
-            followed = self._followed_up(connection, new_lines)
-            self._insert_requests(connection, source, new_lines, now)
-            report.ingested += len(new_lines)
-            report.recovered += sum(1 for line in new_lines if line.recovered)
-            self._flag(connection, new_lines, followed, now)
+            inserted: set[int] | None = None  # indices of the rows inserted; None: all of them
+            conflicts: list[tuple[Any, ...]] = []
+            neighbours: _Neighbours = ([], {})
+            if rows:
+                # Read before inserting, so that the query returns only requests stored earlier.
+                neighbours = self._stored_neighbours(connection, batch.timed)
+                optimistic = sqlite and not self._expect_known_ids
+                if not (optimistic and self._insert_all_new(connection, rows)):
+                    inserted, conflicts = self._classify(connection, rows)
+                    self._insert_requests(connection, [rows[i] for i in sorted(inserted)])
+                self._expect_known_ids = inserted is not None and len(inserted) < len(rows)
+            new_count = len(rows) if inserted is None else len(inserted)
+            report.ingested += new_count
+            if new_count:
+                new_rows = rows if inserted is None else [rows[i] for i in sorted(inserted)]
+                report.recovered += sum(row[ROW_RECOVERED] for row in new_rows)
+                self._flag(connection, batch, inserted, new_rows, neighbours, now)
             self._insert_conflicts(connection, source, conflicts, now)
             self._insert_quarantine(connection, source, bad, now)
 
-    def _insert_requests(
-        self, connection: Connection, source: str, lines: list[LogLine], now: datetime
-    ) -> None:
-        if not lines:
+    def _insert_all_new(self, connection: Connection, rows: list[tuple[Any, ...]]) -> bool:
+        """Insert every row inside a savepoint; False, with nothing inserted, when some request_id
+        was already stored or repeats within the batch."""
+        ids = [row[ROW_REQUEST_ID] for row in rows]
+        if len(set(ids)) != len(ids):
+            return False
+        driver = connection.connection.driver_connection
+        connection.exec_driver_sql("SAVEPOINT ingest_batch")
+        before = driver.total_changes  # type: ignore[union-attr]
+        connection.exec_driver_sql(_SQLITE_INSERT_REQUESTS, rows)  # type: ignore[arg-type]
+        if driver.total_changes - before == len(rows):  # type: ignore[union-attr]
+            connection.exec_driver_sql("RELEASE ingest_batch")
+            return True
+        connection.exec_driver_sql("ROLLBACK TO ingest_batch")
+        connection.exec_driver_sql("RELEASE ingest_batch")
+        return False
+
+    def _classify(
+        self, connection: Connection, rows: list[tuple[Any, ...]]
+    ) -> tuple[set[int], list[tuple[Any, ...]]]:
+        """`(indices of the new rows, conflicting rows)`; duplicates are counted in the report.
+
+        A request_id already stored, or earlier in the batch, with the same request (`same_request`)
+        is a duplicate; with a different one it is a conflict.
+        """
+        first: dict[str, int] = {}
+        repeats: list[int] = []
+        for index, row in enumerate(rows):
+            if row[ROW_REQUEST_ID] in first:
+                repeats.append(index)
+            else:
+                first[row[ROW_REQUEST_ID]] = index
+        stored = self._stored_bodies(connection, list(first))
+        new: set[int] = set()
+        conflicts: list[tuple[Any, ...]] = []
+        report = self.report
+        for request_id, index in first.items():
+            stored_body = stored.get(request_id)
+            if stored_body is None:
+                new.add(index)
+            elif same_request(stored_body, rows[index][ROW_BODY]):
+                report.duplicates += 1
+            else:
+                conflicts.append(rows[index])
+        for index in repeats:
+            row = rows[index]
+            known = stored.get(row[ROW_REQUEST_ID], rows[first[row[ROW_REQUEST_ID]]][ROW_BODY])
+            if same_request(known, row[ROW_BODY]):
+                report.duplicates += 1
+            else:
+                conflicts.append(row)
+        return new, conflicts
+
+    def _stored_bodies(self, connection: Connection, ids: list[str]) -> dict[str, bytes]:
+        """The stored bodies (UTF-8 bytes) of those of `ids` that are stored."""
+        stored: dict[str, bytes] = {}
+        table = RequestLogRow.__table__  # type: ignore[attr-defined]
+        sqlite = connection.dialect.name == "sqlite"
+        for chunk in _chunks(ids):
+            if sqlite:
+                # Plain driver SQL: SQLAlchemy's compile and result processing cost more than the lookup.
+                cursor = connection.exec_driver_sql(
+                    _SQLITE_SELECT_BODIES.format(_marks(len(chunk))), tuple(chunk)
+                )
+                stored.update(cursor.all())  # type: ignore[arg-type]
+            else:
+                for request_id, body in connection.execute(
+                    select(table.c.request_id, table.c.body).where(table.c.request_id.in_(chunk))
+                ):
+                    stored[request_id] = body.encode("utf-8")
+        return stored
+
+    def _insert_requests(self, connection: Connection, rows: list[tuple[Any, ...]]) -> None:
+        if not rows:
             return
         if connection.dialect.name == "sqlite":
             # The hot path: plain tuples straight to the driver (no per-row type processing).
-            ingested_at = _sqlite_time(now)
-            rows = [
-                (
-                    ln.request_id,
-                    ln.ts_text,
-                    ln.kb,
-                    ln.session,
-                    ln.user,
-                    ln.raw_query,
-                    ln.rating,
-                    int(ln.escalated),
-                    ln.body,
-                    source,
-                    ln.line_no,
-                    int(ln.recovered),
-                    ingested_at,
-                )
-                for ln in lines
-            ]
             connection.exec_driver_sql(_SQLITE_INSERT_REQUESTS, rows)  # type: ignore[arg-type]
             return
-        dict_rows = [
-            dict(
-                request_id=ln.request_id,
-                ts=ln.ts,
-                kb=ln.kb,
-                session_hash=ln.session,
-                user_hash=ln.user,
-                raw_query=ln.raw_query,
-                rating=ln.rating,
-                escalated=ln.escalated,
-                body=ln.body,
-                source_file=source,
-                source_line=ln.line_no,
-                recovered=ln.recovered,
-                ingested_at=now,
+        dict_rows = []
+        for row in rows:
+            item = dict(zip(REQUEST_COLUMNS, row, strict=True))
+            item.update(
+                ts=_text_time(item["ts"]),
+                escalated=bool(item["escalated"]),
+                body=item["body"].decode("utf-8"),
+                recovered=bool(item["recovered"]),
+                ingested_at=_text_time(item["ingested_at"]),
             )
-            for ln in lines
-        ]
+            dict_rows.append(item)
         insert_ignoring_existing(connection, RequestLogRow.__table__, dict_rows)  # type: ignore[attr-defined]
 
     def _flag(
         self,
         connection: Connection,
-        new_lines: list[LogLine],
-        followed: dict[str, int | None],
+        batch: ParsedBatch,
+        inserted: set[int] | None,
+        new_rows: list[tuple[Any, ...]],
+        neighbours: _Neighbours,
         now: datetime,
     ) -> None:
+        """Triage records for the new rows that the per-line rules or the follow-up rule flag,
+        and the follow-up reason for stored requests that a new one follows up."""
+        rows = batch.rows
         reasons: dict[str, list[str]] = {}
-        rules = self.rules
-        for line in new_lines:
-            line_reasons = rules.reasons(line) if line.reasons is None else list(line.reasons)
-            if line_reasons:
-                reasons[line.request_id] = line_reasons
-        request_ts = {line.request_id: line.ts_us for line in new_lines}
-        earlier: dict[str, int | None] = {}
-        for request_id, ts in followed.items():
-            if request_id in request_ts:
+        for index, line_reasons in batch.flags:
+            if inserted is None or index in inserted:
+                reasons[rows[index][ROW_REQUEST_ID]] = list(line_reasons)
+        timed = batch.timed
+        if inserted is not None:
+            new_ids = {row[ROW_REQUEST_ID] for row in new_rows}
+            timed = [item for item in timed if item[1] in new_ids]
+        stored, stored_ts = neighbours
+        followed: set[str] = set()
+        if timed and self.follow_up_minutes > 0:
+            followed = followed_up(
+                [*timed, *stored], self.follow_up_minutes, involving={item[1] for item in timed}
+            )
+        earlier: dict[str, str | None] = {}
+        for request_id in followed:
+            if request_id in stored_ts:
+                earlier[request_id] = stored_ts[request_id]
+            else:
                 line_reasons = reasons.setdefault(request_id, [])
                 if REASON_FOLLOW_UP not in line_reasons:
                     line_reasons.append(REASON_FOLLOW_UP)
-            else:
-                earlier[request_id] = ts
-        flags = [(rid, r, request_ts[rid]) for rid, r in reasons.items()]
+        flags: list[tuple[str, list[str], str | None]] = []
+        if reasons:
+            ts_by_id = {row[ROW_REQUEST_ID]: row[ROW_TS] for row in new_rows}
+            flags = [(request_id, r, ts_by_id[request_id]) for request_id, r in reasons.items()]
         if earlier:
             flags.extend(self._flag_earlier(connection, earlier, now))
         self._insert_triage(connection, flags, now)
         self.report.flagged += len(flags)
 
     def _insert_triage(
-        self, connection: Connection, flags: list[tuple[str, list[str], int | None]], now: datetime
+        self, connection: Connection, flags: list[tuple[str, list[str], str | None]], now: datetime
     ) -> None:
         """New triage records (`new`, with their reasons) for flagged requests.
 
-        `flags` are `(request_id, reasons, request time in epoch µs or None for the ingest time)`.
+        `flags` are `(request_id, reasons, request time as naive-UTC text, or None for the ingest time)`.
         """
         if not flags:
             return
         if connection.dialect.name == "sqlite":
-            created = _sqlite_time(now)
+            created = sqlite_time(now)
             rows = [
                 (
                     rid,
@@ -295,7 +337,7 @@ class BatchWriter:
                     "[]",
                     "[]",
                     "[]",
-                    created if ts is None else _sqlite_time(_us_time(ts)),
+                    created if ts is None else ts,
                     created,
                     created,
                     INGEST_USER,
@@ -313,7 +355,7 @@ class BatchWriter:
                 labels=[],
                 gold_chunk_ids=[],
                 notes=[],
-                request_ts=now if ts is None else _us_time(ts),
+                request_ts=now if ts is None else _text_time(ts),
                 created_at=now,
                 updated_at=now,
                 updated_by=INGEST_USER,
@@ -323,29 +365,23 @@ class BatchWriter:
         ]
         insert_ignoring_existing(connection, TriageRow.__table__, dict_rows)  # type: ignore[attr-defined]
 
-    def _followed_up(self, connection: Connection, new_lines: list[LogLine]) -> dict[str, int | None]:
-        """Ids (new or stored) followed up within the window by a request of the same session,
-        with their request time in epoch µs.
-
-        Called before the new lines are inserted: the query fetches only stored neighbours.
-        """
-        timed = [line for line in new_lines if line.session is not None and line.ts_us is not None]
+    def _stored_neighbours(self, connection: Connection, timed: list[tuple[str, str, int]]) -> _Neighbours:
+        """Stored requests of the sessions in `timed` within the follow-up window of its times:
+        `([(session, request_id, ts µs)], {request_id: ts as naive-UTC text})`."""
         if not timed or self.follow_up_minutes <= 0:
-            return {}
+            return [], {}
         window_us = timedelta(minutes=self.follow_up_minutes) // _ONE_US
-        low = _us_time(min(line.ts_us for line in timed) - window_us)  # type: ignore[type-var]
-        high = _us_time(max(line.ts_us for line in timed) + window_us)  # type: ignore[type-var]
+        low = _EPOCH + timedelta(microseconds=min(item[2] for item in timed) - window_us)
+        high = _EPOCH + timedelta(microseconds=max(item[2] for item in timed) + window_us)
         table = RequestLogRow.__table__  # type: ignore[attr-defined]
-        sessions = sorted({line.session for line in timed})  # type: ignore[type-var]
-        neighbours: list[tuple[str, str, int]] = [
-            (line.session, line.request_id, line.ts_us) for line in timed
-        ]  # type: ignore[misc]
+        found: list[tuple[str, str, int]] = []
+        found_ts: dict[str, str | None] = {}
         sqlite = connection.dialect.name == "sqlite"
-        for chunk in _chunks(sessions):
+        for chunk in _chunks(sorted({item[0] for item in timed})):
             if sqlite:
                 cursor = connection.exec_driver_sql(
                     _SQLITE_SELECT_SESSIONS.format(_marks(len(chunk))),
-                    (*chunk, _sqlite_time(low), _sqlite_time(high)),
+                    (*chunk, sqlite_time(low), sqlite_time(high)),
                 )
             else:
                 cursor = connection.execute(
@@ -353,16 +389,14 @@ class BatchWriter:
                         and_(table.c.session_hash.in_(chunk), table.c.ts >= low, table.c.ts <= high)
                     )
                 )
-            neighbours.extend((session, rid, _time_us(ts)) for session, rid, ts in cursor)
-        flagged = followed_up(
-            neighbours, self.follow_up_minutes, involving={line.request_id for line in timed}
-        )
-        ts_by_id = {request_id: ts for _session, request_id, ts in neighbours}
-        return {request_id: ts_by_id.get(request_id) for request_id in flagged}
+            for session, request_id, ts in cursor:
+                found.append((session, request_id, _time_us(ts)))
+                found_ts[request_id] = _stored_time_text(ts)
+        return found, found_ts
 
     def _flag_earlier(
-        self, connection: Connection, earlier: dict[str, int | None], now: datetime
-    ) -> list[tuple[str, list[str], int | None]]:
+        self, connection: Connection, earlier: dict[str, str | None], now: datetime
+    ) -> list[tuple[str, list[str], str | None]]:
         """Add `follow_up` to stored requests; returns triage rows to create for those not yet flagged."""
         table = TriageRow.__table__  # type: ignore[attr-defined]
         existing: dict[str, tuple[list[str], int]] = {}
@@ -403,19 +437,19 @@ class BatchWriter:
         return [(rid, [REASON_FOLLOW_UP], ts) for rid, ts in earlier.items() if rid not in existing]
 
     def _insert_conflicts(
-        self, connection: Connection, source: str, lines: list[LogLine], now: datetime
+        self, connection: Connection, source: str, conflicts: list[tuple[Any, ...]], now: datetime
     ) -> None:
-        self.report.conflicts += len(lines)
+        self.report.conflicts += len(conflicts)
         rows = [
             dict(
-                request_id=ln.request_id,
+                request_id=row[ROW_REQUEST_ID],
                 source_file=source,
-                line_no=ln.line_no,
-                body=ln.body,
-                body_hash=hashlib.sha256(ln.body.encode()).hexdigest(),
+                line_no=row[ROW_SOURCE_LINE],
+                body=row[ROW_BODY].decode("utf-8"),
+                body_hash=hashlib.sha256(row[ROW_BODY]).hexdigest(),
                 detected_at=now,
             )
-            for ln in lines
+            for row in conflicts
         ]
         insert_ignoring_existing(connection, LogConflictRow.__table__, rows)  # type: ignore[attr-defined]
 

@@ -76,17 +76,14 @@ def followed_up(
     if minutes <= 0:
         return set()
     window = timedelta(minutes=minutes) // timedelta(microseconds=1)
-    by_session: dict[str, list[tuple[int, str]]] = {}
-    for session, request_id, ts in requests:
-        by_session.setdefault(session, []).append((ts, request_id))
+    # One sort puts each session's requests next to each other in (ts, request_id) order.
+    timeline = sorted((session, ts, request_id) for session, request_id, ts in requests)
     flagged: set[str] = set()
-    for timeline in by_session.values():
-        if len(timeline) < 2:
+    for (session, earlier_ts, earlier_id), (later_session, later_ts, later_id) in zip(
+        timeline, timeline[1:], strict=False
+    ):
+        if session != later_session or earlier_id == later_id or later_ts - earlier_ts > window:
             continue
-        timeline.sort()
-        for (earlier_ts, earlier_id), (later_ts, later_id) in zip(timeline, timeline[1:], strict=False):
-            if earlier_id == later_id or later_ts - earlier_ts > window:
-                continue
-            if involving is None or earlier_id in involving or later_id in involving:
-                flagged.add(earlier_id)
+        if involving is None or earlier_id in involving or later_id in involving:
+            flagged.add(earlier_id)
     return flagged

@@ -27,7 +27,7 @@ from ragtriage.errors import InputError, LogFormatError
 from ragtriage.logs.batch_writer import BatchWriter
 from ragtriage.logs.flagging import LineRules
 from ragtriage.logs.parse_worker import FORK_AVAILABLE, ParsedBatch, parse_batches, parse_in_process
-from ragtriage.logs.reader import BadLine, LogLine, iter_raw_lines
+from ragtriage.logs.reader import iter_raw_lines
 
 
 class IngestReport(BaseModel):
@@ -91,10 +91,10 @@ def ingest_files(
                 path = Path(path)
                 source = str(path.resolve())
                 if _use_process(path, parse_process):
-                    with parse_in_process(path, rules, strict, batch_size) as batches:
+                    with parse_in_process(path, rules, strict, batch_size, source) as batches:
                         stopped = _consume(writer, batches, source, str(path), on_progress, should_stop)
                 else:
-                    batches = parse_batches(iter_raw_lines(path), rules, strict, batch_size)
+                    batches = parse_batches(iter_raw_lines(path), rules, strict, batch_size, source)
                     stopped = _consume(writer, batches, source, str(path), on_progress, should_stop)
                 if stopped:
                     report.stopped = True
@@ -132,7 +132,7 @@ def ingest_lines(
             yield line_no, line.encode("utf-8") if isinstance(line, str) else line, False
 
     with _PipelinedWriter(BatchWriter(engine, flagging, report)) as writer:
-        batches = parse_batches(numbered(), LineRules(flagging), strict, batch_size)
+        batches = parse_batches(numbered(), LineRules(flagging), strict, batch_size, source)
         _consume(writer, batches, source, source, None, None)
     report.seconds = round(time.perf_counter() - started, 3)
     return report
@@ -156,10 +156,10 @@ def _consume(
     for batch in batches:
         report.read += batch.read
         report.blank += batch.blank
-        writer.submit(source, batch.good, batch.bad)
+        writer.submit(source, batch)
         if batch.strict_error is not None:
             writer.finish()
-            good = batch.good
+            good = batch.rows
             stored = f" ({len(good)} valid line(s) before it in this batch were stored;" if good else " ("
             raise LogFormatError(
                 batch.strict_error.describe(display_name)
@@ -184,7 +184,7 @@ class _PipelinedWriter:
     def __init__(self, writer: BatchWriter) -> None:
         self.writer = writer
         self.report = writer.report
-        self._queue: queue.Queue[tuple[str, list[LogLine], list[BadLine]] | None] = queue.Queue(maxsize=2)
+        self._queue: queue.Queue[tuple[str, ParsedBatch] | None] = queue.Queue(maxsize=2)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="ragtriage-ingest-writer", daemon=True)
         self._thread.start()
@@ -205,11 +205,11 @@ class _PipelinedWriter:
             error, self._error = self._error, None
             raise error
 
-    def submit(self, source: str, good: list[LogLine], bad: list[BadLine]) -> None:
+    def submit(self, source: str, batch: ParsedBatch) -> None:
         """Queue one batch (blocks while two are waiting)."""
         self._raise_pending()
-        if good or bad:
-            self._queue.put((source, good, bad))
+        if batch.rows or batch.bad:
+            self._queue.put((source, batch))
 
     def finish(self) -> None:
         """Wait until every queued batch is written; re-raise a write error."""

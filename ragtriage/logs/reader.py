@@ -1,8 +1,8 @@
 """Read request-log files line by line: `.jsonl` or `.jsonl.gz`, strict or lenient.
 
 Records are split on `\\n` only (a U+2028 inside a value is not a line break), in constant memory.
-Each line goes through a fast path first (orjson plus plain type checks, no pydantic) that accepts
-only lines it can prove valid; anything else (a byte-order mark, non-UTF-8 bytes, NaN, a trailing
+Each line goes through a fast path first (orjson to parse, msgspec to check the v1 types in C, no
+pydantic) that accepts only lines it can prove valid; anything else (a byte-order mark, non-UTF-8 bytes, NaN, a trailing
 comma, a duplicate key, a missing field, an unusual type) takes the slow path: the stdlib parser
 and the pydantic model, which either accept the line or say exactly what is wrong and how to fix it.
 """
@@ -15,22 +15,20 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from operator import itemgetter, methodcaller
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Union
 
+import msgspec
 import orjson
 from pydantic import ValidationError
 
 from ragtriage.errors import InputError, LogFormatError
-from ragtriage.logs.schema import FLAT_STAGE_KEYS, STAGE_NAMES, RequestLog, map_flat_form
+from ragtriage.logs.schema import FLAT_STAGE_KEYS, RequestLog, map_flat_form
 
 BOM = b"\xef\xbb\xbf"
 READ_CHUNK_BYTES = 1 << 20
 _FLAT_KEYS = frozenset((*FLAT_STAGE_KEYS, "rewritten_queries", "user_feedback"))
 _TRAILING_COMMA = re.compile(r",\s*[}\]]")
-_NUMBER = (int, float)
-_TEXT_FIELDS = ("kb", "session", "user", "answer", "pipeline_version", "config_hash")
 
 
 @dataclass(slots=True)
@@ -55,8 +53,9 @@ class LogLine:
     """`citations` was logged and is `[]`."""
     answer: str | None
     confidence: float | None
-    body: str
-    """Schema v1 JSON (flat form mapped, `ts` normalized to UTC, unknown fields kept)."""
+    body: bytes
+    """The line as logged, UTF-8 (a GB18030 line re-encoded, a byte-order mark and surrounding
+    blanks dropped): valid for `RequestLog`, unknown fields and the flat form included."""
     recovered: bool = False
     """Decoded as GB18030 because it was not UTF-8."""
     reasons: list[str] | None = None
@@ -151,12 +150,27 @@ def read_log(path: Path, *, strict: bool = False) -> Iterator[LogLine | BadLine]
 # ---------------------------------------------------------------- lines
 
 
+def same_request(body: bytes | str, other: bytes | str) -> bool:
+    """True when two stored bodies are the same request: equal bytes, or equal once both are
+    validated (flat form mapped, times compared in UTC, key order and spacing ignored)."""
+    if body == other:
+        return True
+    try:
+        first, second = RequestLog.model_validate_json(body), RequestLog.model_validate_json(other)
+    except ValidationError:
+        return False
+    for record in (first, second):
+        if record.ts is not None:
+            record.ts = _utc(record.ts)
+    return first.model_dump() == second.model_dump()
+
+
 def parse_line(raw: bytes, line_no: int, *, unterminated: bool = False) -> LogLine | BadLine | None:
     """Parse one line's bytes; None for a blank line."""
-    parsed = _parse_fast(raw, line_no)
+    parsed = parse_fast(raw, line_no)
     if parsed is not None:
         return parsed
-    return _parse_slow(raw, line_no, unterminated)
+    return parse_exact(raw, line_no, unterminated)
 
 
 def _utc(moment: datetime) -> datetime:
@@ -164,12 +178,24 @@ def _utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
 
 
-def _iso_z(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
-
-
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _ONE_US = timedelta(microseconds=1)
+
+
+def _ts_columns_of_text(text: str) -> tuple[int, str]:
+    """`(epoch microseconds, naive-UTC SQLite text)` of an ISO 8601 time (no zone means UTC).
+
+    Raises:
+        ValueError: not an ISO 8601 time.
+    """
+    moment = datetime.fromisoformat(text)
+    zone = moment.tzinfo
+    if zone is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    elif zone is not timezone.utc:
+        moment = moment.astimezone(timezone.utc)
+    # `YYYY-MM-DD HH:MM:SS.ffffff+00:00` without its offset.
+    return (moment - _EPOCH) // _ONE_US, moment.isoformat(" ", "microseconds")[:26]
 
 
 def _ts_columns(ts: datetime | None) -> tuple[int | None, str | None]:
@@ -179,156 +205,121 @@ def _ts_columns(ts: datetime | None) -> tuple[int | None, str | None]:
     return (ts - _EPOCH) // _ONE_US, ts.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
 
 
-def _ts_fields(ts: datetime) -> tuple[str, int, str]:
-    """`(ISO text with Z, epoch microseconds, SQLite text)` of an aware UTC time, formatting it once."""
-    iso = ts.isoformat()  # YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00
-    sqlite_text = f"{iso[:10]} {iso[11:19]}.{ts.microsecond:06d}"
-    return iso[:-6] + "Z", (ts - _EPOCH) // _ONE_US, sqlite_text
+class _FastItem(msgspec.Struct):
+    chunk_id: Annotated[str, msgspec.Meta(min_length=1)]
+    score: float | None = None
 
 
-def _str_list(value: Any) -> bool:
-    return type(value) is list and set(map(type, value)) <= _STR_TYPE
+_FastStage = list[Union[str, _FastItem]]
 
 
-# The checks below use C-level map/set over a list instead of a Python loop per item: a line
-# carries dozens of stage items, and this runs for every line.
-_get_chunk_id = itemgetter("chunk_id")
-_get_score = methodcaller("get", "score")
-_STR_TYPE = {str}
-_DICT_TYPE = {dict}
-_SCORE_TYPES = {float, int, type(None)}
-_OPTIONAL_STR = {str, type(None)}
+class _FastRewrite(msgspec.Struct):
+    normalized_query: str | None = None
+    rewritten_query: str | None = None
+    keywords: list[str] | None = None
+    aliases: dict[str, list[str]] | list[str] | None = None
+    sub_queries: list[str] | None = None
+    mode: str | None = None
 
 
-def _rewrite_ok(rewrite: Any) -> bool:
-    if type(rewrite) is not dict:
-        return False
-    texts = (rewrite.get("normalized_query"), rewrite.get("rewritten_query"), rewrite.get("mode"))
-    if not set(map(type, texts)) <= _OPTIONAL_STR:
-        return False
-    for key in ("keywords", "sub_queries"):
-        value = rewrite.get(key)
-        if value is not None and not _str_list(value):
-            return False
-    aliases = rewrite.get("aliases")
-    if aliases is None or _str_list(aliases):
-        return True
-    return type(aliases) is dict and all(map(_str_list, aliases.values()))
+class _FastStages(msgspec.Struct):
+    bm25: _FastStage | None = None
+    dense: _FastStage | None = None
+    fused: _FastStage | None = None
+    reranked: _FastStage | None = None
+    final_context: _FastStage | None = None
 
 
-def _parse_fast(raw: bytes, line_no: int) -> LogLine | None:
-    """The common case in a few microseconds, or None when the line needs the slow path."""
-    # Duplicate keys are found by counting `":` before and after orjson (which silently keeps the
-    # last duplicate): any difference sends the line to the exact slow path. Lines where the count
-    # could be off the other way (a `\u00xx` escape spelling a quote or colon, a blank between a
-    # key and its colon) go there up front. Left: a key followed by two or more blanks AND a
-    # duplicate key offsetting it exactly — no JSON writer produces that.
-    if b"\\u00" in raw or b'" :' in raw or b'"\t:' in raw:
-        return None
+class _FastFeedback(msgspec.Struct):
+    rating: str | int | float | None = None
+    reason: str | None = None
+    escalated: bool | None = False
+    follow_up: bool | str | None = None
+
+
+class _FastRecord(msgspec.Struct):
+    """`RequestLog` in msgspec's strict types: what it accepts, the pydantic model accepts with the
+    same values (checked by a property test). Unknown fields are ignored here and kept in the body."""
+
+    request_id: Annotated[str, msgspec.Meta(min_length=1)]
+    raw_query: str
+    schema_version: int = 1
+    ts: str | None = None
+    kb: str | None = None
+    session: str | None = None
+    user: str | None = None
+    rewrite: _FastRewrite | None = None
+    stages: _FastStages | None = None
+    answer: str | None = None
+    citations: _FastStage | None = None
+    feedback: _FastFeedback | None = None
+    latency_ms: float | None = None
+    pipeline_version: str | None = None
+    config_hash: str | None = None
+    confidence: float | None = None
+    """Not a v1 field: an extra some producers log, read for the low-confidence rule."""
+
+
+# A blank between a key's closing quote and its colon would let a duplicate key hide from the
+# `":` count below; no JSON writer emits one, and such lines take the exact slow path.
+_BLANK_BEFORE_COLON = re.compile(rb'"[ \t\r]+:')
+
+
+def parse_fast(raw: bytes, line_no: int) -> LogLine | None:
+    """The common case in about 20 µs, or None when the line needs the slow path.
+
+    orjson parses, msgspec checks every v1 type in C, and duplicate keys (which both libraries
+    silently resolve to the last value) are found by counting `":` in the line and in orjson's
+    re-serialization: a difference sends the line to the exact slow path. The body stored is the
+    line itself, so nothing is re-serialized for storage.
+    """
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
     if type(obj) is not dict:
         return None
-    flat = not _FLAT_KEYS.isdisjoint(obj)
-    data = map_flat_form(obj) if flat else obj
-    request_id = data.get("request_id")
-    raw_query = data.get("raw_query")
-    if type(request_id) is not str or not request_id or type(raw_query) is not str:
+    data = obj if _FLAT_KEYS.isdisjoint(obj) else map_flat_form(obj)
+    try:
+        record = _FAST_CONVERT(data, _FastRecord)
+    except msgspec.ValidationError:
         return None
-    if type(data.get("schema_version", 1)) is not int:
+    # A line orjson would write byte for byte has no duplicate key; any other is checked by counting.
+    again = orjson.dumps(obj)
+    if again != raw and (again.count(b'":') != raw.count(b'":') or _BLANK_BEFORE_COLON.search(raw)):
         return None
-    texts = list(map(data.get, _TEXT_FIELDS))
-    if not set(map(type, texts)) <= _OPTIONAL_STR:
-        return None
-    for key in ("latency_ms", "confidence"):
-        value = data.get(key)
-        if value is not None and type(value) not in _NUMBER:
-            return None
-    ts_value = data.get("ts")
     ts_us = ts_text = None
-    if ts_value is not None:
-        if type(ts_value) is not str:
-            return None
+    if record.ts is not None:
         try:
-            ts = _utc(datetime.fromisoformat(ts_value))
+            ts_us, ts_text = _ts_columns_of_text(record.ts)
         except ValueError:
             return None
-        data["ts"], ts_us, ts_text = _ts_fields(ts)
-    rewrite = data.get("rewrite")
-    if rewrite is not None and not _rewrite_ok(rewrite):
-        return None
-    stages = data.get("stages")
-    citations = data.get("citations")
-    stage_lists = [citations] if citations is not None else []
-    if stages is not None:
-        if type(stages) is not dict:
-            return None
-        stage_lists.extend(items for items in map(stages.get, STAGE_NAMES) if items is not None)
-    # One C-level pass over all `{chunk_id, score}` items; plain-id lists need only a type set.
-    stage_items: list[Any] = []
-    for items in stage_lists:
-        if type(items) is not list:
-            return None
-        kinds = set(map(type, items))
-        if kinds == _DICT_TYPE:
-            stage_items += items
-        elif not kinds <= _STR_TYPE:
-            return None
-    if stage_items:
-        try:
-            chunk_ids = list(map(_get_chunk_id, stage_items))
-        except KeyError:
-            return None
-        if not (
-            set(map(type, chunk_ids)) == _STR_TYPE
-            and all(chunk_ids)
-            and set(map(type, map(_get_score, stage_items))) <= _SCORE_TYPES
-        ):
-            return None
-    feedback = data.get("feedback")
-    rating: Any = None
-    escalated: Any = False
-    follow_up: Any = None
+    feedback = record.feedback
+    rating = escalated = follow_up = None
     if feedback is not None:
-        if type(feedback) is not dict:
-            return None
-        rating, escalated, follow_up = (
-            feedback.get("rating"),
-            feedback.get("escalated"),
-            feedback.get("follow_up"),
-        )
-        reason = feedback.get("reason")
-        if (
-            (rating is not None and type(rating) not in (str, int, float))
-            or (escalated is not None and type(escalated) is not bool)
-            or (follow_up is not None and type(follow_up) not in (bool, str))
-            or (reason is not None and type(reason) is not str)
-        ):
-            return None
-    body = orjson.dumps(data)
-    # orjson keeps the last of duplicate keys silently; fewer keys out than `":` in means duplicates.
-    if (orjson.dumps(obj) if flat else body).count(b'":') != raw.count(b'":'):
-        return None
-    confidence = data.get("confidence")
+        rating, escalated, follow_up = feedback.rating, feedback.escalated, feedback.follow_up
+    citations = record.citations
+    confidence = record.confidence
     return LogLine(
-        line_no=line_no,
-        request_id=request_id,
-        ts_us=ts_us,
-        ts_text=ts_text,
-        kb=texts[0],
-        session=texts[1],
-        user=texts[2],
-        raw_query=raw_query,
-        rating=None if rating is None else str(rating),
-        escalated=bool(escalated),
-        follow_up_marked=bool(follow_up),
-        citations_empty=citations is not None and not citations,
-        answer=texts[3],
-        confidence=None if confidence is None else float(confidence),
-        body=body.decode(),
+        line_no,
+        record.request_id,
+        ts_us,
+        ts_text,
+        record.kb,
+        record.session,
+        record.user,
+        record.raw_query,
+        None if rating is None else str(rating),
+        bool(escalated),
+        bool(follow_up),
+        citations is not None and not citations,
+        record.answer,
+        None if confidence is None else float(confidence),
+        raw.strip(),
     )
+
+
+_FAST_CONVERT = msgspec.convert
 
 
 class _DuplicateKey(ValueError):
@@ -368,7 +359,7 @@ def _is_union_tag(part: Any) -> bool:
 _JSON_KIND = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
 
 
-def _parse_slow(raw: bytes, line_no: int, unterminated: bool) -> LogLine | BadLine | None:
+def parse_exact(raw: bytes, line_no: int, unterminated: bool) -> LogLine | BadLine | None:
     """Exact parsing with precise reasons; also decodes GB18030 and drops a byte-order mark."""
 
     def bad(kind: str, message: str, fix: str) -> BadLine:
@@ -428,16 +419,14 @@ def _parse_slow(raw: bytes, line_no: int, unterminated: bool) -> LogLine | BadLi
         return bad(
             "invalid_field", f"field '{where}': {first['msg']} (got {got})", "fix the value or drop the field"
         )
-    ts = _utc(record.ts) if record.ts is not None else None
-    if ts is not None:
-        mapped = {**mapped, "ts": _iso_z(ts)}
-    body = json.dumps(mapped, ensure_ascii=False, separators=(",", ":"))
     try:
-        body.encode("utf-8")
+        # A `\\uD8xx` escape decodes to half a surrogate pair, which no UTF-8 store can hold.
+        json.dumps(mapped, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
         return bad(
             "bad_encoding", "a \\uD8xx escape that is half of a surrogate pair", "log whole characters"
         )
+    ts = _utc(record.ts) if record.ts is not None else None
     feedback = record.feedback
     confidence = mapped.get("confidence")
     ts_us, ts_text = _ts_columns(ts)
@@ -458,6 +447,6 @@ def _parse_slow(raw: bytes, line_no: int, unterminated: bool) -> LogLine | BadLi
         confidence=float(confidence)
         if isinstance(confidence, (int, float)) and not isinstance(confidence, bool)
         else None,
-        body=body,
+        body=(text.encode("utf-8") if recovered else data).strip(),
         recovered=recovered,
     )

@@ -15,11 +15,12 @@ from ragtriage.errors import InputError, LogFormatError
 from ragtriage.logs.reader import (
     BadLine,
     LogLine,
-    _parse_fast,
-    _parse_slow,
+    parse_fast,
+    parse_exact,
     iter_raw_lines,
     parse_line,
     read_log,
+    same_request,
 )
 from ragtriage.logs.schema import RequestLog
 
@@ -113,10 +114,12 @@ def test_crlf_line_endings_are_accepted() -> None:
     assert _good(b'{"request_id":"a","raw_query":"q"}\r').request_id == "a"
 
 
-def test_timestamps_are_normalized_to_utc() -> None:
-    line = _good(b'{"request_id":"a","raw_query":"q","ts":"2026-11-02T08:00:00+08:00"}')
+def test_timestamps_are_normalized_to_utc_and_the_body_keeps_the_line_as_logged() -> None:
+    raw = b'{"request_id":"a","raw_query":"q","ts":"2026-11-02T08:00:00+08:00"}'
+    line = _good(raw)
     assert line.ts is not None and line.ts.isoformat() == "2026-11-02T00:00:00+00:00"
-    assert json.loads(line.body)["ts"] == "2026-11-02T00:00:00Z"
+    assert line.ts_text == "2026-11-02 00:00:00.000000"
+    assert line.body == raw
     naive = _good(b'{"request_id":"a","raw_query":"q","ts":"2026-11-02 08:00:00"}')
     assert naive.ts is not None and naive.ts.hour == 8 and naive.ts.utcoffset() is not None
     epoch = _good(b'{"request_id":"a","raw_query":"q","ts":1762070400}')
@@ -187,8 +190,26 @@ _records = st.fixed_dictionaries(
     {"request_id": _ids, "raw_query": st.one_of(_text, _text, _text, st.integers(), st.none())},
     optional={
         "ts": st.one_of(
-            st.none(), st.sampled_from(["2026-11-02T08:00:00Z", "2026-11-02", "bad", "2026-11-02T08:00"])
+            st.none(),
+            st.integers(0, 2_000_000_000),
+            st.sampled_from(
+                [
+                    "2026-11-02T08:00:00Z",
+                    "2026-11-02",
+                    "bad",
+                    "2026-11-02T08:00",
+                    "2026-11-02T08:00:00.123456+08:00",
+                    "2026-11-02 08:00:00",
+                    "2026-11-02T08:00:00.1Z",
+                    "20261102T080000Z",
+                ]
+            ),
         ),
+        "schema_version": _scalars,
+        "kb": _scalars,
+        "user": _scalars,
+        "confidence": _scalars,
+        "pipeline_version": _scalars,
         "session": _scalars,
         "answer": _scalars,
         "latency_ms": _scalars,
@@ -199,17 +220,32 @@ _records = st.fixed_dictionaries(
         "rewrite": st.one_of(
             st.none(),
             st.fixed_dictionaries(
-                {}, optional={"keywords": st.lists(_scalars, max_size=2), "mode": _scalars}
+                {},
+                optional={
+                    "keywords": st.lists(_scalars, max_size=2),
+                    "mode": _scalars,
+                    "aliases": st.one_of(
+                        _scalars,
+                        st.lists(_scalars, max_size=2),
+                        st.dictionaries(_text, st.lists(_scalars, max_size=2), max_size=2),
+                    ),
+                },
             ),
         ),
         "feedback": st.one_of(
             st.none(),
             st.fixed_dictionaries(
-                {}, optional={"rating": _scalars, "escalated": _scalars, "follow_up": _scalars}
+                {},
+                optional={
+                    "rating": _scalars,
+                    "escalated": _scalars,
+                    "follow_up": _scalars,
+                    "reason": _scalars,
+                },
             ),
         ),
         "bm25_results": _stage_items,
-        "extra": _scalars,
+        "extra": st.one_of(_scalars, st.dictionaries(_text, _scalars, max_size=2)),
     },
 )
 
@@ -225,7 +261,10 @@ def _columns(line: LogLine) -> tuple[Any, ...]:
         line.follow_up_marked,
         line.citations_empty,
         line.answer,
-        json.loads(line.body),
+        line.ts_text,
+        line.confidence,
+        line.recovered,
+        line.body,
     )
 
 
@@ -235,8 +274,8 @@ def test_fast_path_accepts_only_what_the_model_accepts_and_agrees_on_every_colum
     record: dict[str, Any], separators: tuple[str, str]
 ) -> None:
     raw = json.dumps(record, ensure_ascii=False, separators=separators).encode()
-    fast = _parse_fast(raw, 1)
-    slow = _parse_slow(raw, 1, False)
+    fast = parse_fast(raw, 1)
+    slow = parse_exact(raw, 1, False)
     if fast is None:
         return
     assert isinstance(slow, LogLine), f"fast path accepted a line the model rejects: {raw!r} → {slow}"
@@ -256,8 +295,8 @@ def test_fast_path_takes_the_common_lines() -> None:
         b'{"request_id":"f","raw_query":"q","bm25_results":[{"chunk_id":"c1","score":2}],'
         b'"user_feedback":{"rating":1}}'
     )
-    assert _parse_fast(v1, 1) is not None
-    assert _parse_fast(flat, 1) is not None
+    assert parse_fast(v1, 1) is not None
+    assert parse_fast(flat, 1) is not None
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -274,6 +313,24 @@ def test_an_injected_duplicate_key_is_always_caught(
         )
     else:
         raw = raw[:-1] + b',"' + key.encode() + b'":' + duplicate + b"}"
-    assert _parse_fast(raw, 1) is None
+    assert parse_fast(raw, 1) is None
     parsed = parse_line(raw, 1)
     assert isinstance(parsed, BadLine) and parsed.kind == "duplicate_key"
+
+
+def test_same_request_ignores_spacing_key_order_time_zone_and_flat_form() -> None:
+    logged = b'{"request_id":"a","raw_query":"q","ts":"2026-11-02T08:00:00+08:00","bm25_results":["c1"]}'
+    reformatted = (
+        b'{"raw_query": "q", "request_id": "a", "ts": "2026-11-02T00:00:00Z", "stages": {"bm25": ["c1"]}}'
+    )
+    assert same_request(logged, reformatted)
+    assert same_request(logged, logged.decode())
+    assert not same_request(logged, logged.replace(b'"q"', b'"other"'))
+    assert not same_request(logged, logged.replace(b"08:00:00+08:00", b"08:00:00Z"))
+
+
+def test_the_body_is_the_line_with_unknown_fields_nested_or_not() -> None:
+    raw = b'{"request_id":"a","raw_query":"q","trace":{"span":"s1","tags":{"x":[1,2]}},"model":"m"}'
+    line = _good(raw)
+    assert line.body == raw
+    assert line.record().model_extra == {"trace": {"span": "s1", "tags": {"x": [1, 2]}}, "model": "m"}
