@@ -20,14 +20,18 @@ from pathlib import Path
 from types import TracebackType
 
 from pydantic import BaseModel, Field
+from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
 
 from ragtriage.config import FlaggingSettings
 from ragtriage.errors import InputError, LogFormatError
 from ragtriage.logs.batch_writer import BatchWriter
+from ragtriage.logs.batches import ParsedBatch, parse_batches
 from ragtriage.logs.flagging import LineRules
-from ragtriage.logs.parse_worker import FORK_AVAILABLE, ParsedBatch, parse_batches, parse_in_process
+from ragtriage.logs.ingest_workers import can_use_workers, ingest_file_in_workers
 from ragtriage.logs.reader import iter_raw_lines
+from ragtriage.store.db import write_session
+from ragtriage.store.log_tables import OLD_REQUEST_LOG_SESSION_INDEX, REQUEST_LOG_TS_INDEX
 
 
 class IngestReport(BaseModel):
@@ -55,8 +59,12 @@ class IngestReport(BaseModel):
 
 ProgressCallback = Callable[[int, int | None], None]
 
-#: Files at least this big are parsed in a second process (when `fork` is available): parsing
-#: then overlaps the SQLite writes on another core. Smaller files are not worth the process.
+#: Lines per parsed batch (the unit handed to the writer); transactions group several.
+PARSE_BATCH_LINES = 5000
+
+#: Files at least this big are ingested by worker processes (`ingest_workers`) when `fork` is
+#: available and the store is not in memory: two cores parse and write. Smaller files are not
+#: worth the processes.
 PARALLEL_MIN_BYTES = 8 << 20
 
 
@@ -66,16 +74,20 @@ def ingest_files(
     *,
     flagging: FlaggingSettings | None = None,
     strict: bool = False,
-    batch_size: int = 5000,
+    batch_size: int = 10_000,
     on_progress: ProgressCallback | None = None,
     should_stop: Callable[[], bool] | None = None,
     parse_process: bool | None = None,
 ) -> IngestReport:
     """Ingest JSONL / JSONL.gz files. `on_progress(lines_read, None)` is called after every batch.
 
-    `parse_process`: parse in a forked worker process (True), in this process (False), or
-    decide by file size (None: files of `PARALLEL_MIN_BYTES` or more, where `fork` exists).
-    Both give identical results; the worker only reads and parses, this process writes.
+    `batch_size`: lines per write transaction (parsing hands over batches of at most
+    `PARSE_BATCH_LINES`).
+
+    `parse_process`: parse and write in forked worker processes (True), in this process (False),
+    or decide by file size (None: files of `PARALLEL_MIN_BYTES` or more). Workers need `fork` and a
+    store other processes can open; without them this process does the work. Both give identical
+    results (see `ingest_workers`).
 
     Raises:
         LogFormatError: strict mode and a bad line; the lines before it are stored.
@@ -85,16 +97,29 @@ def ingest_files(
     rules = LineRules(flagging)
     report = IngestReport(files=[str(p) for p in paths])
     started = time.perf_counter()
+    parse_lines = min(batch_size, PARSE_BATCH_LINES)
+    ensure_ingest_indexes(engine)
     try:
-        with _PipelinedWriter(BatchWriter(engine, flagging, report)) as writer:
+        with _PipelinedWriter(BatchWriter(engine, flagging, report, transaction_lines=batch_size)) as writer:
             for path in paths:
                 path = Path(path)
                 source = str(path.resolve())
-                if _use_process(path, parse_process):
-                    with parse_in_process(path, rules, strict, batch_size, source) as batches:
-                        stopped = _consume(writer, batches, source, str(path), on_progress, should_stop)
+                if _use_workers(engine, path, parse_process):
+                    writer.finish()  # commit what earlier files wrote: the workers write next
+                    stopped = ingest_file_in_workers(
+                        engine,
+                        path,
+                        source=source,
+                        display_name=str(path),
+                        flagging=flagging,
+                        strict=strict,
+                        batch_size=batch_size,
+                        report=report,
+                        on_progress=on_progress,
+                        should_stop=should_stop,
+                    )
                 else:
-                    batches = parse_batches(iter_raw_lines(path), rules, strict, batch_size, source)
+                    batches = parse_batches(iter_raw_lines(path), rules, strict, parse_lines, source)
                     stopped = _consume(writer, batches, source, str(path), on_progress, should_stop)
                 if stopped:
                     report.stopped = True
@@ -104,11 +129,29 @@ def ingest_files(
     return report
 
 
-def _use_process(path: Path, parse_process: bool | None) -> bool:
+def ensure_ingest_indexes(engine: Engine) -> None:
+    """Give a store created by an earlier version the follow-up index ingest reads (and drop the
+    one it replaced, which only slowed inserts). Idempotent; instant when already done."""
+    with write_session(engine) as session:
+        connection = session.connection()
+        names = {index["name"] for index in inspect(connection).get_indexes("request_log")}
+        if REQUEST_LOG_TS_INDEX in names and OLD_REQUEST_LOG_SESSION_INDEX not in names:
+            return
+        if OLD_REQUEST_LOG_SESSION_INDEX in names:
+            connection.exec_driver_sql(f"DROP INDEX {OLD_REQUEST_LOG_SESSION_INDEX}")
+        if REQUEST_LOG_TS_INDEX not in names:
+            connection.exec_driver_sql(
+                f"CREATE INDEX {REQUEST_LOG_TS_INDEX} ON request_log (ts, session_hash, request_id)"
+            )
+
+
+def _use_workers(engine: Engine, path: Path, parse_process: bool | None) -> bool:
+    if not can_use_workers(engine):
+        return False
     if parse_process is not None:
-        return parse_process and FORK_AVAILABLE
+        return parse_process
     try:
-        return FORK_AVAILABLE and path.stat().st_size >= PARALLEL_MIN_BYTES
+        return path.stat().st_size >= PARALLEL_MIN_BYTES
     except OSError:
         return False  # the in-process reader reports the missing file
 
@@ -120,19 +163,21 @@ def ingest_lines(
     source: str = "<memory>",
     flagging: FlaggingSettings | None = None,
     strict: bool = False,
-    batch_size: int = 5000,
+    batch_size: int = 10_000,
 ) -> IngestReport:
     """Ingest log lines given in memory (tests, generators); `source` names them in messages."""
     flagging = flagging or FlaggingSettings()
     report = IngestReport(files=[source])
+    ensure_ingest_indexes(engine)
     started = time.perf_counter()
 
     def numbered() -> Iterator[tuple[int, bytes, bool]]:
         for line_no, line in enumerate(lines, start=1):
             yield line_no, line.encode("utf-8") if isinstance(line, str) else line, False
 
-    with _PipelinedWriter(BatchWriter(engine, flagging, report)) as writer:
-        batches = parse_batches(numbered(), LineRules(flagging), strict, batch_size, source)
+    with _PipelinedWriter(BatchWriter(engine, flagging, report, transaction_lines=batch_size)) as writer:
+        parse_lines = min(batch_size, PARSE_BATCH_LINES)
+        batches = parse_batches(numbered(), LineRules(flagging), strict, parse_lines, source)
         _consume(writer, batches, source, source, None, None)
     report.seconds = round(time.perf_counter() - started, 3)
     return report
@@ -177,14 +222,17 @@ def _consume(
 
 
 class _PipelinedWriter:
-    """Runs `BatchWriter.write` in one background thread so that SQLite's work (which releases
-    the GIL) overlaps parsing. At most two batches wait, so memory stays bounded; a write error
-    is re-raised in the caller's thread at the next `submit` or at `finish`."""
+    """Runs `BatchWriter` in one background thread so that SQLite's work (which releases the GIL)
+    overlaps parsing. At most two batches wait, so memory stays bounded; a write error is
+    re-raised in the caller's thread at the next `submit` or at `finish`. Leaving the block, also
+    by an exception such as Ctrl-C, commits every batch written so far."""
+
+    _COMMIT = "commit"
 
     def __init__(self, writer: BatchWriter) -> None:
         self.writer = writer
         self.report = writer.report
-        self._queue: queue.Queue[tuple[str, ParsedBatch] | None] = queue.Queue(maxsize=2)
+        self._queue: queue.Queue[tuple[str, ParsedBatch] | str | None] = queue.Queue(maxsize=2)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="ragtriage-ingest-writer", daemon=True)
         self._thread.start()
@@ -192,8 +240,12 @@ class _PipelinedWriter:
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
             try:
-                if self._error is None:
-                    self.writer.write(*item)
+                if self._error is not None:
+                    pass  # the batch after a failed one is dropped: the caller raises
+                elif item == self._COMMIT:
+                    self.writer.commit()
+                else:
+                    self.writer.write(*item)  # type: ignore[misc]
             except BaseException as error:  # noqa: B036 (re-raised in the submitting thread)
                 self._error = error
             finally:
@@ -212,7 +264,8 @@ class _PipelinedWriter:
             self._queue.put((source, batch))
 
     def finish(self) -> None:
-        """Wait until every queued batch is written; re-raise a write error."""
+        """Write and commit every queued batch; re-raise a write error."""
+        self._queue.put(self._COMMIT)
         self._queue.join()
         self._raise_pending()
 
@@ -225,6 +278,8 @@ class _PipelinedWriter:
         try:
             if exc_type is None:
                 self.finish()
+            else:
+                self._queue.put(self._COMMIT)
         finally:
             self._queue.put(None)
             self._thread.join()

@@ -124,12 +124,61 @@ def iter_raw_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
                     line_no += 1
                     yield line_no, part, False
         except (EOFError, gzip.BadGzipFile, OSError) as error:
-            raise InputError(
-                f"{path}: the gzip stream is corrupt or cut off after line {line_no} ({error}); "
-                "re-copy the file (lines before that point were read)"
-            ) from None
+            raise InputError(_cut_message(path, line_no, error)) from None
         if rest:
             yield line_no + 1, rest, True
+
+
+def _cut_message(path: Path, line_no: int, error: BaseException) -> str:
+    return (
+        f"{path}: the gzip stream is corrupt or cut off after line {line_no} ({error}); "
+        "re-copy the file (lines before that point were read)"
+    )
+
+
+def iter_line_chunks(path: Path, lines_per_chunk: int) -> Iterator[tuple[int, bytes, bool]]:
+    """Yield `(first_line_no, data, unterminated)`: the file in pieces of `lines_per_chunk` whole
+    lines (the last piece may be shorter), each line ending in `\n` except, when `unterminated`,
+    the last line of the last piece. Splitting `data` on `\n` gives the lines `iter_raw_lines`
+    yields, without a Python object per line here.
+
+    Raises:
+        InputError: the file is missing, or its gzip stream is corrupt or cut off (raised after
+            the pieces of whole lines read before the cut).
+    """
+    try:
+        handle = _open_binary(path)
+    except OSError as error:
+        raise InputError(f"{path}: cannot read: {error.strerror or error}") from None
+    first = 1
+    blocks: list[bytes] = []
+    counted = 0  # newlines in `blocks`
+    with handle:
+        read = handle.read1 if isinstance(handle, gzip.GzipFile) else handle.read
+        try:
+            while block := read(READ_CHUNK_BYTES):
+                start = 0
+                newlines = block.count(b"\n")
+                while counted + newlines >= lines_per_chunk:
+                    end = start - 1
+                    for _ in range(lines_per_chunk - counted):
+                        end = block.index(b"\n", end + 1)
+                    blocks.append(block[start : end + 1])
+                    yield first, b"".join(blocks), False
+                    first += lines_per_chunk
+                    newlines -= lines_per_chunk - counted
+                    blocks, counted, start = [], 0, end + 1
+                blocks.append(block[start:] if start else block)
+                counted += newlines
+        except (EOFError, gzip.BadGzipFile, OSError) as error:
+            data = b"".join(blocks)
+            whole = data[: data.rfind(b"\n") + 1]
+            if whole:
+                yield first, whole, False
+            raise InputError(_cut_message(path, first - 1 + counted, error)) from None
+    data = b"".join(blocks)
+    if data:
+        yield first, data, not data.endswith(b"\n")
 
 
 def read_log(path: Path, *, strict: bool = False) -> Iterator[LogLine | BadLine]:
@@ -263,6 +312,9 @@ class _FastRecord(msgspec.Struct):
 # A blank between a key's closing quote and its colon would let a duplicate key hide from the
 # `":` count below; no JSON writer emits one, and such lines take the exact slow path.
 _BLANK_BEFORE_COLON = re.compile(rb'"[ \t\r]+:')
+# The time form every logger writes, read the same by `datetime.fromisoformat` and pydantic;
+# other ISO 8601 forms (basic format, week dates, lower-case `t`, Unix seconds) take the slow path.
+_PLAIN_ISO_TIME = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d{1,6})?(Z|[+-]\d\d:\d\d)?\Z", re.ASCII)
 
 
 def parse_fast(raw: bytes, line_no: int) -> LogLine | None:
@@ -290,6 +342,8 @@ def parse_fast(raw: bytes, line_no: int) -> LogLine | None:
         return None
     ts_us = ts_text = None
     if record.ts is not None:
+        if not _PLAIN_ISO_TIME.match(record.ts):
+            return None
         try:
             ts_us, ts_text = _ts_columns_of_text(record.ts)
         except ValueError:

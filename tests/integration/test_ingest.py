@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, inspect, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 
@@ -19,7 +19,14 @@ from ragtriage.logs.batch_writer import insert_ignoring_existing
 from ragtriage.logs.ingest import ingest_files, ingest_lines
 from ragtriage.logs.requests import get_request, iter_requests
 from ragtriage.store.db import make_engine, read_session, sqlite_url
-from ragtriage.store.log_tables import LogConflictRow, QuarantinedLineRow, RequestLogRow, TriageRow
+from ragtriage.store.log_tables import (
+    OLD_REQUEST_LOG_SESSION_INDEX,
+    REQUEST_LOG_TS_INDEX,
+    LogConflictRow,
+    QuarantinedLineRow,
+    RequestLogRow,
+    TriageRow,
+)
 from ragtriage.store.triage_repo import find_record
 from tests.conftest import FIXTURES_DIR
 
@@ -248,3 +255,19 @@ def test_ingest_into_live_postgresql() -> None:
     again = ingest_lines(engine, lines)
     assert (first.ingested, first.flagged, again.duplicates) == (5, 5, 5)
     assert get_request(engine, f"pg-{suffix}-0").raw_query == "q"
+
+
+def test_a_store_from_before_the_time_index_gets_it_on_the_next_ingest(engine: Engine) -> None:
+    with engine.begin() as connection:
+        connection.exec_driver_sql(f"DROP INDEX {REQUEST_LOG_TS_INDEX}")
+        connection.exec_driver_sql(
+            f"CREATE INDEX {OLD_REQUEST_LOG_SESSION_INDEX} ON request_log (session_hash, ts)"
+        )
+    flagging = FlaggingSettings(follow_up_minutes=5)
+    ingest_lines(
+        engine, [_line("m1", session="s", ts=_ts(0)), _line("m2", session="s", ts=_ts(2))], flagging=flagging
+    )
+    names = {index["name"] for index in inspect(engine).get_indexes("request_log")}
+    assert REQUEST_LOG_TS_INDEX in names and OLD_REQUEST_LOG_SESSION_INDEX not in names
+    record = find_record(engine, "m1")
+    assert record is not None and record.reasons == ["follow_up"]

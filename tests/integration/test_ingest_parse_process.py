@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 
 from ragtriage.errors import InputError, LogFormatError
 from ragtriage.logs.ingest import ingest_files
-from ragtriage.logs.parse_worker import FORK_AVAILABLE
+from ragtriage.logs.ingest_workers import FORK_AVAILABLE
 from ragtriage.store.db import make_engine, sqlite_url
 from tests.conftest import FIXTURES_DIR, TEST_DATA_DIR
 

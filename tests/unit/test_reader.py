@@ -15,9 +15,9 @@ from ragtriage.errors import InputError, LogFormatError
 from ragtriage.logs.reader import (
     BadLine,
     LogLine,
-    parse_fast,
-    parse_exact,
     iter_raw_lines,
+    parse_exact,
+    parse_fast,
     parse_line,
     read_log,
     same_request,

@@ -1,35 +1,20 @@
-"""Parsed batches of log lines, made here or in a forked worker process.
+"""Parsed batches of log lines: what the parser hands the writer.
 
-`parse_batches` turns numbered raw lines into `ParsedBatch`es (valid lines as ready-to-insert rows
-with their flag reasons, quarantined lines, counts) and ends at the first bad line in strict mode or at an
-unreadable gzip tail. `parse_in_process` runs exactly that generator over one file in a second
-process, so that parsing (pure Python, holding the GIL) overlaps the SQLite writes of this one on
-another core. Line numbers, reasons and raw bytes are the worker's own: the results are the same.
-
-The worker sends each batch as one pickled message of plain tuples whose bodies are bytes (no
-text encoding on either side). The pipe blocks when the writer falls behind, so
-at most a batch or two wait in memory; if this process dies the worker's next send fails and it exits.
+`parse_batches` turns numbered raw lines into `ParsedBatch`es (valid lines as ready-to-insert
+rows with their flag reasons and session times, quarantined lines, counts) and ends at the first
+bad line in strict mode or at an unreadable gzip tail.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import pickle
-import traceback
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from operator import attrgetter
-from pathlib import Path
 from typing import Any
 
 from ragtriage.errors import InputError
 from ragtriage.logs.flagging import LineRules
-from ragtriage.logs.reader import BadLine, LogLine, iter_raw_lines, parse_exact, parse_fast
-
-FORK_AVAILABLE = "fork" in multiprocessing.get_all_start_methods()
-_BAD_LINE_FIELDS = attrgetter(*(f.name for f in fields(BadLine)))
+from ragtriage.logs.reader import BadLine, LogLine, parse_exact, parse_fast
 
 #: Column order of `ParsedBatch.rows` (the `request_log` insert).
 REQUEST_COLUMNS = (
@@ -149,98 +134,3 @@ def parse_batches(
             ingested_at = sqlite_time(datetime.now(timezone.utc))
     batch.final = True
     yield batch
-
-
-def _encode(batch: ParsedBatch) -> bytes:
-    strict_error = None if batch.strict_error is None else _BAD_LINE_FIELDS(batch.strict_error)
-    return pickle.dumps(
-        (
-            batch.rows,
-            batch.timed,
-            batch.flags,
-            list(map(_BAD_LINE_FIELDS, batch.bad)),
-            batch.read,
-            batch.blank,
-            batch.final,
-            strict_error,
-            batch.input_error,
-        ),
-        protocol=pickle.HIGHEST_PROTOCOL,
-    )
-
-
-def _decode(message: Any) -> ParsedBatch:
-    rows, timed, flags, bad, read, blank, final, strict_error, input_error = message
-    return ParsedBatch(
-        rows=rows,
-        timed=timed,
-        flags=flags,
-        bad=[BadLine(*item) for item in bad],
-        read=read,
-        blank=blank,
-        final=final,
-        strict_error=None if strict_error is None else BadLine(*strict_error),
-        input_error=input_error,
-    )
-
-
-def _work(
-    receiver: Any, sender: Any, path: Path, rules: LineRules, strict: bool, batch_size: int, source: str
-) -> None:
-    receiver.close()  # only the parent reads: a dead parent must break this side's pipe
-    try:
-        for batch in parse_batches(iter_raw_lines(path), rules, strict, batch_size, source):
-            sender.send_bytes(_encode(batch))
-    except (BrokenPipeError, ConnectionResetError):
-        pass  # the parent stopped reading (stop request, strict error, or it died)
-    except BaseException:  # noqa: BLE001 (a bug: the parent re-raises it with this traceback)
-        try:
-            sender.send_bytes(pickle.dumps(("crash", traceback.format_exc())))
-        except OSError:
-            pass
-    finally:
-        sender.close()
-
-
-def _receive(receiver: Any, process: Any) -> Iterator[ParsedBatch]:
-    while True:
-        try:
-            message = pickle.loads(receiver.recv_bytes())
-        except EOFError:
-            process.join()
-            raise RuntimeError(
-                f"the log parse worker ended without finishing (exit code {process.exitcode})"
-            ) from None
-        if message[0] == "crash":
-            raise RuntimeError(f"the log parse worker failed:\n{message[1]}")
-        batch = _decode(message)
-        yield batch
-        if batch.final:
-            return
-
-
-@contextmanager
-def parse_in_process(
-    path: Path, rules: LineRules, strict: bool, batch_size: int, source: str
-) -> Iterator[Iterator[ParsedBatch]]:
-    """`parse_batches` over `path` in a forked worker process; the batches arrive in order.
-
-    The worker is stopped when the block exits (also early: a stop request or an error).
-    """
-    context = multiprocessing.get_context("fork")
-    receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(
-        target=_work,
-        args=(receiver, sender, path, rules, strict, batch_size, source),
-        name="ragtriage-log-parser",
-        daemon=True,
-    )
-    process.start()
-    sender.close()
-    try:
-        yield _receive(receiver, process)
-    finally:
-        receiver.close()
-        if process.is_alive():
-            process.terminate()
-        process.join()

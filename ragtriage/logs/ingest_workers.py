@@ -1,0 +1,297 @@
+"""Ingest one big file with forked worker processes that each parse and write, in file order.
+
+This process reads the file in pieces of `batch_size` whole lines (one transaction each) and
+hands them round-robin to the workers. A worker parses its piece (pure Python, so it needs a
+core of its own), then waits for its turn and writes it with its own connection. Turns follow the
+file: this process grants piece k+1 only after piece k is committed and reported, so duplicates,
+conflicts, follow-ups, a strict-mode stop and a stop request all come out exactly as when one
+process ingests the file line by line; parsing of the next pieces overlaps each write.
+
+Each worker sends back per-piece counts, never rows, so nothing per line crosses a process
+boundary except the raw bytes. A worker dies with this process (`PR_SET_PDEATHSIG`), and one
+that fails reports its traceback, which is raised here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import itertools
+import multiprocessing
+import signal
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.engine import Engine
+
+from ragtriage.config import FlaggingSettings
+from ragtriage.errors import InputError, LogFormatError
+from ragtriage.logs.batch_writer import BatchWriter
+from ragtriage.logs.batches import parse_batches
+from ragtriage.logs.flagging import LineRules
+from ragtriage.logs.reader import BadLine, iter_line_chunks
+from ragtriage.store.db import make_engine
+
+if TYPE_CHECKING:
+    from ragtriage.logs.ingest import IngestReport
+
+FORK_AVAILABLE = "fork" in multiprocessing.get_all_start_methods()
+_COUNTS = ("read", "blank", "ingested", "flagged", "duplicates", "conflicts", "quarantined", "recovered")
+_PR_SET_PDEATHSIG = 1
+
+
+def can_use_workers(engine: Engine) -> bool:
+    """Workers need `fork` and a database other processes can open (not in-memory SQLite)."""
+    url = engine.url
+    in_memory = url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+    return FORK_AVAILABLE and not in_memory
+
+
+@dataclass(slots=True)
+class _PieceResult:
+    """What a worker reports for one piece."""
+
+    seq: int
+    written: bool
+    counts: dict[str, int] = field(default_factory=dict)
+    quarantined_by_kind: dict[str, int] = field(default_factory=dict)
+    strict_error: tuple[int, str, str, str] | None = None
+    """`(line_no, kind, message, fix)` of the line strict mode stopped at."""
+    rows_before_strict_error: int = 0
+    crash: str | None = None
+
+
+def _die_with_parent() -> None:
+    # Linux: a worker must not outlive an ingest killed with -9 (it would keep writing).
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _worker(
+    pieces: Connection,
+    results: Connection,
+    url: str,
+    flagging: FlaggingSettings,
+    strict: bool,
+    source: str,
+    turn: Any,
+    turn_changed: Any,
+) -> None:
+    _die_with_parent()
+    from ragtriage.logs.ingest import IngestReport
+
+    engine: Engine | None = None
+    writer: BatchWriter | None = None
+    try:
+        # A connection of its own: the parent's must not be used across fork.
+        engine = make_engine(url)
+        rules = LineRules(flagging)
+        report = IngestReport()
+        writer = BatchWriter(engine, flagging, report, transaction_lines=1 << 62)
+        while (message := pieces.recv()) is not None:
+            seq, first_line_no, unterminated = message
+            parts = pieces.recv_bytes().split(b"\n")
+            last = parts.pop()
+            numbered: Iterator[tuple[int, bytes, bool]] = zip(
+                itertools.count(first_line_no), parts, itertools.repeat(False)
+            )
+            if unterminated:
+                numbered = itertools.chain(numbered, ((first_line_no + len(parts), last, True),))
+            (batch,) = parse_batches(numbered, rules, strict, 1 << 62, source)
+            del parts, numbered
+            with turn_changed:
+                turn_changed.wait_for(lambda seq=seq: turn.value in (seq, -1))
+            if turn.value == -1:
+                results.send(_PieceResult(seq, written=False))
+                continue
+            before = {name: getattr(report, name) for name in _COUNTS}
+            kinds_before = dict(report.quarantined_by_kind)
+            writer.write(source, batch)
+            writer.commit()
+            report.read += batch.read
+            report.blank += batch.blank
+            error = batch.strict_error
+            results.send(
+                _PieceResult(
+                    seq,
+                    written=True,
+                    counts={name: getattr(report, name) - before[name] for name in _COUNTS},
+                    quarantined_by_kind={
+                        kind: count - kinds_before.get(kind, 0)
+                        for kind, count in report.quarantined_by_kind.items()
+                        if count != kinds_before.get(kind, 0)
+                    },
+                    strict_error=None
+                    if error is None
+                    else (error.line_no, error.kind, error.message, error.fix),
+                    rows_before_strict_error=len(batch.rows),
+                )
+            )
+    except (BrokenPipeError, ConnectionResetError, EOFError):
+        pass  # the ingest ended (a stop, an error elsewhere, or it died)
+    except BaseException:  # noqa: BLE001 (a bug or a database error: the parent raises it)
+        if writer is not None:
+            writer.rollback()
+        with contextlib.suppress(OSError):
+            results.send(_PieceResult(-1, written=False, crash=traceback.format_exc()))
+    finally:
+        if engine is not None:
+            engine.dispose()
+
+
+def ingest_file_in_workers(
+    engine: Engine,
+    path: Path,
+    *,
+    source: str,
+    display_name: str,
+    flagging: FlaggingSettings,
+    strict: bool,
+    batch_size: int,
+    report: IngestReport,
+    on_progress: Callable[[int, int | None], None] | None,
+    should_stop: Callable[[], bool] | None,
+    workers: int = 2,
+) -> bool:
+    """Ingest `path` with `workers` forked processes; counts go into `report`. True when
+    `should_stop` asked to stop (pieces after that are not written).
+
+    Raises:
+        LogFormatError: strict mode and a bad line (the lines before it are stored).
+        InputError: the file is missing or its gzip stream is corrupt (what came before is stored).
+        RuntimeError: a worker failed (its traceback is in the message) or died.
+    """
+    context = multiprocessing.get_context("fork")
+    turn = context.Value("q", 0, lock=False)
+    turn_changed = context.Condition()
+    url = engine.url.render_as_string(hide_password=False)
+    procs: list[Any] = []
+    piece_pipes: list[Connection] = []
+    result_pipes: list[Connection] = []
+    # Objects that exist now are never traversed by a worker's garbage collector, so the worker
+    # does not write to (and thereby copy) the pages it shares with this process.
+    gc.freeze()
+    for index in range(workers):
+        piece_out, piece_in = context.Pipe(duplex=False)
+        result_out, result_in = context.Pipe(duplex=False)
+        process = context.Process(
+            target=_worker,
+            args=(piece_out, result_in, url, flagging, strict, source, turn, turn_changed),
+            name=f"ragtriage-ingest-{index}",
+            daemon=True,
+        )
+        process.start()
+        piece_out.close()
+        result_in.close()
+        procs.append(process)
+        piece_pipes.append(piece_in)
+        result_pipes.append(result_out)
+    gc.unfreeze()
+
+    def set_turn(value: int) -> None:
+        with turn_changed:
+            turn.value = value
+            turn_changed.notify_all()
+
+    busy: dict[int, int] = {}  # worker index -> seq it holds
+    done: dict[int, _PieceResult] = {}
+    next_seq = 0  # next piece to report
+    stopped = False
+    failure: BaseException | None = None
+    input_error: str | None = None
+    pieces = iter_line_chunks(path, batch_size)
+    upcoming: tuple[int, bytes, bool] | None = None
+    exhausted = False
+    sent = 0
+
+    def read_ahead() -> None:
+        # One piece is always read ahead: knowing whether a piece is the last one decides, as
+        # in the one-process ingest, whether a stop request is asked after it.
+        nonlocal upcoming, exhausted, input_error
+        if upcoming is None and not exhausted:
+            try:
+                upcoming = next(pieces)
+            except StopIteration:
+                exhausted = True
+            except InputError as error:
+                input_error, exhausted = str(error), True
+
+    try:
+        while True:
+            # Hand out pieces: piece `sent` goes to worker `sent % workers` once that one is free.
+            read_ahead()
+            while upcoming is not None and failure is None and not stopped and sent % workers not in busy:
+                first_line_no, data, unterminated = upcoming
+                # The bytes go as they are (no pickled copy of a piece of tens of MB).
+                piece_pipes[sent % workers].send((sent, first_line_no, unterminated))
+                piece_pipes[sent % workers].send_bytes(data)
+                busy[sent % workers] = sent
+                upcoming, sent = None, sent + 1
+                read_ahead()
+            if not busy:
+                break
+            for ready in wait(result_pipes):
+                index = result_pipes.index(ready)  # type: ignore[arg-type]
+                try:
+                    result: _PieceResult = ready.recv()  # type: ignore[union-attr]
+                except EOFError:
+                    raise RuntimeError(
+                        f"an ingest worker ended without finishing (exit code {procs[index].exitcode})"
+                    ) from None
+                if result.crash is not None:
+                    raise RuntimeError(f"an ingest worker failed:\n{result.crash}")
+                del busy[index]
+                done[result.seq] = result
+            while next_seq in done:
+                result = done.pop(next_seq)
+                next_seq += 1
+                if not result.written:
+                    continue
+                for name, count in result.counts.items():
+                    setattr(report, name, getattr(report, name) + count)
+                for kind, count in result.quarantined_by_kind.items():
+                    report.quarantined_by_kind[kind] = report.quarantined_by_kind.get(kind, 0) + count
+                if result.strict_error is not None:
+                    line_no, kind, message, fix = result.strict_error
+                    described = BadLine(line_no, kind, message, fix, b"").describe(display_name)
+                    good = result.rows_before_strict_error
+                    stored = f" ({good} valid line(s) before it in this batch were stored;" if good else " ("
+                    failure = LogFormatError(
+                        described + stored + " ingest is idempotent: fix the line and re-run)"
+                    )
+                    break
+                if on_progress is not None:
+                    on_progress(report.read, None)
+                last_piece = exhausted and upcoming is None and next_seq == sent
+                if should_stop is not None and not last_piece and should_stop():
+                    stopped = True
+                    break
+            if failure is not None or stopped:
+                set_turn(-1)
+            else:
+                set_turn(next_seq)
+    except BaseException:
+        set_turn(-1)
+        raise
+    finally:
+        for pipe in piece_pipes:
+            with contextlib.suppress(OSError):
+                pipe.send(None)
+            pipe.close()
+        for process in procs:
+            process.join(timeout=60)
+            if process.is_alive():
+                process.terminate()
+                process.join()
+        for pipe in result_pipes:
+            pipe.close()
+    if failure is not None:
+        raise failure
+    if input_error is not None and not stopped:
+        raise InputError(input_error)
+    return stopped
