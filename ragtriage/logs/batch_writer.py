@@ -50,7 +50,12 @@ if TYPE_CHECKING:
 IN_CHUNK = 500
 INGEST_USER = "ingest"
 SQLITE_CACHE_KIB = 16384
-SQLITE_AUTOCHECKPOINT_PAGES = 2048
+SQLITE_AUTOCHECKPOINT_PAGES = 16384
+"""Checkpoint once the WAL holds this many pages (512 MB on 32 KiB pages): every commit rewrites
+the primary-key pages it touched, and a checkpoint copies each page once however often it was
+rewritten, so rare checkpoints save most of those copies (1M lines: about 1.1× faster than 64 MB)."""
+SQLITE_WAL_SIZE_LIMIT = 64 << 20
+"""Bytes the WAL file is cut back to once checkpointed, so a big ingest does not leave it large."""
 _TRIAGE_INSERT_COLUMNS = (
     "request_id",
     "status",
@@ -185,10 +190,11 @@ class BatchWriter:
         connection = self._connection = self._session.connection()
         if connection.dialect.name == "sqlite":
             # A page cache for the random-key index inserts (16 MB: with two writers taking turns
-            # it is emptied at every turn anyway), and fewer (fsyncing) checkpoints; both are per
-            # connection and harmless for later users of it.
+            # it is emptied at every turn anyway) and rare checkpoints; per connection (a worker's
+            # ends with it; in-process ingest is for small files).
             connection.exec_driver_sql(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
             connection.exec_driver_sql(f"PRAGMA wal_autocheckpoint={SQLITE_AUTOCHECKPOINT_PAGES}")
+            connection.exec_driver_sql(f"PRAGMA journal_size_limit={SQLITE_WAL_SIZE_LIMIT}")
         return connection
 
     def commit(self) -> None:

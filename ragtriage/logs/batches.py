@@ -78,10 +78,19 @@ def parse_batches(
 
     `source` is stored with every row. The last batch has `final`.
     """
-    batch = ParsedBatch()
+    # Locals, not attribute lookups, in the loop: it runs for every line.
+    rows: list[tuple[Any, ...]] = []
+    timed: list[tuple[str, str, int]] = []
+    flags: list[tuple[int, list[str]]] = []
+    bad: list[BadLine] = []
+    read = blank = 0
     ingested_at = sqlite_time(datetime.now(timezone.utc))
     lines = iter(raw_lines)
     reasons_of = rules.reasons
+
+    def batch(**ending: Any) -> ParsedBatch:
+        return ParsedBatch(rows, timed, flags, bad, read, blank, **ending)
+
     while True:
         try:
             line_no, raw, unterminated = next(lines)
@@ -89,22 +98,20 @@ def parse_batches(
             break
         except InputError as error:
             # A corrupt gzip tail must not lose the lines parsed before it.
-            batch.final, batch.input_error = True, str(error)
-            yield batch
+            yield batch(final=True, input_error=str(error))
             return
-        batch.read += 1
-        # parse_line, inlined: this loop runs for every line.
+        read += 1
+        # parse_line, inlined.
         parsed = parse_fast(raw, line_no) or parse_exact(raw, line_no, unterminated)
         if parsed is None:
-            batch.blank += 1
+            blank += 1
             continue
         if type(parsed) is LogLine:
-            rows = batch.rows
             if parsed.session is not None and parsed.ts_us is not None:
-                batch.timed.append((parsed.session, parsed.request_id, parsed.ts_us))
+                timed.append((parsed.session, parsed.request_id, parsed.ts_us))
             reasons = reasons_of(parsed)
             if reasons:
-                batch.flags.append((len(rows), reasons))
+                flags.append((len(rows), reasons))
             rows.append(
                 (
                     parsed.request_id,
@@ -123,14 +130,13 @@ def parse_batches(
                 )
             )
         elif strict:
-            batch.final, batch.strict_error = True, parsed  # type: ignore[assignment]
-            yield batch
+            yield batch(final=True, strict_error=parsed)
             return
         else:
-            batch.bad.append(parsed)  # type: ignore[arg-type]
-        if len(batch.rows) + len(batch.bad) >= batch_size:
-            yield batch
-            batch = ParsedBatch()
+            bad.append(parsed)  # type: ignore[arg-type]
+        if len(rows) + len(bad) >= batch_size:
+            yield batch()
+            rows, timed, flags, bad = [], [], [], []
+            read = blank = 0
             ingested_at = sqlite_time(datetime.now(timezone.utc))
-    batch.final = True
-    yield batch
+    yield batch(final=True)

@@ -7,6 +7,7 @@ low-confidence answer. Reasons are short codes, listed in `REASONS`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import timedelta
 
@@ -37,6 +38,10 @@ class LineRules:
         self.escalation = settings.escalation
         self.empty_citations = settings.empty_citations
         self.refusal_markers = tuple(m for m in settings.refusal_markers if m)
+        # One scan of the answer for all markers.
+        self._refusal = (
+            re.compile("|".join(map(re.escape, self.refusal_markers))) if self.refusal_markers else None
+        )
         self.min_confidence = settings.min_confidence
         self.follow_up_marker = settings.follow_up_marker
 
@@ -52,7 +57,7 @@ class LineRules:
         if self.empty_citations and line.citations_empty:
             reasons.append(REASON_EMPTY_CITATIONS)
         answer = line.answer
-        if answer and any(marker in answer for marker in self.refusal_markers):
+        if answer and self._refusal is not None and self._refusal.search(answer):
             reasons.append(REASON_REFUSAL)
         if (
             self.min_confidence is not None

@@ -77,14 +77,14 @@ def ingest_files(
     batch_size: int = 10_000,
     on_progress: ProgressCallback | None = None,
     should_stop: Callable[[], bool] | None = None,
-    parse_process: bool | None = None,
+    use_workers: bool | None = None,
 ) -> IngestReport:
     """Ingest JSONL / JSONL.gz files. `on_progress(lines_read, None)` is called after every batch.
 
     `batch_size`: lines per write transaction (parsing hands over batches of at most
     `PARSE_BATCH_LINES`).
 
-    `parse_process`: parse and write in forked worker processes (True), in this process (False),
+    `use_workers`: parse and write in forked worker processes (True), in this process (False),
     or decide by file size (None: files of `PARALLEL_MIN_BYTES` or more). Workers need `fork` and a
     store other processes can open; without them this process does the work. Both give identical
     results (see `ingest_workers`).
@@ -104,7 +104,7 @@ def ingest_files(
             for path in paths:
                 path = Path(path)
                 source = str(path.resolve())
-                if _use_workers(engine, path, parse_process):
+                if _use_workers(engine, path, use_workers):
                     writer.finish()  # commit what earlier files wrote: the workers write next
                     stopped = ingest_file_in_workers(
                         engine,
@@ -145,11 +145,11 @@ def ensure_ingest_indexes(engine: Engine) -> None:
             )
 
 
-def _use_workers(engine: Engine, path: Path, parse_process: bool | None) -> bool:
+def _use_workers(engine: Engine, path: Path, use_workers: bool | None) -> bool:
     if not can_use_workers(engine):
         return False
-    if parse_process is not None:
-        return parse_process
+    if use_workers is not None:
+        return use_workers
     try:
         return path.stat().st_size >= PARALLEL_MIN_BYTES
     except OSError:

@@ -228,21 +228,28 @@ def _utc(moment: datetime) -> datetime:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_NAIVE_EPOCH = datetime(1970, 1, 1)
 _ONE_US = timedelta(microseconds=1)
 
 
-def _ts_columns_of_text(text: str) -> tuple[int, str]:
-    """`(epoch microseconds, naive-UTC SQLite text)` of an ISO 8601 time (no zone means UTC).
+def _plain_ts_columns(text: str) -> tuple[int, str]:
+    """`(epoch microseconds, naive-UTC SQLite text)` of a time in `_PLAIN_ISO_TIME` form (no zone
+    means UTC).
 
     Raises:
-        ValueError: not an ISO 8601 time.
+        ValueError: another form, or not a valid time (the slow path decides).
     """
+    match = _PLAIN_ISO_TIME.match(text)
+    if match is None:
+        raise ValueError(text)
     moment = datetime.fromisoformat(text)
-    zone = moment.tzinfo
-    if zone is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    elif zone is not timezone.utc:
-        moment = moment.astimezone(timezone.utc)
+    fraction, zone = match.groups()
+    if zone is None or zone == "Z" or zone == "+00:00":
+        # Already UTC: the SQLite text is a re-arrangement of the logged one.
+        epoch = _EPOCH if moment.tzinfo is not None else _NAIVE_EPOCH
+        sqlite_text = f"{text[:10]} {text[11:19]}.{(fraction or '.')[1:]:0<6}"
+        return (moment - epoch) // _ONE_US, sqlite_text
+    moment = moment.astimezone(timezone.utc)
     # `YYYY-MM-DD HH:MM:SS.ffffff+00:00` without its offset.
     return (moment - _EPOCH) // _ONE_US, moment.isoformat(" ", "microseconds")[:26]
 
@@ -315,6 +322,7 @@ _BLANK_BEFORE_COLON = re.compile(rb'"[ \t\r]+:')
 # The time form every logger writes, read the same by `datetime.fromisoformat` and pydantic;
 # other ISO 8601 forms (basic format, week dates, lower-case `t`, Unix seconds) take the slow path.
 _PLAIN_ISO_TIME = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d{1,6})?(Z|[+-]\d\d:\d\d)?\Z", re.ASCII)
+"""Groups: the fraction with its dot, and the zone."""
 
 
 def parse_fast(raw: bytes, line_no: int) -> LogLine | None:
@@ -342,10 +350,8 @@ def parse_fast(raw: bytes, line_no: int) -> LogLine | None:
         return None
     ts_us = ts_text = None
     if record.ts is not None:
-        if not _PLAIN_ISO_TIME.match(record.ts):
-            return None
         try:
-            ts_us, ts_text = _ts_columns_of_text(record.ts)
+            ts_us, ts_text = _plain_ts_columns(record.ts)
         except ValueError:
             return None
     feedback = record.feedback

@@ -271,3 +271,40 @@ def test_a_store_from_before_the_time_index_gets_it_on_the_next_ingest(engine: E
     assert REQUEST_LOG_TS_INDEX in names and OLD_REQUEST_LOG_SESSION_INDEX not in names
     record = find_record(engine, "m1")
     assert record is not None and record.reasons == ["follow_up"]
+
+
+@pytest.mark.postgres
+def test_ingest_workers_into_live_postgresql(tmp_path: Path) -> None:
+    url = os.environ.get(
+        "RAGTRIAGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@localhost:5432/postgres"
+    )
+    pytest.importorskip("psycopg")
+    from ragtriage.errors import StoreError
+    from ragtriage.logs.ingest_workers import FORK_AVAILABLE
+
+    if not FORK_AVAILABLE:
+        pytest.skip("ingest workers need the fork start method")
+    try:
+        engine = make_engine(url)
+        with engine.connect():
+            pass
+    except (StoreError, Exception) as error:  # noqa: B014 (any connection failure means: no server here)
+        pytest.skip(f"no PostgreSQL server reachable at {url}: {error}")
+    suffix = os.urandom(4).hex()
+    lines = [
+        _line(f"pgw-{suffix}-{i}", session=f"s-{suffix}-{i % 3}", ts=_ts(i), feedback={"rating": "down"})
+        for i in range(30)
+    ]
+    lines += [_line(f"pgw-{suffix}-1", raw_query="changed"), "{broken"]
+    path = tmp_path / "pg.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    flagging = FlaggingSettings(follow_up_minutes=5)
+    report = ingest_files(engine, [path], batch_size=4, use_workers=True, flagging=flagging)
+    alone = ingest_files(
+        make_engine(sqlite_url(tmp_path / "alone.db")), [path], batch_size=4, flagging=flagging
+    )
+    counts = ("read", "ingested", "flagged", "duplicates", "conflicts", "quarantined")
+    assert [getattr(report, k) for k in counts] == [getattr(alone, k) for k in counts]
+    assert report.reconciles() and report.conflicts == 1 and report.ingested == 30
+    record = find_record(engine, f"pgw-{suffix}-0")
+    assert record is not None and record.reasons == ["bad_rating", "follow_up"]

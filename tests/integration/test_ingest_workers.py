@@ -1,8 +1,9 @@
-"""Parsing in a forked worker process gives exactly what parsing in-process gives.
+"""Ingesting with worker processes (each parses and writes, in file order) gives exactly what
+ingesting in one process gives.
 
 Same counts, same stored rows (request bodies, columns, source lines, flags with their request
-times, quarantined bytes and reasons), same strict-mode and cut-gzip errors, and the worker ends
-when the ingest stops early.
+times, quarantined bytes and reasons), same strict-mode and cut-gzip errors, and the workers end
+when the ingest stops early or fails.
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
 from ragtriage.errors import InputError, LogFormatError
+from ragtriage.logs import ingest as ingest_module
+from ragtriage.logs.batch_writer import BatchWriter
+from ragtriage.logs.batches import ParsedBatch
 from ragtriage.logs.ingest import ingest_files
 from ragtriage.logs.ingest_workers import FORK_AVAILABLE
 from ragtriage.store.db import make_engine, sqlite_url
 from tests.conftest import FIXTURES_DIR, TEST_DATA_DIR
 
-pytestmark = pytest.mark.skipif(not FORK_AVAILABLE, reason="the parse worker needs the fork start method")
+pytestmark = pytest.mark.skipif(not FORK_AVAILABLE, reason="ingest workers need the fork start method")
 
 BROKEN = FIXTURES_DIR / "logs" / "broken_lines.jsonl"
 CUT_GZIP = TEST_DATA_DIR / "bad" / "logs" / "gzip_truncated.jsonl.gz"
@@ -72,8 +76,8 @@ def test_worker_and_in_process_parsing_store_the_same(tmp_path: Path, name: str)
     results = []
     for mode in (False, True):
         engine = _engine(tmp_path, f"mode-{mode}")
-        report = ingest_files(engine, [path], batch_size=4, parse_process=mode)
-        again = ingest_files(engine, [path], batch_size=4, parse_process=mode)
+        report = ingest_files(engine, [path], batch_size=4, use_workers=mode)
+        again = ingest_files(engine, [path], batch_size=4, use_workers=mode)
         assert report.reconciles() and again.reconciles() and again.ingested == 0
         results.append(
             ({k: getattr(report, k) for k in COUNTS}, report.quarantined_by_kind, _snapshot(engine))
@@ -87,7 +91,7 @@ def test_strict_mode_in_the_worker_stops_at_the_same_line(tmp_path: Path) -> Non
     for mode in (False, True):
         engine = _engine(tmp_path, f"strict-{mode}")
         with pytest.raises(LogFormatError) as caught:
-            ingest_files(engine, [BROKEN], strict=True, parse_process=mode)
+            ingest_files(engine, [BROKEN], strict=True, use_workers=mode)
         messages.append((str(caught.value), _snapshot(engine)))
     assert messages[0] == messages[1]
     assert messages[1][0].startswith(f"{BROKEN}:2: NaN is not valid JSON")
@@ -99,7 +103,7 @@ def test_cut_gzip_in_the_worker_is_an_input_error_after_storing_what_came_before
     for mode in (False, True):
         engine = _engine(tmp_path, f"gzip-{mode}")
         with pytest.raises(InputError) as caught:
-            ingest_files(engine, [CUT_GZIP], parse_process=mode)
+            ingest_files(engine, [CUT_GZIP], use_workers=mode)
         outcomes.append((str(caught.value), _snapshot(engine)))
     assert outcomes[0] == outcomes[1]
     assert "cut off after line" in outcomes[1][0]
@@ -108,6 +112,38 @@ def test_cut_gzip_in_the_worker_is_an_input_error_after_storing_what_came_before
 def test_stop_request_ends_the_worker(tmp_path: Path) -> None:
     path = _follow_up_file(tmp_path)
     engine = _engine(tmp_path, "stop")
-    report = ingest_files(engine, [path], batch_size=4, parse_process=True, should_stop=lambda: True)
+    report = ingest_files(engine, [path], batch_size=4, use_workers=True, should_stop=lambda: True)
     assert report.stopped and report.read == 4 and report.reconciles()
+    assert multiprocessing.active_children() == []
+
+
+def test_a_small_file_then_a_big_one_share_one_ingest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The small file is written in this process, the big one by workers: the first must be
+    # committed before the workers take the write lock (else they would wait for it in vain).
+    monkeypatch.setattr(ingest_module, "PARALLEL_MIN_BYTES", 2000)
+    small = tmp_path / "small.jsonl"
+    small.write_text('{"request_id":"s0","raw_query":"q","feedback":{"rating":"down"}}\n', encoding="utf-8")
+    big = _follow_up_file(tmp_path)
+    assert big.stat().st_size >= 2000 > small.stat().st_size
+    engine = _engine(tmp_path, "mixed")
+    report = ingest_files(engine, [small, big], batch_size=8)
+    alone = ingest_files(_engine(tmp_path, "big-alone"), [big], batch_size=8, use_workers=False)
+    assert report.reconciles() and report.read == alone.read + 1
+    assert report.ingested == alone.ingested + 1 and report.flagged == alone.flagged + 1
+    assert multiprocessing.active_children() == []
+
+
+def test_a_failing_worker_raises_with_its_traceback_and_leaves_no_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_write(self: BatchWriter, source: str, batch: ParsedBatch) -> None:
+        raise OSError("disk on fire")
+
+    # Workers are forked, so they inherit the patched writer (a fake for the failure path only).
+    monkeypatch.setattr(BatchWriter, "write", broken_write)
+    engine = _engine(tmp_path, "crash")
+    with pytest.raises(RuntimeError, match="(?s)an ingest worker failed.*disk on fire"):
+        ingest_files(engine, [_follow_up_file(tmp_path)], batch_size=4, use_workers=True)
     assert multiprocessing.active_children() == []
