@@ -19,7 +19,9 @@ import ctypes
 import gc
 import itertools
 import multiprocessing
+import queue
 import signal
+import threading
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -72,6 +74,23 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def _prefetch(pieces: Connection) -> queue.Queue[Any]:
+    """A thread that receives the next piece while this worker parses or writes the current one
+    (this process never waits on the pipe); None or an exception ends the stream."""
+    inbox: queue.Queue[Any] = queue.Queue(maxsize=1)
+
+    def receive() -> None:
+        try:
+            while (header := pieces.recv()) is not None:
+                inbox.put((*header, pieces.recv_bytes()))
+            inbox.put(None)
+        except BaseException as error:  # noqa: BLE001 (handed to the worker loop)
+            inbox.put(error)
+
+    threading.Thread(target=receive, name="ragtriage-ingest-receive", daemon=True).start()
+    return inbox
+
+
 def _worker(
     pieces: Connection,
     results: Connection,
@@ -93,9 +112,13 @@ def _worker(
         rules = LineRules(flagging)
         report = IngestReport()
         writer = BatchWriter(engine, flagging, report, transaction_lines=1 << 62)
-        while (message := pieces.recv()) is not None:
-            seq, first_line_no, unterminated = message
-            parts = pieces.recv_bytes().split(b"\n")
+        inbox = _prefetch(pieces)
+        while (message := inbox.get()) is not None:
+            if isinstance(message, BaseException):
+                raise message
+            seq, first_line_no, unterminated, data = message
+            parts = data.split(b"\n")
+            del data
             last = parts.pop()
             numbered: Iterator[tuple[int, bytes, bool]] = zip(
                 itertools.count(first_line_no), parts, itertools.repeat(False)
@@ -198,7 +221,9 @@ def ingest_file_in_workers(
             turn.value = value
             turn_changed.notify_all()
 
-    busy: dict[int, int] = {}  # worker index -> seq it holds
+    outstanding: list[list[int]] = [[] for _ in range(workers)]  # pieces each worker holds
+    #: Pieces a worker may hold: the one it works on and the next, already received.
+    per_worker = 2
     done: dict[int, _PieceResult] = {}
     next_seq = 0  # next piece to report
     stopped = False
@@ -225,15 +250,20 @@ def ingest_file_in_workers(
         while True:
             # Hand out pieces: piece `sent` goes to worker `sent % workers` once that one is free.
             read_ahead()
-            while upcoming is not None and failure is None and not stopped and sent % workers not in busy:
+            while (
+                upcoming is not None
+                and failure is None
+                and not stopped
+                and len(outstanding[sent % workers]) < per_worker
+            ):
                 first_line_no, data, unterminated = upcoming
                 # The bytes go as they are (no pickled copy of a piece of tens of MB).
                 piece_pipes[sent % workers].send((sent, first_line_no, unterminated))
                 piece_pipes[sent % workers].send_bytes(data)
-                busy[sent % workers] = sent
+                outstanding[sent % workers].append(sent)
                 upcoming, sent = None, sent + 1
                 read_ahead()
-            if not busy:
+            if not any(outstanding):
                 break
             for ready in wait(result_pipes):
                 index = result_pipes.index(ready)  # type: ignore[arg-type]
@@ -245,7 +275,7 @@ def ingest_file_in_workers(
                     ) from None
                 if result.crash is not None:
                     raise RuntimeError(f"an ingest worker failed:\n{result.crash}")
-                del busy[index]
+                outstanding[index].remove(result.seq)
                 done[result.seq] = result
             while next_seq in done:
                 result = done.pop(next_seq)
