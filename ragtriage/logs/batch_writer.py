@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,7 @@ from ragtriage.logs.batches import (
     ParsedBatch,
     sqlite_time,
 )
-from ragtriage.logs.flagging import REASON_FOLLOW_UP, followed_up
+from ragtriage.logs.flagging import REASON_FOLLOW_UP, followed_up_in_timeline
 from ragtriage.logs.reader import BadLine, same_request
 from ragtriage.store.log_tables import (
     LogConflictRow,
@@ -93,6 +94,58 @@ _SQLITE_INSERT_REQUESTS = (
 _Neighbours = tuple[list[tuple[str, str, int]], dict[str, str | None]]
 
 
+@dataclass(slots=True)
+class PreparedBatch:
+    """The pure-Python part of writing a batch, done before the write lock is needed (an ingest
+    worker prepares while the other one writes)."""
+
+    sorted_rows: list[tuple[Any, ...]]
+    """`rows` in request_id order (see `_by_request_id`)."""
+    unique_ids: bool
+    """No request_id repeats within the batch."""
+    windows: list[tuple[str, str]]
+    """Merged follow-up windows around the batch's times, as naive-UTC SQLite text."""
+    session_chunks: list[list[str]]
+    timeline: list[tuple[str, int, str]]
+    """`(session, ts µs, request_id)` of the timed rows, sorted (the follow-up rule's order)."""
+    timed_ids: set[str]
+    ts_by_id: dict[str, str | None]
+    """Request time (naive-UTC text) by request_id; the first row of an id wins."""
+
+
+def prepare_batch(batch: ParsedBatch, follow_up_minutes: float) -> PreparedBatch:
+    """Sort and index `batch` for `BatchWriter.write` (no database access)."""
+    rows, timed = batch.rows, batch.timed
+    ids = [row[ROW_REQUEST_ID] for row in rows]
+    windows: list[tuple[str, str]] = []
+    if timed and follow_up_minutes > 0:
+        window_us = timedelta(minutes=follow_up_minutes) // _ONE_US
+        stretches: list[list[int]] = []
+        for ts in sorted({item[2] for item in timed}):
+            if stretches and ts - window_us <= stretches[-1][1]:
+                stretches[-1][1] = ts + window_us
+            else:
+                stretches.append([ts - window_us, ts + window_us])
+        windows = [
+            (
+                sqlite_time(_EPOCH + timedelta(microseconds=low)),
+                sqlite_time(_EPOCH + timedelta(microseconds=high)),
+            )
+            for low, high in stretches
+        ]
+    return PreparedBatch(
+        sorted_rows=_by_request_id(rows),
+        unique_ids=len(set(ids)) == len(ids),
+        windows=windows,
+        session_chunks=[
+            list(chunk) for chunk in _chunks(sorted({item[0] for item in timed}), SESSIONS_PER_QUERY)
+        ],
+        timeline=sorted([(session, ts, request_id) for session, request_id, ts in timed]),
+        timed_ids={item[1] for item in timed},
+        ts_by_id=dict(zip(map(_request_id_of, reversed(rows)), map(_ts_of, reversed(rows)), strict=True)),
+    )
+
+
 def _chunks(items: Sequence[Any], size: int = IN_CHUNK) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -106,6 +159,7 @@ def _by_request_id(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
 
 
 _request_id_of = itemgetter(ROW_REQUEST_ID)
+_ts_of = itemgetter(ROW_TS)
 
 
 def _marks(count: int) -> str:
@@ -217,9 +271,10 @@ class BatchWriter:
             finally:
                 session.close()
 
-    def write(self, source: str, batch: ParsedBatch) -> None:
+    def write(self, source: str, batch: ParsedBatch, prepared: PreparedBatch | None = None) -> None:
         """Store one batch (read from `source`) in the open transaction and update the report;
-        commits once the transaction holds `transaction_lines` lines.
+        commits once the transaction holds `transaction_lines` lines. `prepared` is
+        `prepare_batch(batch, …)` when the caller made it beforehand.
 
         Raises:
             Exception: whatever the database raised; the transaction is rolled back.
@@ -228,7 +283,7 @@ class BatchWriter:
             return
         connection = self._connection or self._begin()
         try:
-            self._write(connection, source, batch)
+            self._write(connection, source, batch, prepared or prepare_batch(batch, self.follow_up_minutes))
         except BaseException:
             self.rollback()
             raise
@@ -236,7 +291,9 @@ class BatchWriter:
         if self._lines_in_transaction >= self.transaction_lines:
             self.commit()
 
-    def _write(self, connection: Connection, source: str, batch: ParsedBatch) -> None:
+    def _write(
+        self, connection: Connection, source: str, batch: ParsedBatch, prepared: PreparedBatch
+    ) -> None:
         rows, bad = batch.rows, batch.bad
         report = self.report
         now = datetime.now(timezone.utc)
@@ -246,9 +303,9 @@ class BatchWriter:
         neighbours: _Neighbours = ([], {})
         if rows:
             # Read before inserting, so that the query returns only requests stored earlier.
-            neighbours = self._stored_neighbours(connection, batch.timed)
-            optimistic = sqlite and not self._expect_known_ids
-            if not (optimistic and self._insert_all_new(connection, rows)):
+            neighbours = self._stored_neighbours(connection, prepared)
+            optimistic = sqlite and not self._expect_known_ids and prepared.unique_ids
+            if not (optimistic and self._insert_all_new(connection, prepared.sorted_rows)):
                 inserted, conflicts = self._classify(connection, rows)
                 self._insert_requests(connection, [rows[i] for i in sorted(inserted)])
             self._expect_known_ids = inserted is not None and len(inserted) < len(rows)
@@ -257,21 +314,18 @@ class BatchWriter:
         if new_count:
             new_rows = rows if inserted is None else [rows[i] for i in sorted(inserted)]
             report.recovered += sum(row[ROW_RECOVERED] for row in new_rows)
-            self._flag(connection, batch, inserted, new_rows, neighbours, now)
+            self._flag(connection, batch, prepared, inserted, new_rows, neighbours, now)
         self._insert_conflicts(connection, source, conflicts, now)
         self._insert_quarantine(connection, source, bad, now)
 
-    def _insert_all_new(self, connection: Connection, rows: list[tuple[Any, ...]]) -> bool:
-        """Insert every row inside a savepoint; False, with nothing inserted, when some request_id
-        was already stored or repeats within the batch."""
-        ids = [row[ROW_REQUEST_ID] for row in rows]
-        if len(set(ids)) != len(ids):
-            return False
+    def _insert_all_new(self, connection: Connection, sorted_rows: list[tuple[Any, ...]]) -> bool:
+        """Insert every row (ids unique within the batch, in request_id order) inside a
+        savepoint; False, with nothing inserted, when some request_id was already stored."""
         driver = connection.connection.driver_connection
         connection.exec_driver_sql("SAVEPOINT ingest_batch")
         before = driver.total_changes  # type: ignore[union-attr]
-        connection.exec_driver_sql(_SQLITE_INSERT_REQUESTS, _by_request_id(rows))  # type: ignore[arg-type]
-        if driver.total_changes - before == len(rows):  # type: ignore[union-attr]
+        connection.exec_driver_sql(_SQLITE_INSERT_REQUESTS, sorted_rows)  # type: ignore[arg-type]
+        if driver.total_changes - before == len(sorted_rows):  # type: ignore[union-attr]
             connection.exec_driver_sql("RELEASE ingest_batch")
             return True
         connection.exec_driver_sql("ROLLBACK TO ingest_batch")
@@ -357,6 +411,7 @@ class BatchWriter:
         self,
         connection: Connection,
         batch: ParsedBatch,
+        prepared: PreparedBatch,
         inserted: set[int] | None,
         new_rows: list[tuple[Any, ...]],
         neighbours: _Neighbours,
@@ -369,16 +424,18 @@ class BatchWriter:
         for index, line_reasons in batch.flags:
             if inserted is None or index in inserted:
                 reasons[rows[index][ROW_REQUEST_ID]] = list(line_reasons)
-        timed = batch.timed
+        timeline, timed_ids = prepared.timeline, prepared.timed_ids
         if inserted is not None:
             new_ids = {row[ROW_REQUEST_ID] for row in new_rows}
-            timed = [item for item in timed if item[1] in new_ids]
+            timeline = [item for item in timeline if item[2] in new_ids]
+            timed_ids = timed_ids & new_ids
         stored, stored_ts = neighbours
         followed: set[str] = set()
-        if timed and self.follow_up_minutes > 0:
-            followed = followed_up(
-                [*timed, *stored], self.follow_up_minutes, involving={item[1] for item in timed}
-            )
+        if timeline and self.follow_up_minutes > 0:
+            if stored:
+                # Sorted runs merge in about linear time.
+                timeline = sorted(timeline + [(session, ts, rid) for session, rid, ts in stored])
+            followed = followed_up_in_timeline(timeline, self.follow_up_minutes, involving=timed_ids)
         earlier: dict[str, str | None] = {}
         for request_id in followed:
             if request_id in stored_ts:
@@ -389,7 +446,7 @@ class BatchWriter:
                     line_reasons.append(REASON_FOLLOW_UP)
         flags: list[tuple[str, list[str], str | None]] = []
         if reasons:
-            ts_by_id = {row[ROW_REQUEST_ID]: row[ROW_TS] for row in new_rows}
+            ts_by_id = prepared.ts_by_id
             flags = [(request_id, r, ts_by_id[request_id]) for request_id, r in reasons.items()]
         if earlier:
             flags.extend(self._flag_earlier(connection, earlier, now))
@@ -443,42 +500,34 @@ class BatchWriter:
         ]
         insert_ignoring_existing(connection, TriageRow.__table__, dict_rows)  # type: ignore[attr-defined]
 
-    def _stored_neighbours(self, connection: Connection, timed: list[tuple[str, str, int]]) -> _Neighbours:
-        """Stored requests of the sessions in `timed` within the follow-up window of one of its
+    def _stored_neighbours(self, connection: Connection, prepared: PreparedBatch) -> _Neighbours:
+        """Stored requests of the batch's sessions within the follow-up window of one of its
         times: `([(session, request_id, ts µs)], {request_id: ts as naive-UTC text})`.
 
         Reads the (ts, session, request_id) index once per stretch of overlapping windows: logs
         come in time order, so a batch is one or a few stretches and the index grows at its end.
         """
-        if not timed or self.follow_up_minutes <= 0:
-            return [], {}
-        window_us = timedelta(minutes=self.follow_up_minutes) // _ONE_US
-        stretches: list[list[int]] = []
-        for ts in sorted({item[2] for item in timed}):
-            if stretches and ts - window_us <= stretches[-1][1]:
-                stretches[-1][1] = ts + window_us
-            else:
-                stretches.append([ts - window_us, ts + window_us])
-        sessions = {item[0] for item in timed}
         found: list[tuple[str, str, int]] = []
         found_ts: dict[str, str | None] = {}
+        if not prepared.windows:
+            return found, found_ts
         table = RequestLogRow.__table__  # type: ignore[attr-defined]
         driver = connection.connection.driver_connection if connection.dialect.name == "sqlite" else None
-        session_chunks = list(_chunks(sorted(sessions), SESSIONS_PER_QUERY))
-        for low_us, high_us in stretches:
-            low = _EPOCH + timedelta(microseconds=low_us)
-            high = _EPOCH + timedelta(microseconds=high_us)
-            for chunk in session_chunks:
+        for low, high in prepared.windows:
+            for chunk in prepared.session_chunks:
                 if driver is not None:
                     # The driver's own cursor: SQLAlchemy's row processing costs more than the read.
                     rows: Any = driver.execute(
-                        _SQLITE_SELECT_WINDOW.format(_marks(len(chunk))),
-                        (sqlite_time(low), sqlite_time(high), *chunk),
+                        _SQLITE_SELECT_WINDOW.format(_marks(len(chunk))), (low, high, *chunk)
                     )
                 else:
                     rows = connection.execute(
                         select(table.c.session_hash, table.c.request_id, table.c.ts).where(
-                            and_(table.c.ts >= low, table.c.ts <= high, table.c.session_hash.in_(chunk))
+                            and_(
+                                table.c.ts >= _text_time(low),
+                                table.c.ts <= _text_time(high),
+                                table.c.session_hash.in_(chunk),
+                            )
                         )
                     )
                 for session, request_id, ts in rows:

@@ -33,7 +33,7 @@ from sqlalchemy.engine import Engine
 
 from ragtriage.config import FlaggingSettings
 from ragtriage.errors import InputError, LogFormatError
-from ragtriage.logs.batch_writer import BatchWriter
+from ragtriage.logs.batch_writer import BatchWriter, prepare_batch
 from ragtriage.logs.batches import parse_batches
 from ragtriage.logs.flagging import LineRules
 from ragtriage.logs.reader import BadLine, iter_line_chunks
@@ -127,6 +127,8 @@ def _worker(
                 numbered = itertools.chain(numbered, ((first_line_no + len(parts), last, True),))
             (batch,) = parse_batches(numbered, rules, strict, 1 << 62, source)
             del parts, numbered
+            # Sorting and indexing need no lock: done while the other worker writes.
+            prepared = prepare_batch(batch, flagging.follow_up_minutes)
             with turn_changed:
                 turn_changed.wait_for(lambda seq=seq: turn.value in (seq, -1))
             if turn.value == -1:
@@ -134,7 +136,7 @@ def _worker(
                 continue
             before = {name: getattr(report, name) for name in _COUNTS}
             kinds_before = dict(report.quarantined_by_kind)
-            writer.write(source, batch)
+            writer.write(source, batch, prepared)
             writer.commit()
             report.read += batch.read
             report.blank += batch.blank

@@ -138,7 +138,7 @@ def test_a_small_file_then_a_big_one_share_one_ingest(
 def test_a_failing_worker_raises_with_its_traceback_and_leaves_no_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken_write(self: BatchWriter, source: str, batch: ParsedBatch) -> None:
+    def broken_write(self: BatchWriter, source: str, batch: ParsedBatch, *rest: object) -> None:
         raise OSError("disk on fire")
 
     # Workers are forked, so they inherit the patched writer (a fake for the failure path only).
