@@ -125,7 +125,7 @@ def _pss_mb(pid: int) -> float:
 
 
 class _PssSampler(threading.Thread):
-    """Samples the PSS of this process plus its children (the ingest workers) every 0.1 s; keeps the peak."""
+    """Samples the PSS of this process plus its children (the ingest workers) every 0.2 s; keeps the peak."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
@@ -134,7 +134,7 @@ class _PssSampler(threading.Thread):
 
     def run(self) -> None:
         pid = os.getpid()
-        while not self._done.wait(0.1):
+        while not self._done.wait(0.2):
             try:
                 children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
             except OSError:

@@ -19,6 +19,7 @@ import ctypes
 import gc
 import itertools
 import multiprocessing
+import os
 import queue
 import signal
 import threading
@@ -36,7 +37,7 @@ from ragtriage.errors import InputError, LogFormatError
 from ragtriage.logs.batch_writer import BatchWriter, prepare_batch
 from ragtriage.logs.batches import parse_batches
 from ragtriage.logs.flagging import LineRules
-from ragtriage.logs.reader import BadLine, iter_line_chunks
+from ragtriage.logs.reader import BadLine, iter_line_chunks, iter_line_ranges
 from ragtriage.store.db import make_engine
 
 if TYPE_CHECKING:
@@ -74,15 +75,24 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _prefetch(pieces: Connection) -> queue.Queue[Any]:
-    """A thread that receives the next piece while this worker parses or writes the current one
-    (this process never waits on the pipe); None or an exception ends the stream."""
+def _prefetch(pieces: Connection, path: Path) -> queue.Queue[Any]:
+    """A thread that fetches the next piece while this worker parses or writes the current one
+    (this process never waits for it); None or an exception ends the stream. A piece comes as a
+    byte range of the file, read here with one `pread`, or (gzip) as bytes through the pipe."""
     inbox: queue.Queue[Any] = queue.Queue(maxsize=1)
 
     def receive() -> None:
         try:
-            while (header := pieces.recv()) is not None:
-                inbox.put((*header, pieces.recv_bytes()))
+            with open(path, "rb", buffering=0) as handle:
+                while (header := pieces.recv()) is not None:
+                    kind, seq, first_line_no, unterminated, offset, length = header
+                    if kind == "range":
+                        data = os.pread(handle.fileno(), length, offset)
+                        if len(data) != length:
+                            raise InputError(f"{path} changed while it was being ingested; ingest it again")
+                    else:
+                        data = pieces.recv_bytes()
+                    inbox.put((seq, first_line_no, unterminated, data))
             inbox.put(None)
         except BaseException as error:  # noqa: BLE001 (handed to the worker loop)
             inbox.put(error)
@@ -94,6 +104,7 @@ def _prefetch(pieces: Connection) -> queue.Queue[Any]:
 def _worker(
     pieces: Connection,
     results: Connection,
+    path: Path,
     url: str,
     flagging: FlaggingSettings,
     strict: bool,
@@ -112,7 +123,7 @@ def _worker(
         rules = LineRules(flagging)
         report = IngestReport()
         writer = BatchWriter(engine, flagging, report, transaction_lines=1 << 62)
-        inbox = _prefetch(pieces)
+        inbox = _prefetch(pieces, path)
         while (message := inbox.get()) is not None:
             if isinstance(message, BaseException):
                 raise message
@@ -191,6 +202,9 @@ def ingest_file_in_workers(
         InputError: the file is missing or its gzip stream is corrupt (what came before is stored).
         RuntimeError: a worker failed (its traceback is in the message) or died.
     """
+    # A plain file is handed out as byte ranges (each worker reads its own); gzip as bytes.
+    # (Opened before any worker starts: a missing file is an `InputError` with nothing to clean up.)
+    ranges = iter_line_ranges(path, batch_size)
     context = multiprocessing.get_context("fork")
     turn = context.Value("q", 0, lock=False)
     turn_changed = context.Condition()
@@ -206,7 +220,7 @@ def ingest_file_in_workers(
         result_out, result_in = context.Pipe(duplex=False)
         process = context.Process(
             target=_worker,
-            args=(piece_out, result_in, url, flagging, strict, source, turn, turn_changed),
+            args=(piece_out, result_in, path, url, flagging, strict, source, turn, turn_changed),
             name=f"ragtriage-ingest-{index}",
             daemon=True,
         )
@@ -231,8 +245,18 @@ def ingest_file_in_workers(
     stopped = False
     failure: BaseException | None = None
     input_error: str | None = None
-    pieces = iter_line_chunks(path, batch_size)
-    upcoming: tuple[int, bytes, bool] | None = None
+    pieces: Iterator[tuple[Any, ...]] = (
+        (
+            (("range", first, unterminated, offset, length), None)
+            for first, offset, length, unterminated in ranges
+        )
+        if ranges is not None
+        else (
+            (("bytes", first, unterminated, 0, 0), data)
+            for first, data, unterminated in iter_line_chunks(path, batch_size)
+        )
+    )
+    upcoming: tuple[Any, ...] | None = None
     exhausted = False
     sent = 0
 
@@ -258,10 +282,11 @@ def ingest_file_in_workers(
                 and not stopped
                 and len(outstanding[sent % workers]) < per_worker
             ):
-                first_line_no, data, unterminated = upcoming
-                # The bytes go as they are (no pickled copy of a piece of tens of MB).
-                piece_pipes[sent % workers].send((sent, first_line_no, unterminated))
-                piece_pipes[sent % workers].send_bytes(data)
+                (kind, first_line_no, unterminated, offset, length), data = upcoming
+                pipe = piece_pipes[sent % workers]
+                pipe.send((kind, sent, first_line_no, unterminated, offset, length))
+                if data is not None:
+                    pipe.send_bytes(data)  # as it is: no pickled copy of megabytes
                 outstanding[sent % workers].append(sent)
                 upcoming, sent = None, sent + 1
                 read_ahead()

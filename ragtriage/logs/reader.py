@@ -181,6 +181,52 @@ def iter_line_chunks(path: Path, lines_per_chunk: int) -> Iterator[tuple[int, by
         yield first, data, not data.endswith(b"\n")
 
 
+def iter_line_ranges(path: Path, lines_per_chunk: int) -> Iterator[tuple[int, int, int, bool]] | None:
+    """`(first_line_no, offset, length, unterminated)` of the pieces `iter_line_chunks` would
+    yield, without keeping their bytes (the reader of a piece reads its range itself); None for
+    a gzip file, whose bytes only come in order through `iter_line_chunks`.
+
+    Raises:
+        InputError: the file is missing or unreadable.
+    """
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 (closed by the generator)
+        if handle.read(2) == b"\x1f\x8b":
+            handle.close()
+            return None
+        handle.seek(0)
+    except OSError as error:
+        raise InputError(f"{path}: cannot read: {error.strerror or error}") from None
+    return _ranges(handle, lines_per_chunk)
+
+
+def _ranges(handle: Any, lines_per_chunk: int) -> Iterator[tuple[int, int, int, bool]]:
+    first = 1
+    start = 0  # file offset where the current piece starts
+    position = 0  # file offset of the block being read
+    counted = 0  # newlines between `start` and `position`
+    last_byte = b"\n"
+    with handle:
+        while block := handle.read(READ_CHUNK_BYTES):
+            last_byte = block[-1:]
+            cursor = 0
+            newlines = block.count(b"\n")
+            while counted + newlines >= lines_per_chunk:
+                end = cursor - 1
+                for _ in range(lines_per_chunk - counted):
+                    end = block.index(b"\n", end + 1)
+                piece_end = position + end + 1
+                yield first, start, piece_end - start, False
+                first += lines_per_chunk
+                newlines -= lines_per_chunk - counted
+                start, counted, cursor = piece_end, 0, end + 1
+            counted += newlines
+            position += len(block)
+    if position > start:
+        # What is left: whole lines, and perhaps a last line without a newline.
+        yield first, start, position - start, last_byte != b"\n"
+
+
 def read_log(path: Path, *, strict: bool = False) -> Iterator[LogLine | BadLine]:
     """Parse every non-blank line of `path`; in strict mode the first bad line raises.
 
