@@ -127,9 +127,12 @@ def _pss_mb(pid: int) -> float:
 class _PssSampler(threading.Thread):
     """Samples the PSS of this process plus its children (the ingest workers) every 0.2 s; keeps the peak."""
 
-    def __init__(self) -> None:
+    def __init__(self, wal_path: Path | None = None) -> None:
         super().__init__(daemon=True)
         self.peak_mb = 0.0
+        self.wal_path = wal_path
+        self.peak_wal_mb = 0.0
+        """The SQLite WAL file's largest size (disk the ingest borrows)."""
         self._done = threading.Event()
 
     def run(self) -> None:
@@ -141,6 +144,11 @@ class _PssSampler(threading.Thread):
                 children = []
             total = _pss_mb(pid) + sum(_pss_mb(int(child)) for child in children)
             self.peak_mb = max(self.peak_mb, total)
+            if self.wal_path is not None:
+                try:
+                    self.peak_wal_mb = max(self.peak_wal_mb, self.wal_path.stat().st_size / 1e6)
+                except OSError:
+                    pass
 
     def stop(self) -> float:
         self._done.set()
@@ -184,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     engine = make_engine(sqlite_url(db_path))
     use_workers = {"auto": None, "on": True, "off": False}[args.workers]
     # CPU seconds of this process plus the parse worker (a child: counted once it has been joined).
-    sampler = _PssSampler()
+    sampler = _PssSampler(Path(f"{db_path}-wal"))
     sampler.start()
     started, (main_started, worker_started) = time.perf_counter(), _cpu_split()
     report = ingest_files(engine, [log_path], flagging=FlaggingSettings(), use_workers=use_workers)
@@ -218,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         "ingest_wall_s": round(elapsed, 2),
         "reingest_lines_per_s": round(again_rate),
         "peak_pss_all_processes_mb": round(peak_pss_mb, 1),
+        "peak_wal_file_mb": round(sampler.peak_wal_mb),
         "peak_rss_main_mb": round(self_peak_mb, 1),
         "peak_rss_largest_worker_mb": round(worker_peak_mb, 1),
         "load_average_1min": round(os.getloadavg()[0], 2),
