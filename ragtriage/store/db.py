@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, inspect
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlmodel import Session, SQLModel, create_engine
@@ -88,14 +88,61 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
         connection.exec_driver_sql(f"BEGIN {mode}")
 
 
+#: Bumped whenever a release adds a column to an existing table: a SQLite store stamped with an
+#: older number (`PRAGMA user_version`) gets the missing columns on open.
+STORE_SCHEMA_VERSION = 2
+
+
 def create_all(engine: Engine) -> None:
-    """Create every table the package defines (idempotent)."""
+    """Create every table the package defines, and add the columns and indexes a store made by an
+    earlier version lacks (idempotent).
+
+    Raises:
+        StoreError: the store cannot be opened or a missing column cannot be added.
+    """
     from ragtriage.store import models  # noqa: F401  (registers every table on SQLModel.metadata)
 
     try:
         SQLModel.metadata.create_all(engine)
+        _add_missing_columns(engine)
     except OperationalError as error:
         raise StoreError(f"cannot open the store at {engine.url!r}: {error.orig}") from None
+
+
+def _add_missing_columns(engine: Engine) -> None:
+    """`ALTER TABLE … ADD COLUMN` for nullable model columns a table lacks, with their indexes.
+
+    On SQLite this runs once per schema version (the stamp is `PRAGMA user_version`, one cheap
+    read per open); other databases are inspected on every open.
+    """
+    sqlite = engine.dialect.name == "sqlite"
+    if sqlite:
+        with engine.connect() as connection:  # a read: no write lock while another process ingests
+            if connection.exec_driver_sql("PRAGMA user_version").scalar() == STORE_SCHEMA_VERSION:
+                return
+        # Serialized with other writers, so two processes opening an old store do not both alter it.
+        engine = engine.execution_options(sqlite_begin="IMMEDIATE")  # type: ignore[assignment]
+    with engine.begin() as connection:
+        inspector = inspect(connection)
+        for table in SQLModel.metadata.sorted_tables:
+            present = {column["name"] for column in inspector.get_columns(table.name)}
+            added = [column for column in table.columns if column.name not in present]
+            for column in added:
+                if not column.nullable:
+                    raise StoreError(
+                        f"the store's table {table.name} lacks the required column {column.name}; "
+                        "create a new home (or export the eval set and import it into one)"
+                    )
+                column_type = column.type.compile(dialect=connection.dialect)
+                connection.exec_driver_sql(
+                    f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {column_type}'
+                )
+            names = {column.name for column in added}
+            for index in table.indexes:
+                if names.intersection(column.name for column in index.columns):
+                    index.create(connection, checkfirst=True)
+        if sqlite:
+            connection.exec_driver_sql(f"PRAGMA user_version={STORE_SCHEMA_VERSION}")
 
 
 @contextmanager
