@@ -1,8 +1,10 @@
 """Ingest request-log files into the triage store: streaming, idempotent, flagged, reconciled.
 
 Lines are parsed one by one and written in batches (`settings.logs.batch_size` lines per short
-`BEGIN IMMEDIATE` transaction), so memory stays constant and a triager can write in between.
-Every line read is counted exactly once:
+`BEGIN IMMEDIATE` transaction), so memory stays constant and a triager can write in between. A
+big file is ingested by two worker processes that parse and write in file order
+(`ingest_workers`); a small one in this process, with the writes in a background thread. Both
+give the same stored rows. Every line read is counted exactly once:
 
     read = ingested + duplicates + conflicts + quarantined + blank
 
@@ -81,8 +83,8 @@ def ingest_files(
 ) -> IngestReport:
     """Ingest JSONL / JSONL.gz files. `on_progress(lines_read, None)` is called after every batch.
 
-    `batch_size`: lines per write transaction (parsing hands over batches of at most
-    `PARSE_BATCH_LINES`).
+    `batch_size`: lines per write transaction (in this process, parsing hands over batches of at
+    most `PARSE_BATCH_LINES`; with workers, each worker parses and writes pieces of `batch_size`).
 
     `use_workers`: parse and write in forked worker processes (True), in this process (False),
     or decide by file size (None: files of `PARALLEL_MIN_BYTES` or more). Workers need `fork` and a
