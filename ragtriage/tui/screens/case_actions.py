@@ -143,13 +143,31 @@ class CaseActions:
         self.post_message(ActionFinished(summary, detail=result))  # type: ignore[attr-defined]
 
     def action_add_alias(self) -> None:
-        """Add the diagnosis' first alias proposal to the alias file and replay."""
+        """After a confirmation, add the diagnosis' first alias proposal to the alias file and replay."""
+        from ragtriage.triage.alias_mining import DEFAULT_ALIAS_FILE
+        from ragtriage.tui.screens.confirm_modal import ConfirmModal
+
         diagnosis = self.case.diagnosis if self.case is not None else None
         pairs = diagnosis.suggestion.alias_pairs if diagnosis is not None else []
         if not pairs:
             self.notify("no alias proposal: replay an alias_missing case first (r)", severity="warning")  # type: ignore[attr-defined]
             return
-        self._add_alias(pairs[0].term, pairs[0].synonym)
+        term, synonym = pairs[0].term, pairs[0].synonym
+        workspace = self.workspace
+        path = (
+            workspace.resolve_path(workspace.settings.rewrite.alias_file)
+            or workspace.home / DEFAULT_ALIAS_FILE
+        )
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self._add_alias(term, synonym)
+            else:
+                self.notify(f"alias {term} = {synonym} not added")  # type: ignore[attr-defined]
+
+        # The alias file is shared by everyone who replays: one key press must not change it.
+        question = f"Add the alias {term} = {synonym} to {path} and replay?"
+        self.app.push_screen(ConfirmModal(question), confirmed)  # type: ignore[attr-defined]
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="aliases")  # type: ignore[misc]
     def _add_alias(self, term: str, synonym: str) -> None:
