@@ -235,7 +235,8 @@ class CaseScreen(CaseActions, WorkerFailures, Screen[None]):
             self._end_replay()
 
     def action_cancel_or_back(self) -> None:
-        if self.replay_worker is not None and self.replay_worker.is_running:
+        # Pending counts too: escape pressed right after `r` cancels the replay, not the screen.
+        if self.replay_worker is not None and not self.replay_worker.is_finished:
             self.replay_worker.cancel()
             return
         self.app.pop_screen()

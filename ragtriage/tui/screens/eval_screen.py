@@ -205,7 +205,7 @@ class EvalScreen(WorkerFailures, Screen[None]):
         self.query_one("#compare-panel", Static).update(comparison_text(message.comparison))
 
     def action_start_run(self) -> None:
-        if self.eval_worker is not None and self.eval_worker.is_running:
+        if self.eval_worker is not None and not self.eval_worker.is_finished:
             return
         run = self.highlighted_run()
         dataset = run["dataset_name"] if run is not None else eval_store.DEFAULT_DATASET
@@ -246,7 +246,7 @@ class EvalScreen(WorkerFailures, Screen[None]):
             self.eval_worker = None
 
     def action_cancel_or_back(self) -> None:
-        if self.eval_worker is not None and self.eval_worker.is_running:
+        if self.eval_worker is not None and not self.eval_worker.is_finished:
             self.eval_worker.cancel()
             return
         self.app.pop_screen()
