@@ -68,6 +68,8 @@ class _PieceResult:
     """`(line_no, kind, message, fix)` of the line strict mode stopped at."""
     rows_before_strict_error: int = 0
     crash: str | None = None
+    input_error: str | None = None
+    """The file could not be read as the pieces said (it changed during the ingest)."""
 
 
 def _die_with_parent() -> None:
@@ -171,6 +173,11 @@ def _worker(
             )
     except (BrokenPipeError, ConnectionResetError, EOFError):
         pass  # the ingest ended (a stop, an error elsewhere, or it died)
+    except InputError as error:
+        if writer is not None:
+            writer.rollback()
+        with contextlib.suppress(OSError):
+            results.send(_PieceResult(-1, written=False, input_error=str(error)))
     except BaseException:  # noqa: BLE001 (a bug or a database error: the parent raises it)
         if writer is not None:
             writer.rollback()
@@ -342,6 +349,8 @@ def ingest_file_in_workers(
                     ) from None
                 if result.crash is not None:
                     raise RuntimeError(f"an ingest worker failed:\n{result.crash}")
+                if result.input_error is not None:
+                    raise InputError(result.input_error)
                 outstanding[index].remove(result.seq)
                 done[result.seq] = result
             while next_seq in done:
