@@ -157,7 +157,7 @@ class _PssSampler(threading.Thread):
 
 
 def _cpu_split() -> tuple[float, float]:
-    """User + system CPU seconds of this process, and of its joined children (the parse worker)."""
+    """User + system CPU seconds of this process, and of its joined children (the ingest workers)."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(f"{db_path}{suffix}").unlink(missing_ok=True)
     engine = make_engine(sqlite_url(db_path))
     use_workers = {"auto": None, "on": True, "off": False}[args.workers]
-    # CPU seconds of this process plus the parse worker (a child: counted once it has been joined).
+    # CPU seconds of this process plus the ingest workers (children: counted once joined).
     sampler = _PssSampler(Path(f"{db_path}-wal"))
     sampler.start()
     started, (main_started, worker_started) = time.perf_counter(), _cpu_split()

@@ -1,15 +1,18 @@
 """Ingest one big file with forked worker processes that each parse and write, in file order.
 
-This process reads the file in pieces of `batch_size` whole lines (one transaction each) and
-hands them round-robin to the workers. A worker parses its piece (pure Python, so it needs a
-core of its own), then waits for its turn and writes it with its own connection. Turns follow the
-file: this process grants piece k+1 only after piece k is committed and reported, so duplicates,
-conflicts, follow-ups, a strict-mode stop and a stop request all come out exactly as when one
-process ingests the file line by line; parsing of the next pieces overlaps each write.
+This process finds the file's pieces of `batch_size` whole lines (one transaction each) and
+hands them round-robin to the workers: a byte range that the worker `pread`s itself, or for
+gzip the decompressed bytes through a pipe. A worker parses its piece (pure Python, so it needs
+a core of its own) and sorts and indexes it (`prepare_batch`), then waits for its turn and
+writes it with its own connection. Turns follow the file: this process grants piece k+1 only
+after piece k is committed and reported, so duplicates, conflicts, follow-ups, a strict-mode
+stop and a stop request all come out exactly as when one process ingests the file line by line;
+parsing of the next pieces overlaps each write, which is what limits the rate. A thread here
+runs PASSIVE checkpoints meanwhile, so the checkpoint inside a commit stays short.
 
-Each worker sends back per-piece counts, never rows, so nothing per line crosses a process
-boundary except the raw bytes. A worker dies with this process (`PR_SET_PDEATHSIG`), and one
-that fails reports its traceback, which is raised here.
+Each worker sends back per-piece counts, never rows. A worker receives its next piece while it
+works on the current one. It dies with this process (`PR_SET_PDEATHSIG`); one that fails
+reports its traceback, which is raised here.
 """
 
 from __future__ import annotations
