@@ -58,8 +58,6 @@ class LogLine:
     blanks dropped): valid for `RequestLog`, unknown fields and the flat form included."""
     recovered: bool = False
     """Decoded as GB18030 because it was not UTF-8."""
-    reasons: list[str] | None = None
-    """Flag reasons of the per-line rules, when the parser already applied them (else the writer does)."""
 
     @property
     def ts(self) -> datetime | None:

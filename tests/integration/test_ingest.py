@@ -235,8 +235,8 @@ def test_postgresql_url_is_accepted_without_connecting() -> None:
     assert url.get_backend_name() == "postgresql" and url.get_driver_name() == "psycopg"
 
 
-@pytest.mark.postgres
-def test_ingest_into_live_postgresql() -> None:
+def _live_postgres_engine() -> Engine:
+    """An engine on `RAGTRIAGE_TEST_POSTGRES_URL` (CI starts a throwaway server); skips without one."""
     url = os.environ.get(
         "RAGTRIAGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@localhost:5432/postgres"
     )
@@ -249,6 +249,12 @@ def test_ingest_into_live_postgresql() -> None:
             pass
     except (StoreError, Exception) as error:  # noqa: B014 (any connection failure means: no server here)
         pytest.skip(f"no PostgreSQL server reachable at {url}: {error}")
+    return engine
+
+
+@pytest.mark.postgres
+def test_ingest_into_live_postgresql() -> None:
+    engine = _live_postgres_engine()
     suffix = os.urandom(4).hex()
     lines = [_line(f"pg-{suffix}-{i}", feedback={"rating": "down"}) for i in range(5)]
     first = ingest_lines(engine, lines)
@@ -275,21 +281,11 @@ def test_a_store_from_before_the_time_index_gets_it_on_the_next_ingest(engine: E
 
 @pytest.mark.postgres
 def test_ingest_workers_into_live_postgresql(tmp_path: Path) -> None:
-    url = os.environ.get(
-        "RAGTRIAGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@localhost:5432/postgres"
-    )
-    pytest.importorskip("psycopg")
-    from ragtriage.errors import StoreError
     from ragtriage.logs.ingest_workers import FORK_AVAILABLE
 
     if not FORK_AVAILABLE:
         pytest.skip("ingest workers need the fork start method")
-    try:
-        engine = make_engine(url)
-        with engine.connect():
-            pass
-    except (StoreError, Exception) as error:  # noqa: B014 (any connection failure means: no server here)
-        pytest.skip(f"no PostgreSQL server reachable at {url}: {error}")
+    engine = _live_postgres_engine()
     suffix = os.urandom(4).hex()
     lines = [
         _line(f"pgw-{suffix}-{i}", session=f"s-{suffix}-{i % 3}", ts=_ts(i), feedback={"rating": "down"})
