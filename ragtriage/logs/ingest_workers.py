@@ -205,13 +205,13 @@ class _Checkpointer(threading.Thread):
         self._done = threading.Event()
 
     @classmethod
-    def start(cls, engine: Engine) -> _Checkpointer | None:  # type: ignore[override]
-        """A running checkpointer for a SQLite file store; None for another store."""
+    def running_for(cls, engine: Engine) -> _Checkpointer | None:
+        """A started checkpointer for a SQLite file store; None for another store."""
         url = engine.url
         if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
             return None
         checkpointer = cls(str(url.database))
-        threading.Thread.start(checkpointer)
+        checkpointer.start()
         return checkpointer
 
     def run(self) -> None:
@@ -321,7 +321,7 @@ def ingest_file_in_workers(
             except InputError as error:
                 input_error, exhausted = str(error), True
 
-    checkpointer = _Checkpointer.start(engine)
+    checkpointer = _Checkpointer.running_for(engine)
     try:
         while True:
             # Hand out pieces: piece `sent` goes to worker `sent % workers` once that one is free.
