@@ -22,7 +22,7 @@ SECTION_NUMBER = re.compile(r"^\s*(?:第\s*\d+\s*章|\d+(?:\.\d+)*\.?)\s*")
 
 @dataclass(frozen=True)
 class FAQQuestion:
-    """One question heading: the page's doc id (file name without `.html`), its anchor and its text."""
+    """One question heading: the page's doc id (`<folder>/<file name without .html>`), its anchor and its text."""
 
     doc_id: str
     anchor: str
@@ -39,6 +39,7 @@ def faq_questions(faq_dir: Path) -> list[FAQQuestion]:
     from bs4 import BeautifulSoup, XMLParsedAsHTMLWarning
 
     questions: list[FAQQuestion] = []
+    doc_prefix = f"{faq_dir.resolve().name}/"  # `kb add faq_dir` prefixes ids with the folder name
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
         for page in sorted(faq_dir.glob("*.html")):
@@ -48,7 +49,9 @@ def faq_questions(faq_dir: Path) -> list[FAQQuestion]:
                 anchor = heading.get("id") or (link.get("id") if link is not None else None)
                 text = " ".join(heading.get_text(" ").split())
                 if anchor and ("？" in text or "?" in text):
-                    questions.append(FAQQuestion(page.name.removesuffix(".html"), str(anchor), text))
+                    questions.append(
+                        FAQQuestion(f"{doc_prefix}{page.name.removesuffix('.html')}", str(anchor), text)
+                    )
     return questions
 
 

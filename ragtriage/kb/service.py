@@ -5,8 +5,9 @@ short write transaction, marks documents deleted that were added from the same f
 are gone now, then brings the indexes in line (`ragtriage.pipeline.indexer.sync_indexes`).
 A file that cannot be loaded is reported (path, reason, fix) and skipped; its stored version stays.
 
-Document ids: front matter `doc_id`, else the path relative to the folder given, without extension,
-with `/` separators (a single file: its stem). Chunk ids: see `ragtriage.kb.chunking`.
+Document ids: front matter `doc_id`, else `<folder name>/<relative path without extension>` (a single
+file: its stem), except that a document already stored keeps its id; see `ragtriage.kb.doc_ids`.
+Chunk ids: see `ragtriage.kb.chunking`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from sqlmodel import col, select
 
 from ragtriage.errors import InputError, NotFoundError
 from ragtriage.kb.chunking import ChunkingParams
-from ragtriage.kb.document import SUFFIX_FORMATS, DocumentLoadError
+from ragtriage.kb.doc_ids import FileJob, StoredDocIds, collect_files
+from ragtriage.kb.document import DocumentLoadError
 from ragtriage.kb.loaders import load_document
 from ragtriage.kb.reports import AddReport, FailedFile, FileWarning, KBStats, RemoveReport
 from ragtriage.kb.repository import DELETED, as_utc, kb_revision, mark_deleted, store_document, to_record
@@ -71,15 +73,16 @@ def add_paths(
     missing = [str(p) for p in paths if not Path(p).exists()]
     if missing:
         raise InputError(f"no such file or folder: {', '.join(missing)}; check the path")
-    jobs = _collect_files([Path(p) for p in paths])
+    jobs = collect_files([Path(p) for p in paths])
+    stored_ids = StoredDocIds.load(workspace.engine, kb)
     report = AddReport(files_seen=len(jobs))
     doc_sources: dict[str, str] = {}
     failed_paths: set[str] = set()
-    for done, (path, root, default_doc_id) in enumerate(jobs, start=1):
-        _ingest_file(workspace, report, path, root, default_doc_id, params, kb, doc_sources, failed_paths)
+    for done, job in enumerate(jobs, start=1):
+        _ingest_file(workspace, report, job, stored_ids, params, kb, doc_sources, failed_paths)
         if on_progress is not None:
             on_progress(done, len(jobs))
-    roots = {str(root) for _, root, _ in jobs if root is not None}
+    roots = {str(job.root) for job in jobs if job.root is not None}
     roots |= {str(Path(p).resolve()) for p in paths if Path(p).is_dir()}
     gone = _documents_gone(workspace.engine, kb, roots, set(doc_sources), failed_paths)
     deleted, _ = mark_deleted(workspace.engine, gone, kb)
@@ -93,42 +96,24 @@ def add_paths(
     return report
 
 
-def _collect_files(paths: list[Path]) -> list[tuple[Path, Path | None, str]]:
-    """(file, folder it was found under or None, default doc id) in a stable order, no duplicates."""
-    jobs: dict[Path, tuple[Path, Path | None, str]] = {}
-    for given in paths:
-        if given.is_dir():
-            root = given.resolve()
-            for path in sorted(root.rglob("*")):
-                relative = path.relative_to(root)
-                if any(part.startswith(".") for part in relative.parts) or not path.is_file():
-                    continue
-                if path.suffix.lower() in SUFFIX_FORMATS:
-                    jobs.setdefault(path, (path, root, relative.with_suffix("").as_posix()))
-        else:
-            path = given.resolve()
-            jobs.setdefault(path, (path, None, path.stem))
-    return list(jobs.values())
-
-
 def _ingest_file(
     workspace: Workspace,
     report: AddReport,
-    path: Path,
-    root: Path | None,
-    default_doc_id: str,
+    job: FileJob,
+    stored_ids: StoredDocIds,
     params: ChunkingParams,
     kb: str,
     doc_sources: dict[str, str],
     failed_paths: set[str],
 ) -> None:
+    path, root = job.path, job.root
     try:
         document = load_document(path)
     except DocumentLoadError as error:
         report.failed.append(FailedFile(path=error.path, reason=error.reason, fix=error.fix, line=error.line))
         failed_paths.add(str(path))
         return
-    doc_id = document.meta.doc_id or default_doc_id
+    doc_id = document.meta.doc_id or stored_ids.doc_id_for(job)
     if doc_id in doc_sources:
         report.failed.append(
             FailedFile(

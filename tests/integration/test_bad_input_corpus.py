@@ -295,7 +295,7 @@ def test_a_bad_new_version_keeps_the_stored_document(tmp_path: Path, home: Path)
     outcome = run_cli("kb", "add", "--no-index", "--json", folder)
     assert_clean_failure(outcome, "empty file", "binary file", "2 of 2 files failed")
     chunks = json.loads(run_cli("kb", "chunks", "--json").stdout)
-    assert [chunk["doc_id"] for chunk in chunks] == ["terms"]
+    assert [chunk["doc_id"] for chunk in chunks] == ["docs/terms"]
 
 
 # ---------------------------------------------------------------- settings and alias files

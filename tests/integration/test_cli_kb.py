@@ -50,12 +50,12 @@ def test_kb_stats_chunks_show_and_remove(kb_dir: Path, home: Path) -> None:
     assert stats["index"]["state"] == "missing"
     assert "revision 2" in _run("kb", "stats").stdout
 
-    listing = _run("kb", "chunks", "--doc", "guide").stdout.splitlines()
+    listing = _run("kb", "chunks", "--doc", "kb/guide").stdout.splitlines()
     assert listing[0] == "chunk_id\tstatus\tanchor\ttitle"
     assert [line.split("\t")[2:] for line in listing[1:]] == [["准备", "准备"], ["安装", "安装"]]
     chunks = json.loads(_run("kb", "chunks", "--json").stdout)
     assert len(chunks) == 3 and all(c["content"] == "" for c in chunks)
-    with_content = json.loads(_run("kb", "chunks", "--doc", "guide", "--json", "--with-content").stdout)
+    with_content = json.loads(_run("kb", "chunks", "--doc", "kb/guide", "--json", "--with-content").stdout)
     assert [c["content"] for c in with_content] == ["先备份数据。", "运行安装程序。"]
 
     first_id = with_content[0]["chunk_id"]
@@ -65,15 +65,19 @@ def test_kb_stats_chunks_show_and_remove(kb_dir: Path, home: Path) -> None:
     shown_json = json.loads(_run("kb", "show", first_id, "--json").stdout)
     assert shown_json["neighbours"] == [with_content[1]["chunk_id"]]
 
-    removed = _run("kb", "remove", "guide", "--no-index")
-    assert removed.exit_code == 0 and "removed: guide (2 chunks)" in removed.stdout
-    assert [c["doc_id"] for c in json.loads(_run("kb", "chunks", "--json").stdout)] == ["notes"]
+    removed = _run("kb", "remove", "kb/guide", "--no-index")
+    assert removed.exit_code == 0 and "removed: kb/guide (2 chunks)" in removed.stdout
+    assert [c["doc_id"] for c in json.loads(_run("kb", "chunks", "--json").stdout)] == ["kb/notes"]
 
 
 def test_unknown_ids_raise_not_found(kb_dir: Path) -> None:
     _run("kb", "add", str(kb_dir), "--no-index")
 
-    for args in (["kb", "show", "guide#nope"], ["kb", "chunks", "--doc", "nope"], ["kb", "remove", "nope"]):
+    for args in (
+        ["kb", "show", "kb/guide#nope"],
+        ["kb", "chunks", "--doc", "nope"],
+        ["kb", "remove", "nope"],
+    ):
         result = _run(*args)
         assert isinstance(result.exception, NotFoundError), args
 

@@ -79,13 +79,13 @@ def test_add_folder_derives_doc_ids_and_counts_add_up(workspace: Workspace, kb_d
         [],
     )
     assert report.adds_up
-    assert sorted(report.added_doc_ids) == ["billing/invoice", "refund", "terms"]
+    assert sorted(report.added_doc_ids) == ["kb/billing/invoice", "kb/refund", "kb/terms"]
     assert progress == [(1, 3), (2, 3), (3, 3)]
     assert report.kb_revision == 3
     chunks = service.list_chunks(workspace)
-    assert {c.doc_id for c in chunks} == {"billing/invoice", "refund", "terms"}
+    assert {c.doc_id for c in chunks} == {"kb/billing/invoice", "kb/refund", "kb/terms"}
     assert all(c.content == "" for c in chunks)
-    invoice = service.list_chunks(workspace, "billing/invoice", include_content=True)
+    invoice = service.list_chunks(workspace, "kb/billing/invoice", include_content=True)
     assert [(c.title, c.anchor, c.ordinal) for c in invoice] == [
         ("红字发票", "红字发票", 0),
         ("电子发票", "电子发票", 1),
@@ -115,21 +115,21 @@ def test_editing_one_section_bumps_the_version_and_changes_only_that_documents_c
 ) -> None:
     service.add_paths(workspace, [kb_dir], index=False)
     docs_before, chunks_before = _rows(workspace)
-    old_refund = {c.anchor: c.chunk_id for c in service.list_chunks(workspace, "refund")}
+    old_refund = {c.anchor: c.chunk_id for c in service.list_chunks(workspace, "kb/refund")}
     (kb_dir / "refund.md").write_text(REFUND.replace("七个工作日", "三个工作日"), encoding="utf-8")
 
     report = service.add_paths(workspace, [kb_dir], index=False)
 
-    assert (report.changed, report.unchanged, report.changed_doc_ids) == (1, 2, ["refund"])
+    assert (report.changed, report.unchanged, report.changed_doc_ids) == (1, 2, ["kb/refund"])
     docs_after, chunks_after = _rows(workspace)
-    assert [d for d in docs_after if d["doc_id"] != "refund"] == [
-        d for d in docs_before if d["doc_id"] != "refund"
+    assert [d for d in docs_after if d["doc_id"] != "kb/refund"] == [
+        d for d in docs_before if d["doc_id"] != "kb/refund"
     ]
-    assert [c for c in chunks_after if c["doc_id"] != "refund"] == [
-        c for c in chunks_before if c["doc_id"] != "refund"
+    assert [c for c in chunks_after if c["doc_id"] != "kb/refund"] == [
+        c for c in chunks_before if c["doc_id"] != "kb/refund"
     ]
-    assert next(d for d in docs_after if d["doc_id"] == "refund")["version"] == 2
-    new_refund = {c.anchor: c for c in service.list_chunks(workspace, "refund", include_content=True)}
+    assert next(d for d in docs_after if d["doc_id"] == "kb/refund")["version"] == 2
+    new_refund = {c.anchor: c for c in service.list_chunks(workspace, "kb/refund", include_content=True)}
     assert new_refund["失败处理"].chunk_id == old_refund["失败处理"]  # untouched section keeps its id
     assert new_refund["失败处理"].version == 2
     assert new_refund["到账时间"].chunk_id != old_refund["到账时间"]
@@ -143,7 +143,7 @@ def test_a_file_gone_from_the_folder_is_marked_deleted_with_its_chunks(
     workspace: Workspace, kb_dir: Path
 ) -> None:
     service.add_paths(workspace, [kb_dir], index=False)
-    refund_ids = [c.chunk_id for c in service.list_chunks(workspace, "refund")]
+    refund_ids = [c.chunk_id for c in service.list_chunks(workspace, "kb/refund")]
     (kb_dir / "refund.md").unlink()
 
     report = service.add_paths(workspace, [kb_dir], index=False)
@@ -152,11 +152,11 @@ def test_a_file_gone_from_the_folder_is_marked_deleted_with_its_chunks(
         2,
         2,
         1,
-        ["refund"],
+        ["kb/refund"],
     )
-    assert "refund" not in {c.doc_id for c in service.list_chunks(workspace)}
-    assert service.list_chunks(workspace, "refund") == []
-    deleted = service.list_chunks(workspace, "refund", include_deleted=True)
+    assert "kb/refund" not in {c.doc_id for c in service.list_chunks(workspace)}
+    assert service.list_chunks(workspace, "kb/refund") == []
+    deleted = service.list_chunks(workspace, "kb/refund", include_deleted=True)
     assert [c.chunk_id for c in deleted] == refund_ids and {c.status for c in deleted} == {"deleted"}
     stats = service.kb_stats(workspace)
     assert stats.documents == {"published": 2, "deleted": 1}
@@ -166,8 +166,8 @@ def test_a_file_gone_from_the_folder_is_marked_deleted_with_its_chunks(
 
     (kb_dir / "refund.md").write_text(REFUND, encoding="utf-8")
     again = service.add_paths(workspace, [kb_dir], index=False)
-    assert again.added_doc_ids == ["refund"]
-    assert [c.chunk_id for c in service.list_chunks(workspace, "refund")] == refund_ids
+    assert again.added_doc_ids == ["kb/refund"]
+    assert [c.chunk_id for c in service.list_chunks(workspace, "kb/refund")] == refund_ids
 
 
 def test_adding_a_single_file_never_deletes_the_folder_documents(workspace: Workspace, kb_dir: Path) -> None:
@@ -186,14 +186,14 @@ def test_remove_documents_marks_deleted_and_rejects_unknown_ids(workspace: Works
     revision = service.kb_stats(workspace).revision
 
     with pytest.raises(NotFoundError, match="nope"):
-        service.remove_documents(workspace, ["terms", "nope"], index=False)
+        service.remove_documents(workspace, ["kb/terms", "nope"], index=False)
     assert service.kb_stats(workspace).revision == revision
 
-    report = service.remove_documents(workspace, ["terms"], index=False)
-    assert (report.removed, report.chunks_deleted, report.kb_revision) == (["terms"], 1, revision + 1)
-    assert "terms" not in {c.doc_id for c in service.list_chunks(workspace)}
-    again = service.remove_documents(workspace, ["terms"], index=False)
-    assert (again.removed, again.already_deleted, again.kb_revision) == ([], ["terms"], revision + 1)
+    report = service.remove_documents(workspace, ["kb/terms"], index=False)
+    assert (report.removed, report.chunks_deleted, report.kb_revision) == (["kb/terms"], 1, revision + 1)
+    assert "kb/terms" not in {c.doc_id for c in service.list_chunks(workspace)}
+    again = service.remove_documents(workspace, ["kb/terms"], index=False)
+    assert (again.removed, again.already_deleted, again.kb_revision) == ([], ["kb/terms"], revision + 1)
 
 
 def test_ready_documents_are_stored_but_not_published(workspace: Workspace, tmp_path: Path) -> None:
@@ -214,7 +214,7 @@ def test_bad_files_are_reported_and_the_rest_is_added(workspace: Workspace, tmp_
     report = service.add_paths(workspace, [folder], index=False)
 
     assert report.adds_up
-    assert sorted(report.added_doc_ids) == ["billing/invoice", "no_headings"]
+    assert sorted(report.added_doc_ids) == ["bad/no_headings", "billing/invoice"]
     failed = {Path(f.path).name: f for f in report.failed}
     assert sorted(failed) == ["binary.txt", "broken_front_matter.md", "empty.md", "undecodable.txt"]
     assert failed["broken_front_matter.md"].line == 4
@@ -226,14 +226,14 @@ def test_bad_files_are_reported_and_the_rest_is_added(workspace: Workspace, tmp_
 
 def test_a_file_that_breaks_later_keeps_its_stored_version(workspace: Workspace, kb_dir: Path) -> None:
     service.add_paths(workspace, [kb_dir], index=False)
-    before = [c.chunk_id for c in service.list_chunks(workspace, "refund")]
+    before = [c.chunk_id for c in service.list_chunks(workspace, "kb/refund")]
     (kb_dir / "refund.md").write_text("---\ntitle: [broken\n---\n# 退款\n", encoding="utf-8")
 
     report = service.add_paths(workspace, [kb_dir], index=False)
 
     assert [Path(f.path).name for f in report.failed] == ["refund.md"]
     assert report.deleted == 0
-    assert [c.chunk_id for c in service.list_chunks(workspace, "refund")] == before
+    assert [c.chunk_id for c in service.list_chunks(workspace, "kb/refund")] == before
 
 
 def test_two_files_claiming_one_doc_id_fail_the_second(workspace: Workspace, tmp_path: Path) -> None:
@@ -347,4 +347,4 @@ def test_re_adding_one_file_of_a_folder_alone_is_unchanged_and_stays_tracked(
     walk = service.add_paths(workspace, [kb_dir], index=False)
 
     assert (alone.unchanged, service.kb_stats(workspace).revision) == (1, revision + 1)
-    assert walk.deleted_doc_ids == ["terms"]
+    assert walk.deleted_doc_ids == ["kb/terms"]
