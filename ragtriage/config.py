@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ragtriage.errors import ConfigError
 
@@ -22,7 +22,7 @@ from ragtriage.errors import ConfigError
 class StrictModel(BaseModel):
     """Base of every settings section: unknown keys are errors."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
 
 
 class StoreSettings(StrictModel):
@@ -30,6 +30,56 @@ class StoreSettings(StrictModel):
     """SQLAlchemy URL of the triage store; None means `sqlite:///<home>/ragtriage.db`."""
     busy_timeout_ms: int = Field(default=30_000, ge=0)
     """How long a SQLite writer waits for the lock before failing."""
+
+
+#: Fields `kb import` maps onto a chunk (`[kb.import] map` and `--map` keys).
+IMPORT_FIELDS = (
+    "chunk_id",
+    "content",
+    "doc_id",
+    "doc_title",
+    "title",
+    "heading_path",
+    "anchor",
+    "ordinal",
+    "version",
+    "updated_at",
+    "product_line",
+    "status",
+    "published",
+    "deleted",
+)
+
+
+class KBImportSettings(StrictModel):
+    """`[kb.import]`: how `kb import` reads production's chunk table (the same as its options)."""
+
+    map: dict[str, str] = Field(default_factory=dict)
+    """Chunk field → source column, e.g. `{chunk_id = "id", content = "text"}`; `--map` overrides
+    per field. An unmapped field is read from the column of the same name when there is one;
+    for a Qdrant source `payload.<field>` is tried too (and `id` for `chunk_id`)."""
+    vector_field: str | None = None
+    """Column holding each chunk's vector (a Qdrant source always brings its vectors)."""
+    embedder: str | None = None
+    """Name of the model that made the imported vectors; None means the configured embedder's name.
+    It must equal the configured (query) embedder's name: queries are embedded with that model."""
+    heading_separator: str = " > "
+    """Splits a `heading_path` given as one string (a JSON list string is read as a list)."""
+    retrievable_statuses: list[str] = Field(default_factory=lambda: ["published", "ready"])
+    """`status` values (case-insensitive) whose chunks are retrieved; other values are stored as
+    deleted. Ignored when `status` is not mapped."""
+    batch_size: int = Field(default=2000, gt=0)
+    """Rows read per batch (memory stays constant; larger batches are a little faster)."""
+
+    @field_validator("map")
+    @classmethod
+    def _known_fields(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if name not in IMPORT_FIELDS:
+                close = difflib.get_close_matches(name, IMPORT_FIELDS, n=1, cutoff=0.5)
+                hint = f"; did you mean '{close[0]}'?" if close else ""
+                raise ValueError(f"unknown chunk field '{name}'{hint} (fields: {', '.join(IMPORT_FIELDS)})")
+        return value
 
 
 class KBSettings(StrictModel):
@@ -43,6 +93,8 @@ class KBSettings(StrictModel):
     """Status given to added documents; only published chunks are retrievable."""
     name: str = "default"
     """Name of the knowledge base (logged requests name the KB they ran against)."""
+    import_: KBImportSettings = Field(default_factory=KBImportSettings, alias="import")
+    """`[kb.import]`: the mapping and filters of `kb import`."""
 
 
 class EmbedderSettings(StrictModel):
@@ -224,7 +276,10 @@ class Settings(StrictModel):
 
     def config_hash(self) -> str:
         """Short stable hash of everything that changes retrieval results."""
-        payload = self.model_dump(mode="json", exclude={"store", "keymap", "logs", "triage"})
+        # How chunks are imported does not change retrieval; the KB revision records what was imported.
+        excluded: dict[str, Any] = {"store": True, "keymap": True, "logs": True, "triage": True}
+        excluded["kb"] = {"import_"}
+        payload = self.model_dump(mode="json", exclude=excluded)
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
@@ -266,11 +321,12 @@ def _valid_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     """Field names valid at `loc` (the parent of the offending key)."""
     current: Any = model
     for part in loc:
-        field = getattr(current, "model_fields", {}).get(part)
+        fields = getattr(current, "model_fields", {})
+        field = fields.get(part) or next((f for f in fields.values() if f.alias == part), None)
         if field is None:
             return []
         current = field.annotation
-    return list(getattr(current, "model_fields", {}).keys())
+    return [field.alias or name for name, field in getattr(current, "model_fields", {}).items()]
 
 
 def _describe(error: dict[str, Any], source: str) -> str:

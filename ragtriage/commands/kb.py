@@ -239,4 +239,7 @@ def _indent(text: str) -> str:
 
 def register(cli: click.Group) -> None:
     """Attach this module's commands to the root group."""
+    from ragtriage.commands.kb_import import import_command
+
+    kb_group.add_command(import_command)
     cli.add_command(kb_group)

@@ -265,4 +265,5 @@ def to_record(row: ChunkRow, *, source_path: str | None = None, include_content:
         product_line=row.product_line,
         doc_version=row.doc_version,
         source_path=source_path,
+        meta=dict(row.meta) if row.meta is not None else None,
     )

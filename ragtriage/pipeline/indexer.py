@@ -17,9 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlmodel import select
+import numpy as np
+from sqlmodel import col, select
 
 from ragtriage import locations
+from ragtriage.errors import IndexStateError
 from ragtriage.pipeline.bm25 import BM25Document, WhooshIndex
 from ragtriage.pipeline.dense import DenseDocument, QdrantIndex
 from ragtriage.pipeline.embed import embedder_name, get_embedder, passage_text
@@ -33,7 +35,7 @@ from ragtriage.pipeline.manifest import (
 )
 from ragtriage.pipeline.types import Embedder
 from ragtriage.store.db import read_session
-from ragtriage.store.kb_tables import ChunkRow, KBStateRow
+from ragtriage.store.kb_tables import ChunkRow, ChunkVectorRow, KBStateRow
 from ragtriage.workspace import Workspace
 
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
 ProgressCallback = Callable[[int, int], None]
 StopCallback = Callable[[], bool]
 CACHE_FILE = "embeddings.sqlite"
+_VECTOR_BATCH = 500  # imported vectors read from SQL per batch (and ids per IN (…))
 
 
 @dataclass
@@ -64,6 +67,8 @@ class IndexReport:
     unchanged: int = 0
     embedded: int = 0
     """Passages sent to the embedder (cache misses)."""
+    imported_vectors: int = 0
+    """Chunks written to the dense index with the vector they were imported with (not embedded)."""
     cache_hits: int = 0
     chunk_count: int = 0
     kb_revision: int = 0
@@ -100,6 +105,8 @@ class Indexes:
 class _KBChunk:
     row: ChunkRow
     index_hash: str
+    imported_vector: tuple[str, int] | None = None
+    """(embedder name, dim) of the vector the chunk was imported with (`kb import`)."""
 
 
 def indexed_content_hash(indexes: Indexes, chunk_id: str) -> dict[str, str | None]:
@@ -107,9 +114,13 @@ def indexed_content_hash(indexes: Indexes, chunk_id: str) -> dict[str, str | Non
     return indexes.indexed_content_hash(chunk_id)
 
 
-def _index_hash(row: ChunkRow) -> str:
-    """Hash of every field the indexes take from a chunk: a change to any of them means re-indexing."""
-    payload = json.dumps([row.doc_id, row.title, list(row.heading_path), row.content], ensure_ascii=False)
+def _index_hash(row: ChunkRow, vector_hash: str | None = None) -> str:
+    """Hash of every field the indexes take from a chunk (and of its imported vector): a change to
+    any of them means re-indexing."""
+    fields: list[Any] = [row.doc_id, row.title, list(row.heading_path), row.content]
+    if vector_hash:
+        fields.append(vector_hash)
+    payload = json.dumps(fields, ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
 
 
@@ -122,8 +133,28 @@ def _load_chunks(workspace: Workspace) -> tuple[dict[str, _KBChunk], int]:
     kb = workspace.settings.kb.name
     with read_session(workspace.engine) as session:
         rows = session.exec(select(ChunkRow).where(ChunkRow.status == "published", ChunkRow.kb == kb)).all()
+        vectors = {
+            chunk_id: (vector_hash, embedder, dim)
+            for chunk_id, vector_hash, embedder, dim in session.exec(
+                select(
+                    ChunkVectorRow.chunk_id,
+                    ChunkVectorRow.vector_hash,
+                    ChunkVectorRow.embedder,
+                    ChunkVectorRow.dim,
+                )
+                .join(ChunkRow, col(ChunkRow.chunk_id) == col(ChunkVectorRow.chunk_id))
+                .where(ChunkRow.status == "published", ChunkRow.kb == kb)
+            ).all()
+        }
         revision = _kb_revision(session, kb)
-    return {row.chunk_id: _KBChunk(row, _index_hash(row)) for row in rows}, revision
+    chunks = {}
+    for row in rows:
+        vector = vectors.get(row.chunk_id)
+        if vector is None:
+            chunks[row.chunk_id] = _KBChunk(row, _index_hash(row))
+        else:
+            chunks[row.chunk_id] = _KBChunk(row, _index_hash(row, vector[0]), (vector[1], vector[2]))
+    return chunks, revision
 
 
 def _open_bm25(workspace: Workspace) -> WhooshIndex:
@@ -232,6 +263,7 @@ def _sync(
         dense.delete([cid for cid in dense_state if cid not in chunks])
         report.stopped = _embed_and_upsert(
             report,
+            workspace,
             dense,
             embedder,
             cache,
@@ -281,6 +313,7 @@ def _bm25_document(chunk: _KBChunk) -> BM25Document:
 
 def _embed_and_upsert(
     report: IndexReport,
+    workspace: Workspace,
     dense: QdrantIndex,
     embedder: Embedder,
     cache: EmbeddingCache,
@@ -290,7 +323,23 @@ def _embed_and_upsert(
     progress: Callable[[int], None] | None,
     should_stop: StopCallback | None,
 ) -> bool:
-    """Embed cache misses batch by batch, caching and upserting each batch; True if stopped early."""
+    """Embed cache misses batch by batch, caching and upserting each batch; True if stopped early.
+
+    Chunks imported with a vector are upserted with it (checked against the embedder first).
+    """
+    _check_imported_vectors(todo, embedder)
+    imported = [c for c in todo if c.imported_vector is not None]
+    for start in range(0, len(imported), _VECTOR_BATCH):
+        if should_stop is not None and should_stop():
+            return True
+        batch = imported[start : start + _VECTOR_BATCH]
+        vectors = _load_vectors(workspace, [c.row.chunk_id for c in batch])
+        dense.upsert([_dense_document(c, vectors[c.row.chunk_id]) for c in batch])
+        report.imported_vectors += len(batch)
+        if progress is not None:
+            progress(start + len(batch))
+    done = len(imported)
+    todo = [c for c in todo if c.imported_vector is None]
     texts = [passage_text(c.row.title, c.row.heading_path, c.row.content) for c in todo]
     keys = [text_hash(text) for text in texts]
     cached = cache.get_many(embedder.name, keys)
@@ -308,21 +357,42 @@ def _embed_and_upsert(
             cached.update(fresh)
             report.embedded += len(missing)
         report.cache_hits += len(positions) - len(missing)
-        dense.upsert(
-            [
-                DenseDocument(
-                    chunk_id=todo[i].row.chunk_id,
-                    doc_id=todo[i].row.doc_id,
-                    content_hash=todo[i].row.content_hash,
-                    index_hash=todo[i].index_hash,
-                    vector=cached[keys[i]],
-                )
-                for i in positions
-            ]
-        )
+        dense.upsert([_dense_document(todo[i], cached[keys[i]]) for i in positions])
         if progress is not None:
-            progress(positions.stop)
+            progress(done + positions.stop)
     return False
+
+
+def _dense_document(chunk: _KBChunk, vector: np.ndarray) -> DenseDocument:
+    return DenseDocument(
+        chunk_id=chunk.row.chunk_id,
+        doc_id=chunk.row.doc_id,
+        content_hash=chunk.row.content_hash,
+        index_hash=chunk.index_hash,
+        vector=vector,
+    )
+
+
+def _check_imported_vectors(todo: list[_KBChunk], embedder: Embedder) -> None:
+    """Imported vectors must come from the model that embeds the queries (same name and dimension)."""
+    for chunk in todo:
+        if chunk.imported_vector is not None and chunk.imported_vector != (embedder.name, embedder.dim):
+            name, dim = chunk.imported_vector
+            raise IndexStateError(
+                f"chunk {chunk.row.chunk_id} was imported with a vector from {name} (dim {dim}) but queries "
+                f"are embedded with {embedder.name} (dim {embedder.dim}); configure [embedder] as {name}, "
+                "or import the chunks again without vectors to embed them"
+            )
+
+
+def _load_vectors(workspace: Workspace, chunk_ids: list[str]) -> dict[str, np.ndarray]:
+    with read_session(workspace.engine) as session:
+        rows = session.exec(
+            select(ChunkVectorRow.chunk_id, ChunkVectorRow.vector).where(
+                col(ChunkVectorRow.chunk_id).in_(chunk_ids)
+            )
+        ).all()
+    return {chunk_id: np.frombuffer(blob, dtype="<f4") for chunk_id, blob in rows}
 
 
 def _write(
@@ -345,6 +415,7 @@ def _write(
         chunk_count=len(chunks),
         content_digest=hash_digest(content_hashes),
         content_hashes=content_hashes,
+        imported_vectors=sum(1 for chunk in chunks.values() if chunk.imported_vector is not None),
         last_sync_seconds=round(report.total_seconds, 3),
         last_embed_seconds=round(report.embed_seconds, 3),
     )

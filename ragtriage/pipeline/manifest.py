@@ -59,6 +59,8 @@ class IndexManifest(BaseModel):
     """When the indexes were first built (a rebuild resets it)."""
     updated_at: str = Field(default_factory=_now)
     """When the last sync finished."""
+    imported_vectors: int = 0
+    """Chunks whose vector was imported with them (`kb import`) under `embedder`, not embedded here."""
     last_sync_seconds: float = 0.0
     last_embed_seconds: float = 0.0
 
@@ -95,7 +97,8 @@ def check_embedder(manifest: IndexManifest | None, embedder: Embedder, path: Pat
     if manifest is None:
         return
     if manifest.embedder != embedder.name or manifest.dim != embedder.dim:
+        built = "hold vectors imported as" if manifest.imported_vectors else "were built with embedder"
         raise IndexStateError(
-            f"{path}: the indexes were built with embedder {manifest.embedder} (dim {manifest.dim}) but the "
+            f"{path}: the indexes {built} {manifest.embedder} (dim {manifest.dim}) but the "
             f"settings configure {embedder.name} (dim {embedder.dim}); {REINDEX_HINT}, or set [embedder] back"
         )

@@ -6,7 +6,7 @@ source of `schemas/trace.schema.json`.
 
 from __future__ import annotations
 
-from typing import Literal, Protocol, Sequence, runtime_checkable
+from typing import Any, Literal, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,6 +43,8 @@ class ChunkRecord(BaseModel):
     doc_version: str | None = None
     """The product/document version string from metadata (e.g. `v2.3`), not the KB revision."""
     source_path: str | None = None
+    meta: dict[str, Any] | None = None
+    """An imported chunk's source columns that map to no field (`kb import`); None otherwise."""
 
 
 class ScoredChunk(BaseModel):

@@ -8,11 +8,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import Column, LargeBinary
 from sqlmodel import Field, SQLModel
 
 from ragtriage.store.columns import json_dict_column, json_list_column, utcnow
 
-__all__ = ["DocumentRow", "ChunkRow", "KBStateRow"]
+__all__ = ["DocumentRow", "ChunkRow", "ChunkVectorRow", "KBStateRow"]
 
 
 class DocumentRow(SQLModel, table=True):
@@ -55,6 +56,25 @@ class ChunkRow(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
     product_line: str | None = None
     doc_version: str | None = None
+    meta: dict[str, Any] | None = Field(default=None, sa_column=json_dict_column(nullable=True))
+    """Columns of an imported row that map to no chunk field, kept as they came (None: none)."""
+    source_hash: str | None = None
+    """sha256 of an imported row as mapped (with its vector's hash): equal means nothing to write."""
+
+
+class ChunkVectorRow(SQLModel, table=True):
+    """A vector that came with an imported chunk; the dense index takes it instead of embedding."""
+
+    __tablename__ = "kb_chunk_vector"
+
+    chunk_id: str = Field(primary_key=True)
+    embedder: str
+    """Name of the model that made the vector (checked against the query embedder)."""
+    dim: int
+    vector: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    """float32, little-endian, `dim` values."""
+    vector_hash: str = ""
+    """sha256 of `vector` (part of the dense index's change detection)."""
 
 
 class KBStateRow(SQLModel, table=True):

@@ -1,0 +1,125 @@
+"""`ragtriage kb import`: production's chunk table with its own ids (and vectors) into the KB."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ragtriage.commands.common import echo_json, open_workspace, progress_bar, workspace_options
+from ragtriage.kb.import_report import ImportReport
+
+
+@click.command("import")
+@click.argument("path", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--sql", "sql_url", default=None, help="SQLAlchemy URL to read chunks from (with --query).")
+@click.option("--query", default=None, help="SELECT returning one row per chunk (with --sql).")
+@click.option("--qdrant-url", default=None, help="Qdrant server to scroll chunks from (read only).")
+@click.option(
+    "--qdrant-path",
+    default=None,
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Qdrant local-mode folder to scroll chunks from (read only).",
+)
+@click.option("--collection", default=None, help="Qdrant collection (with --qdrant-url or --qdrant-path).")
+@click.option(
+    "--map",
+    "map_values",
+    multiple=True,
+    help="field=column pairs, comma-separated, e.g. chunk_id=id,content=text (payload.x for Qdrant).",
+)
+@click.option(
+    "--vector-field", default=None, help="Column holding each chunk's vector (Qdrant: the vector name)."
+)
+@click.option(
+    "--encoding", default=None, help="Text encoding of a CSV/JSONL file (default UTF-8), e.g. gb18030."
+)
+@click.option(
+    "--full", is_flag=True, help="The source is the whole KB: imported chunks missing from it are deleted."
+)
+@click.option(
+    "--skip-bad-rows", is_flag=True, help="Leave bad rows out (counted as rejected) instead of stopping."
+)
+@click.option("--no-index", is_flag=True, help="Store the chunks only; do not update the indexes.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@workspace_options
+def import_command(
+    path: Path | None,
+    sql_url: str | None,
+    query: str | None,
+    qdrant_url: str | None,
+    qdrant_path: Path | None,
+    collection: str | None,
+    map_values: tuple[str, ...],
+    vector_field: str | None,
+    encoding: str | None,
+    full: bool,
+    skip_bad_rows: bool,
+    no_index: bool,
+    as_json: bool,
+    home: Path | None,
+    config_file: Path | None,
+) -> None:
+    """Import production's chunks from a JSONL/CSV/Parquet FILE, a SQL query or a Qdrant collection.
+
+    Ids are kept verbatim; columns not mapped to a chunk field are kept as chunk metadata.
+    Re-importing an unchanged source writes and embeds nothing. Vectors given with --vector-field
+    (or scrolled from Qdrant) go into the dense index as given. A bad row stops the import before
+    anything is written (exit 2), unless --skip-bad-rows.
+    """
+    from ragtriage.kb.import_mapping import parse_map_option
+    from ragtriage.kb.importer import ImportSpec, run_import
+
+    spec = ImportSpec(
+        path=path,
+        encoding=encoding,
+        sql_url=sql_url,
+        query=query,
+        qdrant_url=qdrant_url,
+        qdrant_path=qdrant_path,
+        collection=collection,
+        map=parse_map_option(map_values),
+        vector_field=vector_field,
+    )
+    with open_workspace(home, config_file) as workspace, progress_bar(True) as bar:
+        report = run_import(
+            workspace,
+            spec,
+            full=full,
+            skip_bad_rows=skip_bad_rows,
+            index=not no_index,
+            on_progress=bar("reading rows"),
+            on_write_progress=bar("writing chunks"),
+            on_index_progress=bar("indexing chunks"),
+        )
+    for rejected in report.rejected_rows:
+        click.echo(f"kb import: rejected: {rejected.message()}", err=True)
+    if report.rejected > len(report.rejected_rows):
+        click.echo(
+            f"kb import: … and {report.rejected - len(report.rejected_rows)} more rejected rows", err=True
+        )
+    if as_json:
+        echo_json({**report.model_dump(mode="json"), "adds_up": report.adds_up})
+        return
+    click.echo(_summary(report))
+
+
+def _summary(report: ImportReport) -> str:
+    lines = [f"source: {report.source}", f"rows: {report.counts_line()}"]
+    if report.missing:
+        lines.append(f"missing from the source (--full): {report.missing} chunks marked deleted")
+    lines.append(f"chunks written: {report.written}")
+    if report.vectors:
+        lines.append(
+            f"vectors: {report.vectors} given ({report.vector_dim}-d, recorded as {report.vector_embedder})"
+        )
+    lines.append(f"KB revision: {report.kb_revision}")
+    if report.index is not None:
+        fields = ("added", "updated", "deleted", "unchanged", "embedded", "imported_vectors", "chunk_count")
+        lines.append(
+            "index: " + ", ".join(f"{name} {report.index[name]}" for name in fields if name in report.index)
+        )
+    else:
+        lines.append(f"index: not updated ({report.index_skipped})")
+    lines.append(f"time: read {report.read_seconds:.1f} s, write {report.write_seconds:.1f} s")
+    return "\n".join(lines)

@@ -1,0 +1,70 @@
+"""What one `kb import` did: `read = added + changed + unchanged + deleted + rejected`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+__all__ = ["ImportReport", "RejectedRow"]
+
+
+class RejectedRow(BaseModel):
+    """A row left out with `--skip-bad-rows`: where it is, why, and the fix."""
+
+    where: str
+    reason: str
+    fix: str
+
+    def message(self) -> str:
+        """`where: reason; fix: …` (one line)."""
+        return f"{self.where}: {self.reason}; fix: {self.fix}"
+
+
+class ImportReport(BaseModel):
+    """Counts of one import. Every row read lands in exactly one of the five row counts."""
+
+    source: str
+    read: int = 0
+    """Rows read from the source."""
+    added: int = 0
+    """Retrievable chunks that were not in the KB (or were deleted there)."""
+    changed: int = 0
+    """Retrievable chunks whose row differs from the stored one (new chunk version when the content did)."""
+    unchanged: int = 0
+    deleted: int = 0
+    """Rows the status filters exclude (`deleted`, not `published`, a status outside
+    `[kb.import] retrievable_statuses`): stored as deleted chunks."""
+    rejected: int = 0
+    """Bad rows left out (only with `--skip-bad-rows`; otherwise the first one stops the import)."""
+    missing: int = 0
+    """With `--full`: imported chunks absent from the source, marked deleted (not rows, not in `read`)."""
+    written: int = 0
+    """Chunk rows written (0 for an unchanged source)."""
+    vectors: int = 0
+    """Rows that brought a vector."""
+    vector_dim: int | None = None
+    vector_embedder: str | None = None
+    """The name the imported vectors are recorded under (the configured embedder's)."""
+    rejected_rows: list[RejectedRow] = Field(default_factory=list)
+    """The first rejected rows (at most 100)."""
+    kb_revision: int = 0
+    read_seconds: float = 0.0
+    """Reading, mapping and checking every row (pass 1)."""
+    write_seconds: float = 0.0
+    """Reading the changed rows again and writing them to SQL in one transaction (pass 2)."""
+    index: dict[str, Any] | None = None
+    """The indexer's report, when indexing ran."""
+    index_skipped: str | None = None
+
+    @property
+    def adds_up(self) -> bool:
+        """read = added + changed + unchanged + deleted + rejected."""
+        return self.read == self.added + self.changed + self.unchanged + self.deleted + self.rejected
+
+    def counts_line(self) -> str:
+        """`read N = added … + rejected …` (the reconciliation, one line)."""
+        return (
+            f"read {self.read} = added {self.added} + changed {self.changed} + unchanged {self.unchanged}"
+            f" + deleted {self.deleted} + rejected {self.rejected}"
+        )

@@ -1,0 +1,212 @@
+"""`kb import FILE`: a production chunk export (foreign ids, own columns) into a real SQLite KB."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from ragtriage.cli import cli
+from ragtriage.errors import InputError
+from tests.conftest import REPO_ROOT
+
+UUID_A = "0b9f2f1e-7c1d-4c55-9a57-3f1f7a2a0c01"
+UUID_B = "0b9f2f1e-7c1d-4c55-9a57-3f1f7a2a0c02"
+MAP = "chunk_id=id,doc_id=document_id,content=text,title=section_title,ordinal=chunk_index"
+
+ROWS: list[dict[str, Any]] = [
+    {"id": UUID_A, "document_id": 7, "text": "出差结束后十五天内提交发票原件。", "section_title": "报销时限",
+     "chunk_index": 0, "source_url": "https://kb.example/7#a", "tags": ["财务", "报销"], "status": "PUBLISHED"},
+    {"id": UUID_B, "document_id": 7, "text": "超过期限需要部门负责人审批。", "section_title": "逾期",
+     "chunk_index": 1, "source_url": "https://kb.example/7#b", "tags": [], "status": "READY"},
+    {"id": 42, "document_id": 8, "text": "VPN 连接失败时先检查客户端版本。", "section_title": "VPN",
+     "chunk_index": 0, "source_url": None, "tags": ["IT"], "status": "published"},
+    {"id": 43, "document_id": 8, "text": "草稿：新的 VPN 网关。", "section_title": "草稿",
+     "chunk_index": 1, "source_url": None, "tags": [], "status": "DRAFT"},
+]  # fmt: skip
+
+
+def _run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=True)
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def _import(path: Path, *extra: str) -> dict[str, Any]:
+    result = _run("kb", "import", str(path), "--map", MAP, "--no-index", "--json", *extra)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["adds_up"] is True
+    return report
+
+
+def _chunks() -> dict[str, dict[str, Any]]:
+    listing = json.loads(_run("kb", "chunks", "--all", "--json", "--with-content").stdout)
+    return {chunk["chunk_id"]: chunk for chunk in listing}
+
+
+def test_jsonl_export_keeps_ids_verbatim_metadata_and_status_filters(tmp_path: Path) -> None:
+    report = _import(_write_jsonl(tmp_path / "chunks.jsonl", ROWS))
+
+    assert (report["read"], report["added"], report["deleted"], report["written"]) == (4, 3, 1, 4)
+    chunks = _chunks()
+    assert sorted(chunks) == sorted([UUID_A, UUID_B, "42", "43"])
+    assert chunks["42"]["doc_id"] == "8" and chunks[UUID_A]["doc_id"] == "7"
+    assert chunks[UUID_A]["title"] == "报销时限" and chunks[UUID_B]["ordinal"] == 1
+    assert chunks["43"]["status"] == "deleted"  # DRAFT is not a retrievable status
+    assert {chunks[cid]["status"] for cid in (UUID_A, UUID_B, "42")} == {"published"}
+    shown = _run("kb", "show", UUID_A, "--json")
+    meta = json.loads(shown.stdout)["meta"]
+    assert meta == {"source_url": "https://kb.example/7#a", "tags": ["财务", "报销"], "status": "PUBLISHED"}
+
+
+def test_reimport_of_an_unchanged_file_writes_nothing_and_a_change_makes_a_new_version(
+    tmp_path: Path,
+) -> None:
+    path = _write_jsonl(tmp_path / "chunks.jsonl", ROWS)
+    first = _import(path)
+
+    again = _import(path)
+    assert (again["unchanged"], again["deleted"], again["written"]) == (3, 1, 0)
+    assert again["kb_revision"] == first["kb_revision"]
+
+    edited = [dict(row) for row in ROWS]
+    edited[2]["text"] = "VPN 连接失败时先重置密码。"
+    edited[0]["tags"] = ["财务"]  # metadata only: a changed row, same chunk version
+    changed = _import(_write_jsonl(path, edited))
+    assert (changed["changed"], changed["unchanged"], changed["written"]) == (2, 1, 2)
+    chunks = _chunks()
+    assert chunks["42"]["version"] == 2 and chunks["42"]["content"] == "VPN 连接失败时先重置密码。"
+    assert chunks[UUID_A]["version"] == 1 and chunks[UUID_B]["version"] == 1
+
+
+def test_full_import_marks_chunks_missing_from_the_source_deleted(tmp_path: Path) -> None:
+    path = _write_jsonl(tmp_path / "chunks.jsonl", ROWS)
+    _import(path)
+
+    report = _import(_write_jsonl(path, ROWS[1:]), "--full")
+
+    assert (report["read"], report["missing"], report["unchanged"]) == (3, 1, 2)
+    assert _chunks()[UUID_A]["status"] == "deleted"
+    without_full = _import(_write_jsonl(path, ROWS[2:]))
+    assert without_full["missing"] == 0 and _chunks()[UUID_B]["status"] == "published"
+
+
+def test_csv_in_gb18030_needs_its_encoding(tmp_path: Path) -> None:
+    path = tmp_path / "chunks.csv"
+    lines = ["id,document_id,text,section_title,chunk_index,owner"]
+    lines += [
+        "1001,faq,请假需要提前在系统提交申请。,请假,0,人事部",
+        "1002,faq,会议室可以提前七天预订。,会议室,1,",
+    ]
+    path.write_bytes(("\n".join(lines) + "\n").encode("gb18030"))
+
+    refused = _run("kb", "import", str(path), "--map", MAP, "--no-index")
+    assert isinstance(refused.exception, InputError)
+    assert "chunks.csv:2: not UTF-8" in str(refused.exception) and "--encoding" in str(refused.exception)
+    assert _chunks() == {}
+
+    report = _import(path, "--encoding", "gb18030")
+    assert (report["read"], report["added"]) == (2, 2)
+    chunks = _chunks()
+    assert chunks["1001"]["content"] == "请假需要提前在系统提交申请。"
+    assert json.loads(_run("kb", "show", "1001", "--json").stdout)["meta"] == {"owner": "人事部"}
+    assert json.loads(_run("kb", "show", "1002", "--json").stdout)["meta"] == {"owner": None}
+
+
+def test_settings_hold_the_mapping_and_the_status_filter(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        '[kb.import]\nmap = { chunk_id = "id", doc_id = "document_id", content = "text" }\n'
+        'retrievable_statuses = ["PUBLISHED"]\n',
+        encoding="utf-8",
+    )
+    path = _write_jsonl(tmp_path / "chunks.jsonl", ROWS)
+
+    result = _run(
+        "--config", str(config), "kb", "import", str(path), "--map", "title=section_title", "--no-index"
+    )
+
+    assert result.exit_code == 0, result.output
+    assert "read 4 = added 2 + changed 0 + unchanged 0 + deleted 2 + rejected 0" in result.stdout
+    assert _chunks()[UUID_B]["status"] == "deleted"  # READY is not in this team's list
+
+
+BAD_CASES = [
+    (
+        "missing_column",
+        "csv",
+        "--map",
+        "chunks.csv: column 'section_titel' (mapped to title) is not in the source",
+    ),
+    ("duplicate", "jsonl", "", "chunks.jsonl:2: chunk_id 42 was already read at chunks.jsonl:1"),
+    ("empty_content", "jsonl", "", "chunks.jsonl:1: chunk 42: field content (column 'text') is empty"),
+    ("unknown_field", "jsonl", "--map", "--map: unknown chunk field 'titel'; did you mean 'title'?"),
+    ("not_json", "jsonl", "", "chunks.jsonl:2: not valid JSON"),
+]
+
+
+@pytest.mark.parametrize("case, fmt, extra, expected", BAD_CASES, ids=[c[0] for c in BAD_CASES])
+def test_bad_input_is_one_line_with_row_and_fix_and_imports_nothing(
+    tmp_path: Path, case: str, fmt: str, extra: str, expected: str
+) -> None:
+    mapping = MAP
+    rows = [dict(row) for row in ROWS[2:]] + [dict(ROWS[0])]
+    if case == "duplicate":
+        rows[1]["id"] = 42
+    if case == "empty_content":
+        rows[0]["text"] = "  "
+    if case == "unknown_field":
+        mapping = MAP + ",titel=section_title"
+    if case == "missing_column":
+        mapping = MAP.replace("title=section_title", "title=section_titel")
+    path = tmp_path / f"chunks.{fmt}"
+    if fmt == "csv":
+        header = ["id", "document_id", "text", "section_title", "chunk_index"]
+        body = [",".join(str(row[key]) for key in header) for row in rows]
+        path.write_text("\n".join([",".join(header), *body]) + "\n", encoding="utf-8")
+    else:
+        _write_jsonl(path, rows)
+        if case == "not_json":
+            text = path.read_text(encoding="utf-8").splitlines()
+            path.write_text("\n".join([text[0], text[1][:-1] + ",}", *text[2:]]) + "\n", encoding="utf-8")
+    path.rename(tmp_path / path.name)
+
+    result = _run("kb", "import", str(path), "--map", mapping, "--no-index")
+
+    assert isinstance(result.exception, InputError), result.output
+    message = str(result.exception)
+    assert expected in message.replace(str(tmp_path) + "/", "")
+    assert "fix" in message and "\n" not in message
+    assert _chunks() == {}
+
+
+def test_skip_bad_rows_counts_them_as_rejected(tmp_path: Path) -> None:
+    rows = [dict(row) for row in ROWS]
+    rows[1]["text"] = ""
+    report = _import(_write_jsonl(tmp_path / "chunks.jsonl", rows), "--skip-bad-rows")
+
+    assert (report["read"], report["added"], report["deleted"], report["rejected"]) == (4, 2, 1, 1)
+    assert report["rejected_rows"][0]["where"].endswith("chunks.jsonl:2")
+
+
+def test_the_real_cli_exits_2_with_one_stderr_line(tmp_path: Path, home: Path) -> None:
+    path = _write_jsonl(tmp_path / "chunks.jsonl", [ROWS[0], {**ROWS[2], "id": UUID_A}])
+    completed = subprocess.run(
+        [sys.executable, "-m", "ragtriage", "--home", str(home), "kb", "import", str(path), "--map", MAP],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=120,
+    )
+    assert completed.returncode == 2
+    assert completed.stderr.strip().count("\n") == 0
+    assert f"chunks.jsonl:2: chunk_id {UUID_A} was already read at" in completed.stderr
