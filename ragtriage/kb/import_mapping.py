@@ -164,6 +164,7 @@ class FieldMapper:
         self._retrievable = {status.casefold() for status in settings.retrievable_statuses}
         self._ordinals: dict[str, int] = {}
         self.seen_columns: set[str] = set()
+        self._vector_rows = 0
         self.dim: int | None = expected_dim[0] if expected_dim else None
         self._dim_owner = f"the configured embedder {expected_dim[1]}" if expected_dim else "earlier rows"
 
@@ -210,7 +211,11 @@ class FieldMapper:
                     f"{self.source_name}: column {column!r} (mapped to {name}) occurs in no row; "
                     f"fix: --map {name}=<a column the rows have>"
                 )
-        if self.vector_field is not None and self.vector_field not in self.seen_columns:
+        if (
+            self.vector_field is not None
+            and self.vector_field not in self.seen_columns
+            and not self._vector_rows
+        ):
             raise InputError(
                 f"{self.source_name}: vector column {self.vector_field!r} occurs in no row; "
                 "fix: --vector-field <the column holding the vectors>"
@@ -261,6 +266,7 @@ class FieldMapper:
         retrievable = self._retrievable_row(where, get("status"), get("published"), get("deleted"))
         ordinal = self._ordinal(where, get("ordinal"), doc_id)
         vector = row.vector
+        self._vector_rows += vector is not None
         if vector is None and self.vector_field is not None:
             vector = self._vector(where, values.get(self.vector_field))
         vector_hash = None

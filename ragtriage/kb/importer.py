@@ -78,18 +78,23 @@ def run_import(
             expected_dim=expected_dim,
         )
 
-    return import_chunks(
-        workspace,
-        source,
-        make_mapper,
-        full=full,
-        skip_bad_rows=skip_bad_rows,
-        index=index,
-        vector_embedder=embedder_label,
-        on_progress=on_progress,
-        on_write_progress=on_write_progress,
-        on_index_progress=on_index_progress,
-    )
+    try:
+        return import_chunks(
+            workspace,
+            source,
+            make_mapper,
+            full=full,
+            skip_bad_rows=skip_bad_rows,
+            index=index,
+            vector_embedder=embedder_label,
+            on_progress=on_progress,
+            on_write_progress=on_write_progress,
+            on_index_progress=on_index_progress,
+        )
+    finally:
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()
 
 
 def _open_source(
