@@ -13,8 +13,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ragtriage.errors import InputError
+from ragtriage.logs.exact_parser import parse_exact
+from ragtriage.logs.fast_parser import parse_fast
 from ragtriage.logs.flagging import LineRules
-from ragtriage.logs.reader import BadLine, LogLine, parse_exact, parse_fast
+from ragtriage.logs.log_line import BadLine, LogLine
 
 #: Column order of `ParsedBatch.rows` (the `request_log` insert).
 REQUEST_COLUMNS = (

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 
 from ragtriage.config import FlaggingSettings
-from ragtriage.logs.reader import LogLine
+from ragtriage.logs.log_line import LogLine
 
 REASON_BAD_RATING = "bad_rating"
 REASON_ESCALATED = "escalated"

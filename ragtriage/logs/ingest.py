@@ -14,14 +14,10 @@ body it is a conflict (the stored request is kept, the new body goes to `log_con
 
 from __future__ import annotations
 
-import queue
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from types import TracebackType
 
-from pydantic import BaseModel, Field
 from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
 
@@ -31,35 +27,11 @@ from ragtriage.logs.batch_writer import BatchWriter
 from ragtriage.logs.batches import ParsedBatch, parse_batches
 from ragtriage.logs.flagging import LineRules
 from ragtriage.logs.ingest_workers import can_use_workers, ingest_file_in_workers
-from ragtriage.logs.reader import iter_raw_lines
+from ragtriage.logs.pipelined_writer import PipelinedWriter
+from ragtriage.logs.line_files import iter_raw_lines
+from ragtriage.logs.report import IngestReport, ProgressCallback
 from ragtriage.store.db import write_session
 from ragtriage.store.log_tables import OLD_REQUEST_LOG_SESSION_INDEX, REQUEST_LOG_TS_INDEX
-
-
-class IngestReport(BaseModel):
-    """What one ingest did. `read` always equals the sum of the five outcomes."""
-
-    files: list[str] = Field(default_factory=list)
-    read: int = 0
-    ingested: int = 0
-    flagged: int = 0
-    """Requests that entered the triage queue (new records, incl. earlier requests flagged as followed up)."""
-    duplicates: int = 0
-    conflicts: int = 0
-    quarantined: int = 0
-    blank: int = 0
-    recovered: int = 0
-    """Ingested lines that were not UTF-8 and were decoded as GB18030."""
-    quarantined_by_kind: dict[str, int] = Field(default_factory=dict)
-    stopped: bool = False
-    seconds: float = 0.0
-
-    def reconciles(self) -> bool:
-        """True when every line read is accounted for exactly once."""
-        return self.read == self.ingested + self.duplicates + self.conflicts + self.quarantined + self.blank
-
-
-ProgressCallback = Callable[[int, int | None], None]
 
 #: Lines per parsed batch (the unit handed to the writer); transactions group several.
 PARSE_BATCH_LINES = 5000
@@ -102,7 +74,7 @@ def ingest_files(
     parse_lines = min(batch_size, PARSE_BATCH_LINES)
     ensure_ingest_indexes(engine)
     try:
-        with _PipelinedWriter(BatchWriter(engine, flagging, report, transaction_lines=batch_size)) as writer:
+        with PipelinedWriter(BatchWriter(engine, flagging, report, transaction_lines=batch_size)) as writer:
             for path in paths:
                 path = Path(path)
                 source = str(path.resolve())
@@ -177,7 +149,7 @@ def ingest_lines(
         for line_no, line in enumerate(lines, start=1):
             yield line_no, line.encode("utf-8") if isinstance(line, str) else line, False
 
-    with _PipelinedWriter(BatchWriter(engine, flagging, report, transaction_lines=batch_size)) as writer:
+    with PipelinedWriter(BatchWriter(engine, flagging, report, transaction_lines=batch_size)) as writer:
         parse_lines = min(batch_size, PARSE_BATCH_LINES)
         batches = parse_batches(numbered(), LineRules(flagging), strict, parse_lines, source)
         _consume(writer, batches, source, source, None, None)
@@ -186,7 +158,7 @@ def ingest_lines(
 
 
 def _consume(
-    writer: _PipelinedWriter,
+    writer: PipelinedWriter,
     batches: Iterable[ParsedBatch],
     source: str,
     display_name: str,
@@ -221,67 +193,3 @@ def _consume(
         if not batch.final and should_stop is not None and should_stop():
             return True
     return False
-
-
-class _PipelinedWriter:
-    """Runs `BatchWriter` in one background thread so that SQLite's work (which releases the GIL)
-    overlaps parsing. At most two batches wait, so memory stays bounded; a write error is
-    re-raised in the caller's thread at the next `submit` or at `finish`. Leaving the block, also
-    by an exception such as Ctrl-C, commits every batch written so far."""
-
-    _COMMIT = "commit"
-
-    def __init__(self, writer: BatchWriter) -> None:
-        self.writer = writer
-        self.report = writer.report
-        self._queue: queue.Queue[tuple[str, ParsedBatch] | str | None] = queue.Queue(maxsize=2)
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="ragtriage-ingest-writer", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            try:
-                if self._error is not None:
-                    pass  # the batch after a failed one is dropped: the caller raises
-                elif item == self._COMMIT:
-                    self.writer.commit()
-                else:
-                    self.writer.write(*item)  # type: ignore[misc]
-            except BaseException as error:  # noqa: B036 (re-raised in the submitting thread)
-                self._error = error
-            finally:
-                self._queue.task_done()
-        self._queue.task_done()
-
-    def _raise_pending(self) -> None:
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-
-    def submit(self, source: str, batch: ParsedBatch) -> None:
-        """Queue one batch (blocks while two are waiting)."""
-        self._raise_pending()
-        if batch.rows or batch.bad:
-            self._queue.put((source, batch))
-
-    def finish(self) -> None:
-        """Write and commit every queued batch; re-raise a write error."""
-        self._queue.put(self._COMMIT)
-        self._queue.join()
-        self._raise_pending()
-
-    def __enter__(self) -> _PipelinedWriter:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        try:
-            if exc_type is None:
-                self.finish()
-            else:
-                self._queue.put(self._COMMIT)
-        finally:
-            self._queue.put(None)
-            self._thread.join()

@@ -1,55 +1,46 @@
 """Ingest one big file with forked worker processes that each parse and write, in file order.
 
 This process finds the file's pieces of `batch_size` whole lines (one transaction each) and
-hands them round-robin to the workers: a byte range that the worker `pread`s itself, or for
-gzip the decompressed bytes through a pipe. A worker parses its piece (pure Python, so it needs
-a core of its own) and sorts and indexes it (`prepare_batch`), then waits for its turn and
+hands them round-robin to the workers (`worker_process`): a byte range that the worker `pread`s
+itself, or for gzip the decompressed bytes through a pipe. A worker parses its piece (pure
+Python, so it needs a core of its own) and sorts and indexes it, then waits for its turn and
 writes it with its own connection. Turns follow the file: this process grants piece k+1 only
 after piece k is committed and reported, so duplicates, conflicts, follow-ups, a strict-mode
 stop and a stop request all come out exactly as when one process ingests the file line by line;
 parsing of the next pieces overlaps each write, which is what limits the rate. A thread here
 runs PASSIVE checkpoints meanwhile, so the checkpoint inside a commit stays short.
 
-Each worker sends back per-piece counts, never rows. A worker receives its next piece while it
-works on the current one. It dies with this process (`PR_SET_PDEATHSIG`); one that fails
-reports its traceback, which is raised here.
+Each worker sends back per-piece counts, never rows, and receives its next piece while it works
+on the current one.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
-import itertools
 import multiprocessing
-import os
-import queue
-import signal
 import sqlite3
 import threading
-import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy.engine import Engine
 
 from ragtriage.config import FlaggingSettings
 from ragtriage.errors import InputError, LogFormatError
-from ragtriage.logs.batch_writer import BatchWriter, prepare_batch
-from ragtriage.logs.batches import parse_batches
-from ragtriage.logs.flagging import LineRules
-from ragtriage.logs.reader import BadLine, iter_line_chunks, iter_line_ranges
-from ragtriage.store.db import make_engine
-
-if TYPE_CHECKING:
-    from ragtriage.logs.ingest import IngestReport
+from ragtriage.logs.line_files import iter_line_chunks, iter_line_ranges
+from ragtriage.logs.log_line import BadLine
+from ragtriage.logs.report import IngestReport
+from ragtriage.logs.worker_process import PieceResult, WorkerArgs, run_worker
 
 FORK_AVAILABLE = "fork" in multiprocessing.get_all_start_methods()
-_COUNTS = ("read", "blank", "ingested", "flagged", "duplicates", "conflicts", "quarantined", "recovered")
-_PR_SET_PDEATHSIG = 1
+#: Pieces a worker may hold: the one it works on and the next, already received.
+PIECES_PER_WORKER = 2
+
+#: `((kind, first_line_no, unterminated, offset, length), bytes or None)`: one piece to hand out.
+_Piece = tuple[tuple[str, int, bool, int, int], bytes | None]
 
 
 def can_use_workers(engine: Engine) -> bool:
@@ -57,138 +48,6 @@ def can_use_workers(engine: Engine) -> bool:
     url = engine.url
     in_memory = url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
     return FORK_AVAILABLE and not in_memory
-
-
-@dataclass(slots=True)
-class _PieceResult:
-    """What a worker reports for one piece."""
-
-    seq: int
-    written: bool
-    counts: dict[str, int] = field(default_factory=dict)
-    quarantined_by_kind: dict[str, int] = field(default_factory=dict)
-    strict_error: tuple[int, str, str, str] | None = None
-    """`(line_no, kind, message, fix)` of the line strict mode stopped at."""
-    rows_before_strict_error: int = 0
-    crash: str | None = None
-    input_error: str | None = None
-    """The file could not be read as the pieces said (it changed during the ingest)."""
-
-
-def _die_with_parent() -> None:
-    # Linux: a worker must not outlive an ingest killed with -9 (it would keep writing).
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def _prefetch(pieces: Connection, path: Path) -> queue.Queue[Any]:
-    """A thread that fetches the next piece while this worker parses or writes the current one
-    (this process never waits for it); None or an exception ends the stream. A piece comes as a
-    byte range of the file, read here with one `pread`, or (gzip) as bytes through the pipe."""
-    inbox: queue.Queue[Any] = queue.Queue(maxsize=1)
-
-    def receive() -> None:
-        try:
-            with open(path, "rb", buffering=0) as handle:
-                while (header := pieces.recv()) is not None:
-                    kind, seq, first_line_no, unterminated, offset, length = header
-                    if kind == "range":
-                        data = os.pread(handle.fileno(), length, offset)
-                        if len(data) != length:
-                            raise InputError(f"{path} changed while it was being ingested; ingest it again")
-                    else:
-                        data = pieces.recv_bytes()
-                    inbox.put((seq, first_line_no, unterminated, data))
-            inbox.put(None)
-        except BaseException as error:  # noqa: BLE001 (handed to the worker loop)
-            inbox.put(error)
-
-    threading.Thread(target=receive, name="ragtriage-ingest-receive", daemon=True).start()
-    return inbox
-
-
-def _worker(
-    pieces: Connection,
-    results: Connection,
-    path: Path,
-    url: str,
-    flagging: FlaggingSettings,
-    strict: bool,
-    source: str,
-    turn: Any,
-    turn_changed: Any,
-) -> None:
-    _die_with_parent()
-    from ragtriage.logs.ingest import IngestReport
-
-    engine: Engine | None = None
-    writer: BatchWriter | None = None
-    try:
-        # A connection of its own: the parent's must not be used across fork.
-        engine = make_engine(url)
-        rules = LineRules(flagging)
-        report = IngestReport()
-        writer = BatchWriter(engine, flagging, report, transaction_lines=1 << 62)
-        inbox = _prefetch(pieces, path)
-        while (message := inbox.get()) is not None:
-            if isinstance(message, BaseException):
-                raise message
-            seq, first_line_no, unterminated, data = message
-            parts = data.split(b"\n")
-            del data
-            last = parts.pop()
-            numbered: Iterator[tuple[int, bytes, bool]] = zip(
-                itertools.count(first_line_no), parts, itertools.repeat(False)
-            )
-            if unterminated:
-                numbered = itertools.chain(numbered, ((first_line_no + len(parts), last, True),))
-            (batch,) = parse_batches(numbered, rules, strict, 1 << 62, source)
-            del parts, numbered
-            # Sorting and indexing need no lock: done while the other worker writes.
-            prepared = prepare_batch(batch, flagging.follow_up_minutes)
-            with turn_changed:
-                turn_changed.wait_for(lambda seq=seq: turn.value in (seq, -1))
-            if turn.value == -1:
-                results.send(_PieceResult(seq, written=False))
-                continue
-            before = {name: getattr(report, name) for name in _COUNTS}
-            kinds_before = dict(report.quarantined_by_kind)
-            writer.write(source, batch, prepared)
-            writer.commit()
-            report.read += batch.read
-            report.blank += batch.blank
-            error = batch.strict_error
-            results.send(
-                _PieceResult(
-                    seq,
-                    written=True,
-                    counts={name: getattr(report, name) - before[name] for name in _COUNTS},
-                    quarantined_by_kind={
-                        kind: count - kinds_before.get(kind, 0)
-                        for kind, count in report.quarantined_by_kind.items()
-                        if count != kinds_before.get(kind, 0)
-                    },
-                    strict_error=None
-                    if error is None
-                    else (error.line_no, error.kind, error.message, error.fix),
-                    rows_before_strict_error=len(batch.rows),
-                )
-            )
-    except (BrokenPipeError, ConnectionResetError, EOFError):
-        pass  # the ingest ended (a stop, an error elsewhere, or it died)
-    except InputError as error:
-        if writer is not None:
-            writer.rollback()
-        with contextlib.suppress(OSError):
-            results.send(_PieceResult(-1, written=False, input_error=str(error)))
-    except BaseException:  # noqa: BLE001 (a bug or a database error: the parent raises it)
-        if writer is not None:
-            writer.rollback()
-        with contextlib.suppress(OSError):
-            results.send(_PieceResult(-1, written=False, crash=traceback.format_exc()))
-    finally:
-        if engine is not None:
-            engine.dispose()
 
 
 class _Checkpointer(threading.Thread):
@@ -229,6 +88,214 @@ class _Checkpointer(threading.Thread):
         self.join()
 
 
+class _WorkerPool:
+    """The forked workers, their pipes and the shared write turn."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        path: Path,
+        *,
+        flagging: FlaggingSettings,
+        strict: bool,
+        source: str,
+        workers: int,
+    ) -> None:
+        context = multiprocessing.get_context("fork")
+        self.turn = context.Value("q", 0, lock=False)
+        self.turn_changed = context.Condition()
+        worker_args = WorkerArgs(
+            path=path,
+            url=engine.url.render_as_string(hide_password=False),
+            flagging=flagging,
+            strict=strict,
+            source=source,
+            turn=self.turn,
+            turn_changed=self.turn_changed,
+        )
+        self.procs: list[Any] = []
+        self.piece_pipes: list[Connection] = []
+        self.result_pipes: list[Connection] = []
+        # Objects that exist now are never traversed by a worker's garbage collector, so the worker
+        # does not write to (and thereby copy) the pages it shares with this process.
+        gc.freeze()
+        for index in range(workers):
+            piece_out, piece_in = context.Pipe(duplex=False)
+            result_out, result_in = context.Pipe(duplex=False)
+            process = context.Process(
+                target=run_worker,
+                args=(piece_out, result_in, worker_args),
+                name=f"ragtriage-ingest-{index}",
+                daemon=True,
+            )
+            process.start()
+            piece_out.close()
+            result_in.close()
+            self.procs.append(process)
+            self.piece_pipes.append(piece_in)
+            self.result_pipes.append(result_out)
+        gc.unfreeze()
+
+    def set_turn(self, value: int) -> None:
+        """Let piece `value` be written (-1: write nothing more)."""
+        with self.turn_changed:
+            self.turn.value = value
+            self.turn_changed.notify_all()
+
+    def send(self, worker: int, seq: int, piece: _Piece) -> None:
+        (kind, first_line_no, unterminated, offset, length), data = piece
+        pipe = self.piece_pipes[worker]
+        pipe.send((kind, seq, first_line_no, unterminated, offset, length))
+        if data is not None:
+            pipe.send_bytes(data)  # as it is: no pickled copy of megabytes
+
+    def results(self) -> Iterator[tuple[int, PieceResult]]:
+        """`(worker index, result)` of the results ready now (waits for at least one).
+
+        Raises:
+            RuntimeError: a worker failed (its traceback is in the message) or died.
+            InputError: a worker found the file changed under it.
+        """
+        for ready in wait(self.result_pipes):
+            index = self.result_pipes.index(ready)  # type: ignore[arg-type]
+            try:
+                result: PieceResult = ready.recv()  # type: ignore[union-attr]
+            except EOFError:
+                raise RuntimeError(
+                    f"an ingest worker ended without finishing (exit code {self.procs[index].exitcode})"
+                ) from None
+            if result.crash is not None:
+                raise RuntimeError(f"an ingest worker failed:\n{result.crash}")
+            if result.input_error is not None:
+                raise InputError(result.input_error)
+            yield index, result
+
+    def close(self) -> None:
+        """Tell the workers to end, wait for them (terminate one that hangs) and close the pipes."""
+        for pipe in self.piece_pipes:
+            with contextlib.suppress(OSError):
+                pipe.send(None)
+            pipe.close()
+        for process in self.procs:
+            process.join(timeout=60)
+            if process.is_alive():
+                process.terminate()
+                process.join()
+        for pipe in self.result_pipes:
+            pipe.close()
+
+
+class _Dispatch:
+    """Hands pieces out round-robin and adds the results up in file order."""
+
+    def __init__(
+        self,
+        pool: _WorkerPool,
+        pieces: Iterator[_Piece],
+        report: IngestReport,
+        display_name: str,
+        on_progress: Callable[[int, int | None], None] | None,
+        should_stop: Callable[[], bool] | None,
+    ) -> None:
+        self.pool, self.pieces, self.report = pool, pieces, report
+        self.display_name, self.on_progress, self.should_stop = display_name, on_progress, should_stop
+        self.workers = len(pool.procs)
+        self.outstanding: list[list[int]] = [[] for _ in range(self.workers)]  # pieces each worker holds
+        self.done: dict[int, PieceResult] = {}
+        self.next_seq = 0  # next piece to report
+        self.sent = 0
+        self.upcoming: _Piece | None = None
+        self.exhausted = False
+        self.stopped = False
+        self.failure: LogFormatError | None = None
+        self.input_error: str | None = None
+
+    def run(self) -> None:
+        """Hand out, collect and report until every piece handed out is reported."""
+        while True:
+            self._hand_out()
+            if not any(self.outstanding):
+                return
+            for index, result in self.pool.results():
+                self.outstanding[index].remove(result.seq)
+                self.done[result.seq] = result
+            self._report_in_order()
+            self.pool.set_turn(-1 if self.failure is not None or self.stopped else self.next_seq)
+
+    def _read_ahead(self) -> None:
+        # One piece is always read ahead: knowing whether a piece is the last one decides, as
+        # in the one-process ingest, whether a stop request is asked after it.
+        if self.upcoming is None and not self.exhausted:
+            try:
+                self.upcoming = next(self.pieces)
+            except StopIteration:
+                self.exhausted = True
+            except InputError as error:
+                self.input_error, self.exhausted = str(error), True
+
+    def _hand_out(self) -> None:
+        """Piece `sent` goes to worker `sent % workers` once that one holds fewer than it may."""
+        self._read_ahead()
+        while (
+            self.upcoming is not None
+            and self.failure is None
+            and not self.stopped
+            and len(self.outstanding[self.sent % self.workers]) < PIECES_PER_WORKER
+        ):
+            self.pool.send(self.sent % self.workers, self.sent, self.upcoming)
+            self.outstanding[self.sent % self.workers].append(self.sent)
+            self.upcoming, self.sent = None, self.sent + 1
+            self._read_ahead()
+
+    def _report_in_order(self) -> None:
+        """Add up the results that follow the last one reported; stop at a strict-mode error or
+        when `should_stop` asks (never after the last piece, as in the one-process ingest)."""
+        report = self.report
+        while self.next_seq in self.done:
+            result = self.done.pop(self.next_seq)
+            self.next_seq += 1
+            if not result.written:
+                continue
+            for name, count in result.counts.items():
+                setattr(report, name, getattr(report, name) + count)
+            for kind, count in result.quarantined_by_kind.items():
+                report.quarantined_by_kind[kind] = report.quarantined_by_kind.get(kind, 0) + count
+            if result.strict_error is not None:
+                self.failure = self._strict_failure(result)
+                return
+            if self.on_progress is not None:
+                self.on_progress(report.read, None)
+            last_piece = self.exhausted and self.upcoming is None and self.next_seq == self.sent
+            if self.should_stop is not None and not last_piece and self.should_stop():
+                self.stopped = True
+                return
+
+    def _strict_failure(self, result: PieceResult) -> LogFormatError:
+        line_no, kind, message, fix = result.strict_error  # type: ignore[misc]
+        described = BadLine(line_no, kind, message, fix, b"").describe(self.display_name)
+        good = result.rows_before_strict_error
+        stored = f" ({good} valid line(s) before it in this batch were stored;" if good else " ("
+        return LogFormatError(described + stored + " ingest is idempotent: fix the line and re-run)")
+
+
+def _pieces(path: Path, batch_size: int) -> Iterator[_Piece]:
+    """The file's pieces: byte ranges of a plain file (each worker reads its own), gzip as bytes.
+
+    Raises:
+        InputError: the file is missing (raised now, before any worker starts).
+    """
+    ranges = iter_line_ranges(path, batch_size)
+    if ranges is not None:
+        return (
+            (("range", first, unterminated, offset, length), None)
+            for first, offset, length, unterminated in ranges
+        )
+    return (
+        (("bytes", first, unterminated, 0, 0), data)
+        for first, data, unterminated in iter_line_chunks(path, batch_size)
+    )
+
+
 def ingest_file_in_workers(
     engine: Engine,
     path: Path,
@@ -251,158 +318,21 @@ def ingest_file_in_workers(
         InputError: the file is missing or its gzip stream is corrupt (what came before is stored).
         RuntimeError: a worker failed (its traceback is in the message) or died.
     """
-    # A plain file is handed out as byte ranges (each worker reads its own); gzip as bytes.
-    # (Opened before any worker starts: a missing file is an `InputError` with nothing to clean up.)
-    ranges = iter_line_ranges(path, batch_size)
-    context = multiprocessing.get_context("fork")
-    turn = context.Value("q", 0, lock=False)
-    turn_changed = context.Condition()
-    url = engine.url.render_as_string(hide_password=False)
-    procs: list[Any] = []
-    piece_pipes: list[Connection] = []
-    result_pipes: list[Connection] = []
-    # Objects that exist now are never traversed by a worker's garbage collector, so the worker
-    # does not write to (and thereby copy) the pages it shares with this process.
-    gc.freeze()
-    for index in range(workers):
-        piece_out, piece_in = context.Pipe(duplex=False)
-        result_out, result_in = context.Pipe(duplex=False)
-        process = context.Process(
-            target=_worker,
-            args=(piece_out, result_in, path, url, flagging, strict, source, turn, turn_changed),
-            name=f"ragtriage-ingest-{index}",
-            daemon=True,
-        )
-        process.start()
-        piece_out.close()
-        result_in.close()
-        procs.append(process)
-        piece_pipes.append(piece_in)
-        result_pipes.append(result_out)
-    gc.unfreeze()
-
-    def set_turn(value: int) -> None:
-        with turn_changed:
-            turn.value = value
-            turn_changed.notify_all()
-
-    outstanding: list[list[int]] = [[] for _ in range(workers)]  # pieces each worker holds
-    #: Pieces a worker may hold: the one it works on and the next, already received.
-    per_worker = 2
-    done: dict[int, _PieceResult] = {}
-    next_seq = 0  # next piece to report
-    stopped = False
-    failure: BaseException | None = None
-    input_error: str | None = None
-    pieces: Iterator[tuple[Any, ...]] = (
-        (
-            (("range", first, unterminated, offset, length), None)
-            for first, offset, length, unterminated in ranges
-        )
-        if ranges is not None
-        else (
-            (("bytes", first, unterminated, 0, 0), data)
-            for first, data, unterminated in iter_line_chunks(path, batch_size)
-        )
-    )
-    upcoming: tuple[Any, ...] | None = None
-    exhausted = False
-    sent = 0
-
-    def read_ahead() -> None:
-        # One piece is always read ahead: knowing whether a piece is the last one decides, as
-        # in the one-process ingest, whether a stop request is asked after it.
-        nonlocal upcoming, exhausted, input_error
-        if upcoming is None and not exhausted:
-            try:
-                upcoming = next(pieces)
-            except StopIteration:
-                exhausted = True
-            except InputError as error:
-                input_error, exhausted = str(error), True
-
+    pieces = _pieces(path, batch_size)
+    pool = _WorkerPool(engine, path, flagging=flagging, strict=strict, source=source, workers=workers)
+    dispatch = _Dispatch(pool, pieces, report, display_name, on_progress, should_stop)
     checkpointer = _Checkpointer.running_for(engine)
     try:
-        while True:
-            # Hand out pieces: piece `sent` goes to worker `sent % workers` once that one is free.
-            read_ahead()
-            while (
-                upcoming is not None
-                and failure is None
-                and not stopped
-                and len(outstanding[sent % workers]) < per_worker
-            ):
-                (kind, first_line_no, unterminated, offset, length), data = upcoming
-                pipe = piece_pipes[sent % workers]
-                pipe.send((kind, sent, first_line_no, unterminated, offset, length))
-                if data is not None:
-                    pipe.send_bytes(data)  # as it is: no pickled copy of megabytes
-                outstanding[sent % workers].append(sent)
-                upcoming, sent = None, sent + 1
-                read_ahead()
-            if not any(outstanding):
-                break
-            for ready in wait(result_pipes):
-                index = result_pipes.index(ready)  # type: ignore[arg-type]
-                try:
-                    result: _PieceResult = ready.recv()  # type: ignore[union-attr]
-                except EOFError:
-                    raise RuntimeError(
-                        f"an ingest worker ended without finishing (exit code {procs[index].exitcode})"
-                    ) from None
-                if result.crash is not None:
-                    raise RuntimeError(f"an ingest worker failed:\n{result.crash}")
-                if result.input_error is not None:
-                    raise InputError(result.input_error)
-                outstanding[index].remove(result.seq)
-                done[result.seq] = result
-            while next_seq in done:
-                result = done.pop(next_seq)
-                next_seq += 1
-                if not result.written:
-                    continue
-                for name, count in result.counts.items():
-                    setattr(report, name, getattr(report, name) + count)
-                for kind, count in result.quarantined_by_kind.items():
-                    report.quarantined_by_kind[kind] = report.quarantined_by_kind.get(kind, 0) + count
-                if result.strict_error is not None:
-                    line_no, kind, message, fix = result.strict_error
-                    described = BadLine(line_no, kind, message, fix, b"").describe(display_name)
-                    good = result.rows_before_strict_error
-                    stored = f" ({good} valid line(s) before it in this batch were stored;" if good else " ("
-                    failure = LogFormatError(
-                        described + stored + " ingest is idempotent: fix the line and re-run)"
-                    )
-                    break
-                if on_progress is not None:
-                    on_progress(report.read, None)
-                last_piece = exhausted and upcoming is None and next_seq == sent
-                if should_stop is not None and not last_piece and should_stop():
-                    stopped = True
-                    break
-            if failure is not None or stopped:
-                set_turn(-1)
-            else:
-                set_turn(next_seq)
+        dispatch.run()
     except BaseException:
-        set_turn(-1)
+        pool.set_turn(-1)
         raise
     finally:
         if checkpointer is not None:
             checkpointer.stop()
-        for pipe in piece_pipes:
-            with contextlib.suppress(OSError):
-                pipe.send(None)
-            pipe.close()
-        for process in procs:
-            process.join(timeout=60)
-            if process.is_alive():
-                process.terminate()
-                process.join()
-        for pipe in result_pipes:
-            pipe.close()
-    if failure is not None:
-        raise failure
-    if input_error is not None and not stopped:
-        raise InputError(input_error)
-    return stopped
+        pool.close()
+    if dispatch.failure is not None:
+        raise dispatch.failure
+    if dispatch.input_error is not None and not dispatch.stopped:
+        raise InputError(dispatch.input_error)
+    return dispatch.stopped

@@ -15,8 +15,8 @@ from sqlalchemy.engine import Engine
 
 from ragtriage.config import FlaggingSettings
 from ragtriage.errors import LogFormatError
-from ragtriage.logs.batch_writer import insert_ignoring_existing
 from ragtriage.logs.ingest import ingest_files, ingest_lines
+from ragtriage.logs.ingest_sql import insert_ignoring_existing
 from ragtriage.logs.requests import get_request, iter_requests
 from ragtriage.store.db import make_engine, read_session, sqlite_url
 from ragtriage.store.log_tables import (

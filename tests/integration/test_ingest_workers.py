@@ -18,7 +18,7 @@ from sqlalchemy.engine import Engine
 
 from ragtriage.errors import InputError, LogFormatError
 from ragtriage.logs import ingest as ingest_module
-from ragtriage.logs import ingest_workers
+from ragtriage.logs import worker_process
 from ragtriage.logs.batch_writer import BatchWriter
 from ragtriage.logs.batches import ParsedBatch
 from ragtriage.logs.ingest import ingest_files
@@ -157,7 +157,7 @@ def test_a_file_that_shrinks_under_the_workers_is_an_input_error(
         return b""  # what a file truncated after its pieces were found gives
 
     # Workers are forked, so they inherit the patched read (a fake for the failure path only).
-    monkeypatch.setattr(ingest_workers.os, "pread", short_read)
+    monkeypatch.setattr(worker_process.os, "pread", short_read)
     engine = _engine(tmp_path, "shrunk")
     with pytest.raises(InputError, match="changed while it was being ingested"):
         ingest_files(engine, [_follow_up_file(tmp_path)], batch_size=4, use_workers=True)

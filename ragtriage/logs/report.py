@@ -1,0 +1,33 @@
+"""What an ingest did: `IngestReport`, filled in by the writer, the workers and the format readers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import BaseModel, Field
+
+
+class IngestReport(BaseModel):
+    """What one ingest did. `read` always equals the sum of the five outcomes."""
+
+    files: list[str] = Field(default_factory=list)
+    read: int = 0
+    ingested: int = 0
+    flagged: int = 0
+    """Requests that entered the triage queue (new records, incl. earlier requests flagged as followed up)."""
+    duplicates: int = 0
+    conflicts: int = 0
+    quarantined: int = 0
+    blank: int = 0
+    recovered: int = 0
+    """Ingested lines that were not UTF-8 and were decoded as GB18030."""
+    quarantined_by_kind: dict[str, int] = Field(default_factory=dict)
+    stopped: bool = False
+    seconds: float = 0.0
+
+    def reconciles(self) -> bool:
+        """True when every line read is accounted for exactly once."""
+        return self.read == self.ingested + self.duplicates + self.conflicts + self.quarantined + self.blank
+
+
+ProgressCallback = Callable[[int, int | None], None]
