@@ -27,8 +27,8 @@ from ragtriage.logs.batch_writer import BatchWriter
 from ragtriage.logs.batches import ParsedBatch, parse_batches
 from ragtriage.logs.flagging import LineRules
 from ragtriage.logs.ingest_workers import can_use_workers, ingest_file_in_workers
-from ragtriage.logs.pipelined_writer import PipelinedWriter
 from ragtriage.logs.line_files import iter_raw_lines
+from ragtriage.logs.pipelined_writer import PipelinedWriter
 from ragtriage.logs.report import IngestReport, ProgressCallback
 from ragtriage.store.db import write_session
 from ragtriage.store.log_tables import OLD_REQUEST_LOG_SESSION_INDEX, REQUEST_LOG_TS_INDEX
