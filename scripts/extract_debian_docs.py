@@ -1,4 +1,4 @@
-"""Extract the Simplified Chinese HTML of the Debian FAQ and the Debian Reference from their `.deb` files.
+"""Extract the Simplified Chinese Debian FAQ and Debian Reference (HTML, and the Reference PDF) from their `.deb` files.
 
 Usage:
     python scripts/extract_debian_docs.py [--debs DIR] [--out DIR] [--apt-download]
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for name, part in report.items():
         print(
-            f"{name}: {len(part['files'])} HTML files, {_human_size(part['bytes'])} → {part['dir']} "
+            f"{name}: {len(part['files'])} files, {_human_size(part['bytes'])} → {part['dir']} "
             f"(from {Path(part['deb']).name})"
         )
     return 0

@@ -1,9 +1,11 @@
-"""Extract the Simplified Chinese HTML of the Debian FAQ and the Debian Reference from their `.deb` files.
+"""Extract the Simplified Chinese Debian FAQ and Debian Reference from their `.deb` files.
 
 A `.deb` is an `ar` archive whose `data.tar.*` member holds the installed files. The FAQ pages live
 under `usr/share/doc/debian/FAQ/zh-cn/`, the Reference pages under `usr/share/debian-reference/`
-(one `*.zh-cn.html` file per chapter plus `index.zh-cn.html`). Only those HTML pages are written,
-flat, into `<out>/faq/` and `<out>/reference/`.
+(one `*.zh-cn.html` file per chapter plus `index.zh-cn.html`, and the whole manual as
+`debian-reference.zh-cn.pdf`). The HTML pages are written, flat, into `<out>/faq/` and
+`<out>/reference/`; the PDF goes into `<out>/reference-pdf/`, so that adding `reference/` does not
+add the same manual twice.
 
 `scripts/extract_debian_docs.py` is the command-line face; `ragtriage demo --real` and the tests
 call `extract()` directly.
@@ -40,6 +42,7 @@ class DocSource:
 SOURCES = (
     DocSource("debian-faq-zh-cn", "usr/share/doc/debian/FAQ/zh-cn", "faq"),
     DocSource("debian-reference-zh-cn", "usr/share/debian-reference", "reference"),
+    DocSource("debian-reference-zh-cn", "usr/share/debian-reference", "reference-pdf", ".zh-cn.pdf"),
 )
 
 
@@ -100,7 +103,7 @@ def find_deb(debs_dir: Path, package: str) -> Path:
 
 
 def extract_source(deb_path: Path, source: DocSource, out_dir: Path) -> SourceReport:
-    """Write the source's HTML pages from one .deb into out_dir/<out_subdir>; return counts and sizes."""
+    """Write the source's files from one .deb into out_dir/<out_subdir>; return counts and sizes."""
     target = out_dir / source.out_subdir
     target.mkdir(parents=True, exist_ok=True)
     written: list[str] = []
@@ -126,10 +129,11 @@ def extract_source(deb_path: Path, source: DocSource, out_dir: Path) -> SourceRe
 
 
 def extract(debs_dir: Path | str, out_dir: Path | str) -> dict[str, SourceReport]:
-    """Extract the FAQ and the Reference HTML into out_dir/faq and out_dir/reference.
+    """Extract the FAQ and the Reference into out_dir/faq, out_dir/reference and out_dir/reference-pdf.
 
-    Returns {"faq": {...}, "reference": {...}}, each with the .deb used, the output folder, the file
-    names and the total bytes. Raises ExtractError when a package is missing or unreadable.
+    Returns {"faq": {...}, "reference": {...}, "reference-pdf": {...}}, each with the .deb used, the
+    output folder, the file names and the total bytes. Raises ExtractError when a package is missing
+    or unreadable.
     """
     debs_path = Path(debs_dir)
     if not debs_path.is_dir():

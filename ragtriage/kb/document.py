@@ -1,6 +1,7 @@
 """What a loader produces: a document with a title, metadata and sections of text blocks.
 
-Loaders (`markdown_loader`, `html_loader`, `text_loader`) turn one file into a `LoadedDocument`;
+Loaders (`markdown_loader`, `html_loader`, `office_loader`, `pdf_loader`, plain text in `loaders`) turn
+one file into a `LoadedDocument`;
 `chunking` turns that into chunks. Nothing here touches the store.
 """
 
@@ -23,7 +24,12 @@ SUFFIX_FORMATS: dict[str, str] = {
     ".html": "html",
     ".htm": "html",
     ".txt": "text",
+    ".docx": "docx",
+    ".pptx": "pptx",
+    ".pdf": "pdf",
 }
+#: Older formats `kb add` cannot read, and what to save them as instead.
+LEGACY_SUFFIXES: dict[str, str] = {".doc": ".docx", ".ppt": ".pptx", ".rtf": ".docx", ".wps": ".docx"}
 
 
 @dataclass(frozen=True)

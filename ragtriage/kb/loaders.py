@@ -1,6 +1,6 @@
 """One entry point for every supported file: `load_document(path)` → `LoadedDocument`.
 
-Markdown and HTML have their own modules; plain text is handled here: paragraphs are separated by
+Markdown, HTML, Word/PowerPoint and PDF have their own modules; plain text is handled here: paragraphs are separated by
 blank lines, and the first line is the title when it stands alone, is short and does not end like
 a sentence (otherwise the file name is the title).
 """
@@ -8,30 +8,46 @@ a sentence (otherwise the file name is the title).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
-from ragtriage.kb.document import SUFFIX_FORMATS, DocumentLoadError, LoadedDocument, SectionBuilder
+from ragtriage.kb.document import (
+    LEGACY_SUFFIXES,
+    SUFFIX_FORMATS,
+    DocumentLoadError,
+    LoadedDocument,
+    SectionBuilder,
+)
 from ragtriage.kb.html_loader import decode_html, load_html
 from ragtriage.kb.markdown_loader import load_markdown
+from ragtriage.kb.office_loader import load_docx, load_pptx
+from ragtriage.kb.pdf_loader import load_pdf
 from ragtriage.kb.text import clean_inline, decode_bytes, looks_binary
 
+_BINARY_LOADERS: dict[str, Callable[..., LoadedDocument]] = {
+    "docx": load_docx,
+    "pptx": load_pptx,
+    "pdf": load_pdf,
+}
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n+")
 _TITLE_MAX_CHARS = 80
 _SENTENCE_END = tuple("。！？；.!?;：:，,")
 
 
 def load_document(path: Path) -> LoadedDocument:
-    """Read and parse one file by its suffix (.md/.markdown, .html/.htm, .txt).
+    """Read and parse one file by its suffix (.md/.markdown, .html/.htm, .txt, .docx, .pptx, .pdf).
 
     Raises:
-        DocumentLoadError: unsupported suffix, unreadable, empty, binary or undecodable file,
-            broken front matter, or nothing but markup.
+        DocumentLoadError: unsupported suffix, unreadable, empty, binary or undecodable text file,
+            broken front matter, encrypted or damaged Office/PDF file, or nothing but markup.
     """
-    doc_format = SUFFIX_FORMATS.get(path.suffix.lower())
+    suffix = path.suffix.lower()
+    doc_format = SUFFIX_FORMATS.get(suffix)
     if doc_format is None:
-        raise DocumentLoadError(
-            path, f"unsupported file type {path.suffix!r}", f"use one of {', '.join(sorted(SUFFIX_FORMATS))}"
-        )
+        fix = f"use one of {', '.join(sorted(SUFFIX_FORMATS))}"
+        if suffix in LEGACY_SUFFIXES:
+            fix = f"save it as {LEGACY_SUFFIXES[suffix]} (File › Save As) and add that"
+        raise DocumentLoadError(path, f"unsupported file type {path.suffix!r}", fix)
     try:
         data = path.read_bytes()
     except OSError as error:
@@ -40,6 +56,9 @@ def load_document(path: Path) -> LoadedDocument:
         ) from None
     if not data.strip():
         raise DocumentLoadError(path, "empty file", "add content or remove the file from the folder")
+    if doc_format in _BINARY_LOADERS:
+        document = _BINARY_LOADERS[doc_format](path, default_title=path.stem)
+        return _with_text(document, path)
     text = decode_html(data, path) if doc_format == "html" else decode_bytes(data, path)[0]
     if looks_binary(text):
         raise DocumentLoadError(
@@ -52,6 +71,10 @@ def load_document(path: Path) -> LoadedDocument:
         document = load_html(text, path, default_title=default_title)
     else:
         document = load_text(text, path, default_title=default_title)
+    return _with_text(document, path)
+
+
+def _with_text(document: LoadedDocument, path: Path) -> LoadedDocument:
     if document.char_count == 0:
         raise DocumentLoadError(
             path, "no text after parsing (only markup or metadata)", "add body text or remove the file"

@@ -1,7 +1,7 @@
 """The knowledge base as both faces use it: add files and folders, list and show chunks, remove documents.
 
-`add_paths` loads every supported file (.md, .markdown, .html, .htm, .txt), stores each in its own
-short write transaction, marks documents deleted that were added from the same folder before and
+`add_paths` loads every supported file (.md, .markdown, .html, .htm, .txt, .docx, .pptx, .pdf), stores
+each in its own short write transaction, marks documents deleted that were added from the same folder before and
 are gone now, then brings the indexes in line (`ragtriage.pipeline.indexer.sync_indexes`).
 A file that cannot be loaded is reported (path, reason, fix) and skipped; its stored version stays.
 

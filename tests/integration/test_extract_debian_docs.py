@@ -96,11 +96,15 @@ def tiny_debs(tmp_path: Path) -> Path:
     return debs
 
 
-def test_extracts_only_zh_cn_html_from_hand_built_debs(tiny_debs: Path, tmp_path: Path) -> None:
+def test_extracts_only_zh_cn_html_and_the_reference_pdf_from_hand_built_debs(
+    tiny_debs: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "out"
     report = extractor.extract(tiny_debs, out)
     assert report["faq"]["files"] == ["basic-defs.zh-cn.html", "index.zh-cn.html"]
     assert report["reference"]["files"] == ["ch01.zh-cn.html", "index.zh-cn.html"]
+    assert report["reference-pdf"]["files"] == ["debian-reference.zh-cn.pdf"]
+    assert (out / "reference-pdf" / "debian-reference.zh-cn.pdf").read_bytes() == b"%PDF"
     assert sorted(p.name for p in (out / "faq").iterdir()) == report["faq"]["files"]
     assert sorted(p.name for p in (out / "reference").iterdir()) == report["reference"]["files"]
     assert (out / "reference" / "ch01.zh-cn.html").read_text(encoding="utf-8") == "<h1>第 1 章</h1>"
@@ -151,3 +155,5 @@ def test_extracts_real_faq_and_reference(tmp_path: Path, capsys: pytest.CaptureF
     assert {"index.zh-cn.html", "ch01.zh-cn.html"} <= reference_pages
     assert len(reference_pages) >= 10
     assert sum((out / "reference" / name).stat().st_size for name in reference_pages) > 1_000_000
+    assert "reference-pdf:" in printed
+    assert (out / "reference-pdf" / "debian-reference.zh-cn.pdf").read_bytes().startswith(b"%PDF")
