@@ -28,7 +28,8 @@ on stderr, the valid lines before it stored). Everything else exits 2 with one s
 | broken YAML front matter | kb/broken_front_matter.md | kb add exit 2, `:4:` "not valid YAML" |
 | unclosed front matter | kb/unclosed_front_matter.md | kb add exit 2, `:1:` "never closed" |
 | HTML with markup only | kb/markup_only.html | kb add exit 2, "no text after parsing" |
-| unsupported suffix | kb/unsupported.pdf | kb add exit 2, "unsupported file type" |
+| unsupported suffix | kb/unsupported.doc | kb add exit 2, "unsupported file type", fix "save it as .docx" |
+| damaged PDF | kb/damaged.pdf | kb add exit 2, "not a readable PDF" |
 | HTML without headings | kb/no_headings.html | added with a warning naming the file (exit 0) |
 | misspelt settings key | config/misspelt_key.toml | exit 2, `retrieval.bm25_topk`, did you mean bm25_k |
 | nested misspelt key | config/nested_misspelt_key.toml | exit 2, `rerank.weights.titel_hit` → title_hit |
@@ -261,7 +262,8 @@ KB_CASES: dict[str, tuple[int | None, str | None]] = {
     "broken_front_matter.md": (4, "front matter is not valid YAML"),
     "unclosed_front_matter.md": (1, "front matter starts with --- but is never closed"),
     "markup_only.html": (None, "no text after parsing"),
-    "unsupported.pdf": (None, "unsupported file type '.pdf'"),
+    "unsupported.doc": (None, "unsupported file type '.doc'; fix: save it as .docx"),
+    "damaged.pdf": (None, "not a readable PDF (damaged or another format)"),
     "no_headings.html": (None, None),
 }
 
