@@ -92,7 +92,8 @@ def build_home(home: Path, debs: Path, faq_only: bool) -> None:
     from ragtriage.kb.service import add_paths
 
     data = ensure_extracted(home / "debian-docs", debs)
-    sources = [data / "faq"] if faq_only else [data]
+    # Not `data` itself: it also holds reference-pdf/, the same manual as a PDF.
+    sources = [data / "faq"] if faq_only else [data / "faq", data / "reference"]
     workspace = Workspace.open(home)
     last = [0.0]
 
