@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from sqlalchemy.engine import Engine
-from sqlmodel import select
+from sqlmodel import col, select
 
 from ragtriage.kb.document import SUFFIX_FORMATS
 from ragtriage.store.db import read_session
@@ -73,11 +73,11 @@ class StoredDocIds:
 
     @classmethod
     def load(cls, engine: Engine, kb: str) -> StoredDocIds:
-        """Read every document of `kb` (deleted ones too: re-adding one keeps its id and chunk ids)."""
+        """Read the documents of `kb` that came from files (deleted ones too: re-adding one keeps its ids)."""
         with read_session(engine) as session:
             rows = session.exec(
                 select(DocumentRow.doc_id, DocumentRow.source_path, DocumentRow.meta).where(
-                    DocumentRow.kb == kb
+                    DocumentRow.kb == kb, col(DocumentRow.source_path).is_not(None)
                 )
             ).all()
         by_source_path: dict[str, str] = {}
