@@ -1,0 +1,461 @@
+"""One trace's spans → one schema-v1 request body, or the reason it cannot be one.
+
+The mapping (OpenInference conventions; every default is a `[logs.otel]` setting):
+- the root span is the request: `input.value` the query, `output.value` the answer, `session.id`
+  and `user.id` the session and user, its start the request time, its duration `latency_ms`;
+- each RETRIEVER span is a route (named by `routes`, else lexical `bm25` / dense `dense`), its
+  `retrieval.documents.N.document.{id,score}` the route's hits;
+- the first RERANKER span's input documents are `stages.fused`, its output `stages.reranked`,
+  and the output cut at `reranker.top_k` the final context;
+- annotations and evaluations on the root span, on EVALUATOR spans linked to it, and notes
+  (Phoenix annotations, Langfuse scores) give the feedback;
+- span durations become `stage_latency_ms`; attributes the mapping does not read are kept under
+  `otel.spans[].attributes`, unread root `metadata` keys under `otel.metadata`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import orjson
+
+from ragtriage.config import OtelSettings
+from ragtriage.logs.formats.spans import (
+    KIND_EVALUATOR,
+    KIND_RERANKER,
+    KIND_RETRIEVER,
+    Note,
+    Span,
+    indexed,
+    nested,
+)
+
+#: Root `metadata` keys that fill the v1 field of the same name.
+V1_METADATA_FIELDS = ("kb", "citations", "rewrite", "config_hash", "confidence")
+_QUERY_KEYS = ("query", "question", "query_str", "input")
+_ANSWER_KEYS = ("answer", "response", "output", "text", "result")
+_TRUE_LABELS = frozenset(("true", "yes", "1", "escalated"))
+
+
+@dataclass(slots=True)
+class Assembled:
+    """A trace read as a request: its v1 body (UTF-8 JSON) and where its root span was read."""
+
+    request_id: str
+    body: bytes
+    source: str
+    line_no: int
+
+
+@dataclass(slots=True)
+class Rejected:
+    """A trace (or record) that cannot be a request: the quarantine entry's parts."""
+
+    kind: str
+    message: str
+    fix: str
+    source: str
+    line_no: int
+    raw: bytes
+
+
+class _Reject(Exception):
+    def __init__(self, kind: str, message: str, fix: str, span: Span | None = None) -> None:
+        super().__init__(message)
+        self.kind, self.message, self.fix, self.span = kind, message, fix, span
+
+
+def assemble(
+    trace_id: str, spans: Iterable[Span], notes: Iterable[Note], otel: OtelSettings
+) -> Assembled | Rejected:
+    """The request one trace describes (spans of any order; a span seen twice counts once)."""
+    unique: dict[str, Span] = {}
+    for span in spans:
+        unique.setdefault(span.span_id, span)
+    ordered = sorted(unique.values(), key=lambda s: (s.start_ns or 0, s.span_id))
+    note_list = list(notes)
+    try:
+        return _assemble(trace_id, ordered, note_list, otel)
+    except _Reject as reject:
+        where = reject.span or (ordered[0] if ordered else None)
+        raw = orjson.dumps([orjson.loads(s.to_bytes()) for s in ordered])
+        return Rejected(
+            reject.kind,
+            reject.message,
+            reject.fix,
+            where.source if where else "<trace>",
+            where.line_no if where else 0,
+            raw,
+        )
+
+
+def _assemble(trace_id: str, spans: list[Span], notes: list[Note], otel: OtelSettings) -> Assembled:
+    ids = {s.span_id for s in spans}
+    carriers = [s for s in spans if s.kind == KIND_EVALUATOR and s.links]
+    carrier_ids = {s.span_id for s in carriers}
+    roots = [
+        s for s in spans if (s.parent_id is None or s.parent_id not in ids) and s.span_id not in carrier_ids
+    ]
+    if not roots:
+        raise _Reject(
+            "no_root_span",
+            f"trace {trace_id}: no root span among {len(spans)} span(s) ({_names(spans)})",
+            "export the whole trace (its root span may be in a file not given to this ingest)",
+        )
+    # The span without a parent id wins over an orphan whose parent was not exported.
+    root = min(roots, key=lambda s: (s.parent_id is not None, s.start_ns or 0, s.span_id))
+    attrs = root.attributes
+    metadata = dict(nested(attrs, "metadata") or {})
+    tags = attrs.get("tag.tags") if isinstance(attrs.get("tag.tags"), list) else []
+    consumed_metadata: set[str] = set()
+
+    def lookup(sources: list[str]) -> Any:
+        for path in sources:
+            value = _resolve(path, root, metadata, tags, consumed_metadata)
+            if value not in (None, ""):
+                return value
+        return None
+
+    request_id = lookup(otel.request_id_from) or trace_id
+    retrievers = [s for s in spans if s.kind == KIND_RETRIEVER]
+    if not retrievers:
+        raise _Reject(
+            "no_retriever",
+            f"trace {trace_id} (root span {root.span_id} {root.name!r}): no RETRIEVER span, so no "
+            f"route to triage ({_names(spans)})",
+            "instrument the retrieval step (openinference.span.kind = RETRIEVER)",
+            root,
+        )
+    raw_query = _text(attrs, "input", _QUERY_KEYS) or _text(retrievers[0].attributes, "input", _QUERY_KEYS)
+    if raw_query is None:
+        raise _Reject(
+            "missing_query",
+            f"trace {trace_id}: root span {root.span_id} {root.name!r} has no input.value and the "
+            "retriever none either",
+            "record the user's query as input.value of the root span",
+            root,
+        )
+    body: dict[str, Any] = {"schema_version": 1, "request_id": str(request_id), "raw_query": raw_query}
+    if root.start_ns is not None:
+        body["ts"] = _iso(root.start_ns)
+    for field, key in (("session", "session.id"), ("user", "user.id")):
+        value = attrs.get(key)
+        if value is None:
+            value = next((s.attributes[key] for s in spans if key in s.attributes), None)
+        if value is not None:
+            body[field] = str(value)
+    answer = _text(attrs, "output", _ANSWER_KEYS)
+    if answer is not None:
+        body["answer"] = answer
+    for key in V1_METADATA_FIELDS:
+        if key in metadata:
+            body[key] = metadata[key]
+            consumed_metadata.add(key)
+    version = lookup(otel.pipeline_version_from)
+    if version is not None:
+        body["pipeline_version"] = str(version)
+
+    latencies: dict[str, float] = {}
+    stages: dict[str, Any] = {}
+    routes = _routes(retrievers, otel, latencies)
+    for kind in ("bm25", "dense"):
+        first = next((r for r in routes if r["kind"] == kind), None)
+        if first is not None:
+            stages[kind] = first["hits"]
+            first["stage"] = kind
+    rerankers = [s for s in spans if s.kind == KIND_RERANKER]
+    reranker = rerankers[0] if rerankers else None
+    if reranker is not None:
+        stages["fused"] = _documents(reranker, "reranker.input_documents", otel)
+        stages["reranked"] = _documents(reranker, "reranker.output_documents", otel)
+        if reranker.duration_ms is not None:
+            latencies["rerank"] = reranker.duration_ms
+    final = _final_context(spans, reranker, stages, metadata, consumed_metadata, otel)
+    if final is not None:
+        stages["final_context"] = final
+    body["stages"] = stages
+    body["routes"] = [{k: v for k, v in r.items() if k != "hits" or "stage" not in r} for r in routes]
+    rewrite = _rewrite(spans, body, otel, latencies)
+    if rewrite:
+        body["rewrite"] = rewrite
+    annotations = _annotations(root, carriers, notes)
+    feedback = _feedback(annotations, otel)
+    if feedback:
+        body["feedback"] = feedback
+    if root.duration_ms is not None:
+        body["latency_ms"] = root.duration_ms
+    if latencies:
+        body["stage_latency_ms"] = latencies
+    body["otel"] = _kept(trace_id, root, spans, metadata, consumed_metadata, annotations)
+    return Assembled(
+        str(request_id), orjson.dumps(body, option=orjson.OPT_SORT_KEYS), root.source, root.line_no
+    )
+
+
+def _names(spans: list[Span]) -> str:
+    shown = ", ".join(f"{s.span_id} {s.name!r}" for s in spans[:4])
+    return shown + (f", … {len(spans) - 4} more" if len(spans) > 4 else "")
+
+
+def _iso(ns: int) -> str:
+    seconds, rest = divmod(ns, 1_000_000_000)
+    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{rest // 1000:06d}Z"
+
+
+def _resolve(path: str, root: Span, metadata: dict[str, Any], tags: list[Any], consumed: set[str]) -> Any:
+    if path.startswith("metadata."):
+        key = path[len("metadata.") :]
+        if key in metadata:
+            consumed.add(key)
+            return metadata[key]
+        return None
+    if path.startswith("resource."):
+        return root.resource.get(path[len("resource.") :])
+    if path.startswith("tag:"):
+        prefix = path[len("tag:") :]
+        return next((str(t)[len(prefix) :] for t in tags if str(t).startswith(prefix)), None)
+    return root.attributes.get(path)
+
+
+def _text(attrs: dict[str, Any], prefix: str, keys: tuple[str, ...]) -> str | None:
+    """`input.value` / `output.value` as text; a JSON object value gives its query/answer key."""
+    value = attrs.get(f"{prefix}.value")
+    if value is None:
+        return None
+    if isinstance(value, str) and value[:1] == "{":
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+        if isinstance(parsed, dict):
+            for key in keys:
+                if isinstance(parsed.get(key), str):
+                    return parsed[key]
+    return str(value)
+
+
+def _documents(span: Span, prefix: str, otel: OtelSettings) -> list[Any]:
+    hits: list[Any] = []
+    for position, doc in enumerate(indexed(span.attributes, prefix)):
+        chunk_id = doc.get("document.id")
+        if chunk_id in (None, ""):
+            metadata = nested(doc, "document.metadata") or {}
+            chunk_id = next(
+                (metadata[k] for k in otel.document_id_keys if metadata.get(k) not in (None, "")), None
+            )
+        if chunk_id in (None, ""):
+            raise _Reject(
+                "missing_document_id",
+                f"trace {span.trace_id}, span {span.span_id} {span.name!r}: document {position} of "
+                f"{prefix} has no document.id and no metadata key {' / '.join(otel.document_id_keys)}",
+                "set [logs.otel] document_id_keys to the document.metadata key that holds the chunk id",
+                span,
+            )
+        score = doc.get("document.score")
+        if isinstance(score, (int, float)) and not isinstance(score, bool):
+            hits.append({"chunk_id": str(chunk_id), "score": float(score)})
+        else:
+            hits.append(str(chunk_id))
+    return hits
+
+
+def _routes(retrievers: list[Span], otel: OtelSettings, latencies: dict[str, float]) -> list[dict[str, Any]]:
+    routes: list[dict[str, Any]] = []
+    taken: dict[str, int] = {}
+    lexical = [k.lower() for k in otel.lexical_keywords]
+    for span in retrievers:
+        lower = span.name.lower()
+        name = next(
+            (
+                route
+                for route, names in otel.routes.items()
+                if any(n.lower() == lower or n.lower() in lower for n in names)
+            ),
+            None,
+        )
+        if name is None:
+            name = "bm25" if any(k in lower for k in lexical) else "dense"
+        kind = "bm25" if any(k in name.lower() for k in lexical) else "dense"
+        taken[name] = taken.get(name, 0) + 1
+        if taken[name] > 1:
+            name = f"{name}_{taken[name]}"
+        route: dict[str, Any] = {"name": name, "kind": kind, "span_id": span.span_id, "span_name": span.name}
+        query = _text(span.attributes, "input", _QUERY_KEYS)
+        if query is not None:
+            route["query"] = query
+        if span.duration_ms is not None:
+            route["latency_ms"] = latencies[name] = span.duration_ms
+        route["hits"] = _documents(span, "retrieval.documents", otel)
+        routes.append(route)
+    return routes
+
+
+def _final_context(
+    spans: list[Span],
+    reranker: Span | None,
+    stages: dict[str, Any],
+    metadata: dict[str, Any],
+    consumed: set[str],
+    otel: OtelSettings,
+) -> list[Any] | None:
+    rule = otel.final_context
+    if rule == "reranker":
+        if reranker is None:
+            return None
+        top_k = reranker.attributes.get("reranker.top_k")
+        reranked: list[Any] = stages["reranked"]
+        return reranked[: int(top_k)] if isinstance(top_k, (int, float)) and top_k >= 0 else reranked
+    if rule.startswith("metadata."):
+        key = rule[len("metadata.") :]
+        value = metadata.get(key)
+        if isinstance(value, list):
+            consumed.add(key)
+            return [str(v) for v in value]
+        return None
+    named = next((s for s in spans if s.name == rule), None)
+    if named is None:
+        return None
+    prefix = "reranker.output_documents" if named.kind == KIND_RERANKER else "retrieval.documents"
+    return _documents(named, prefix, otel)
+
+
+def _rewrite(
+    spans: list[Span], body: dict[str, Any], otel: OtelSettings, latencies: dict[str, float]
+) -> dict[str, Any]:
+    rewrite = dict(body.pop("rewrite", None) or {})
+    markers = [m.lower() for m in otel.rewrite_spans if m]
+    for span in spans:
+        if span.kind == KIND_RETRIEVER or not any(m in span.name.lower() for m in markers):
+            continue
+        text = _text(span.attributes, "output", ("rewritten_query", "query", "output", "text"))
+        if text is not None:
+            rewrite.setdefault("rewritten_query", text)
+        if span.duration_ms is not None:
+            latencies["rewrite"] = span.duration_ms
+        break
+    return rewrite
+
+
+def _annotations(root: Span, carriers: list[Span], notes: list[Note]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for span in [root, *(c for c in carriers if any(sid == root.span_id for _, sid in c.links))]:
+        for prefix, suffix in (
+            ("annotations", "annotation."),
+            ("evaluations", "evaluation."),
+            ("trace.annotations", "annotation."),
+            ("trace.evaluations", "evaluation."),
+        ):
+            for item in indexed(span.attributes, prefix):
+                fields = {k[len(suffix) :]: v for k, v in item.items() if k.startswith(suffix)}
+                if "name" in fields:
+                    fields.pop("metadata", None)
+                    found.append({**fields, "span_id": span.span_id})
+    for note in notes:
+        if note.span_id is None or note.span_id == root.span_id:
+            found.append({**note.as_annotation(), "span_id": root.span_id})
+    return found
+
+
+def _matches(name: Any, needles: list[str]) -> bool:
+    lower = str(name).lower()
+    return any(n.lower() in lower for n in needles if n)
+
+
+def _is_bad(annotation: dict[str, Any], otel: OtelSettings) -> bool:
+    label = annotation.get("label")
+    if label not in (None, ""):
+        return str(label).strip().lower() in {b.lower() for b in otel.bad_labels}
+    score = annotation.get("score")
+    return (
+        otel.bad_score_at_most is not None
+        and isinstance(score, (int, float))
+        and not isinstance(score, bool)
+        and score <= otel.bad_score_at_most
+    )
+
+
+def _feedback(annotations: list[dict[str, Any]], otel: OtelSettings) -> dict[str, Any]:
+    feedback: dict[str, Any] = {}
+    user = [a for a in annotations if _matches(a.get("name"), otel.feedback_names)]
+    if user:
+        bad = [a for a in user if _is_bad(a, otel)]
+        chosen = bad[0] if bad else user[0]
+        feedback["rating"] = "down" if bad else "up"
+        feedback["name"] = chosen.get("name")
+        for key in ("label", "score"):
+            if chosen.get(key) is not None:
+                feedback[key] = chosen[key]
+        if chosen.get("explanation"):
+            feedback["reason"] = chosen["explanation"]
+    for annotation in annotations:
+        if not _matches(annotation.get("name"), otel.escalation_names):
+            continue
+        label, score = annotation.get("label"), annotation.get("score")
+        if str(label).strip().lower() in _TRUE_LABELS or (
+            isinstance(score, (int, float)) and not isinstance(score, bool) and score > 0
+        ):
+            feedback["escalated"] = True
+    return feedback
+
+
+#: Attributes the mapping reads, or bulky copies of what the knowledge base holds; not kept.
+_READ_PREFIXES = (
+    "openinference.span.kind",
+    "input.",
+    "output.",
+    "session.id",
+    "user.id",
+    "metadata",
+    "retrieval.documents.",
+    "reranker.input_documents.",
+    "reranker.output_documents.",
+    "annotations.",
+    "evaluations.",
+    "trace.annotations.",
+    "trace.evaluations.",
+    "embedding.embeddings.",
+    "llm.input_messages.",
+    "llm.output_messages.",
+    "llm.prompts",
+)
+
+
+def _kept(
+    trace_id: str,
+    root: Span,
+    spans: list[Span],
+    metadata: dict[str, Any],
+    consumed: set[str],
+    annotations: list[dict[str, Any]],
+) -> dict[str, Any]:
+    start = root.start_ns
+    kept_spans = []
+    for span in spans:
+        entry: dict[str, Any] = {"span_id": span.span_id, "name": span.name}
+        if span.kind:
+            entry["kind"] = span.kind
+        if span.parent_id:
+            entry["parent_id"] = span.parent_id
+        if start is not None and span.start_ns is not None:
+            entry["start_offset_ms"] = round((span.start_ns - start) / 1e6, 3)
+        if span.duration_ms is not None:
+            entry["duration_ms"] = span.duration_ms
+        if span.status:
+            entry["status"] = span.status
+        unknown = {k: v for k, v in span.attributes.items() if not k.startswith(_READ_PREFIXES)}
+        if unknown:
+            entry["attributes"] = unknown
+        kept_spans.append(entry)
+    kept: dict[str, Any] = {"trace_id": trace_id, "root_span_id": root.span_id, "spans": kept_spans}
+    rest = {k: v for k, v in metadata.items() if k not in consumed}
+    if rest:
+        kept["metadata"] = rest
+    if root.resource:
+        kept["resource"] = root.resource
+    if annotations:
+        kept["annotations"] = annotations
+    return kept

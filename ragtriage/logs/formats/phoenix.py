@@ -1,0 +1,99 @@
+"""Arize Phoenix exports into `Span`s and `Note`s.
+
+Shapes (Phoenix `src/phoenix/server/api/routers/v1/spans.py` and `annotations.py`):
+- `GET /v1/projects/{id}/spans` pages `{"data": [span, …], "next_cursor": …}`; a span is
+  `{id, name, context{trace_id, span_id}, span_kind, parent_id, start_time, end_time (ISO 8601),
+  status_code, status_message, attributes (flattened; `metadata` flattened too), events}`;
+- `GET /v1/projects/{id}/spans/otlpv1` pages hold OTLP spans with snake_case keys (read by `otlp`);
+- span annotations `{span_id, name, annotator_kind, result{label, score, explanation}, metadata,
+  identifier}` and trace annotations (`trace_id` instead of `span_id`). Document annotations
+  (`document_position`) judge single documents, not the request, and are skipped.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from ragtriage.logs.formats.otlp import SpanFormatError, events_as_evaluations
+from ragtriage.logs.formats.spans import Note, Span
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def is_span(obj: Any) -> bool:
+    """A Phoenix span object."""
+    return isinstance(obj, dict) and isinstance(obj.get("context"), dict) and "span_kind" in obj
+
+
+def is_annotation(obj: Any) -> bool:
+    """A Phoenix span, trace or document annotation."""
+    return (
+        isinstance(obj, dict)
+        and "annotator_kind" in obj
+        and "name" in obj
+        and ("span_id" in obj or "trace_id" in obj)
+    )
+
+
+def _ns(value: Any, field: str, span_id: str) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        moment = datetime.fromisoformat(str(value))
+    except ValueError:
+        raise SpanFormatError(
+            f"{field} {str(value)[:40]!r} is not an ISO 8601 time", "export times as Phoenix does", span_id
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (moment - _EPOCH) // timedelta(microseconds=1) * 1000
+
+
+def span_from_phoenix(obj: dict[str, Any], source: str, line_no: int) -> Span:
+    """One Phoenix span.
+
+    Raises:
+        SpanFormatError: no trace or span id, or a time that is not ISO 8601.
+    """
+    context = obj.get("context") or {}
+    span_id, trace_id = context.get("span_id"), context.get("trace_id")
+    if not span_id or not trace_id:
+        raise SpanFormatError(
+            "span without context.trace_id / context.span_id", "export spans with their context", span_id
+        )
+    attrs = dict(obj.get("attributes") or {})
+    events_as_evaluations(obj.get("events"), attrs)
+    kind = str(obj.get("span_kind") or "").upper()
+    return Span(
+        trace_id=str(trace_id).lower(),
+        span_id=str(span_id).lower(),
+        parent_id=str(obj["parent_id"]).lower() if obj.get("parent_id") else None,
+        name=str(obj.get("name") or ""),
+        kind="" if kind == "UNKNOWN" else kind,
+        start_ns=_ns(obj.get("start_time"), "start_time", str(span_id)),
+        end_ns=_ns(obj.get("end_time"), "end_time", str(span_id)),
+        attributes=attrs,
+        source=source,
+        line_no=line_no,
+        status="ERROR" if obj.get("status_code") == "ERROR" else None,
+    )
+
+
+def note_from_phoenix(obj: dict[str, Any], source: str, line_no: int) -> Note | None:
+    """A span or trace annotation as a `Note`; None for a document annotation."""
+    if "document_position" in obj:
+        return None
+    result = obj.get("result") or {}
+    score = result.get("score")
+    return Note(
+        trace_id=str(obj["trace_id"]).lower() if obj.get("trace_id") else None,
+        span_id=str(obj["span_id"]).lower() if obj.get("span_id") else None,
+        name=str(obj.get("name")),
+        label=None if result.get("label") is None else str(result["label"]),
+        score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
+        explanation=result.get("explanation"),
+        annotator_kind=obj.get("annotator_kind"),
+        source=source,
+        line_no=line_no,
+    )
