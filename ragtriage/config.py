@@ -262,7 +262,7 @@ class OtelSettings(StrictModel):
     """`reranker`: the reranker's output documents cut at `reranker.top_k`; `metadata.KEY`: a
     list of chunk ids in the root metadata; any other value: the name of the span whose output
     (or retrieved) documents are the final context."""
-    stage_names: dict[str, list[str]] = Field(default_factory=dict)
+    stage_names: dict[str, list[str]] = Field(default_factory=lambda: {"reranked": ["rerank"]})
     """Langfuse: stage → observation names for observations without a telling type, e.g.
     `reranked = ["rerank"]` (Langfuse has no RERANKER type); stages are `reranked` and `route`."""
 

@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from ragtriage.config import OtelSettings
+from ragtriage.logs.formats.feedback import feedback_of, root_annotations
 from ragtriage.logs.formats.spans import (
     KIND_EVALUATOR,
     KIND_RERANKER,
@@ -37,7 +38,6 @@ from ragtriage.logs.formats.spans import (
 V1_METADATA_FIELDS = ("kb", "citations", "rewrite", "config_hash", "confidence")
 _QUERY_KEYS = ("query", "question", "query_str", "input")
 _ANSWER_KEYS = ("answer", "response", "output", "text", "result")
-_TRUE_LABELS = frozenset(("true", "yes", "1", "escalated"))
 
 
 @dataclass(slots=True)
@@ -181,8 +181,8 @@ def _assemble(trace_id: str, spans: list[Span], notes: list[Note], otel: OtelSet
     rewrite = _rewrite(spans, body, otel, latencies)
     if rewrite:
         body["rewrite"] = rewrite
-    annotations = _annotations(root, carriers, notes)
-    feedback = _feedback(annotations, otel)
+    annotations = root_annotations(root, carriers, notes)
+    feedback = feedback_of(annotations, otel)
     if feedback:
         body["feedback"] = feedback
     if root.duration_ms is not None:
@@ -338,68 +338,6 @@ def _rewrite(
             latencies["rewrite"] = span.duration_ms
         break
     return rewrite
-
-
-def _annotations(root: Span, carriers: list[Span], notes: list[Note]) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    for span in [root, *(c for c in carriers if any(sid == root.span_id for _, sid in c.links))]:
-        for prefix, suffix in (
-            ("annotations", "annotation."),
-            ("evaluations", "evaluation."),
-            ("trace.annotations", "annotation."),
-            ("trace.evaluations", "evaluation."),
-        ):
-            for item in indexed(span.attributes, prefix):
-                fields = {k[len(suffix) :]: v for k, v in item.items() if k.startswith(suffix)}
-                if "name" in fields:
-                    fields.pop("metadata", None)
-                    found.append({**fields, "span_id": span.span_id})
-    for note in notes:
-        if note.span_id is None or note.span_id == root.span_id:
-            found.append({**note.as_annotation(), "span_id": root.span_id})
-    return found
-
-
-def _matches(name: Any, needles: list[str]) -> bool:
-    lower = str(name).lower()
-    return any(n.lower() in lower for n in needles if n)
-
-
-def _is_bad(annotation: dict[str, Any], otel: OtelSettings) -> bool:
-    label = annotation.get("label")
-    if label not in (None, ""):
-        return str(label).strip().lower() in {b.lower() for b in otel.bad_labels}
-    score = annotation.get("score")
-    return (
-        otel.bad_score_at_most is not None
-        and isinstance(score, (int, float))
-        and not isinstance(score, bool)
-        and score <= otel.bad_score_at_most
-    )
-
-
-def _feedback(annotations: list[dict[str, Any]], otel: OtelSettings) -> dict[str, Any]:
-    feedback: dict[str, Any] = {}
-    user = [a for a in annotations if _matches(a.get("name"), otel.feedback_names)]
-    if user:
-        bad = [a for a in user if _is_bad(a, otel)]
-        chosen = bad[0] if bad else user[0]
-        feedback["rating"] = "down" if bad else "up"
-        feedback["name"] = chosen.get("name")
-        for key in ("label", "score"):
-            if chosen.get(key) is not None:
-                feedback[key] = chosen[key]
-        if chosen.get("explanation"):
-            feedback["reason"] = chosen["explanation"]
-    for annotation in annotations:
-        if not _matches(annotation.get("name"), otel.escalation_names):
-            continue
-        label, score = annotation.get("label"), annotation.get("score")
-        if str(label).strip().lower() in _TRUE_LABELS or (
-            isinstance(score, (int, float)) and not isinstance(score, bool) and score > 0
-        ):
-            feedback["escalated"] = True
-    return feedback
 
 
 #: Attributes the mapping reads, or bulky copies of what the knowledge base holds; not kept.

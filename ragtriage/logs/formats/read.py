@@ -59,8 +59,8 @@ def iter_records(path: Path, layout: str, display: str) -> Iterator[tuple[int, A
                     ),
                 )
                 return
-            items = document.get("data") if isinstance(document, dict) else document
-            if isinstance(items, list) and not otlp.is_export_request(document):
+            items = document["data"] if _is_page(document) else document
+            if isinstance(items, list):
                 for number, item in enumerate(items, start=1):
                     yield number, item
             else:
@@ -72,7 +72,7 @@ def iter_records(path: Path, layout: str, display: str) -> Iterator[tuple[int, A
             if not raw.strip():
                 continue
             try:
-                yield line_no, orjson.loads(raw)
+                record = orjson.loads(raw)
             except orjson.JSONDecodeError as error:
                 yield (
                     line_no,
@@ -85,6 +85,17 @@ def iter_records(path: Path, layout: str, display: str) -> Iterator[tuple[int, A
                         raw.rstrip(b"\n"),
                     ),
                 )
+                continue
+            if _is_page(record):
+                # A page written on one line (`{"data": [...], "meta": …}`): its items are the records.
+                for item in record["data"]:
+                    yield line_no, item
+            else:
+                yield line_no, record
+
+
+def _is_page(record: Any) -> bool:
+    return isinstance(record, dict) and isinstance(record.get("data"), list) and not otlp.is_export_request(record)
 
 
 def items_of(
