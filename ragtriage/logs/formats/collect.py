@@ -20,7 +20,8 @@ _SPAN, _NOTE = 0, 1
 
 
 class TraceCollector:
-    """Collects spans and notes; `traces()` yields each trace's spans and notes once, by trace id."""
+    """Collects spans and notes; `traces()` yields each trace's spans and notes once, in the order
+    of each trace's first span in the input (so requests follow the files they came from)."""
 
     def __init__(self, *, memory_spans: int = 10_000, spill_dir: Path | None = None) -> None:
         self.memory_spans = memory_spans
@@ -74,7 +75,7 @@ class TraceCollector:
         self._spans = []
 
     def traces(self) -> Iterator[tuple[str, list[Span], list[Note]]]:
-        """Every trace once, by trace id: `(trace_id, spans, notes)`.
+        """Every trace once, in order of first appearance: `(trace_id, spans, notes)`.
 
         Notes that name only a span id join the trace of that span; notes whose trace has no span
         are yielded with an empty span list (the caller quarantines them).
@@ -115,7 +116,7 @@ class TraceCollector:
             for trace_id, span in self._spans:
                 by_trace.setdefault(trace_id, []).append(span)
             self._spans = []
-            for trace_id in sorted(by_trace):
+            for trace_id in list(by_trace):
                 yield trace_id, by_trace.pop(trace_id)
             return
         if self._spans:
@@ -123,9 +124,14 @@ class TraceCollector:
         db = self._db
         db.execute("COMMIT")
         db.execute("CREATE INDEX item_trace ON item (trace_id, seq)")
+        db.execute("CREATE TABLE first AS SELECT trace_id, MIN(seq) AS seq FROM item GROUP BY trace_id")
         current: str | None = None
         group: list[Span] = []
-        for trace_id, data in db.execute("SELECT trace_id, data FROM item ORDER BY trace_id, seq"):
+        query = (
+            "SELECT item.trace_id, item.data FROM first JOIN item ON item.trace_id = first.trace_id "
+            "ORDER BY first.seq, item.seq"
+        )
+        for trace_id, data in db.execute(query):
             if trace_id != current:
                 if current is not None:
                     yield current, group

@@ -140,7 +140,8 @@ def read_traces(
     memory_spans: int = 10_000,
 ) -> Iterator[Assembled | Rejected]:
     """Every trace of `files` (`(path, format, layout)`) as a request body or a rejection;
-    unreadable records first, as they are met, then the traces by trace id.
+    unreadable records first, as they are met, then the traces in the order their first span
+    was read.
 
     Raises:
         InputError: a file cannot be read.
