@@ -89,7 +89,9 @@ def _doc_attrs(prefix: str, docs: list[tuple[str, float | None]], *, with_ids: b
             if score is not None:
                 attrs[base + DocumentAttributes.DOCUMENT_SCORE] = float(score)
         else:  # LangChain: no id, no score; the id only inside document.metadata
-            attrs[base + DocumentAttributes.DOCUMENT_METADATA] = json.dumps({"chunk_id": chunk_id, "source": "kb"})
+            attrs[base + DocumentAttributes.DOCUMENT_METADATA] = json.dumps(
+                {"chunk_id": chunk_id, "source": "kb"}
+            )
         attrs[base + DocumentAttributes.DOCUMENT_CONTENT] = f"content of {chunk_id}"
     return attrs
 
@@ -133,7 +135,9 @@ def record_request(
         root_attrs[SpanAttributes.USER_ID] = request["user"]
     annotations: list[dict[str, Any]] = []
     if feedback.get("rating") is not None:
-        annotations.append({"name": "user_feedback", "label": str(feedback["rating"]), "annotator_kind": "HUMAN"})
+        annotations.append(
+            {"name": "user_feedback", "label": str(feedback["rating"]), "annotator_kind": "HUMAN"}
+        )
     if feedback.get("escalated"):
         annotations.append({"name": "escalation", "label": "true", "annotator_kind": "HUMAN"})
     if feedback_as == "annotation":

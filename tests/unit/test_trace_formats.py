@@ -43,8 +43,14 @@ REQUEST: dict[str, Any] = {
     "stages": {
         "bm25": [{"chunk_id": "leave/missed#1", "score": 12.5}, {"chunk_id": "leave/missed#2", "score": 9.0}],
         "dense": [{"chunk_id": "leave/missed#2", "score": 0.91}, {"chunk_id": 101, "score": 0.88}],
-        "fused": [{"chunk_id": "leave/missed#2", "score": 0.032}, {"chunk_id": "leave/missed#1", "score": 0.016}],
-        "reranked": [{"chunk_id": "leave/missed#1", "score": 0.9}, {"chunk_id": "leave/missed#2", "score": 0.4}],
+        "fused": [
+            {"chunk_id": "leave/missed#2", "score": 0.032},
+            {"chunk_id": "leave/missed#1", "score": 0.016},
+        ],
+        "reranked": [
+            {"chunk_id": "leave/missed#1", "score": 0.9},
+            {"chunk_id": "leave/missed#2", "score": 0.4},
+        ],
         "final_context": ["leave/missed#1"],
     },
     "feedback": {"rating": "thumbs_down", "escalated": True},
@@ -142,7 +148,9 @@ def test_defaults_trace_id_service_version_and_score_feedback(tmp_path: Path) ->
     [item] = _read([path])
     assert isinstance(item, Assembled)
     record = _record(item.body)
-    trace_id = json.loads(path.read_text().splitlines()[0])["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"]
+    trace_id = json.loads(path.read_text().splitlines()[0])["resourceSpans"][0]["scopeSpans"][0]["spans"][0][
+        "traceId"
+    ]
     assert record.request_id == trace_id  # no request_id in the root metadata
     assert record.pipeline_version == "svc-9.1"  # the resource's service.version
     assert record.feedback is not None and record.feedback.rating == "down"  # score 0 on a 0–1 scale
@@ -211,7 +219,13 @@ def test_normalize_id_accepts_hex_and_base64_only() -> None:
 def test_phoenix_and_langfuse_exports_read_the_same_requests(tmp_path: Path) -> None:
     requests = [
         REQUEST,
-        {**REQUEST, "request_id": "r-2", "feedback": {"rating": "up"}, "answer": "按流程提交。", "citations": ["c1"]},
+        {
+            **REQUEST,
+            "request_id": "r-2",
+            "feedback": {"rating": "up"},
+            "answer": "按流程提交。",
+            "citations": ["c1"],
+        },
     ]
     spans = _spans(requests)
     otlp_path = tmp_path / "t.jsonl"

@@ -30,7 +30,6 @@ from ragtriage.logs.formats.spans import (
     KIND_RETRIEVER,
     Note,
     Span,
-    indexed,
     nested,
 )
 
@@ -240,7 +239,8 @@ def _text(attrs: dict[str, Any], prefix: str, keys: tuple[str, ...]) -> str | No
 
 def _documents(span: Span, prefix: str, otel: OtelSettings) -> list[Any]:
     hits: list[Any] = []
-    for position, doc in enumerate(indexed(span.attributes, prefix)):
+    documents = span.attributes.get(prefix)
+    for position, doc in enumerate(documents if isinstance(documents, list) else ()):
         chunk_id = doc.get("document.id")
         if chunk_id in (None, ""):
             metadata = nested(doc, "document.metadata") or {}
@@ -348,9 +348,9 @@ _READ_PREFIXES = (
     "session.id",
     "user.id",
     "metadata",
-    "retrieval.documents.",
-    "reranker.input_documents.",
-    "reranker.output_documents.",
+    "retrieval.documents",
+    "reranker.input_documents",
+    "reranker.output_documents",
     "annotations.",
     "evaluations.",
     "trace.annotations.",

@@ -23,7 +23,7 @@ class TraceCollector:
     """Collects spans and notes; `traces()` yields each trace's spans and notes once, in the order
     of each trace's first span in the input (so requests follow the files they came from)."""
 
-    def __init__(self, *, memory_spans: int = 10_000, spill_dir: Path | None = None) -> None:
+    def __init__(self, *, memory_spans: int = 50_000, spill_dir: Path | None = None) -> None:
         self.memory_spans = memory_spans
         self.spill_dir = spill_dir
         self._spans: list[tuple[str, Span]] = []
@@ -69,7 +69,7 @@ class TraceCollector:
         start = self._seq
         db.executemany(
             "INSERT INTO item VALUES (?, ?, ?)",
-            [(trace_id, start + i, span.to_bytes()) for i, (trace_id, span) in enumerate(self._spans)],
+            [(trace_id, start + i, span.pack()) for i, (trace_id, span) in enumerate(self._spans)],
         )
         self._seq += len(self._spans)
         self._spans = []
@@ -101,7 +101,7 @@ class TraceCollector:
                     span_traces[span.span_id] = trace_id
             if self._db is not None:
                 for trace_id, data in self._db.execute("SELECT trace_id, data FROM item"):
-                    span_id = Span.from_bytes(data).span_id
+                    span_id = Span.unpack(data).span_id
                     if span_id in unresolved:
                         span_traces[span_id] = trace_id
         grouped: dict[str, list[Note]] = {}
@@ -136,7 +136,7 @@ class TraceCollector:
                 if current is not None:
                     yield current, group
                 current, group = trace_id, []
-            group.append(Span.from_bytes(data))
+            group.append(Span.unpack(data))
         if current is not None:
             yield current, group
 

@@ -23,7 +23,7 @@ import orjson
 
 from ragtriage.config import OtelSettings
 from ragtriage.logs.formats.otlp import SpanFormatError
-from ragtriage.logs.formats.spans import Note, Span
+from ragtriage.logs.formats.spans import Note, Span, group_documents
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _TYPE_KIND = {
@@ -148,6 +148,7 @@ def span_from_observation(obj: dict[str, Any], otel: OtelSettings, source: str, 
                 kind = _STAGE_KIND[stage]
     if not raw:
         _attributes_from_io(obj, kind, metadata, attrs)
+    attrs = group_documents(attrs)
     start = _ns(obj.get("startTime"), "startTime", str(obs_id))
     end = _ns(obj.get("endTime"), "endTime", str(obs_id))
     return Span(

@@ -13,7 +13,7 @@ import base64
 import binascii
 from typing import Any
 
-from ragtriage.logs.formats.spans import Span
+from ragtriage.logs.formats.spans import Span, group_documents
 
 _HEX = frozenset("0123456789abcdefABCDEF")
 _STATUS_ERROR = (2, "2", "STATUS_CODE_ERROR")
@@ -93,19 +93,26 @@ def any_value(value: Any) -> Any:
     return None
 
 
+#: Attributes dropped on reading: copies of what the knowledge base or the model holds, which no
+#: request needs and which would make up most of the bytes spilled and stored.
+BULKY_SUFFIXES = (".document.content", ".embedding.vector", ".embedding.text")
+BULKY_PREFIXES = ("llm.input_messages.", "llm.output_messages.", "llm.prompts")
+
+
 def attributes(kvs: Any) -> dict[str, Any]:
-    """OTLP `KeyValue[]` as a flat dict; a `kvlistValue` is flattened below its key."""
+    """OTLP `KeyValue[]` as a flat dict; a `kvlistValue` is flattened below its key; `BULKY_*`
+    attributes are left out."""
     flat: dict[str, Any] = {}
     for kv in kvs or ():
         key = kv.get("key")
-        if not isinstance(key, str):
+        if not isinstance(key, str) or key.endswith(BULKY_SUFFIXES) or key.startswith(BULKY_PREFIXES):
             continue
         value = any_value(kv.get("value"))
         if isinstance(value, dict):
             _flatten_into(flat, key, value)
         elif value is not None:
             flat[key] = value
-    return flat
+    return group_documents(flat)
 
 
 def _flatten_into(flat: dict[str, Any], prefix: str, tree: dict[str, Any]) -> None:

@@ -15,8 +15,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ragtriage.logs.formats.otlp import SpanFormatError, events_as_evaluations
-from ragtriage.logs.formats.spans import Note, Span
+from ragtriage.logs.formats.otlp import BULKY_PREFIXES, BULKY_SUFFIXES, SpanFormatError, events_as_evaluations
+from ragtriage.logs.formats.spans import Note, Span, group_documents
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -62,7 +62,13 @@ def span_from_phoenix(obj: dict[str, Any], source: str, line_no: int) -> Span:
         raise SpanFormatError(
             "span without context.trace_id / context.span_id", "export spans with their context", span_id
         )
-    attrs = dict(obj.get("attributes") or {})
+    attrs = group_documents(
+        {
+            k: v
+            for k, v in (obj.get("attributes") or {}).items()
+            if not (k.endswith(BULKY_SUFFIXES) or k.startswith(BULKY_PREFIXES))
+        }
+    )
     events_as_evaluations(obj.get("events"), attrs)
     kind = str(obj.get("span_kind") or "").upper()
     return Span(

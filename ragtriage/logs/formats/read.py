@@ -9,14 +9,15 @@ unreadable record, and `read = assembled + rejected`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 
 from ragtriage.config import OtelSettings
-from ragtriage.logs.formats import langfuse, otlp, phoenix
+from ragtriage.logs.formats import langfuse, otlp, otlp_fast, phoenix
 from ragtriage.logs.formats.assemble import Assembled, Rejected, assemble
 from ragtriage.logs.formats.collect import TraceCollector
 from ragtriage.logs.formats.detect import open_bytes
@@ -31,11 +32,9 @@ _MISSING_FORMAT = {
 }
 
 
-def iter_records(path: Path, layout: str, display: str) -> Iterator[tuple[int, Any]]:
-    """`(line or record number, parsed record or Rejected)` of a JSONL file or a JSON document.
-
-    A document's records are the items of its `data` list (an API page) or of a top-level array;
-    any other document is one record.
+def iter_raw(path: Path, layout: str) -> Iterator[tuple[int, bytes]]:
+    """`(line number, bytes)` of every non-blank line, or `(1, whole file)` for a document; a
+    leading byte-order mark is dropped.
 
     Raises:
         InputError: the file cannot be read.
@@ -43,59 +42,52 @@ def iter_records(path: Path, layout: str, display: str) -> Iterator[tuple[int, A
     with open_bytes(path) as handle:
         if layout == "document":
             text = handle.read()
-            text = text[len(_BOM) :] if text.startswith(_BOM) else text
-            try:
-                document = orjson.loads(text)
-            except orjson.JSONDecodeError as error:
-                yield (
-                    1,
-                    Rejected(
-                        "invalid_json",
-                        f"not valid JSON: {error}",
-                        "fix the JSON document",
-                        display,
-                        1,
-                        text[:4096],
-                    ),
-                )
-                return
-            items = document["data"] if _is_page(document) else document
-            if isinstance(items, list):
-                for number, item in enumerate(items, start=1):
-                    yield number, item
-            else:
-                yield 1, document
+            yield 1, text[len(_BOM) :] if text.startswith(_BOM) else text
             return
         for line_no, raw in enumerate(handle, start=1):
             if line_no == 1 and raw.startswith(_BOM):
                 raw = raw[len(_BOM) :]
-            if not raw.strip():
-                continue
-            try:
-                record = orjson.loads(raw)
-            except orjson.JSONDecodeError as error:
-                yield (
-                    line_no,
-                    Rejected(
-                        "invalid_json",
-                        f"not valid JSON: {error}",
-                        "fix the JSON syntax",
-                        display,
-                        line_no,
-                        raw.rstrip(b"\n"),
-                    ),
-                )
-                continue
-            if _is_page(record):
-                # A page written on one line (`{"data": [...], "meta": …}`): its items are the records.
-                for item in record["data"]:
-                    yield line_no, item
-            else:
-                yield line_no, record
+            if raw.strip():
+                yield line_no, raw
+
+
+def records_of(
+    raw: bytes, line_no: int, display: str, *, document: bool = False
+) -> Iterator[tuple[int, Any]]:
+    """`(line or record number, record)` of one line or document, or one `Rejected` for bad JSON.
+
+    A page (`{"data": [...], …}`, one line or a whole document) or a top-level array is its items
+    (in a document, numbered from 1); anything else is one record.
+    """
+    try:
+        record = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        yield (
+            line_no,
+            Rejected(
+                "invalid_json",
+                f"not valid JSON: {error}",
+                "fix the JSON syntax",
+                display,
+                line_no,
+                raw.rstrip(b"\n")[:65536],
+            ),
+        )
+        return
+    items = record["data"] if _is_page(record) else record
+    if isinstance(items, list):
+        for number, item in enumerate(items, start=1):
+            yield (number if document else line_no), item
+    else:
+        yield line_no, record
 
 
 def _is_page(record: Any) -> bool:
-    return isinstance(record, dict) and isinstance(record.get("data"), list) and not otlp.is_export_request(record)
+    return (
+        isinstance(record, dict)
+        and isinstance(record.get("data"), list)
+        and not otlp.is_export_request(record)
+    )
 
 
 def items_of(
@@ -132,12 +124,25 @@ def items_of(
     ]
 
 
+def _rejected_record(fmt: str, error: SpanFormatError, record: Any, display: str, line_no: int) -> Rejected:
+    where = f"span {error.span_id}: " if error.span_id else ""
+    raw = record if isinstance(record, bytes) else orjson.dumps(record)
+    return Rejected(
+        _MISSING_FORMAT[fmt][0] if error.message.startswith("not ") else "bad_span",
+        where + error.message,
+        error.fix,
+        display,
+        line_no,
+        raw[:65536],
+    )
+
+
 def read_traces(
     files: Sequence[tuple[Path, str, str]],
     otel: OtelSettings,
     *,
     spill_dir: Path | None = None,
-    memory_spans: int = 10_000,
+    memory_spans: int = 50_000,
 ) -> Iterator[Assembled | Rejected]:
     """Every trace of `files` (`(path, format, layout)`) as a request body or a rejection;
     unreadable records first, as they are met, then the traces in the order their first span
@@ -150,25 +155,40 @@ def read_traces(
     try:
         for path, fmt, layout in files:
             display = str(path)
-            for line_no, record in iter_records(path, layout, display):
-                if isinstance(record, Rejected):
-                    yield record
-                    continue
-                for item in items_of(fmt, record, otel, display, line_no):
-                    if isinstance(item, Span):
-                        collector.add_span(item)
-                    elif isinstance(item, Note):
-                        collector.add_note(item)
-                    else:
-                        where = f"span {item.span_id}: " if item.span_id else ""
-                        yield Rejected(
-                            _MISSING_FORMAT[fmt][0] if item.message.startswith("not ") else "bad_span",
-                            where + item.message,
-                            item.fix,
-                            display,
-                            line_no,
-                            orjson.dumps(record)[:65536],
+            for line_no, raw in iter_raw(path, layout):
+                fast = None
+                if fmt == "otlp":
+                    try:
+                        fast = otlp_fast.spans_from_json(raw, display, line_no)
+                    except msgspec.DecodeError:
+                        fast = None  # the dict path below reports the JSON error
+                if fast is not None:
+                    found: Iterable[tuple[int, Any, list[Span | Note | SpanFormatError]]] = [
+                        (line_no, None, fast)
+                    ]
+                else:
+                    found = (
+                        (
+                            number,
+                            record,
+                            []
+                            if isinstance(record, Rejected)
+                            else items_of(fmt, record, otel, display, number),
                         )
+                        for number, record in records_of(raw, line_no, display, document=layout == "document")
+                    )
+                for number, record, items in found:
+                    if isinstance(record, Rejected):
+                        yield record
+                    for item in items:
+                        if isinstance(item, Span):
+                            collector.add_span(item)
+                        elif isinstance(item, Note):
+                            collector.add_note(item)
+                        else:
+                            yield _rejected_record(
+                                fmt, item, record if record is not None else raw, display, number
+                            )
         for trace_id, spans, notes in collector.traces():
             if not spans:
                 first = notes[0]

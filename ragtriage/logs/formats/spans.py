@@ -1,17 +1,23 @@
 """The span every trace format is read into, and helpers over flattened OpenInference attributes.
 
 Attribute keys are flattened the OpenInference way (`retrieval.documents.0.document.id`); values
-are plain JSON values. OTLP, Phoenix and Langfuse readers all produce `Span`s, so assembly into
-a request is written once.
+are plain JSON values. The three document lists are the exception: they are grouped on reading
+(`group_documents`) into one list under their prefix, each document a dict of its fields
+(`{"document.id": …, "document.score": …}`), because they are most of a span's attributes.
+OTLP, Phoenix and Langfuse readers all produce `Span`s, so assembly into a request is written
+once.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import orjson
+
+_PACK = msgspec.msgpack.Encoder().encode
+_UNPACK = msgspec.msgpack.Decoder(list).decode
 
 #: OpenInference span kinds this package reads (`openinference.span.kind`).
 KIND_RETRIEVER = "RETRIEVER"
@@ -68,6 +74,33 @@ class Span:
     def from_bytes(cls, data: bytes) -> Span:
         """The span `to_bytes` wrote."""
         values = orjson.loads(data)
+        values[11] = [tuple(link) for link in values[11]]
+        return cls(*values)
+
+    def pack(self) -> bytes:
+        """The span as MessagePack (the spill format: faster to read back than JSON)."""
+        return _PACK(
+            (
+                self.trace_id,
+                self.span_id,
+                self.parent_id,
+                self.name,
+                self.kind,
+                self.start_ns,
+                self.end_ns,
+                self.attributes,
+                self.source,
+                self.line_no,
+                self.resource,
+                self.links,
+                self.status,
+            )
+        )
+
+    @classmethod
+    def unpack(cls, data: bytes) -> Span:
+        """The span `pack` wrote."""
+        values = _UNPACK(data)
         values[11] = [tuple(link) for link in values[11]]
         return cls(*values)
 
@@ -130,7 +163,30 @@ class Note:
         return cls(*orjson.loads(data))
 
 
-_INDEXED = re.compile(r"(\d+)\.(.+)")
+#: Attribute prefixes whose flattened lists are grouped into one list of documents.
+DOCUMENT_LISTS = ("retrieval.documents", "reranker.input_documents", "reranker.output_documents")
+DOCUMENT_KEY_PREFIXES = tuple(p + "." for p in DOCUMENT_LISTS)
+#: Document fields dropped on reading: the knowledge base holds the text.
+DROPPED_DOCUMENT_FIELDS = frozenset(("document.content",))
+
+
+def group_documents(attributes: dict[str, Any]) -> dict[str, Any]:
+    """`attributes` with each `DOCUMENT_LISTS` list grouped under its prefix, contents dropped."""
+    if not any(key.startswith(DOCUMENT_KEY_PREFIXES) for key in attributes):
+        return attributes
+    grouped: dict[str, Any] = {}
+    lists: dict[str, dict[int, dict[str, Any]]] = {}
+    for key, value in attributes.items():
+        if key.startswith(DOCUMENT_KEY_PREFIXES):
+            first, second, index, field = (key.split(".", 3) + ["", ""])[:4]
+            if index.isdigit() and field:
+                if field not in DROPPED_DOCUMENT_FIELDS:
+                    lists.setdefault(f"{first}.{second}", {}).setdefault(int(index), {})[field] = value
+                continue
+        grouped[key] = value
+    for prefix, items in lists.items():
+        grouped[prefix] = [items[i] for i in sorted(items)]
+    return grouped
 
 
 def indexed(attributes: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
@@ -140,13 +196,12 @@ def indexed(attributes: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
     """
     items: dict[int, dict[str, Any]] = {}
     start = prefix + "."
+    size = len(start)
     for key, value in attributes.items():
-        if not key.startswith(start):
-            continue
-        match = _INDEXED.match(key, len(start))
-        if match is None:
-            continue
-        items.setdefault(int(match.group(1)), {})[match.group(2)] = value
+        if key.startswith(start):
+            index, dot, rest = key[size:].partition(".")
+            if dot and index.isdigit():
+                items.setdefault(int(index), {})[rest] = value
     return [items[i] for i in sorted(items)]
 
 
