@@ -90,8 +90,8 @@ def generate(path: Path, traces: int) -> None:
         for copy in range(-(-traces // TEMPLATES)):
             prefix = f"{copy:08x}"
             for line in lines:
-                line = ids.sub(lambda m: f'"{m.group(1)}":"{prefix}{m.group(2)[8:]}"', line)
-                line = names.sub(lambda m: f"{m.group(1)}-{copy}-{m.group(2)}", line)
+                line = ids.sub(lambda m, p=prefix: f'"{m.group(1)}":"{p}{m.group(2)[8:]}"', line)
+                line = names.sub(lambda m, c=copy: f"{m.group(1)}-{c}-{m.group(2)}", line)
                 handle.write(line + "\n")
 
 

@@ -412,7 +412,17 @@ def langfuse_export(requests: Iterable[dict[str, Any]]) -> tuple[list[dict], lis
         step = int(latency * 1e6) // 10
         at = start + step // 10
 
-        def observation(kind: str, name: str, inp: Any, out: Any, meta: dict | None = None) -> None:
+        def observation(
+            kind: str,
+            name: str,
+            inp: Any,
+            out: Any,
+            meta: dict | None = None,
+            *,
+            rid: str = rid,
+            trace_id: str = trace_id,
+            step: int = step,
+        ) -> None:
             nonlocal at
             observations.append(
                 {

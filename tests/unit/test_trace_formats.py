@@ -249,8 +249,9 @@ def test_phoenix_and_langfuse_exports_read_the_same_requests(tmp_path: Path) -> 
             r = _record(item.body)
             s, fb = r.stages, r.feedback
             assert s is not None and fb is not None and r.ts is not None
+            ms = r.ts.replace(microsecond=r.ts.microsecond // 1000 * 1000)
             out[r.request_id] = (
-                r.raw_query, r.answer, r.session, r.user, r.pipeline_version, r.ts.replace(microsecond=r.ts.microsecond // 1000 * 1000),
+                r.raw_query, r.answer, r.session, r.user, r.pipeline_version, ms,
                 [stage_ids(getattr(s, n)) for n in ("bm25", "dense", "fused", "reranked", "final_context")],
                 stage_ids(r.citations), fb.rating, bool(fb.escalated),
             )  # fmt: skip
