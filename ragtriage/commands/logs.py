@@ -15,6 +15,7 @@ from ragtriage.commands.common import (
     stdout_console,
     workspace_options,
 )
+from ragtriage.logs.formats.dispatch import FORMAT_CHOICES
 from ragtriage.logs.ingest import IngestReport, ingest_files
 from ragtriage.logs.queue import QueuePage, list_queue, parse_since
 from ragtriage.logs.requests import QuarantinedLine, RequestView, quarantined_lines, request_view
@@ -34,14 +35,31 @@ def logs_group() -> None:
     "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
 )
 @click.option("--strict", is_flag=True, help="Stop at the first bad line (default: quarantine it and go on).")
+@click.option(
+    "--format",
+    "log_format",
+    type=click.Choice(FORMAT_CHOICES),
+    default="auto",
+    show_default=True,
+    help="Format of every file; auto tells each file's format by its content.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 @workspace_options
 def ingest_command(
-    files: tuple[Path, ...], strict: bool, as_json: bool, home: Path | None, config_file: Path | None
+    files: tuple[Path, ...],
+    strict: bool,
+    log_format: str,
+    as_json: bool,
+    home: Path | None,
+    config_file: Path | None,
 ) -> None:
-    """Ingest JSONL or JSONL.gz request logs; flagged requests enter the queue as `new`.
+    """Ingest request logs (schema v1 or flat JSONL, .gz too) or traces (OTLP/JSON with
+    OpenInference attributes, Phoenix or Langfuse exports); flagged requests enter the queue
+    as `new`.
 
-    Idempotent: ingesting the same file again changes nothing. Always
+    The files of one ingest are read together: a trace's spans may be spread over several, and a
+    Langfuse export is given as its observations, traces and scores files. A trace counts as one
+    line. Idempotent: ingesting the same files again changes nothing. Always
     read = ingested + duplicates + conflicts + quarantined + blank.
     """
     err = stderr_console()
@@ -59,6 +77,8 @@ def ingest_command(
             strict=strict,
             batch_size=logs_settings.batch_size,
             on_progress=progress,
+            log_format=log_format,
+            otel=logs_settings.otel,
         )
         if err.is_terminal:
             err.print()

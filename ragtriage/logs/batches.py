@@ -70,13 +70,14 @@ def sqlite_time(moment: datetime) -> str:
 
 
 def parse_batches(
-    raw_lines: Iterable[tuple[int, bytes, bool]],
+    raw_lines: Iterable[tuple[int, bytes | BadLine, bool]],
     rules: LineRules,
     strict: bool,
     batch_size: int,
     source: str,
 ) -> Iterator[ParsedBatch]:
-    """Parse `(line_no, raw, unterminated)` items into batches of at most `batch_size` rows + bad lines.
+    """Parse `(line_no, raw, unterminated)` items into batches of at most `batch_size` rows + bad lines
+    (`raw` may be a `BadLine` already: a record a trace-format reader rejected).
 
     `source` is stored with every row. The last batch has `final`.
     """
@@ -103,8 +104,12 @@ def parse_batches(
             yield batch(final=True, input_error=str(error))
             return
         read += 1
-        # parse_line, inlined.
-        parsed = parse_fast(raw, line_no) or parse_exact(raw, line_no, unterminated)
+        # parse_line, inlined. A trace-format reader hands over records it rejected as BadLines.
+        parsed = (
+            raw
+            if type(raw) is BadLine
+            else parse_fast(raw, line_no) or parse_exact(raw, line_no, unterminated)
+        )
         if parsed is None:
             blank += 1
             continue

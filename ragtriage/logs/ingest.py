@@ -21,11 +21,12 @@ from pathlib import Path
 from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
 
-from ragtriage.config import FlaggingSettings
+from ragtriage.config import FlaggingSettings, OtelSettings
 from ragtriage.errors import InputError, LogFormatError
 from ragtriage.logs.batch_writer import BatchWriter
 from ragtriage.logs.batches import ParsedBatch, parse_batches
 from ragtriage.logs.flagging import LineRules
+from ragtriage.logs.formats.dispatch import document_lines, plan_files, trace_lines
 from ragtriage.logs.ingest_workers import can_use_workers, ingest_file_in_workers
 from ragtriage.logs.line_files import iter_raw_lines
 from ragtriage.logs.pipelined_writer import PipelinedWriter
@@ -52,8 +53,15 @@ def ingest_files(
     on_progress: ProgressCallback | None = None,
     should_stop: Callable[[], bool] | None = None,
     use_workers: bool | None = None,
+    log_format: str = "auto",
+    otel: OtelSettings | None = None,
 ) -> IngestReport:
-    """Ingest JSONL / JSONL.gz files. `on_progress(lines_read, None)` is called after every batch.
+    """Ingest request logs and traces. `on_progress(lines_read, None)` is called after every batch.
+
+    `log_format`: `auto` tells each file's format by its content (`formats.detect`), anything
+    else names the format of every file. Schema v1 and the flat form are JSONL / JSONL.gz (or one
+    JSON document of records); OTLP, Phoenix and Langfuse files are read together, mapped with
+    `otel` (a trace's spans may be in several of them), and count one trace as one line.
 
     `batch_size`: lines per write transaction (in this process, parsing hands over batches of at
     most `PARSE_BATCH_LINES`; with workers, each worker parses and writes pieces of `batch_size`).
@@ -65,7 +73,7 @@ def ingest_files(
 
     Raises:
         LogFormatError: strict mode and a bad line; the lines before it are stored.
-        InputError: a file is missing or its gzip stream is corrupt.
+        InputError: a file is missing, its gzip stream is corrupt, or its content matches no format.
     """
     flagging = flagging or FlaggingSettings()
     rules = LineRules(flagging)
@@ -75,10 +83,24 @@ def ingest_files(
     ensure_ingest_indexes(engine)
     try:
         with PipelinedWriter(BatchWriter(engine, flagging, report, transaction_lines=batch_size)) as writer:
-            for path in paths:
-                path = Path(path)
+            planned = plan_files(paths, log_format)
+            for path, numbered in trace_lines([p for p in planned if p.is_trace], otel or OtelSettings()):
                 source = str(path.resolve())
-                if _use_workers(engine, path, use_workers):
+                batches = parse_batches(numbered, rules, strict, parse_lines, source)
+                if _consume(writer, batches, source, str(path), on_progress, should_stop):
+                    report.stopped = True
+                    return report
+            for plan in planned:
+                path = plan.path
+                source = str(path.resolve())
+                if plan.is_trace:
+                    continue
+                if plan.format == "parquet":
+                    raise InputError(f"{path}: Parquet request logs are not read yet; export JSONL")
+                if plan.layout == "document":
+                    batches = parse_batches(document_lines(path), rules, strict, parse_lines, source)
+                    stopped = _consume(writer, batches, source, str(path), on_progress, should_stop)
+                elif _use_workers(engine, path, use_workers):
                     writer.finish()  # commit what earlier files wrote: the workers write next
                     stopped = ingest_file_in_workers(
                         engine,

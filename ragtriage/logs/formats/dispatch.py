@@ -1,0 +1,115 @@
+"""What `ingest_files` needs from the trace formats: the format of each file, and the requests of
+the trace-format files as the numbered lines the request-log parser takes.
+
+`plan_files` decides each file's format by its content (or takes `--format`); v1 and flat files
+keep the request-log path (a whole JSON document of them is read record by record, never as
+JSONL); OTLP, Phoenix and Langfuse files are read together by `trace_lines`, which hands over each
+assembled request as a schema-v1 line and each rejected trace or record as a `BadLine`, grouped
+by the file they name.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from ragtriage.config import OtelSettings
+from ragtriage.errors import InputError
+from ragtriage.logs.formats.assemble import Assembled
+from ragtriage.logs.formats.detect import FORMATS, TRACE_FORMATS, detect, open_bytes
+from ragtriage.logs.formats.read import read_traces
+from ragtriage.logs.log_line import BadLine
+
+#: `--format` choices.
+FORMAT_CHOICES = ("auto", *FORMATS)
+
+NumberedLine = tuple[int, "bytes | BadLine", bool]
+"""`(line_no, raw line or an already rejected record, unterminated)`."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedFile:
+    """One input file and how it is read."""
+
+    path: Path
+    format: str
+    layout: str
+    """`lines` (JSONL) or `document` (one JSON value)."""
+
+    @property
+    def is_trace(self) -> bool:
+        """Read by the trace formats (together with the other trace files of the ingest)."""
+        return self.format in TRACE_FORMATS
+
+
+def plan_files(paths: Sequence[Path], log_format: str = "auto") -> list[PlannedFile]:
+    """Each file's format and layout: detected from its content, or `log_format` for all.
+
+    Raises:
+        InputError: an unknown `log_format`, or a file whose content matches no format.
+    """
+    if log_format not in FORMAT_CHOICES:
+        raise InputError(f"unknown log format {log_format!r}; use one of {', '.join(FORMAT_CHOICES)}")
+    planned = []
+    for path in paths:
+        path = Path(path)
+        detected, layout = detect(path)
+        if log_format != "auto" and detected != log_format:
+            # Forced: keep the detected layout (a document is never read as JSONL).
+            detected = log_format
+        planned.append(PlannedFile(path, detected, layout))
+    return planned
+
+
+def document_lines(path: Path) -> Iterator[NumberedLine]:
+    """A whole JSON document of request-log records (an object, an array, or a `{"data": [...]}`
+    page) as numbered lines: record N is line N.
+
+    Raises:
+        InputError: the file cannot be read.
+    """
+    with open_bytes(path) as handle:
+        text = handle.read()
+    try:
+        document = orjson.loads(text.removeprefix(b"\xef\xbb\xbf"))
+    except orjson.JSONDecodeError as error:
+        yield (
+            1,
+            BadLine(1, "invalid_json", f"not valid JSON: {error}", "fix the JSON document", text[:4096]),
+            False,
+        )
+        return
+    if isinstance(document, dict) and isinstance(document.get("data"), list):
+        document = document["data"]
+    records = document if isinstance(document, list) else [document]
+    for number, record in enumerate(records, start=1):
+        yield number, orjson.dumps(record), False
+
+
+def trace_lines(
+    files: Sequence[PlannedFile], otel: OtelSettings, *, spill_dir: Path | None = None
+) -> Iterator[tuple[Path, Iterator[NumberedLine]]]:
+    """The requests of all trace-format `files`, as runs of numbered lines per file.
+
+    A request's line is the line of its root span; a rejected trace's is the line of the span the
+    rejection names. Consume each run before asking for the next.
+
+    Raises:
+        InputError: a file cannot be read.
+    """
+    by_display = {str(f.path): f.path for f in files}
+    items = read_traces([(f.path, f.format, f.layout) for f in files], otel, spill_dir=spill_dir)
+    for display, group in itertools.groupby(items, key=lambda item: item.source):
+        yield (
+            by_display.get(display, Path(display)),
+            (
+                (item.line_no, item.body, False)
+                if isinstance(item, Assembled)
+                else (item.line_no, BadLine(item.line_no, item.kind, item.message, item.fix, item.raw), False)
+                for item in group
+            ),
+        )
