@@ -86,11 +86,20 @@ def detect(path: Path) -> tuple[str, str]:
         InputError: the content matches no format (the message names the formats tried).
     """
     with open_bytes(path) as handle:
+        # GzipFile.read(n) loses what it decompressed when the stream is cut off; read1 does not.
+        read = handle.read1 if isinstance(handle, gzip.GzipFile) else handle.read
+        chunks: list[bytes] = []
+        size = 0
         try:
-            peek = handle.read(PEEK_BYTES)
-        except (EOFError, OSError, gzip.BadGzipFile) as error:
-            raise InputError(f"{path}: cannot read: {error}") from None
-        complete = len(peek) < PEEK_BYTES
+            while size < PEEK_BYTES and (chunk := read(PEEK_BYTES - size)):
+                chunks.append(chunk)
+                size += len(chunk)
+            complete = size < PEEK_BYTES
+        except (EOFError, OSError, gzip.BadGzipFile):
+            complete = (
+                False  # a cut-off stream: tell the format from what came before; the reader reports the cut
+            )
+        peek = b"".join(chunks)
     if peek.startswith(_PARQUET_MAGIC):
         return "parquet", "document"
     text = peek[len(_BOM) :] if peek.startswith(_BOM) else peek
@@ -137,8 +146,11 @@ _NOT_JSON = object()
 
 def _load_document(path: Path, text: bytes | None) -> Any:
     if text is None:
-        with open_bytes(path) as handle:
-            text = handle.read()
+        try:
+            with open_bytes(path) as handle:
+                text = handle.read()
+        except (EOFError, OSError, gzip.BadGzipFile):
+            return _NOT_JSON
         text = text[len(_BOM) :] if text.startswith(_BOM) else text
     try:
         return orjson.loads(text)
