@@ -1,4 +1,4 @@
-.PHONY: install test check lint schemas bench snap-update
+.PHONY: install test check lint typecheck schemas bench snap-update
 
 install:
 	pip install torch==2.13.0
@@ -11,7 +11,10 @@ lint:
 	ruff check .
 	lint-imports
 
-check: lint test
+typecheck:
+	mypy
+
+check: lint typecheck test
 
 schemas:
 	python scripts/gen_schemas.py

@@ -156,9 +156,14 @@ class RetrievalSettings(StrictModel):
     """Hits per BM25 route."""
     dense_k: int = Field(default=10, gt=0)
     """Hits per dense route."""
-    routes: list[Literal["bm25_raw", "dense_raw", "bm25_rewritten", "dense_rewritten", "dense_sub"]] = Field(
-        default_factory=lambda: ["bm25_raw", "dense_raw", "bm25_rewritten", "dense_rewritten", "dense_sub"]
-    )
+    # A list default is copied per instance by pydantic.
+    routes: list[Literal["bm25_raw", "dense_raw", "bm25_rewritten", "dense_rewritten", "dense_sub"]] = [
+        "bm25_raw",
+        "dense_raw",
+        "bm25_rewritten",
+        "dense_rewritten",
+        "dense_sub",
+    ]
     """Which recall routes run."""
     rrf_k: int = Field(default=60, gt=0)
     """RRF constant k in 1/(k + rank)."""

@@ -175,7 +175,8 @@ def _check(
     label = f"{option} {rule.text}"
     actual = _mean(aggregates, rule.metric)
     if actual is None:
-        known = ", ".join(sorted((aggregates.get("means") or {}).keys()))  # type: ignore[union-attr]
+        means = aggregates.get("means")
+        known = ", ".join(sorted(means)) if isinstance(means, dict) else ""
         raise GateRuleError(f"{label}: run {run_id} has no {rule.metric} (it has: {known or 'no metrics'})")
     if rule.kind == "min":
         passed = actual >= rule.value - 1e-12

@@ -80,28 +80,34 @@ def paired_randomization_test(
     if permutations < 1:
         raise ValueError(f"permutations must be at least 1, got {permutations}")
     scores_a, scores_b = _paired(a, b)
-    outcome = win_tie_loss(scores_a, scores_b)
+    outcome = win_tie_loss(a, b)
     n = int(scores_a.size)
     delta = scores_b - scores_a
     delta[np.abs(delta) <= TIE_TOLERANCE] = 0.0
     observed = abs(delta.sum())
     nonzero = delta[delta != 0.0]
-    base = dict(
-        n=n,
-        mean_a=float(scores_a.mean()) if n else 0.0,
-        mean_b=float(scores_b.mean()) if n else 0.0,
-        mean_delta=float(delta.mean()) if n else 0.0,
-        seed=seed,
-        outcome=outcome,
-    )
+
+    def result(p_value: float, permutations: int, exact: bool) -> PairedTest:
+        return PairedTest(
+            p_value=p_value,
+            permutations=permutations,
+            exact=exact,
+            n=n,
+            mean_a=float(scores_a.mean()) if n else 0.0,
+            mean_b=float(scores_b.mean()) if n else 0.0,
+            mean_delta=float(delta.mean()) if n else 0.0,
+            seed=seed,
+            outcome=outcome,
+        )
+
     if nonzero.size == 0:
-        return PairedTest(p_value=1.0, permutations=0, exact=True, **base)
+        return result(1.0, 0, True)
     # Sums instead of means: same ordering, and the zero differences cannot change either.
     threshold = observed - 1e-12 * max(1.0, observed)
     if nonzero.size <= exact_limit:
         signs = np.array(list(itertools.product((1.0, -1.0), repeat=int(nonzero.size))))
         extreme = int((np.abs(signs @ nonzero) >= threshold).sum())
-        return PairedTest(p_value=extreme / len(signs), permutations=len(signs), exact=True, **base)
+        return result(extreme / len(signs), len(signs), True)
     rng = np.random.default_rng(seed)
     extreme = 0
     batch = max(1, min(permutations, 4_000_000 // nonzero.size))
@@ -112,4 +118,4 @@ def paired_randomization_test(
         extreme += int((np.abs(signs @ nonzero) >= threshold).sum())
         done += size
     p_value = (extreme + 1) / (permutations + 1)
-    return PairedTest(p_value=min(1.0, p_value), permutations=permutations, exact=False, **base)
+    return result(min(1.0, p_value), permutations, False)

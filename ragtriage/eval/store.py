@@ -138,7 +138,7 @@ def case_history(engine: Engine, dataset: str, case_id: str) -> list[StoredCase]
         rows = session.exec(
             select(EvalCaseRow)
             .where(EvalCaseRow.dataset == dataset, EvalCaseRow.case_id == case_id)
-            .order_by(EvalCaseRow.version)
+            .order_by(col(EvalCaseRow.version))
         ).all()
     return [_to_stored(row) for row in rows]
 

@@ -19,11 +19,11 @@ from bs4 import (
     Comment,
     Declaration,
     Doctype,
-    NavigableString,
     ProcessingInstruction,
     Tag,
     XMLParsedAsHTMLWarning,
 )
+from bs4.element import NavigableString
 
 from ragtriage.kb.document import BlockKind, LoadedDocument, SectionBuilder
 from ragtriage.kb.text import clean_inline, clean_preformatted, decode_bytes
@@ -182,7 +182,7 @@ def _is_skipped(element: Tag) -> bool:
         return True
     if element.get("role") == "navigation" or element.get("aria-hidden") == "true":
         return True
-    classes = element.get("class") or []
+    classes = element.get_attribute_list("class")
     if any(cls in _SKIP_CLASSES for cls in classes):
         return True
     # Page-level header/footer are site chrome; inside an article they are content.

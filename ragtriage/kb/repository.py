@@ -24,8 +24,10 @@ from ragtriage.store.kb_tables import ChunkRow, DocumentRow, KBStateRow
 Outcome = Literal["added", "changed", "unchanged"]
 DELETED = "deleted"
 #: ChunkRow fields that must match for a stored chunk to count as unchanged.
-_CHUNK_FIELDS = ("ordinal", "content_hash", "title", "heading_path", "anchor", "status", "version")
-_CHUNK_FIELDS += ("product_line", "doc_version", "updated_at")
+_CHUNK_FIELDS = (
+    *("ordinal", "content_hash", "title", "heading_path", "anchor", "status", "version"),
+    *("product_line", "doc_version", "updated_at"),
+)
 
 
 @dataclass

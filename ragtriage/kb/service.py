@@ -266,7 +266,8 @@ def list_chunks(
     with read_session(workspace.engine) as session:
         if doc_id is not None and session.get(DocumentRow, doc_id) is None:
             raise NotFoundError(f"no document {doc_id!r} in KB {kb!r}; see `ragtriage kb chunks` for the ids")
-        rows = session.exec(statement.order_by(ChunkRow.doc_id, ChunkRow.ordinal, ChunkRow.chunk_id)).all()
+        ordered = statement.order_by(col(ChunkRow.doc_id), col(ChunkRow.ordinal), col(ChunkRow.chunk_id))
+        rows = session.exec(ordered).all()
         sources = _source_paths(session, {row.doc_id for row in rows})
     return [
         to_record(row, source_path=sources.get(row.doc_id), include_content=include_content) for row in rows
@@ -306,7 +307,7 @@ def neighbours(engine: Engine, chunk_id: str) -> list[ChunkRecord]:
             statement = statement.where(ChunkRow.version == row.version)
         else:
             statement = statement.where(ChunkRow.status != DELETED)
-        rows = session.exec(statement.order_by(ChunkRow.ordinal)).all()
+        rows = session.exec(statement.order_by(col(ChunkRow.ordinal))).all()
         sources = _source_paths(session, {row.doc_id})
     return [to_record(r, source_path=sources.get(r.doc_id)) for r in rows if r.chunk_id != chunk_id]
 

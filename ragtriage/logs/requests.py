@@ -7,8 +7,9 @@ from datetime import datetime
 from pathlib import Path
 
 from pydantic import BaseModel
-from sqlalchemy import func, select
+from sqlalchemy import func, select, true
 from sqlalchemy.engine import Engine
+from sqlmodel import col
 
 from ragtriage.errors import NotFoundError, StoreError
 from ragtriage.logs.schema import RequestLog
@@ -52,7 +53,7 @@ def find_request(engine: Engine, request_id: str) -> StoredRequest | None:
         if row is None:
             return None
         conflicts = session.execute(
-            select(func.count()).select_from(LogConflictRow).where(LogConflictRow.request_id == request_id)
+            select(func.count()).select_from(LogConflictRow).where(col(LogConflictRow.request_id) == request_id)
         ).scalar_one()
         return StoredRequest(
             record=_parse(row.body, request_id),
@@ -143,18 +144,18 @@ def quarantined_lines(
 
     # Ingest records each file by its resolved path.
     names = sorted({str(Path(name).resolve()) for name in files} | set(files)) if files else []
-    where = QuarantinedLineRow.source_file.in_(names) if names else True  # type: ignore[attr-defined]
+    where = col(QuarantinedLineRow.source_file).in_(names) if names else true()
     with read_session(engine) as session:
         total = session.scalar(select(func.count()).select_from(QuarantinedLineRow).where(where))
-        rows = session.exec(  # type: ignore[call-overload]
+        rows = session.execute(
             select(
-                QuarantinedLineRow.source_file,
-                QuarantinedLineRow.line_no,
-                QuarantinedLineRow.kind,
-                QuarantinedLineRow.reason,
+                col(QuarantinedLineRow.source_file),
+                col(QuarantinedLineRow.line_no),
+                col(QuarantinedLineRow.kind),
+                col(QuarantinedLineRow.reason),
             )
             .where(where)
-            .order_by(QuarantinedLineRow.source_file, QuarantinedLineRow.line_no)
+            .order_by(col(QuarantinedLineRow.source_file), col(QuarantinedLineRow.line_no))
             .limit(limit)
         ).all()
     return int(total or 0), [

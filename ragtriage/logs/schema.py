@@ -9,7 +9,7 @@ flat form seen in practice (`rewritten_queries`, `bm25_results`, `vector_results
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
@@ -200,10 +200,11 @@ def to_trace(record: RequestLog) -> Trace:
     )
     stages = record.stages or LoggedStages()
     routes = []
-    for name, kind, items in (
+    logged_routes: tuple[tuple[str, Literal["bm25", "dense"], StageList | None], ...] = (
         (ROUTE_BM25_RAW, "bm25", stages.bm25),
         (ROUTE_DENSE_RAW, "dense", stages.dense),
-    ):
+    )
+    for name, kind, items in logged_routes:
         if items is not None:
             routes.append(
                 RouteResult(

@@ -74,7 +74,8 @@ def dictionary_cache_dir() -> Path:
 
 
 def _dictionary_file() -> Path:
-    return Path(jieba.__file__).resolve().parent / jieba.DEFAULT_DICT_NAME
+    package: Path = Path(jieba.__file__).resolve().parent
+    return package / str(jieba.DEFAULT_DICT_NAME)
 
 
 def _prefix_db_path(folder: Path) -> Path:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from whoosh import index as whoosh_index
@@ -144,7 +145,7 @@ class BM25Document:
 class WhooshIndex:
     """Create/open the chunk index in a folder, apply changes by chunk id, and search it."""
 
-    kind = "bm25"
+    kind: Literal["bm25", "dense"] = "bm25"
 
     def __init__(
         self,

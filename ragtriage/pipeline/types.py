@@ -188,7 +188,11 @@ class Embedder(Protocol):
     """Turns texts into L2-normalised float32 vectors of shape (n, dim)."""
 
     name: str
-    dim: int
+
+    @property
+    def dim(self) -> int:
+        """Vector size (a plain attribute satisfies this too)."""
+        ...
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
 

@@ -121,7 +121,7 @@ def _add_missing_columns(engine: Engine) -> None:
             if connection.exec_driver_sql("PRAGMA user_version").scalar() == STORE_SCHEMA_VERSION:
                 return
         # Serialized with other writers, so two processes opening an old store do not both alter it.
-        engine = engine.execution_options(sqlite_begin="IMMEDIATE")  # type: ignore[assignment]
+        engine = engine.execution_options(sqlite_begin="IMMEDIATE")
     with engine.begin() as connection:
         inspector = inspect(connection)
         for table in SQLModel.metadata.sorted_tables:

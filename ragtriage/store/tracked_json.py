@@ -42,7 +42,7 @@ class TrackedDict(dict[str, Any]):
         super().__delitem__(key)
         self._root.changed()
 
-    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    def update(self, *args: Any, **kwargs: Any) -> None:
         """dict.update that reports the change."""
         for key, value in dict(*args, **kwargs).items():
             super().__setitem__(key, _track(value, self._root))
@@ -54,7 +54,7 @@ class TrackedDict(dict[str, Any]):
             self[key] = default
         return self[key]
 
-    def pop(self, key: str, *default: Any) -> Any:  # type: ignore[override]
+    def pop(self, key: str, *default: Any) -> Any:
         """dict.pop that reports the change."""
         result = super().pop(key, *default)
         self._root.changed()
@@ -94,7 +94,7 @@ class TrackedList(list[Any]):
         super().__delitem__(index)
         self._root.changed()
 
-    def __iadd__(self, values: Iterable[Any]) -> TrackedList:  # type: ignore[override]
+    def __iadd__(self, values: Iterable[Any]) -> TrackedList:  # type: ignore[misc]
         self.extend(values)
         return self
 
@@ -129,7 +129,7 @@ class TrackedList(list[Any]):
         super().clear()
         self._root.changed()
 
-    def sort(self, **kwargs: Any) -> None:  # type: ignore[override]
+    def sort(self, **kwargs: Any) -> None:
         """list.sort that reports the change."""
         super().sort(**kwargs)
         self._root.changed()
@@ -170,7 +170,7 @@ class DeepMutableList(MutableList[Any]):
             return value
         if isinstance(value, list):
             return cls(value)
-        return Mutable.coerce(key, value)  # type: ignore[no-any-return]
+        return Mutable.coerce(key, value)
 
 
 def deep_json_list_column(**kwargs: Any) -> Column[Any]:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Text, cast, func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.sql.elements import ColumnElement
+from sqlmodel import col
 
 from ragtriage.errors import InputError, NotFoundError, StoreError
 from ragtriage.store.db import read_session, write_session
@@ -187,7 +188,9 @@ def audit_log(engine: Engine, request_id: str) -> list[AuditEntry]:
     """Every recorded change of one triage record, oldest first."""
     with read_session(engine) as session:
         rows = session.scalars(
-            select(TriageAuditRow).where(TriageAuditRow.request_id == request_id).order_by(TriageAuditRow.id)
+            select(TriageAuditRow)
+            .where(col(TriageAuditRow.request_id) == request_id)
+            .order_by(col(TriageAuditRow.id))
         ).all()
         return [
             AuditEntry(at=r.at, user=r.user, action=r.action, change=dict(r.change), revision=r.revision)

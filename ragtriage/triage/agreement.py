@@ -70,14 +70,14 @@ class _Case(BaseModel):
 
 def load_cases(engine: Engine, no_gold_labels: Sequence[str]) -> list[_Case]:
     """Triage records with gold, or confirmed with a label that needs none, oldest request first."""
-    from sqlmodel import select
+    from sqlmodel import col, select
 
     from ragtriage.logs.requests import get_requests
     from ragtriage.store.db import read_session
     from ragtriage.store.log_tables import TriageRow
 
     with read_session(engine) as session:
-        rows = session.exec(select(TriageRow).order_by(TriageRow.request_ts, TriageRow.request_id)).all()
+        rows = session.exec(select(TriageRow).order_by(col(TriageRow.request_ts), col(TriageRow.request_id))).all()
         picked = []
         for row in rows:
             confirmed = row.primary_label if row.status == "confirmed" else None

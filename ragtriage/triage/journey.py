@@ -60,7 +60,9 @@ class GoldJourney(BaseModel):
             return None
         order = {stage: i for i, stage in enumerate(STAGE_ORDER)}
         drops = [g.dropped_at for g in self.gold if g.dropped_at is not None]
-        return max(drops, key=lambda stage: order[stage]) if drops else None
+        if not drops:
+            return None
+        return max(drops, key=lambda stage: order[stage])
 
     def for_chunk(self, chunk_id: str) -> GoldStages | None:
         """The journey of one gold chunk, or None when it is not gold here."""
