@@ -14,7 +14,7 @@ import gzip
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import numpy as np
 import orjson
@@ -102,8 +102,10 @@ class FileSource:
     # ------------------------------------------------------------ JSONL
 
     def _open_binary(self) -> tuple[IO[bytes], IO[bytes]]:
-        raw = open(self.path, "rb")  # noqa: SIM115  (closed by the caller)
-        return raw, gzip.GzipFile(fileobj=raw) if self.path.suffix.lower() == ".gz" else raw
+        raw: IO[bytes] = open(self.path, "rb")  # noqa: SIM115  (closed by the caller)
+        if self.path.suffix.lower() == ".gz":
+            return raw, cast(IO[bytes], gzip.GzipFile(fileobj=raw))
+        return raw, raw
 
     def _jsonl(self, on_progress: ProgressCallback | None) -> Iterator[list[SourceRow]]:
         total = self.path.stat().st_size

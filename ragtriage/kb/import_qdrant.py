@@ -99,7 +99,7 @@ class QdrantSource:
             for point in points:
                 values: dict[str, Any] = {"id": str(point.id)}
                 values.update({f"payload.{key}": value for key, value in (point.payload or {}).items()})
-                vector = point.vector
+                vector: Any = point.vector
                 if isinstance(vector, dict):
                     vector = vector.get(self._vector_name) if self._vector_name else None
                 rows.append(

@@ -97,14 +97,13 @@ def insert_ignoring_existing(connection: Connection, table: Table, rows: list[di
         return
     dialect = connection.dialect.name
     if dialect == "sqlite":
-        statement = sqlite_insert(table).on_conflict_do_nothing()
+        connection.execute(sqlite_insert(table).on_conflict_do_nothing(), rows)
     elif dialect == "postgresql":
-        statement = postgresql_insert(table).on_conflict_do_nothing()
+        connection.execute(postgresql_insert(table).on_conflict_do_nothing(), rows)
     else:
         raise StoreError(
             f"request-log ingest supports SQLite and PostgreSQL, not {dialect}; change store.url"
         )
-    connection.execute(statement, rows)
 
 
 def insert_all_new(connection: Connection, sorted_rows: list[tuple[Any, ...]]) -> bool:
@@ -113,7 +112,7 @@ def insert_all_new(connection: Connection, sorted_rows: list[tuple[Any, ...]]) -
     driver = connection.connection.driver_connection
     connection.exec_driver_sql("SAVEPOINT ingest_batch")
     before = driver.total_changes  # type: ignore[union-attr]
-    connection.exec_driver_sql(_SQLITE_INSERT_REQUESTS, sorted_rows)  # type: ignore[arg-type]
+    connection.exec_driver_sql(_SQLITE_INSERT_REQUESTS, sorted_rows)
     if driver.total_changes - before == len(sorted_rows):  # type: ignore[union-attr]
         connection.exec_driver_sql("RELEASE ingest_batch")
         return True
@@ -133,7 +132,7 @@ def stored_bodies(connection: Connection, ids: list[str]) -> dict[str, bytes]:
             cursor = connection.exec_driver_sql(
                 _SQLITE_SELECT_BODIES.format(_marks(len(chunk))), tuple(chunk)
             )
-            stored.update(cursor.all())  # type: ignore[arg-type]
+            stored.update(cursor.all())
         else:
             for request_id, body in connection.execute(
                 select(table.c.request_id, table.c.body).where(table.c.request_id.in_(chunk))
@@ -147,7 +146,7 @@ def insert_requests(connection: Connection, rows: list[tuple[Any, ...]]) -> None
         return
     if connection.dialect.name == "sqlite":
         # Plain tuples straight to the driver (no per-row type processing).
-        connection.exec_driver_sql(_SQLITE_INSERT_REQUESTS, by_request_id(rows))  # type: ignore[arg-type]
+        connection.exec_driver_sql(_SQLITE_INSERT_REQUESTS, by_request_id(rows))
         return
     dict_rows = []
     for row in rows:
@@ -190,7 +189,7 @@ def insert_triage(
             )
             for rid, reasons, ts in flags
         ]
-        connection.exec_driver_sql(_SQLITE_INSERT_TRIAGE, rows)  # type: ignore[arg-type]
+        connection.exec_driver_sql(_SQLITE_INSERT_TRIAGE, rows)
         return
     dict_rows = [
         dict(

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy.engine import Engine
 
@@ -157,9 +157,10 @@ class _WorkerPool:
             InputError: a worker found the file changed under it.
         """
         for ready in wait(self.result_pipes):
-            index = self.result_pipes.index(ready)  # type: ignore[arg-type]
+            pipe = cast(Connection, ready)  # wait() only returns objects it was given
+            index = self.result_pipes.index(pipe)
             try:
-                result: PieceResult = ready.recv()  # type: ignore[union-attr]
+                result: PieceResult = pipe.recv()
             except EOFError:
                 raise RuntimeError(
                     f"an ingest worker ended without finishing (exit code {self.procs[index].exitcode})"

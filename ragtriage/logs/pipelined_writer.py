@@ -34,7 +34,7 @@ class PipelinedWriter:
                 elif item == self._COMMIT:
                     self.writer.commit()
                 else:
-                    self.writer.write(*item)  # type: ignore[misc]
+                    self.writer.write(*item)
             except BaseException as error:  # noqa: B036 (re-raised in the submitting thread)
                 self._error = error
             finally:

@@ -350,9 +350,9 @@ def _embed_and_upsert(
         missing = [i for i in positions if keys[i] not in cached]
         if missing:
             began = time.perf_counter()
-            vectors = embedder.embed_passages([texts[i] for i in missing])
+            embedded = embedder.embed_passages([texts[i] for i in missing])
             report.embed_seconds += time.perf_counter() - began
-            fresh = {keys[i]: vectors[n] for n, i in enumerate(missing)}
+            fresh = {keys[i]: embedded[n] for n, i in enumerate(missing)}
             cache.put_many(embedder.name, fresh)
             cached.update(fresh)
             report.embedded += len(missing)
