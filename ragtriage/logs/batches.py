@@ -107,7 +107,7 @@ def parse_batches(
         # parse_line, inlined. A trace-format reader hands over records it rejected as BadLines.
         parsed = (
             raw
-            if type(raw) is BadLine
+            if isinstance(raw, BadLine)
             else parse_fast(raw, line_no) or parse_exact(raw, line_no, unterminated)
         )
         if parsed is None:

@@ -108,7 +108,8 @@ def _assemble(trace_id: str, spans: list[Span], notes: list[Note], otel: OtelSet
     root = min(roots, key=lambda s: (s.parent_id is not None, s.start_ns or 0, s.span_id))
     attrs = root.attributes
     metadata = dict(nested(attrs, "metadata") or {})
-    tags = attrs.get("tag.tags") if isinstance(attrs.get("tag.tags"), list) else []
+    raw_tags = attrs.get("tag.tags")
+    tags: list[Any] = raw_tags if isinstance(raw_tags, list) else []
     consumed_metadata: set[str] = set()
 
     def lookup(sources: list[str]) -> Any:
@@ -232,8 +233,9 @@ def _text(attrs: dict[str, Any], prefix: str, keys: tuple[str, ...]) -> str | No
             return value
         if isinstance(parsed, dict):
             for key in keys:
-                if isinstance(parsed.get(key), str):
-                    return parsed[key]
+                text = parsed.get(key)
+                if isinstance(text, str):
+                    return text
     return str(value)
 
 

@@ -163,7 +163,7 @@ def read_traces(
                     except msgspec.DecodeError:
                         fast = None  # the dict path below reports the JSON error
                 if fast is not None:
-                    found: Iterable[tuple[int, Any, list[Span | Note | SpanFormatError]]] = [
+                    found: Iterable[tuple[int, Any, Sequence[Span | Note | SpanFormatError]]] = [
                         (line_no, None, fast)
                     ]
                 else:
