@@ -129,7 +129,7 @@ def quarantine_command(
     console.print(f"{len(lines)} of {total} quarantined line(s)")
 
 
-@click.command("queue")
+@click.group("queue", invoke_without_command=True)
 @click.option("--status", type=click.Choice(TRIAGE_STATUSES), default=None, help="Only this triage status.")
 @click.option("--label", default=None, help="Only records carrying this label.")
 @click.option(
@@ -151,7 +151,12 @@ def queue_command(
     home: Path | None,
     config_file: Path | None,
 ) -> None:
-    """List flagged requests, newest first, with the total matching the filters."""
+    """List flagged requests, newest first, with the total matching the filters.
+
+    `queue sample` draws a stratified random sample of unflagged requests into the queue.
+    """
+    if click.get_current_context().invoked_subcommand is not None:
+        return
     since_time = parse_since(since) if since is not None else None
     with open_workspace(home, config_file) as workspace:
         page = list_queue(
@@ -272,5 +277,8 @@ def _print_view(view: RequestView) -> None:
 def register(cli: click.Group) -> None:
     """Attach `logs`, `queue` and `show` to the root group."""
     cli.add_command(logs_group)
+    from ragtriage.commands.sample import sample_command
+
+    queue_command.add_command(sample_command)
     cli.add_command(queue_command)
     cli.add_command(show_command)

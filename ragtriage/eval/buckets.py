@@ -2,8 +2,10 @@
 
 Bucket names are `kind:value`: `tag:billing`, `intent:howto`, `difficulty:hard`,
 `root_cause:alias_missing`, `query:short` / `query:long`, `alias:yes` / `alias:no`,
-`error_code:yes` / `error_code:no`. They depend only on the case (and the alias dictionary), never on
-a run's output, so two runs of the same dataset version have the same buckets and compare cleanly.
+`error_code:yes` / `error_code:no`, and `origin:sampled` / `origin:complaint` for promoted cases
+(drawn by `queue sample`, or flagged by a complaint rule). They depend only on the case (and the
+alias dictionary), never on a run's output, so two runs of the same dataset version have the same
+buckets and compare cleanly.
 """
 
 from __future__ import annotations
@@ -47,8 +49,12 @@ def case_buckets(
     root_cause: str | None = None,
     alias_terms: Callable[[str], Mapping[str, object]] | None = None,
     short_max_chars: int = SHORT_QUERY_MAX_CHARS,
+    origin: str | None = None,
 ) -> list[str]:
-    """The buckets of one case, in a fixed order (tags, intent, difficulty, root cause, length, alias, code).
+    """The buckets of one case, in a fixed order (tags, intent, difficulty, root cause, origin, length,
+    alias, code).
+
+    `origin` is the case's `provenance["origin"]` (`sampled` or `complaint`; None for imported cases).
 
     `alias_terms(query)` returns the alias-dictionary terms found in the query (e.g.
     `AliasDictionary.find_in`); without it the alias bucket is left out.
@@ -60,6 +66,8 @@ def case_buckets(
         buckets.append(f"difficulty:{case.difficulty}")
     if root_cause:
         buckets.append(f"root_cause:{root_cause}")
+    if origin:
+        buckets.append(f"origin:{origin}")
     buckets.append("query:short" if is_short_query(case.query, short_max_chars) else "query:long")
     if alias_terms is not None:
         buckets.append("alias:yes" if alias_terms(case.query) else "alias:no")

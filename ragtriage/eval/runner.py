@@ -312,7 +312,12 @@ def run_eval(
     rules = getattr(active, "rules", None)
     alias_terms = rules.aliases.find_in if rules is not None and len(rules.aliases) else None
     buckets = {
-        c.case.case_id: case_buckets(c.case, root_cause=c.provenance.get("label"), alias_terms=alias_terms)
+        c.case.case_id: case_buckets(
+            c.case,
+            root_cause=c.provenance.get("label"),
+            alias_terms=alias_terms,
+            origin=c.provenance.get("origin"),
+        )
         for c in pending
     }
     batches = [pending[i : i + batch_size] for i in range(0, len(pending), batch_size)]

@@ -33,6 +33,9 @@ REQUEST_COLUMNS = (
     "source_line",
     "recovered",
     "ingested_at",
+    "pipeline_version",
+    "result_count",
+    "rewrite_fired",
 )
 ROW_REQUEST_ID, ROW_TS, ROW_BODY, ROW_SOURCE_LINE, ROW_RECOVERED = 0, 1, 8, 10, 11
 
@@ -134,6 +137,9 @@ def parse_batches(
                     line_no,
                     int(parsed.recovered),
                     ingested_at,
+                    parsed.pipeline_version,
+                    parsed.result_count,
+                    None if parsed.rewrite_fired is None else int(parsed.rewrite_fired),
                 )
             )
         elif strict:

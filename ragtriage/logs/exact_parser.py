@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ragtriage.logs.log_line import EPOCH, ONE_US, BadLine, LogLine, utc
+from ragtriage.logs.log_line import EPOCH, ONE_US, BadLine, LogLine, request_facts, utc
 from ragtriage.logs.schema import RequestLog, map_flat_form
 
 BOM = b"\xef\xbb\xbf"
@@ -134,6 +134,7 @@ def parse_exact(raw: bytes, line_no: int, unterminated: bool) -> LogLine | BadLi
     feedback = record.feedback
     confidence = mapped.get("confidence")
     ts_us, ts_text = _ts_columns(ts)
+    facts = request_facts(record.raw_query, record.rewrite, record.stages)
     return LogLine(
         line_no=line_no,
         request_id=record.request_id,
@@ -153,4 +154,7 @@ def parse_exact(raw: bytes, line_no: int, unterminated: bool) -> LogLine | BadLi
         else None,
         body=(text.encode("utf-8") if recovered else data).strip(),
         recovered=recovered,
+        pipeline_version=record.pipeline_version,
+        result_count=facts[0],
+        rewrite_fired=facts[1],
     )

@@ -14,7 +14,7 @@ from typing import Annotated, Union
 import msgspec
 import orjson
 
-from ragtriage.logs.log_line import EPOCH, NAIVE_EPOCH, ONE_US, LogLine
+from ragtriage.logs.log_line import EPOCH, NAIVE_EPOCH, ONE_US, LogLine, request_facts
 from ragtriage.logs.schema import FLAT_STAGE_KEYS, map_flat_form
 
 _FLAT_KEYS = frozenset((*FLAT_STAGE_KEYS, "rewritten_queries", "user_feedback"))
@@ -141,6 +141,7 @@ def parse_fast(raw: bytes, line_no: int) -> LogLine | None:
         rating, escalated, follow_up = feedback.rating, feedback.escalated, feedback.follow_up
     citations = record.citations
     confidence = record.confidence
+    result_count, rewrite_fired = request_facts(record.raw_query, record.rewrite, record.stages)
     return LogLine(
         line_no,
         record.request_id,
@@ -157,6 +158,10 @@ def parse_fast(raw: bytes, line_no: int) -> LogLine | None:
         record.answer,
         None if confidence is None else float(confidence),
         raw.strip(),
+        False,
+        record.pipeline_version,
+        result_count,
+        rewrite_fired,
     )
 
 

@@ -157,6 +157,7 @@ def insert_requests(connection: Connection, rows: list[tuple[Any, ...]]) -> None
             body=item["body"].decode("utf-8"),
             recovered=bool(item["recovered"]),
             ingested_at=_text_time(item["ingested_at"]),
+            rewrite_fired=None if item["rewrite_fired"] is None else bool(item["rewrite_fired"]),
         )
         dict_rows.append(item)
     insert_ignoring_existing(connection, RequestLogRow.__table__, dict_rows)  # type: ignore[attr-defined]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from ragtriage.logs.schema import RequestLog
 
@@ -16,6 +17,38 @@ def utc(moment: datetime) -> datetime:
     """`moment` in UTC; a time without a zone is taken as UTC."""
     # Producers log server time in UTC by convention.
     return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+
+
+#: `result_count` of a request that logged no stage at all (NULL in the store means "not computed").
+NO_STAGE_LOGGED = -1
+#: The stages `result_count` reads, last first: the first one logged is the request's result.
+RESULT_STAGES = ("final_context", "reranked", "fused", "dense", "bm25")
+
+
+def request_facts(raw_query: str, rewrite: Any, stages: Any) -> tuple[int, bool | None]:
+    """`(result_count, rewrite_fired)` of a parsed request (a `RequestLog` or the fast parser's struct).
+
+    `result_count` = length of the first logged stage among final_context, reranked, fused, dense,
+    bm25 (`NO_STAGE_LOGGED` when none is); 0 is an empty result. `rewrite_fired` = the rewritten
+    query differs from the normalized query (else from the raw query), or sub-queries or aliases were
+    added; None when the request logged no rewrite.
+    """
+    result_count = NO_STAGE_LOGGED
+    if stages is not None:
+        for name in RESULT_STAGES:
+            items = getattr(stages, name)
+            if items is not None:
+                result_count = len(items)
+                break
+    if rewrite is None:
+        return result_count, None
+    base = rewrite.normalized_query or raw_query
+    fired = bool(
+        (rewrite.rewritten_query is not None and rewrite.rewritten_query.strip() != base.strip())
+        or rewrite.sub_queries
+        or rewrite.aliases
+    )
+    return result_count, fired
 
 
 @dataclass(slots=True)
@@ -45,6 +78,11 @@ class LogLine:
     blanks dropped): valid for `RequestLog`, unknown fields and the flat form included."""
     recovered: bool = False
     """Decoded as GB18030 because it was not UTF-8."""
+    pipeline_version: str | None = None
+    result_count: int = NO_STAGE_LOGGED
+    """Chunks in the last logged stage (see `request_facts`); `NO_STAGE_LOGGED` when none was logged."""
+    rewrite_fired: bool | None = None
+    """The logged rewrite changed the query (see `request_facts`); None when no rewrite was logged."""
 
     @property
     def ts(self) -> datetime | None:

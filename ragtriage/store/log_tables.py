@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import Column, ForeignKey, Index, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy import Column, ForeignKey, Index, LargeBinary, String, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from ragtriage.store.columns import json_dict_column, utcnow
@@ -26,6 +26,7 @@ __all__ = [
 ]
 
 REQUEST_LOG_TS_INDEX = "ix_request_log_ts_session"
+REQUEST_LOG_MONITOR_INDEX = "ix_request_log_monitor"
 #: Replaced by `REQUEST_LOG_TS_INDEX`; stores created before it still have it (see `logs.ingest`).
 OLD_REQUEST_LOG_SESSION_INDEX = "ix_request_log_session_ts"
 
@@ -39,7 +40,26 @@ class RequestLogRow(SQLModel, table=True):
     __tablename__ = "request_log"
     # The follow-up rule reads neighbours by time (logs arrive in time order, so this index grows
     # at its end); covering, so the read never touches the 1–2 KB rows.
-    __table_args__ = (Index(REQUEST_LOG_TS_INDEX, "ts", "session_hash", "request_id"),)
+    __table_args__ = (
+        Index(REQUEST_LOG_TS_INDEX, "ts", "session_hash", "request_id"),
+        # Covering for `ragtriage monitor` and `queue sample`: the 1–2 KB rows are never read.
+        Index(
+            REQUEST_LOG_MONITOR_INDEX,
+            "ts",
+            "pipeline_version",
+            "result_count",
+            "rewrite_fired",
+            "rating",
+            "escalated",
+            "request_id",
+        ),
+        Index(
+            "ix_request_log_facts_missing",
+            "request_id",
+            sqlite_where=text("result_count IS NULL"),
+            postgresql_where=text("result_count IS NULL"),
+        ),
+    )
 
     request_id: str = Field(primary_key=True)
     ts: datetime | None = None
@@ -58,6 +78,13 @@ class RequestLogRow(SQLModel, table=True):
     recovered: bool = False
     """The line was not UTF-8 and was decoded as GB18030."""
     ingested_at: datetime = Field(default_factory=utcnow)
+    # Monitor columns, computed at ingest (`logs.log_line.request_facts`); NULL `result_count` marks
+    # a row stored before they existed (`logs.monitor_backfill` fills those in).
+    pipeline_version: str | None = None
+    result_count: int | None = None
+    """Chunks in the last logged stage; -1 when no stage was logged; 0 is an empty result."""
+    rewrite_fired: bool | None = None
+    """The logged rewrite changed the query; None when no rewrite was logged."""
 
 
 class QuarantinedLineRow(SQLModel, table=True):

@@ -18,11 +18,23 @@ from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
 from ragtriage.store.db import read_session
 from ragtriage.triage.redact import redact_pii
+from ragtriage.triage.sampling import SAMPLED_REASON
 
 if TYPE_CHECKING:
     from ragtriage.workspace import Workspace
 
-__all__ = ["NO_ANSWER_LABEL", "PromoteResult", "index_manifest_summary", "promote_request"]
+__all__ = [
+    "NO_ANSWER_LABEL",
+    "ORIGIN_COMPLAINT",
+    "ORIGIN_SAMPLED",
+    "PromoteResult",
+    "index_manifest_summary",
+    "promote_request",
+]
+
+#: `provenance["origin"]` of a case promoted from a sampled request / from a flagged complaint.
+ORIGIN_SAMPLED = "sampled"
+ORIGIN_COMPLAINT = "complaint"
 
 #: The label of a confirmed badcase whose right answer is a refusal (a case without gold).
 NO_ANSWER_LABEL = "no_answer_in_kb"
@@ -69,7 +81,9 @@ def _gold_from_record(items: Sequence[Any]) -> dict[str, int]:
     return gold
 
 
-def _load_record(workspace: Workspace, request_id: str) -> tuple[str, str | None, list[str], dict[str, int]]:
+def _load_record(
+    workspace: Workspace, request_id: str
+) -> tuple[str, str | None, list[str], dict[str, int], list[str]]:
     from ragtriage.store.log_tables import RequestLogRow, TriageRow
 
     with read_session(workspace.engine) as session:
@@ -91,6 +105,7 @@ def _load_record(workspace: Workspace, request_id: str) -> tuple[str, str | None
             body.get("config_hash"),
             list(triage.labels or []),
             _gold_from_record(list(triage.gold_chunk_ids or [])),
+            list(triage.reasons or []),
         )
 
 
@@ -115,7 +130,7 @@ def promote_request(
         NotFoundError: the request is not in the store.
         InputError: the record is not confirmed, or has no gold and is not labelled `no_answer_in_kb`.
     """
-    raw_query, logged_config_hash, labels, gold = _load_record(workspace, request_id)
+    raw_query, logged_config_hash, labels, gold, reasons = _load_record(workspace, request_id)
     for gold_id, grade in (grades or {}).items():
         if gold_id not in gold:
             raise InputError(
@@ -151,6 +166,8 @@ def promote_request(
 
     provenance = {
         "source": "promote",
+        # Sampled review (`queue sample`) vs. a flagged complaint: the `origin:` bucket of the case.
+        "origin": ORIGIN_SAMPLED if SAMPLED_REASON in reasons else ORIGIN_COMPLAINT,
         "request_id": request_id,
         "label": label,
         "labels": labels,

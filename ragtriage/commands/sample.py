@@ -1,0 +1,85 @@
+"""`ragtriage queue sample`: a stratified random sample of unflagged requests into the queue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
+from ragtriage.logs.queue import parse_since
+from ragtriage.triage.sampling import SAMPLED_REASON, SampleReport, sample_requests
+
+
+@click.command("sample")
+@click.option(
+    "--n", "n", type=click.IntRange(min=1), default=100, show_default=True, help="Requests to draw."
+)
+@click.option(
+    "--since",
+    default="7d",
+    show_default=True,
+    help="Only requests since a time: 30m, 12h, 7d, 2w or an ISO date/time.",
+)
+@click.option(
+    "--by",
+    type=click.Choice(["day", "version"]),
+    default="day",
+    show_default=True,
+    help="Strata: the request's day (UTC) or its logged pipeline_version.",
+)
+@click.option("--seed", type=int, default=None, help="Random seed (default: a new one, printed).")
+@click.option("--json", "as_json", is_flag=True, help="Print the draw as JSON.")
+@workspace_options
+def sample_command(
+    n: int,
+    since: str,
+    by: str,
+    seed: int | None,
+    as_json: bool,
+    home: Path | None,
+    config_file: Path | None,
+) -> None:
+    """Draw a stratified random sample of unflagged requests into the queue as `sampled`.
+
+    Each stratum (day or pipeline_version) gets a share proportional to its unflagged requests
+    (largest remainder); within it the draw is uniform, without replacement, from the seed. Drawn
+    requests get a triage record with reason `sampled` (`ragtriage queue --reason sampled`), so a
+    second draw never repeats one. Cases promoted from them carry the bucket `origin:sampled`.
+    """
+    since_time = parse_since(since)
+    with open_workspace(home, config_file) as workspace:
+        report = sample_requests(workspace.engine, n, since=since_time, by=by, seed=seed)  # type: ignore[arg-type]
+    if as_json:
+        echo_json(report)
+        return
+    _print_report(report)
+
+
+def _print_report(report: SampleReport) -> None:
+    console = stdout_console()
+    if report.population == 0:
+        console.print(
+            Text(
+                f"no unflagged requests since {report.since:%Y-%m-%d %H:%M} UTC; "
+                "try a longer --since, or ingest more logs with `ragtriage logs ingest`"
+                if report.since
+                else "no unflagged requests; ingest logs with `ragtriage logs ingest`"
+            )
+        )
+        return
+    table = Table(show_edge=False, pad_edge=False)
+    table.add_column(report.by, no_wrap=True)
+    table.add_column("unflagged", justify="right")
+    table.add_column("drawn", justify="right")
+    for stratum in report.strata:
+        table.add_row(Text(stratum.stratum), f"{stratum.population:,}", f"{stratum.drawn:,}")
+    console.print(table)
+    console.print(
+        Text(
+            f"drew {report.drawn:,} of {report.population:,} unflagged requests (asked {report.requested:,}) "
+            f"with seed {report.seed}; list them with `ragtriage queue --reason {SAMPLED_REASON}`"
+        )
+    )

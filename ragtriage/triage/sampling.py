@@ -1,0 +1,188 @@
+"""Sampled review: a stratified random sample of unflagged requests, put in the queue as `sampled`.
+
+Complaints show what went wrong for people who complain; a weekly random sample of everything else
+keeps the eval set close to the real query distribution. Each stratum (a day, or a
+`pipeline_version`) gets a share of the sample proportional to its size (largest remainder, so
+the shares add up to `n`), drawn uniformly without replacement with a seeded generator. A drawn
+request gets a triage record (status `new`, reason `sampled`), so it is no longer unflagged and a
+second draw never repeats it.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+from collections import defaultdict
+from datetime import datetime, timezone
+from typing import Literal
+
+from pydantic import BaseModel, Field
+from sqlalchemy import and_, select
+from sqlalchemy.engine import Engine
+
+from ragtriage.errors import InputError
+from ragtriage.store.db import read_session, write_session
+from ragtriage.store.log_tables import RequestLogRow, TriageAuditRow, TriageRow
+
+__all__ = ["SAMPLED_REASON", "SAMPLE_USER", "SampleReport", "SampleStratum", "allocate", "sample_requests"]
+
+#: Flag reason of a request drawn by `queue sample` (the queue filters on it: `--reason sampled`).
+SAMPLED_REASON = "sampled"
+#: Who the audit trail names for a sampled record.
+SAMPLE_USER = "sample"
+#: Stratum of requests without a time (by day) or without a logged pipeline_version (by version).
+UNKNOWN_STRATUM = "-"
+
+StratifyBy = Literal["day", "version"]
+
+
+class SampleStratum(BaseModel):
+    """One stratum: how many unflagged requests it had and how many were drawn."""
+
+    stratum: str
+    population: int
+    drawn: int
+
+
+class SampleReport(BaseModel):
+    """What one draw did. `drawn` adds up over the strata; `population` is the unflagged requests."""
+
+    seed: int
+    """The seed used (give it again with the same store state to get the same draw)."""
+    by: StratifyBy
+    since: datetime | None
+    requested: int
+    population: int
+    drawn: int
+    strata: list[SampleStratum] = Field(default_factory=list)
+    request_ids: list[str] = Field(default_factory=list)
+
+
+def allocate(sizes: dict[str, int], n: int) -> dict[str, int]:
+    """Proportional allocation of `n` draws over strata of `sizes` (Hamilton's largest remainder).
+
+    Each stratum gets floor(n·size/total) plus one for the largest remainders until the total is
+    min(n, sum of sizes); ties go to the larger stratum, then the stratum name. Never more than a
+    stratum's size.
+    """
+    total = sum(sizes.values())
+    if n >= total:
+        return dict(sizes)
+    quotas = {name: n * size / total for name, size in sizes.items()}
+    shares = {name: int(quota) for name, quota in quotas.items()}
+    left = n - sum(shares.values())
+    order = sorted(sizes, key=lambda name: (-(quotas[name] - shares[name]), -sizes[name], name))
+    for name in order[:left]:
+        shares[name] += 1
+    return shares
+
+
+def _population(engine: Engine, since: datetime | None, by: StratifyBy) -> dict[str, list[str]]:
+    """Unflagged request ids per stratum (read from the monitor index, never the request bodies)."""
+    requests = RequestLogRow.__table__  # type: ignore[attr-defined]
+    triage = TriageRow.__table__  # type: ignore[attr-defined]
+    key = requests.c.ts if by == "day" else requests.c.pipeline_version
+    statement = (
+        select(requests.c.request_id, key)
+        .select_from(requests.outerjoin(triage, triage.c.request_id == requests.c.request_id))
+        .where(and_(triage.c.request_id.is_(None), *([requests.c.ts >= since] if since is not None else [])))
+    )
+    strata: dict[str, list[str]] = defaultdict(list)
+    with read_session(engine) as session:
+        for request_id, value in session.execute(statement):
+            if value is None:
+                name = UNKNOWN_STRATUM
+            elif by == "day":
+                name = (value if isinstance(value, str) else value.isoformat())[:10]
+            else:
+                name = str(value)
+            strata[name].append(request_id)
+    return strata
+
+
+def sample_requests(
+    engine: Engine,
+    n: int,
+    *,
+    since: datetime | None = None,
+    by: StratifyBy = "day",
+    seed: int | None = None,
+) -> SampleReport:
+    """Draw up to `n` unflagged requests (time ≥ `since`), stratified `by` day or pipeline_version,
+    and put them in the queue with reason `sampled` in one transaction (with audit rows).
+
+    Raises:
+        InputError: `n` below 1, or an unknown `by`.
+    """
+    if n < 1:
+        raise InputError(f"--n must be at least 1, got {n}")
+    if by not in ("day", "version"):
+        raise InputError(f"--by {by!r}: use day or version")
+    seed = secrets.randbelow(2**31) if seed is None else seed
+    strata = _population(engine, since, by)
+    shares = allocate({name: len(ids) for name, ids in strata.items()}, n)
+    drawn: list[str] = []
+    rows: list[SampleStratum] = []
+    for name in sorted(strata):
+        ids = sorted(strata[name])
+        # One generator per stratum: adding a stratum does not change what another one draws.
+        picked = random.Random(f"{seed}:{name}").sample(ids, shares[name])
+        drawn.extend(picked)
+        rows.append(SampleStratum(stratum=name, population=len(ids), drawn=len(picked)))
+    _flag_sampled(engine, drawn, seed)
+    return SampleReport(
+        seed=seed,
+        by=by,
+        since=since,
+        requested=n,
+        population=sum(len(ids) for ids in strata.values()),
+        drawn=len(drawn),
+        strata=rows,
+        request_ids=drawn,
+    )
+
+
+def _flag_sampled(engine: Engine, request_ids: list[str], seed: int) -> None:
+    """Create `sampled` triage records (skipping any a concurrent writer created meanwhile)."""
+    if not request_ids:
+        return
+    now = datetime.now(timezone.utc)
+    with write_session(engine) as session:
+        triage = TriageRow.__table__  # type: ignore[attr-defined]
+        requests = RequestLogRow.__table__  # type: ignore[attr-defined]
+        taken: set[str] = set()
+        request_ts: dict[str, datetime | None] = {}
+        for start in range(0, len(request_ids), 500):
+            chunk = request_ids[start : start + 500]
+            taken.update(
+                session.execute(select(triage.c.request_id).where(triage.c.request_id.in_(chunk))).scalars()
+            )
+            for request_id, ts in session.execute(
+                select(requests.c.request_id, requests.c.ts).where(requests.c.request_id.in_(chunk))
+            ):
+                request_ts[request_id] = ts
+        for request_id in request_ids:
+            if request_id in taken:
+                continue
+            session.add(
+                TriageRow(
+                    request_id=request_id,
+                    status="new",
+                    reasons=[SAMPLED_REASON],
+                    request_ts=request_ts.get(request_id) or now,
+                    created_at=now,
+                    updated_at=now,
+                    updated_by=SAMPLE_USER,
+                    revision=1,
+                )
+            )
+            session.add(
+                TriageAuditRow(
+                    request_id=request_id,
+                    at=now,
+                    user=SAMPLE_USER,
+                    action="flag",
+                    change={"before": [], "after": [SAMPLED_REASON], "seed": seed},
+                    revision=1,
+                )
+            )
