@@ -16,7 +16,7 @@ from ragtriage.commands.common import (
     workspace_options,
 )
 from ragtriage.eval import store as eval_store
-from ragtriage.eval.formats import CASE_FORMATS
+from ragtriage.eval.formats import CASE_FORMATS, EXPORT_FORMATS
 
 HEADLINE_METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10", "hit@5", "coverage@30")
 
@@ -95,13 +95,59 @@ def register_eval(group: click.Group) -> None:
     @group.command("export")
     @click.argument("out", type=click.Path(path_type=Path))
     @click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True)
-    @click.option("--format", "fmt", type=click.Choice(CASE_FORMATS), required=True)
+    @click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), required=True)
     @click.option("--version", "version", type=int, default=None, help="Dataset version [current].")
+    @click.option(
+        "--negatives",
+        type=click.IntRange(min=0),
+        default=7,
+        show_default=True,
+        help="finetune: hard negatives per query.",
+    )
+    @click.option(
+        "--run",
+        "run_ref",
+        default=None,
+        help="finetune: the run whose ranking gives the negatives [newest complete].",
+    )
     @workspace_options
     def export_command(
-        out: Path, dataset: str, fmt: str, version: int | None, home: Path | None, config_file: Path | None
+        out: Path,
+        dataset: str,
+        fmt: str,
+        version: int | None,
+        negatives: int,
+        run_ref: str | None,
+        home: Path | None,
+        config_file: Path | None,
     ) -> None:
-        """Write an eval set (one dataset version) to OUT."""
+        """Write an eval set (one dataset version) to OUT.
+
+        `--format finetune` writes FlagEmbedding's reranker/embedder JSONL, one
+        `{"query", "pos": [...], "neg": [...]}` per case: positives are the gold chunks' text, hard
+        negatives the non-gold chunks the run ranked above the gold, topped up from its candidate
+        pool (never a gold chunk). Cases without gold are skipped and counted. It uses the cases of
+        the run's dataset version (`--version` does not apply).
+        """
+        if fmt == "finetune":
+            from ragtriage.eval.finetune import export_finetune
+
+            if version is not None:
+                raise click.BadParameter(
+                    "finetune uses the run's dataset version; drop --version", param_hint="--version"
+                )
+            with open_workspace(home, config_file) as workspace:
+                report = export_finetune(
+                    workspace.engine, out, dataset=dataset, run_ref=run_ref, negatives=negatives
+                )
+            click.echo(
+                f"wrote {out}: {report.written} of {report.cases} cases from run {report.run_id}, "
+                f"{report.negatives} negatives ({report.short_of_negatives} cases short of {negatives}); "
+                f"skipped {report.skipped_no_answer} no-answer, {report.skipped_doc_granularity} document-level, "
+                f"{report.skipped_not_in_run} not in the run, {report.skipped_no_text} without gold text",
+                err=True,
+            )
+            return
         from ragtriage.eval.formats import write_cases
 
         with open_workspace(home, config_file) as workspace:

@@ -6,6 +6,7 @@
 | `cases-jsonl` | one `{query, positive_doc_ids, must_have_constraints, intent_type, difficulty}` per line |
 | `beir`        | a folder with `corpus.jsonl`, `queries.jsonl`, `qrels/<split>.tsv`           |
 | `trec`        | a TREC qrels file, with the query texts in `<file>.queries.tsv` (`qid<TAB>text`) |
+| `finetune`    | export only: `{query, pos, neg}` per line with a run's hard negatives (`eval.finetune`) |
 
 The format modules hold the details; this module is the one entry point the CLI and the eval store use.
 """
@@ -32,6 +33,7 @@ from ragtriage.eval.trec_files import (
 
 __all__ = [
     "CASE_FORMATS",
+    "EXPORT_FORMATS",
     "CaseFormat",
     "EvalCase",
     "Granularity",
@@ -58,6 +60,8 @@ __all__ = [
 
 CaseFormat = Literal["cases-json", "cases-jsonl", "beir", "trec"]
 CASE_FORMATS: tuple[str, ...] = get_args(CaseFormat)
+#: What `eval export` writes: the case formats plus `finetune` (FlagEmbedding JSONL, `eval.finetune`).
+EXPORT_FORMATS: tuple[str, ...] = (*CASE_FORMATS, "finetune")
 
 
 def queries_path_for(qrels_path: Path) -> Path:
