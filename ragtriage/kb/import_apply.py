@@ -23,8 +23,9 @@ from sqlalchemy import delete, func, insert, update
 from sqlmodel import Session, col, select
 
 from ragtriage.errors import InputError
-from ragtriage.kb.import_mapping import FieldMapper, ImportedChunk, RowError, SourceRow
+from ragtriage.kb.import_mapping import FieldMapper
 from ragtriage.kb.import_report import ImportReport, RejectedRow
+from ragtriage.kb.import_rows import ImportedChunk, RowError, SourceRow
 from ragtriage.kb.repository import DELETED, bump_revision, kb_revision
 from ragtriage.store.db import read_session, write_session
 from ragtriage.store.kb_tables import ChunkRow, ChunkVectorRow, DocumentRow

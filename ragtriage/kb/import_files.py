@@ -20,7 +20,7 @@ import numpy as np
 import orjson
 
 from ragtriage.errors import InputError
-from ragtriage.kb.import_mapping import SourceRow
+from ragtriage.kb.import_rows import SourceRow
 
 __all__ = ["FileSource", "file_format"]
 

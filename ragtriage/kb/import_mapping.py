@@ -8,16 +8,9 @@ A bad row raises `RowError` naming the source, the row, the field and the fix.
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
-import decimal
 import difflib
 import hashlib
-import json
-import math
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,6 +18,17 @@ import numpy as np
 from ragtriage.config import IMPORT_FIELDS, KBImportSettings
 from ragtriage.errors import InputError
 from ragtriage.kb.chunking import content_hash
+from ragtriage.kb.import_rows import ImportedChunk, RowError, SourceRow
+from ragtriage.kb.import_values import (
+    decode_vector,
+    flag,
+    heading_path,
+    id_text,
+    json_safe,
+    text_value,
+    timestamp,
+    type_name,
+)
 
 __all__ = [
     "FieldMapper",
@@ -35,73 +39,6 @@ __all__ = [
 ]
 
 REQUIRED_FIELDS = ("chunk_id", "content")
-_TRUE = {"true", "t", "yes", "y", "1"}
-_FALSE = {"false", "f", "no", "n", "0", ""}
-
-
-@dataclass
-class SourceRow:
-    """One row as a source read it: where it is (`file:line`, `row N`, `point ID`) and its columns."""
-
-    where: str
-    values: dict[str, Any]
-    vector: np.ndarray | None = None
-    """The vector, when the source decoded it already (Parquet list columns)."""
-
-
-@dataclass
-class ImportedChunk:
-    """One mapped, validated row: the chunk fields, its metadata and its vector."""
-
-    where: str
-    chunk_id: str
-    doc_id: str
-    doc_title: str | None
-    title: str
-    heading_path: list[str]
-    anchor: str | None
-    ordinal: int
-    content: str
-    content_hash: str
-    doc_version: str | None
-    updated_at: dt.datetime | None
-    product_line: str | None
-    retrievable: bool
-    """Passes the status filters (`status`, `published`, `deleted`)."""
-    meta: dict[str, Any] = field(default_factory=dict)
-    vector: np.ndarray | None = None
-    vector_hash: str | None = None
-
-    def source_hash(self) -> str:
-        """sha256 over every mapped field, the metadata and the vector hash (unchanged detection)."""
-        payload = [
-            self.chunk_id,
-            self.doc_id,
-            self.doc_title,
-            self.title,
-            self.heading_path,
-            self.anchor,
-            self.ordinal,
-            self.content_hash,
-            self.doc_version,
-            self.updated_at.isoformat() if self.updated_at else None,
-            self.product_line,
-            self.retrievable,
-            self.meta,
-            self.vector_hash,
-        ]
-        text = json.dumps(payload, ensure_ascii=False, sort_keys=True, default=str)
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-class RowError(InputError):
-    """One row that cannot be imported: `where: reason; fix: …`."""
-
-    def __init__(self, where: str, reason: str, fix: str) -> None:
-        self.where = where
-        self.reason = reason
-        self.fix = fix
-        super().__init__(f"{where}: {reason}; fix: {fix}")
 
 
 def parse_map_option(values: Iterable[str]) -> dict[str, str]:
@@ -242,7 +179,7 @@ class FieldMapper:
             return None if column is None else values[column]
 
         where = row.where
-        chunk_id = _id_text(get("chunk_id"))
+        chunk_id = id_text(get("chunk_id"))
         if chunk_id is None:
             raise self._missing(where, "chunk_id", used)
         content = get("content")
@@ -256,19 +193,19 @@ class FieldMapper:
             raise RowError(
                 where,
                 f"chunk {chunk_id}: field content ({self._column_label('content', used)}) is not text "
-                f"(got {_type_name(content)})",
+                f"(got {type_name(content)})",
                 "map content to the column holding the chunk text",
             )
-        doc_id = _id_text(get("doc_id")) or chunk_id
-        heading_path = self._heading_path(get("heading_path"), where)
-        doc_title = _text(get("doc_title"))
-        title = _text(get("title")) or (heading_path[-1] if heading_path else None) or doc_title or ""
+        doc_id = id_text(get("doc_id")) or chunk_id
+        headings = heading_path(get("heading_path"), where, self.settings.heading_separator)
+        doc_title = text_value(get("doc_title"))
+        title = text_value(get("title")) or (headings[-1] if headings else None) or doc_title or ""
         retrievable = self._retrievable_row(where, get("status"), get("published"), get("deleted"))
         ordinal = self._ordinal(where, get("ordinal"), doc_id)
         vector = row.vector
         self._vector_rows += vector is not None
         if vector is None and self.vector_field is not None:
-            vector = self._vector(where, values.get(self.vector_field))
+            vector = decode_vector(where, values.get(self.vector_field), self.vector_field)
         vector_hash = None
         if vector is not None:
             vector = self._check_vector(where, chunk_id, vector)
@@ -283,21 +220,21 @@ class FieldMapper:
         # Status columns stay in the metadata too: the stored status (published/deleted) drops their values.
         skip = {column for name, column in used.items() if name not in ("status", "published", "deleted")}
         skip |= {self.vector_field} if self.vector_field else set()
-        meta = {key: _json_safe(value) for key, value in values.items() if key not in skip}
+        meta = {key: json_safe(value) for key, value in values.items() if key not in skip}
         return ImportedChunk(
             where=where,
             chunk_id=chunk_id,
             doc_id=doc_id,
             doc_title=doc_title,
             title=title,
-            heading_path=heading_path,
-            anchor=_text(get("anchor")),
+            heading_path=headings,
+            anchor=text_value(get("anchor")),
             ordinal=ordinal,
             content=content,
             content_hash=content_hash(content),
-            doc_version=_text(get("version")),
-            updated_at=self._timestamp(where, get("updated_at")),
-            product_line=_text(get("product_line")),
+            doc_version=text_value(get("version")),
+            updated_at=timestamp(where, get("updated_at")),
+            product_line=text_value(get("product_line")),
             retrievable=retrievable,
             meta=meta,
             vector=vector,
@@ -307,7 +244,7 @@ class FieldMapper:
     def chunk_id_of(self, row: SourceRow) -> str | None:
         """The row's chunk id if it has a usable one (to keep a rejected row's chunk as it was)."""
         column = self.column_for("chunk_id", row.values)
-        return None if column is None else _id_text(row.values[column])
+        return None if column is None else id_text(row.values[column])
 
     def _column_label(self, name: str, used: Mapping[str, str]) -> str:
         return f"column {used.get(name, self.explicit.get(name, name))!r}"
@@ -318,35 +255,6 @@ class FieldMapper:
             where,
             f"the required field {name} (column {column!r}) is missing or null",
             f"give every row a {column} or map {name} to another column (--map {name}=COLUMN)",
-        )
-
-    def _heading_path(self, value: Any, where: str) -> list[str]:
-        if value is None:
-            return []
-        if isinstance(value, np.ndarray):
-            value = value.tolist()
-        if isinstance(value, str):
-            text = value.strip()
-            if text.startswith("["):
-                try:
-                    value = json.loads(text)
-                except ValueError:
-                    value = None
-                if not isinstance(value, list):
-                    raise RowError(
-                        where,
-                        f"heading_path {text[:40]!r} starts like a JSON list but is not one",
-                        "export it as a JSON list of strings or as one string with "
-                        "[kb.import] heading_separator between the headings",
-                    )
-            else:
-                return [part.strip() for part in text.split(self.settings.heading_separator) if part.strip()]
-        if isinstance(value, (list, tuple)):
-            return [str(part).strip() for part in value if part is not None and str(part).strip()]
-        raise RowError(
-            where,
-            f"heading_path is a {_type_name(value)}",
-            "export it as a list of strings or one string with [kb.import] heading_separator",
         )
 
     def _ordinal(self, where: str, value: Any, doc_id: str) -> int:
@@ -370,74 +278,13 @@ class FieldMapper:
         return ordinal
 
     def _retrievable_row(self, where: str, status: Any, published: Any, deleted: Any) -> bool:
-        if deleted is not None and _flag(where, "deleted", deleted):
+        if deleted is not None and flag(where, "deleted", deleted):
             return False
-        if published is not None and not _flag(where, "published", published):
+        if published is not None and not flag(where, "published", published):
             return False
         if status is not None and str(status).strip().casefold() not in self._retrievable:
             return False
         return True
-
-    def _timestamp(self, where: str, value: Any) -> dt.datetime | None:
-        if value is None or value == "":
-            return None
-        if isinstance(value, dt.datetime):
-            stamp = value
-        elif isinstance(value, dt.date):
-            stamp = dt.datetime(value.year, value.month, value.day)
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            # Epoch seconds, or milliseconds when the number is too large to be seconds.
-            seconds = value / 1000 if value > 1e11 else value
-            stamp = dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc)
-        else:
-            try:
-                stamp = dt.datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
-            except ValueError:
-                raise RowError(
-                    where,
-                    f"updated_at {str(value)[:40]!r} is not an ISO-8601 time or epoch seconds",
-                    "export it as 2024-05-01T08:00:00+00:00 (or drop the updated_at mapping)",
-                ) from None
-        if stamp.tzinfo is None:
-            stamp = stamp.replace(tzinfo=dt.timezone.utc)
-        return stamp.astimezone(dt.timezone.utc)
-
-    def _vector(self, where: str, value: Any) -> np.ndarray | None:
-        if value is None:
-            return None
-        if isinstance(value, str):
-            text = value.strip()
-            if not text:
-                return None
-            try:
-                value = (
-                    json.loads(text)
-                    if text.startswith("[")
-                    else [float(x) for x in text.replace(",", " ").split()]
-                )
-            except ValueError:
-                raise RowError(
-                    where,
-                    f"vector field {self.vector_field} is not a list of numbers ({text[:30]!r}…)",
-                    "export vectors as a JSON list of numbers",
-                ) from None
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            raw = bytes(value)
-            if len(raw) % 4:
-                raise RowError(
-                    where,
-                    f"vector field {self.vector_field} holds {len(raw)} bytes, not float32 values",
-                    "export vectors as a JSON list or as little-endian float32 bytes",
-                )
-            return np.frombuffer(raw, dtype="<f4").astype(np.float32)
-        try:
-            return np.asarray(value, dtype=np.float32).reshape(-1)
-        except (TypeError, ValueError):
-            raise RowError(
-                where,
-                f"vector field {self.vector_field} is not a list of numbers",
-                "export vectors as a JSON list of numbers",
-            ) from None
 
     def _check_vector(self, where: str, chunk_id: str, vector: np.ndarray) -> np.ndarray:
         vector = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)
@@ -463,68 +310,3 @@ class FieldMapper:
                 "re-embed this chunk in production",
             )
         return vector
-
-
-def _id_text(value: Any) -> str | None:
-    """Ids are kept verbatim as text: 42 → "42", a UUID object → its canonical string."""
-    if value is None:
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, (bytes, bytearray)):
-        value = bytes(value).decode("utf-8", errors="replace")
-    text = str(value)
-    return text if text.strip() else None
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = str(value).strip()
-    return text or None
-
-
-def _flag(where: str, name: str, value: Any) -> bool:
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value != 0
-    text = str(value).strip().casefold()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise RowError(
-        where, f"{name} {str(value)[:20]!r} is not true/false", f"export {name} as true/false or 1/0"
-    )
-
-
-def _type_name(value: Any) -> str:
-    return {dict: "JSON object", list: "list", int: "number", float: "number", bool: "boolean"}.get(
-        type(value), type(value).__name__
-    )
-
-
-def _json_safe(value: Any) -> Any:
-    """A metadata value as JSON: times → ISO text, decimals → numbers, bytes → base64, NaN → None."""
-    if value is None or isinstance(value, (str, bool, int)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, (dt.datetime, dt.date, dt.time)):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, np.ndarray):
-        return [_json_safe(item) for item in value.tolist()]
-    if isinstance(value, np.generic):
-        return _json_safe(value.item())
-    if isinstance(value, Mapping):
-        return {str(key): _json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple, set)):
-        return [_json_safe(item) for item in value]
-    return str(value)

@@ -17,7 +17,7 @@ from qdrant_client import QdrantClient
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from ragtriage.errors import InputError
-from ragtriage.kb.import_mapping import SourceRow
+from ragtriage.kb.import_rows import SourceRow
 
 __all__ = ["QdrantSource"]
 

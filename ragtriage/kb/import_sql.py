@@ -16,7 +16,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 from ragtriage.errors import InputError
-from ragtriage.kb.import_mapping import SourceRow
+from ragtriage.kb.import_rows import SourceRow
 
 __all__ = ["SQLSource"]
 

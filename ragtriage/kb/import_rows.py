@@ -1,0 +1,80 @@
+"""The row types of `kb import`: what a source yields, what the mapper makes of it, and a bad row."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ragtriage.errors import InputError
+
+__all__ = ["ImportedChunk", "RowError", "SourceRow"]
+
+
+@dataclass
+class SourceRow:
+    """One row as a source read it: where it is (`file:line`, `row N`, `point ID`) and its columns."""
+
+    where: str
+    values: dict[str, Any]
+    vector: np.ndarray | None = None
+    """The vector, when the source decoded it already (Parquet list columns)."""
+
+
+@dataclass
+class ImportedChunk:
+    """One mapped, validated row: the chunk fields, its metadata and its vector."""
+
+    where: str
+    chunk_id: str
+    doc_id: str
+    doc_title: str | None
+    title: str
+    heading_path: list[str]
+    anchor: str | None
+    ordinal: int
+    content: str
+    content_hash: str
+    doc_version: str | None
+    updated_at: dt.datetime | None
+    product_line: str | None
+    retrievable: bool
+    """Passes the status filters (`status`, `published`, `deleted`)."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    vector: np.ndarray | None = None
+    vector_hash: str | None = None
+
+    def source_hash(self) -> str:
+        """sha256 over every mapped field, the metadata and the vector hash (unchanged detection)."""
+        payload = [
+            self.chunk_id,
+            self.doc_id,
+            self.doc_title,
+            self.title,
+            self.heading_path,
+            self.anchor,
+            self.ordinal,
+            self.content_hash,
+            self.doc_version,
+            self.updated_at.isoformat() if self.updated_at else None,
+            self.product_line,
+            self.retrievable,
+            self.meta,
+            self.vector_hash,
+        ]
+        text = json.dumps(payload, ensure_ascii=False, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class RowError(InputError):
+    """One row that cannot be imported: `where: reason; fix: …`."""
+
+    def __init__(self, where: str, reason: str, fix: str) -> None:
+        self.where = where
+        self.reason = reason
+        self.fix = fix
+        super().__init__(f"{where}: {reason}; fix: {fix}")

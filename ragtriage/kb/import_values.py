@@ -1,0 +1,194 @@
+"""Value conversions for `kb import`: ids, flags, times, heading paths, vectors, metadata as JSON.
+
+Each function takes the row's location (`where`) so that a bad value raises `RowError` naming it.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import json
+import math
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ragtriage.kb.import_rows import RowError
+
+__all__ = [
+    "decode_vector",
+    "flag",
+    "heading_path",
+    "id_text",
+    "json_safe",
+    "text_value",
+    "timestamp",
+    "type_name",
+]
+
+_TRUE = {"true", "t", "yes", "y", "1"}
+_FALSE = {"false", "f", "no", "n", "0", ""}
+
+
+def heading_path(value: Any, where: str, separator: str) -> list[str]:
+    """A heading path from a list, a JSON list string, or one string split at `separator`."""
+    if value is None:
+        return []
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = None
+            if not isinstance(value, list):
+                raise RowError(
+                    where,
+                    f"heading_path {text[:40]!r} starts like a JSON list but is not one",
+                    "export it as a JSON list of strings or as one string with "
+                    "[kb.import] heading_separator between the headings",
+                )
+        else:
+            return [part.strip() for part in text.split(separator) if part.strip()]
+    if isinstance(value, (list, tuple)):
+        return [str(part).strip() for part in value if part is not None and str(part).strip()]
+    raise RowError(
+        where,
+        f"heading_path is a {type_name(value)}",
+        "export it as a list of strings or one string with [kb.import] heading_separator",
+    )
+
+
+def timestamp(where: str, value: Any) -> dt.datetime | None:
+    """An aware UTC time from a datetime, a date, ISO-8601 text or epoch seconds (milliseconds)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, dt.datetime):
+        stamp = value
+    elif isinstance(value, dt.date):
+        stamp = dt.datetime(value.year, value.month, value.day)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        # Epoch seconds, or milliseconds when the number is too large to be seconds.
+        seconds = value / 1000 if value > 1e11 else value
+        stamp = dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc)
+    else:
+        try:
+            stamp = dt.datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise RowError(
+                where,
+                f"updated_at {str(value)[:40]!r} is not an ISO-8601 time or epoch seconds",
+                "export it as 2024-05-01T08:00:00+00:00 (or drop the updated_at mapping)",
+            ) from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=dt.timezone.utc)
+    return stamp.astimezone(dt.timezone.utc)
+
+
+def decode_vector(where: str, value: Any, field: str | None) -> np.ndarray | None:
+    """A float32 vector from a list, JSON or space-separated text, or little-endian float32 bytes."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return None
+        try:
+            value = (
+                json.loads(text)
+                if text.startswith("[")
+                else [float(x) for x in text.replace(",", " ").split()]
+            )
+        except ValueError:
+            raise RowError(
+                where,
+                f"vector field {field} is not a list of numbers ({text[:30]!r}…)",
+                "export vectors as a JSON list of numbers",
+            ) from None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+        if len(raw) % 4:
+            raise RowError(
+                where,
+                f"vector field {field} holds {len(raw)} bytes, not float32 values",
+                "export vectors as a JSON list or as little-endian float32 bytes",
+            )
+        return np.frombuffer(raw, dtype="<f4").astype(np.float32)
+    try:
+        return np.asarray(value, dtype=np.float32).reshape(-1)
+    except (TypeError, ValueError):
+        raise RowError(
+            where,
+            f"vector field {field} is not a list of numbers",
+            "export vectors as a JSON list of numbers",
+        ) from None
+
+
+def id_text(value: Any) -> str | None:
+    """Ids are kept verbatim as text: 42 → "42", a UUID object → its canonical string."""
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value).decode("utf-8", errors="replace")
+    text = str(value)
+    return text if text.strip() else None
+
+
+def text_value(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def flag(where: str, name: str, value: Any) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value != 0
+    text = str(value).strip().casefold()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise RowError(
+        where, f"{name} {str(value)[:20]!r} is not true/false", f"export {name} as true/false or 1/0"
+    )
+
+
+def type_name(value: Any) -> str:
+    return {dict: "JSON object", list: "list", int: "number", float: "number", bool: "boolean"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def json_safe(value: Any) -> Any:
+    """A metadata value as JSON: times → ISO text, decimals → numbers, bytes → base64, NaN → None."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, np.ndarray):
+        return [json_safe(item) for item in value.tolist()]
+    if isinstance(value, np.generic):
+        return json_safe(value.item())
+    if isinstance(value, Mapping):
+        return {str(key): json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [json_safe(item) for item in value]
+    return str(value)
