@@ -101,6 +101,7 @@ class FieldMapper:
         self._retrievable = {status.casefold() for status in settings.retrievable_statuses}
         self._ordinals: dict[str, int] = {}
         self.seen_columns: set[str] = set()
+        self._resolved: dict[tuple[str, ...], dict[str, str]] = {}
         self._vector_rows = 0
         self.dim: int | None = expected_dim[0] if expected_dim else None
         self._dim_owner = f"the configured embedder {expected_dim[1]}" if expected_dim else "earlier rows"
@@ -167,12 +168,18 @@ class FieldMapper:
             RowError: a required field is missing or empty, or a value or the vector is unusable.
         """
         values = row.values
-        self.seen_columns.update(values)
-        used: dict[str, str] = {}
-        for name in IMPORT_FIELDS:
-            column = self.column_for(name, values)
-            if column is not None:
-                used[name] = column
+        keys = tuple(values)
+        used = self._resolved.get(keys)
+        if used is None:
+            # Rows of one source nearly always share their columns: resolve the mapping once per shape.
+            self.seen_columns.update(values)
+            used = {}
+            for name in IMPORT_FIELDS:
+                column = self.column_for(name, values)
+                if column is not None:
+                    used[name] = column
+            if len(self._resolved) < 64:
+                self._resolved[keys] = used
 
         def get(name: str) -> Any:
             column = used.get(name)

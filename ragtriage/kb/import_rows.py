@@ -47,9 +47,15 @@ class ImportedChunk:
     meta: dict[str, Any] = field(default_factory=dict)
     vector: np.ndarray | None = None
     vector_hash: str | None = None
+    _source_hash: str | None = field(default=None, repr=False, compare=False)
 
     def source_hash(self) -> str:
         """sha256 over every mapped field, the metadata and the vector hash (unchanged detection)."""
+        if self._source_hash is None:
+            self._source_hash = self._compute_source_hash()
+        return self._source_hash
+
+    def _compute_source_hash(self) -> str:
         payload = [
             self.chunk_id,
             self.doc_id,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sqlite3
 import sys
 import threading
 import uuid
@@ -206,7 +207,9 @@ class QdrantIndex:
                 self.collection,
                 vectors_config=models.VectorParams(size=self.embedder.dim, distance=models.Distance.COSINE),
             )
+            self._tune_local_storage()
             return
+        self._tune_local_storage()
         stored_dim = self.collection_dim()
         if stored_dim != self.embedder.dim:
             raise IndexStateError(
@@ -214,6 +217,19 @@ class QdrantIndex:
                 f"embedder {self.embedder.name} makes {self.embedder.dim}-dim vectors; rebuild the indexes "
                 "with `ragtriage kb reindex` or configure the embedder they were built with"
             )
+
+    def _tune_local_storage(self) -> None:
+        """Local mode commits every point to its SQLite file with a full sync: about 35 points/s on a
+        busy disk. WAL with synchronous=NORMAL makes each commit an append (about 30 times faster,
+        docs/benchmarks.md). The index is derived from SQL and a sync repairs it, so losing the last
+        commits on a power cut is acceptable. A qdrant-client without this layout is left as it is."""
+        local = getattr(self._client, "_client", None)
+        collections = getattr(local, "collections", None)
+        collection = collections.get(self.collection) if isinstance(collections, dict) else None
+        connection = getattr(getattr(collection, "storage", None), "storage", None)
+        if isinstance(connection, sqlite3.Connection):
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=NORMAL")
 
     def collection_dim(self) -> int | None:
         """The vector size the collection was created with."""

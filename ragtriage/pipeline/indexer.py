@@ -73,6 +73,10 @@ class IndexReport:
     chunk_count: int = 0
     kb_revision: int = 0
     embed_seconds: float = 0.0
+    bm25_seconds: float = 0.0
+    """Writing the BM25 (Whoosh) index."""
+    dense_seconds: float = 0.0
+    """Writing the dense (Qdrant) index, embedding excluded."""
     other_seconds: float = 0.0
     total_seconds: float = 0.0
     stopped: bool = False
@@ -255,11 +259,14 @@ def _sync(
         if on_progress is not None:
             on_progress(0, total)
 
+        began = time.perf_counter()
         bm25.apply(
             [_bm25_document(c) for c in bm25_todo],
             [cid for cid in bm25_state if cid not in chunks],
             on_progress=None if on_progress is None else lambda done: on_progress(done, total),
         )
+        report.bm25_seconds = time.perf_counter() - began
+        began = time.perf_counter()
         dense.delete([cid for cid in dense_state if cid not in chunks])
         report.stopped = _embed_and_upsert(
             report,
@@ -272,6 +279,7 @@ def _sync(
             progress=None if on_progress is None else lambda done: on_progress(len(bm25_todo) + done, total),
             should_stop=should_stop,
         )
+        report.dense_seconds = time.perf_counter() - began - report.embed_seconds
         report.chunk_count = len(chunks)
         report.total_seconds = time.perf_counter() - started
         report.other_seconds = report.total_seconds - report.embed_seconds

@@ -1,0 +1,194 @@
+"""Benchmark `kb import` of a Parquet chunk export with vectors, end to end, and its unchanged re-import.
+
+Writes N chunks of about 400 Chinese characters (sentences drawn from the fixture KB and, when
+extracted, the Debian documentation) with UUID ids, 20 chunks per document and random unit 384-d
+vectors into one Parquet file, then imports it into a fresh home: SQL (SQLite) + Whoosh + Qdrant
+local mode. Prints the time per part, the ratio to reading the same file with pyarrow, the peak
+memory, and the time of a second import of the unchanged file.
+
+Usage:
+    python scripts/bench_import.py [--chunks 100000] [--workdir DIR] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import resource
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from ragtriage.kb.importer import ImportSpec, run_import  # noqa: E402
+from ragtriage.workspace import Workspace  # noqa: E402
+
+DIM = 384
+CHUNK_CHARS = 400
+TEXT_SOURCES = [REPO_ROOT / "fixtures" / "kb", REPO_ROOT / "data-extracted"]
+
+
+def peak_rss_mb() -> tuple[float, float]:
+    """Peak resident set size of this process and of its finished children (Whoosh writers), in MB."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return own, children
+
+
+def chinese_sentences() -> list[str]:
+    """Sentences with Chinese text from the fixture KB (and the Debian docs when extracted)."""
+    sentences: list[str] = []
+    for folder in TEXT_SOURCES:
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.rglob("*")):
+            if path.suffix not in (".md", ".html", ".txt") or not path.is_file():
+                continue
+            text = re.sub(r"<[^>]+>", " ", path.read_text(encoding="utf-8", errors="replace"))
+            for sentence in re.split(r"(?<=[。！？；])", text):
+                sentence = " ".join(sentence.split())
+                if re.search(r"[\u4e00-\u9fff]{4}", sentence) and 8 <= len(sentence) <= 200:
+                    sentences.append(sentence)
+            if len(sentences) > 50_000:
+                break
+    return sentences
+
+
+def write_export(path: Path, count: int, seed: int = 11) -> None:
+    """A Parquet export of `count` chunks, written in row groups of 10,000 (constant memory)."""
+    rng = random.Random(seed)
+    vectors = np.random.default_rng(seed)
+    sentences = chinese_sentences()
+    schema = pa.schema(
+        [
+            ("id", pa.string()),
+            ("document_id", pa.string()),
+            ("chunk_index", pa.int32()),
+            ("section_title", pa.string()),
+            ("content", pa.string()),
+            ("status", pa.string()),
+            ("embedding", pa.list_(pa.float32(), DIM)),
+        ]
+    )
+    with pq.ParquetWriter(path, schema) as writer:
+        for start in range(0, count, 10_000):
+            rows = min(10_000, count - start)
+            contents = []
+            for _ in range(rows):
+                parts: list[str] = []
+                while sum(map(len, parts)) < CHUNK_CHARS:
+                    parts.append(rng.choice(sentences))
+                contents.append("".join(parts)[: CHUNK_CHARS + 40])
+            matrix = vectors.normal(size=(rows, DIM)).astype(np.float32)
+            matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+            ids = [str(uuid.UUID(int=rng.getrandbits(128), version=4)) for _ in range(rows)]
+            table = pa.table(
+                {
+                    "id": ids,
+                    "document_id": [f"doc-{(start + n) // 20}" for n in range(rows)],
+                    "chunk_index": [(start + n) % 20 for n in range(rows)],
+                    "section_title": [content[:12] for content in contents],
+                    "content": contents,
+                    "status": ["PUBLISHED"] * rows,
+                    "embedding": pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), DIM),
+                },
+                schema=schema,
+            )
+            writer.write_table(table)
+
+
+def pyarrow_read_seconds(path: Path) -> float:
+    """The baseline: read every column of the file with pyarrow, batch by batch."""
+    started = time.perf_counter()
+    rows = 0
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=2000):
+        rows += batch.num_rows
+    return time.perf_counter() - started
+
+
+def run(workspace: Workspace, path: Path) -> tuple[float, object]:
+    """One `kb import` of `path`; returns (seconds, report)."""
+    spec = ImportSpec(
+        path=path,
+        map={"chunk_id": "id", "doc_id": "document_id", "title": "section_title", "ordinal": "chunk_index"},
+        vector_field="embedding",
+    )
+    started = time.perf_counter()
+    report = run_import(workspace, spec)
+    return time.perf_counter() - started, report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--keep", action="store_true", help="Keep the export and the home.")
+    args = parser.parse_args()
+
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-import-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    export = workdir / f"chunks-{args.chunks}.parquet"
+    if not export.exists():
+        started = time.perf_counter()
+        write_export(export, args.chunks)
+        print(
+            f"wrote {export} ({export.stat().st_size / 2**20:.0f} MB) in {time.perf_counter() - started:.1f} s"
+        )
+    home = workdir / "home"
+    shutil.rmtree(home, ignore_errors=True)
+    baseline = pyarrow_read_seconds(export)
+    workspace = Workspace.open(home)
+    try:
+        first_seconds, first = run(workspace, export)
+        own_mb, children_mb = peak_rss_mb()
+        again_seconds, again = run(workspace, export)
+    finally:
+        workspace.close()
+    index = first.index or {}  # type: ignore[attr-defined]
+    parts = {
+        "read+check (pass 1)": first.read_seconds,  # type: ignore[attr-defined]
+        "SQL write (pass 2)": first.write_seconds,  # type: ignore[attr-defined]
+        "BM25 (Whoosh)": index.get("bm25_seconds", 0.0),
+        "dense (Qdrant local)": index.get("dense_seconds", 0.0),
+        "embedding": index.get("embed_seconds", 0.0),
+    }
+    parts["other (index diff, manifest)"] = first_seconds - sum(parts.values())
+    print(f"chunks: {args.chunks}, {first.counts_line()}; embedded {index.get('embedded')}")  # type: ignore[attr-defined]
+    print(f"pyarrow read of the same file: {baseline:.2f} s")
+    print(f"first import: {first_seconds:.1f} s ({first_seconds / baseline:.0f} x the pyarrow read)")
+    for name, seconds in parts.items():
+        print(f"  {name:<30} {seconds:7.1f} s")
+    print(f"peak memory: {own_mb:.0f} MB (this process), {children_mb:.0f} MB (largest Whoosh writer)")
+    print(
+        f"re-import, unchanged: {again_seconds:.1f} s ({again_seconds / first_seconds * 100:.1f} % of the first);"
+        f" {again.counts_line()}, written {again.written}, index: {again.index_skipped}"
+    )  # type: ignore[attr-defined]
+    print(
+        f"RESULT name=import_parquet value={first_seconds:.1f} unit=s target=<=60 "
+        f"ratio={first_seconds / baseline:.1f} baseline=pyarrow_read chunks={args.chunks}"
+    )
+    print(
+        f"RESULT name=import_peak_memory value={own_mb:.0f} unit=MB target=<=600 children_mb={children_mb:.0f}"
+    )
+    print(
+        f"RESULT name=reimport_unchanged value={again_seconds:.1f} unit=s "
+        f"ratio={again_seconds / first_seconds:.3f} target=ratio<=0.1 baseline=first_import"
+    )
+    if not args.keep and args.workdir is None:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
