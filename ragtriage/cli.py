@@ -20,6 +20,8 @@ COMMAND_MODULES = [
     "ragtriage.commands.evalset",
     "ragtriage.commands.logs",
     "ragtriage.commands.tui",
+    "ragtriage.commands.serve",
+    "ragtriage.commands.report",
 ]
 
 

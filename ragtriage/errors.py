@@ -44,6 +44,10 @@ class IndexStateError(RagtriageError):
     title = "index error"
 
 
+class IndexLockedError(IndexStateError):
+    """An index folder held by another process (Qdrant local mode allows one client per folder)."""
+
+
 class PipelineError(RagtriageError):
     """A pipeline stage cannot run (missing extra, unreachable service, bad model)."""
 

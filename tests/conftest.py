@@ -33,3 +33,14 @@ def isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
 def home(isolated_environment: Path) -> Path:
     """The isolated data folder of this test."""
     return isolated_environment
+
+
+@pytest.fixture(scope="session")
+def eval_home(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A home with the tiny KB, promoted badcases and runs `base` and `variant` (tests.service_home),
+    built once per worker. Tests may add runs but must not change the eval set."""
+    from tests.service_home import build_eval_home, isolated_env
+
+    root = tmp_path_factory.mktemp("eval_home")
+    with isolated_env(root / "home"):
+        return build_eval_home(root)

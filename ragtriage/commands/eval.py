@@ -18,7 +18,7 @@ from ragtriage.eval.specs import DEFAULT_KS, MetricSpec, default_specs, parse_ks
 from ragtriage.eval.trec_files import read_trec_qrels, read_trec_run
 
 #: Modules that add subcommands to `eval_group` through `register_eval(group)`.
-SUBCOMMAND_MODULES: list[str] = ["ragtriage.commands.eval_runs"]
+SUBCOMMAND_MODULES: list[str] = ["ragtriage.commands.eval_runs", "ragtriage.commands.eval_show"]
 
 
 @click.group("eval")

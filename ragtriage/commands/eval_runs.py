@@ -18,8 +18,6 @@ from ragtriage.commands.common import (
 from ragtriage.eval import store as eval_store
 from ragtriage.eval.formats import CASE_FORMATS, EXPORT_FORMATS
 
-HEADLINE_METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10", "hit@5", "coverage@30")
-
 
 def _fmt(value: Any) -> str:
     return "-" if value is None else (f"{value:.4f}" if isinstance(value, float) else str(value))
@@ -220,27 +218,10 @@ def register_eval(group: click.Group) -> None:
     @workspace_options
     def runs_command(dataset: str | None, as_json: bool, home: Path | None, config_file: Path | None) -> None:
         """List stored runs, newest first."""
-        from ragtriage.eval.runner import effective_status
+        from ragtriage.eval.run_view import list_run_items
 
         with open_workspace(home, config_file) as workspace:
-            runs = eval_store.list_runs(workspace.engine, dataset)
-        rows = [
-            {
-                "run_id": r.id,
-                "name": r.name,
-                "dataset": r.dataset,
-                "dataset_version": r.dataset_version,
-                "granularity": r.granularity,
-                "status": effective_status(r),
-                "cases_done": r.cases_done,
-                "case_count": r.case_count,
-                "config_hash": r.config_hash,
-                "kb_revision": r.kb_revision,
-                "started_at": r.started_at.isoformat(timespec="seconds"),
-                "means": {m: (r.aggregates or {}).get("means", {}).get(m) for m in HEADLINE_METRICS},
-            }
-            for r in runs
-        ]
+            rows = [item.model_dump() for item in list_run_items(workspace.engine, dataset)]
         if as_json:
             echo_json(rows)
             return
@@ -306,6 +287,13 @@ def register_eval(group: click.Group) -> None:
         help="Fail when any confirmed badcase (or any case) regressed against the baseline.",
     )
     @click.option("--metric", default=None, help="Metric for --no-regress [mrr].")
+    @click.option(
+        "--report",
+        "report_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Also write the HTML report (RUN against --baseline) with the verdict to this file.",
+    )
     @click.option("--json", "as_json", is_flag=True)
     @workspace_options
     def gate_command(
@@ -315,6 +303,7 @@ def register_eval(group: click.Group) -> None:
         max_drops: tuple[str, ...],
         no_regress: str | None,
         metric: str | None,
+        report_path: Path | None,
         as_json: bool,
         home: Path | None,
         config_file: Path | None,
@@ -332,6 +321,15 @@ def register_eval(group: click.Group) -> None:
                 no_regress=no_regress,
                 regress_metric=metric,
             )  # type: ignore[arg-type]
+            if report_path is not None:
+                from ragtriage.service.report import write_report
+
+                # The baseline is run A of the report and the gated run is B, as in `eval compare`.
+                first, second = (
+                    (result.baseline_id, result.run_id) if result.baseline_id else (result.run_id, None)
+                )
+                write_report(workspace.engine, first, report_path, compare=second, gate=result)
+                click.echo(f"wrote {report_path}", err=True)
         if as_json:
             echo_json(result)
         else:

@@ -15,35 +15,10 @@ from ragtriage.commands.common import (
     stdout_console,
     workspace_options,
 )
-from ragtriage.errors import InputError, NotFoundError
-from ragtriage.pipeline.types import Trace
 from ragtriage.triage.agreement import AgreementReport
-from ragtriage.triage.diagnose import Diagnosis, diagnose
+from ragtriage.triage.diagnose import Diagnosis
+from ragtriage.triage.request_diagnosis import diagnose_request
 from ragtriage.workspace import Workspace
-
-
-def _logged_case(workspace: Workspace, request_id: str) -> tuple[str, Trace, list[str] | None, str | None]:
-    """(raw query, logged trace, stored gold or None, confirmed primary label) of one logged request."""
-    from ragtriage.logs.replay_logged import logged_trace
-    from ragtriage.logs.schema import RequestLog
-    from ragtriage.store.db import read_session
-    from ragtriage.store.log_tables import RequestLogRow, TriageRow
-
-    with read_session(workspace.engine) as session:
-        row = session.get(RequestLogRow, request_id)
-        if row is None:
-            raise NotFoundError(
-                f"request_id {request_id!r} is not in the store; ingest its log with `logs ingest`"
-            )
-        record = RequestLog.model_validate_json(row.body)
-        triage = session.get(TriageRow, request_id)
-        gold = (
-            [str(g) for g in triage.gold_chunk_ids] if triage is not None and triage.gold_chunk_ids else None
-        )
-        label = triage.primary_label if triage is not None and triage.status == "confirmed" else None
-    if gold is None and label in workspace.settings.triage.no_gold_labels:
-        gold = []  # confirmed without gold: the KB has no answer (known, not unknown)
-    return record.raw_query, logged_trace(record), gold, label
 
 
 def _cases_with_gold(workspace: Workspace) -> Iterator[str]:
@@ -99,34 +74,6 @@ def _render(diagnosis: Diagnosis) -> None:
                 f"  {likely.chunk_id} ({likely.title or ''}) {likely.stage} #{likely.rank}: "
                 f"{likely.overlap_terms}"
             )
-
-
-def _diagnose_one(
-    workspace: Workspace,
-    context: object,
-    request_id: str | None,
-    query: str | None,
-    gold: list[str] | None,
-    must_have: tuple[str, ...],
-    counterfactuals: bool,
-) -> tuple[Diagnosis, str | None]:
-    logged: Trace | None = None
-    confirmed_label: str | None = None
-    if request_id is not None:
-        query, logged, stored_gold, confirmed_label = _logged_case(workspace, request_id)
-        gold = gold if gold is not None else stored_gold
-    if query is None:
-        raise InputError("diagnose: give a REQUEST_ID, --query TEXT or --all")
-    result = diagnose(
-        context,  # type: ignore[arg-type]
-        query,
-        logged=logged,
-        gold=gold,
-        must_have=must_have,
-        request_id=request_id,
-        counterfactuals=counterfactuals,
-    )
-    return result, confirmed_label
 
 
 def _progress_printer() -> Callable[[int, int], None]:
@@ -214,8 +161,14 @@ def register(cli: click.Group) -> None:
             context = WorkspaceContext(workspace)
             try:
                 if not all_cases:
-                    result, _ = _diagnose_one(
-                        workspace, context, request_id, query, gold_ids, must_have, not no_counterfactuals
+                    result, _ = diagnose_request(
+                        workspace,
+                        context,
+                        request_id,
+                        query=query,
+                        gold=gold_ids,
+                        must_have=must_have,
+                        counterfactuals=not no_counterfactuals,
                     )
                     if as_json:
                         echo_json(result)
@@ -252,7 +205,7 @@ def register(cli: click.Group) -> None:
             context = WorkspaceContext(workspace)
             try:
                 diagnoses = [
-                    _diagnose_one(workspace, context, case_id, None, None, (), True)[0]
+                    diagnose_request(workspace, context, case_id)[0]
                     for case_id in _cases_with_gold(workspace)
                 ]
                 suggestions = mine_aliases(diagnoses, context.aliases)

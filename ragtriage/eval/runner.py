@@ -34,7 +34,15 @@ if TYPE_CHECKING:
     from ragtriage.config import Settings
     from ragtriage.workspace import Workspace
 
-__all__ = ["RunSummary", "effective_status", "metric_specs", "run_eval", "score_trace", "summarize_run"]
+__all__ = [
+    "RunSummary",
+    "effective_status",
+    "metric_specs",
+    "run_eval",
+    "run_summary",
+    "score_trace",
+    "summarize_run",
+]
 
 
 class BatchPipeline(Protocol):
@@ -201,7 +209,8 @@ def summarize_run(workspace_engine: Any, run: EvalRunRow) -> dict[str, Any]:
     return {"aggregates": aggregate, "bucket_aggregates": by_bucket}
 
 
-def _summary(run: EvalRunRow, this_attempt: int = 0) -> RunSummary:
+def run_summary(run: EvalRunRow, this_attempt: int = 0) -> RunSummary:
+    """The stored run as the CLI and the API report it (status read through `effective_status`)."""
     return RunSummary(
         run_id=int(run.id or 0),
         name=run.name,
@@ -283,24 +292,29 @@ def run_eval(
     should_stop: Callable[[], bool] | None = None,
     batch_size: int = 32,
     pipeline: BatchPipeline | None = None,
+    on_started: Callable[[int], None] | None = None,
 ) -> RunSummary:
     """Evaluate `dataset` (its current version) or resume run `resume_run_id`; returns the stored run.
 
     The run is `complete` only when every case of its dataset version has a stored result; a stop
-    leaves it `incomplete` with the finished cases kept.
+    leaves it `incomplete` with the finished cases kept. `on_started(run_id)` is called once the run
+    row exists (the REST API answers with the id then, while the run goes on).
 
     Raises:
         NotFoundError: unknown dataset or run.
         InputError: resuming a complete or live run, or with a different config.
+        IndexStateError: the indexes cannot be opened (before any run row is written).
     """
     if workers < 1:
         raise InputError(f"--workers must be at least 1, got {workers}")
+    version = eval_store.dataset_version(workspace.engine, dataset) if resume_run_id is None else 0
+    # Open the indexes before writing: a locked or missing index must not leave a run row behind.
+    active = pipeline if pipeline is not None else workspace.pipeline
     if resume_run_id is not None:
         run, options = _resume_run(workspace, resume_run_id)
         cases = eval_store.dataset_cases(workspace.engine, run.dataset, run.dataset_version)
     else:
         options = options or RunOptions()
-        version = eval_store.dataset_version(workspace.engine, dataset)
         cases = eval_store.dataset_cases(workspace.engine, dataset, version)
         run = _open_run(workspace, dataset, cases, version, name, options, workers)
     run_id = int(run.id or 0)
@@ -308,7 +322,8 @@ def run_eval(
     done_ids = eval_store.stored_case_ids(engine, run_id)
     pending = [c for c in cases if c.case.case_id not in done_ids]
     specs = metric_specs(workspace.settings)
-    active = pipeline if pipeline is not None else workspace.pipeline
+    if on_started is not None:
+        on_started(run_id)
     rules = getattr(active, "rules", None)
     alias_terms = rules.aliases.find_in if rules is not None and len(rules.aliases) else None
     buckets = {
@@ -381,7 +396,7 @@ def run_eval(
                         on_progress(done, len(cases))
     finally:
         _close_run(engine, run_id, len(cases), stored_now, time.perf_counter() - started)
-    return _summary(eval_store.get_run(engine, run_id), stored_now)
+    return run_summary(eval_store.get_run(engine, run_id), stored_now)
 
 
 def _close_run(engine: Any, run_id: int, case_count: int, stored_now: int, wall_s: float) -> None:

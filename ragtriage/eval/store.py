@@ -348,14 +348,23 @@ def list_runs(engine: Engine, dataset: str | None = None) -> list[EvalRunRow]:
         return list(session.exec(statement.order_by(col(EvalRunRow.id).desc())).all())
 
 
-def run_case_results(engine: Engine, run_id: int) -> list[EvalRunCaseRow]:
-    """Every stored case result of a run, in case id order."""
+def run_case_results(
+    engine: Engine, run_id: int, *, offset: int = 0, limit: int | None = None
+) -> list[EvalRunCaseRow]:
+    """The stored case results of a run in case id order (all, or `limit` from `offset`)."""
+    statement = select(EvalRunCaseRow).where(EvalRunCaseRow.run_id == run_id).order_by(EvalRunCaseRow.case_id)
+    if offset:
+        statement = statement.offset(offset)
+    if limit is not None:
+        statement = statement.limit(limit)
     with read_session(engine) as session:
-        return list(
-            session.exec(
-                select(EvalRunCaseRow).where(EvalRunCaseRow.run_id == run_id).order_by(EvalRunCaseRow.case_id)
-            ).all()
-        )
+        return list(session.exec(statement).all())
+
+
+def run_case_count(engine: Engine, run_id: int) -> int:
+    """How many case results a run has stored."""
+    with read_session(engine) as session:
+        return int(session.exec(select(func.count()).where(EvalRunCaseRow.run_id == run_id)).one())
 
 
 def stored_case_ids(engine: Engine, run_id: int) -> set[str]:

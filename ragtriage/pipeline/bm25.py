@@ -30,7 +30,7 @@ from whoosh.query import Or, Term
 from whoosh.scoring import BM25F
 from whoosh.searching import Searcher
 
-from ragtriage.errors import IndexStateError
+from ragtriage.errors import IndexLockedError, IndexStateError
 from ragtriage.pipeline.analyzer import ChineseAnalyzer, tokenize
 from ragtriage.pipeline.types import ScoredChunk
 
@@ -178,7 +178,7 @@ class WhooshIndex:
             raise self._locked_error() from None
 
     def _locked_error(self) -> IndexStateError:
-        return IndexStateError(
+        return IndexLockedError(
             f"{self.folder}: another ragtriage process is writing the BM25 index; "
             "wait for it to finish (or stop it) and try again"
         )

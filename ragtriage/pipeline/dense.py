@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from qdrant_client import QdrantClient, models
 
-from ragtriage.errors import IndexStateError
+from ragtriage.errors import IndexLockedError, IndexStateError
 from ragtriage.pipeline.types import Embedder, ScoredChunk
 
 __all__ = ["DenseDocument", "QdrantIndex", "point_id"]
@@ -92,7 +92,7 @@ def _acquire_local(folder: Path) -> QdrantClient:
             except RuntimeError as error:
                 if "already accessed" not in str(error):
                     raise
-                raise IndexStateError(
+                raise IndexLockedError(
                     f"{folder}: the dense index is in use by {_holder_description(folder)}; "
                     "stop that process and retry, or set index.qdrant_url to a Qdrant server "
                     "for concurrent access"

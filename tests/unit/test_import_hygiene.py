@@ -49,3 +49,21 @@ def test_cli_import_is_light(module: str) -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "torch" not in result.stdout and "textual" not in result.stdout
+
+
+def test_headless_modules_and_commands_do_not_import_the_web_stack() -> None:
+    """The core and every command module load without FastAPI, uvicorn, matplotlib or ragtriage.service:
+    `serve`, `report` and `eval gate --report` import them only when they run."""
+    modules = _headless_modules()
+    web = ("fastapi", "starlette", "uvicorn", "matplotlib", "jinja2", "ragtriage.service")
+    script = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        f"    loaded = [m for m in {web!r} if m in sys.modules]\n"
+        "    if loaded:\n"
+        "        print(name, loaded); break\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "", f"{result.stdout.strip()} imports the web stack"

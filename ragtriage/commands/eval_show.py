@@ -1,0 +1,67 @@
+"""`ragtriage eval show RUN`: one stored run with its per-case results (what the REST API returns)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
+from ragtriage.eval.run_view import MAX_PAGE, RunDetail, run_detail
+
+#: Per-case metrics shown in the table (every metric is in --json).
+CASE_METRICS = ("recall@5", "mrr", "ndcg@10")
+
+
+def _print_detail(detail: RunDetail) -> None:
+    console = stdout_console()
+    console.width = max(console.width, 120)
+    console.print(
+        Text(
+            f"run {detail.run_id} ({detail.name or 'unnamed'}) of KB {detail.kb} on "
+            f"{detail.dataset}@{detail.dataset_version}: {detail.status}, "
+            f"{detail.cases_done}/{detail.case_count} cases, config {detail.config_hash}"
+        )
+    )
+    page = detail.cases
+    table = Table(title_justify="left", show_edge=False)
+    for column in ("case", *CASE_METRICS, "retrieved", "relevant", "dropped at"):
+        table.add_column(column, no_wrap=column not in ("retrieved", "relevant"), overflow="fold")
+    for case in page.items:
+        drops = sorted({g.dropped_at for g in case.gold_journey if g.dropped_at})
+        table.add_row(
+            Text(case.case_id),
+            *(Text(f"{case.metrics[m]:.4f}" if m in case.metrics else "-") for m in CASE_METRICS),
+            Text(" ".join(case.retrieved_chunk_ids[:5]) or ("(refused)" if case.refused else "-")),
+            Text(" ".join(case.relevant_chunk_ids) or "(no gold)"),
+            Text(", ".join(drops) or ("-" if not case.relevant_chunk_ids else "reached")),
+        )
+    console.print(table)
+    end = page.offset + len(page.items)
+    more = f"; next page: --offset {end}" if end < page.total else ""
+    console.print(Text(f"cases {page.offset + 1 if page.items else page.offset}–{end} of {page.total}{more}"))
+
+
+def register_eval(group: click.Group) -> None:
+    """Attach `show` to the `eval` group."""
+
+    @group.command("show")
+    @click.argument("run_ref", metavar="RUN")
+    @click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True)
+    @click.option("--limit", type=click.IntRange(1, MAX_PAGE), default=50, show_default=True)
+    @click.option(
+        "--json", "as_json", is_flag=True, help="The run, its settings and the case results as JSON."
+    )
+    @workspace_options
+    def show_command(
+        run_ref: str, offset: int, limit: int, as_json: bool, home: Path | None, config_file: Path | None
+    ) -> None:
+        """One run: status, settings, and per-case results with candidates and gold journey (paged)."""
+        with open_workspace(home, config_file) as workspace:
+            detail = run_detail(workspace.engine, run_ref, offset=offset, limit=limit)
+        if as_json:
+            echo_json(detail)
+            return
+        _print_detail(detail)

