@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -186,6 +187,9 @@ def show_command(chunk_id: str, as_json: bool, home: Path | None, config_file: P
         "content_hash": chunk.content_hash[:16],
         "neighbours": ", ".join(n.chunk_id for n in around),
     }
+    if chunk.meta:
+        # Imported chunks keep production's other columns; one line, as JSON, so nothing is lost.
+        fields["meta"] = json.dumps(chunk.meta, ensure_ascii=False, default=str)
     for name, value in fields.items():
         click.echo(f"{name + ':':<14}{value}")
     click.echo("")

@@ -54,7 +54,7 @@ def heading_path(value: Any, where: str, separator: str) -> list[str]:
                     "[kb.import] heading_separator between the headings",
                 )
         else:
-            return [part.strip() for part in text.split(separator) if part.strip()]
+            return [part.strip() for part in text.split(separator.strip() or separator) if part.strip()]
     if isinstance(value, (list, tuple)):
         return [str(part).strip() for part in value if part is not None and str(part).strip()]
     raise RowError(

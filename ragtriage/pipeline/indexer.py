@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sqlmodel import col, select
+from sqlmodel import select
 
 from ragtriage import locations
-from ragtriage.errors import IndexStateError
 from ragtriage.pipeline.bm25 import BM25Document, WhooshIndex
 from ragtriage.pipeline.dense import DenseDocument, QdrantIndex
 from ragtriage.pipeline.embed import embedder_name, get_embedder, passage_text
 from ragtriage.pipeline.embed_cache import EmbeddingCache, text_hash
+from ragtriage.pipeline.imported_vectors import check_imported_vectors, imported_vector_refs, load_vectors
 from ragtriage.pipeline.manifest import (
     IndexManifest,
     check_embedder,
@@ -35,7 +35,7 @@ from ragtriage.pipeline.manifest import (
 )
 from ragtriage.pipeline.types import Embedder
 from ragtriage.store.db import read_session
-from ragtriage.store.kb_tables import ChunkRow, ChunkVectorRow, KBStateRow
+from ragtriage.store.kb_tables import ChunkRow, KBStateRow
 from ragtriage.workspace import Workspace
 
 __all__ = [
@@ -137,19 +137,7 @@ def _load_chunks(workspace: Workspace) -> tuple[dict[str, _KBChunk], int]:
     kb = workspace.settings.kb.name
     with read_session(workspace.engine) as session:
         rows = session.exec(select(ChunkRow).where(ChunkRow.status == "published", ChunkRow.kb == kb)).all()
-        vectors = {
-            chunk_id: (vector_hash, embedder, dim)
-            for chunk_id, vector_hash, embedder, dim in session.exec(
-                select(
-                    ChunkVectorRow.chunk_id,
-                    ChunkVectorRow.vector_hash,
-                    ChunkVectorRow.embedder,
-                    ChunkVectorRow.dim,
-                )
-                .join(ChunkRow, col(ChunkRow.chunk_id) == col(ChunkVectorRow.chunk_id))
-                .where(ChunkRow.status == "published", ChunkRow.kb == kb)
-            ).all()
-        }
+        vectors = imported_vector_refs(session, kb)
         revision = _kb_revision(session, kb)
     chunks = {}
     for row in rows:
@@ -335,13 +323,13 @@ def _embed_and_upsert(
 
     Chunks imported with a vector are upserted with it (checked against the embedder first).
     """
-    _check_imported_vectors(todo, embedder)
+    check_imported_vectors([c.imported_vector for c in todo], [c.row.chunk_id for c in todo], embedder)
     imported = [c for c in todo if c.imported_vector is not None]
     for start in range(0, len(imported), _VECTOR_BATCH):
         if should_stop is not None and should_stop():
             return True
         batch = imported[start : start + _VECTOR_BATCH]
-        vectors = _load_vectors(workspace, [c.row.chunk_id for c in batch])
+        vectors = load_vectors(workspace.engine, [c.row.chunk_id for c in batch])
         dense.upsert([_dense_document(c, vectors[c.row.chunk_id]) for c in batch])
         report.imported_vectors += len(batch)
         if progress is not None:
@@ -379,28 +367,6 @@ def _dense_document(chunk: _KBChunk, vector: np.ndarray) -> DenseDocument:
         index_hash=chunk.index_hash,
         vector=vector,
     )
-
-
-def _check_imported_vectors(todo: list[_KBChunk], embedder: Embedder) -> None:
-    """Imported vectors must come from the model that embeds the queries (same name and dimension)."""
-    for chunk in todo:
-        if chunk.imported_vector is not None and chunk.imported_vector != (embedder.name, embedder.dim):
-            name, dim = chunk.imported_vector
-            raise IndexStateError(
-                f"chunk {chunk.row.chunk_id} was imported with a vector from {name} (dim {dim}) but queries "
-                f"are embedded with {embedder.name} (dim {embedder.dim}); configure [embedder] as {name}, "
-                "or import the chunks again without vectors to embed them"
-            )
-
-
-def _load_vectors(workspace: Workspace, chunk_ids: list[str]) -> dict[str, np.ndarray]:
-    with read_session(workspace.engine) as session:
-        rows = session.exec(
-            select(ChunkVectorRow.chunk_id, ChunkVectorRow.vector).where(
-                col(ChunkVectorRow.chunk_id).in_(chunk_ids)
-            )
-        ).all()
-    return {chunk_id: np.frombuffer(blob, dtype="<f4") for chunk_id, blob in rows}
 
 
 def _write(
