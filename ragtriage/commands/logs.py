@@ -53,14 +53,19 @@ def ingest_command(
     home: Path | None,
     config_file: Path | None,
 ) -> None:
-    """Ingest request logs (schema v1 or flat JSONL, .gz too) or traces (OTLP/JSON with
+    """Ingest request logs (schema v1 or flat JSONL, .gz too, Parquet, CSV) or traces (OTLP/JSON with
     OpenInference attributes, Phoenix or Langfuse exports); flagged requests enter the queue
     as `new`.
 
     The files of one ingest are read together: a trace's spans may be spread over several, and a
     Langfuse export is given as its observations, traces and scores files. A trace counts as one
-    line. Idempotent: ingesting the same files again changes nothing. Always
+    line. Parquet and CSV exports of schema v1 or the flat form are read row by row. Idempotent:
+    ingesting the same files again changes nothing. Always
     read = ingested + duplicates + conflicts + quarantined + blank.
+
+    Exit status 2 (the counts are still printed) when a non-empty file held no readable request:
+    every line quarantined or blank. A file of no known format stops the ingest before anything
+    is stored (also exit 2).
     """
     err = stderr_console()
     with open_workspace(home, config_file) as workspace:
@@ -85,8 +90,17 @@ def ingest_command(
         quarantine = quarantined_lines(workspace.engine, report.files, limit=QUARANTINE_SHOWN)
     if as_json:
         echo_json(report)
-        return
-    _print_report(report, *quarantine)
+    else:
+        _print_report(report, *quarantine)
+    if report.files_without_requests:
+        for path in report.files_without_requests:
+            err.print(
+                f"input error: {path}: no request could be read from it (read as "
+                f"{report.formats.get(path, 'v1')}); fix: check that it is a request log "
+                f"(`ragtriage logs quarantine {path}` says why each line was refused)",
+                soft_wrap=True,
+            )
+        click.get_current_context().exit(2)
 
 
 #: Quarantined lines named on stderr after an ingest; `ragtriage logs quarantine` lists them all.

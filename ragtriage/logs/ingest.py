@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import inspect
@@ -26,7 +27,14 @@ from ragtriage.errors import InputError, LogFormatError
 from ragtriage.logs.batch_writer import BatchWriter
 from ragtriage.logs.batches import ParsedBatch, parse_batches
 from ragtriage.logs.flagging import LineRules
-from ragtriage.logs.formats.dispatch import document_lines, plan_files, trace_lines
+from ragtriage.logs.formats.dispatch import (
+    NumberedLine,
+    PlannedFile,
+    document_lines,
+    plan_files,
+    table_lines,
+    trace_lines,
+)
 from ragtriage.logs.ingest_workers import can_use_workers, ingest_file_in_workers
 from ragtriage.logs.line_files import iter_raw_lines
 from ragtriage.logs.pipelined_writer import PipelinedWriter
@@ -60,8 +68,11 @@ def ingest_files(
 
     `log_format`: `auto` tells each file's format by its content (`formats.detect`), anything
     else names the format of every file. Schema v1 and the flat form are JSONL / JSONL.gz (or one
-    JSON document of records); OTLP, Phoenix and Langfuse files are read together, mapped with
-    `otel` (a trace's spans may be in several of them), and count one trace as one line.
+    JSON document of records), or Parquet / CSV exports read row by row (`formats.tables`); OTLP,
+    Phoenix and Langfuse files are read together, mapped with `otel` (a trace's spans may be in
+    several of them), and count one trace as one line. Every file is planned before anything is
+    stored. A non-empty file that held no readable request is listed in
+    `report.files_without_requests` (the CLI exits non-zero).
 
     `batch_size`: lines per write transaction (in this process, parsing hands over batches of at
     most `PARSE_BATCH_LINES`; with workers, each worker parses and writes pieces of `batch_size`).
@@ -76,53 +87,92 @@ def ingest_files(
         InputError: a file is missing, its gzip stream is corrupt, or its content matches no format.
     """
     flagging = flagging or FlaggingSettings()
-    rules = LineRules(flagging)
-    report = IngestReport(files=[str(p) for p in paths])
+    planned = plan_files(paths, log_format)
+    report = IngestReport(files=[str(p) for p in paths], formats={str(p.path): p.format for p in planned})
     started = time.perf_counter()
-    parse_lines = min(batch_size, PARSE_BATCH_LINES)
     ensure_ingest_indexes(engine)
+    read = _Reading(engine, flagging, strict, batch_size, use_workers, on_progress, should_stop)
     try:
         with PipelinedWriter(BatchWriter(engine, flagging, report, transaction_lines=batch_size)) as writer:
-            planned = plan_files(paths, log_format)
-            for path, numbered in trace_lines([p for p in planned if p.is_trace], otel or OtelSettings()):
-                source = str(path.resolve())
-                batches = parse_batches(numbered, rules, strict, parse_lines, source)
-                if _consume(writer, batches, source, str(path), on_progress, should_stop):
+            trace_files = [p for p in planned if p.is_trace]
+            trace_requests = 0
+            for path, numbered in trace_lines(trace_files, otel or OtelSettings()):
+                stopped, requests = read.lines(writer, path, numbered)
+                trace_requests += requests
+                if stopped:
                     report.stopped = True
                     return report
+            if trace_requests == 0:
+                # One trace's spans and scores may sit in different files: judged together.
+                report.files_without_requests.extend(str(p.path) for p in trace_files if _non_empty(p.path))
             for plan in planned:
-                path = plan.path
-                source = str(path.resolve())
                 if plan.is_trace:
                     continue
-                if plan.format == "parquet":
-                    raise InputError(f"{path}: Parquet request logs are not read yet; export JSONL")
-                if plan.layout == "document":
-                    batches = parse_batches(document_lines(path), rules, strict, parse_lines, source)
-                    stopped = _consume(writer, batches, source, str(path), on_progress, should_stop)
-                elif _use_workers(engine, path, use_workers):
-                    writer.finish()  # commit what earlier files wrote: the workers write next
-                    stopped = ingest_file_in_workers(
-                        engine,
-                        path,
-                        source=source,
-                        display_name=str(path),
-                        flagging=flagging,
-                        strict=strict,
-                        batch_size=batch_size,
-                        report=report,
-                        on_progress=on_progress,
-                        should_stop=should_stop,
-                    )
-                else:
-                    batches = parse_batches(iter_raw_lines(path), rules, strict, parse_lines, source)
-                    stopped = _consume(writer, batches, source, str(path), on_progress, should_stop)
+                stopped, requests = read.file(writer, plan)
                 if stopped:
                     report.stopped = True
                     break
+                if requests == 0 and _non_empty(plan.path):
+                    report.files_without_requests.append(str(plan.path))
     finally:
         report.seconds = round(time.perf_counter() - started, 3)
     return report
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """How the files of one ingest are read and handed to the writer."""
+
+    engine: Engine
+    flagging: FlaggingSettings
+    strict: bool
+    batch_size: int
+    use_workers: bool | None
+    on_progress: ProgressCallback | None
+    should_stop: Callable[[], bool] | None
+
+    def file(self, writer: PipelinedWriter, plan: PlannedFile) -> tuple[bool, int]:
+        """Ingest one request-log or table file: `(stopped on request, valid requests read)`. The
+        one place that picks how a file is read."""
+        path = plan.path
+        if plan.is_table:
+            return self.lines(writer, path, table_lines(plan))
+        if plan.layout == "document":
+            return self.lines(writer, path, document_lines(path))
+        if not _use_workers(self.engine, path, self.use_workers):
+            return self.lines(writer, path, iter_raw_lines(path))
+        writer.finish()  # commit what earlier files wrote: the workers write next
+        report = writer.report
+        before = report.ingested + report.duplicates + report.conflicts
+        stopped = ingest_file_in_workers(
+            self.engine,
+            path,
+            source=str(path.resolve()),
+            display_name=str(path),
+            flagging=self.flagging,
+            strict=self.strict,
+            batch_size=self.batch_size,
+            report=report,
+            on_progress=self.on_progress,
+            should_stop=self.should_stop,
+        )
+        return stopped, report.ingested + report.duplicates + report.conflicts - before
+
+    def lines(
+        self, writer: PipelinedWriter, path: Path, numbered: Iterable[NumberedLine]
+    ) -> tuple[bool, int]:
+        """Parse numbered lines in this process and hand them to the writer."""
+        source = str(path.resolve())
+        parse_lines = min(self.batch_size, PARSE_BATCH_LINES)
+        batches = parse_batches(numbered, LineRules(self.flagging), self.strict, parse_lines, source)
+        return _consume(writer, batches, source, str(path), self.on_progress, self.should_stop)
+
+
+def _non_empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
 
 
 def ensure_ingest_indexes(engine: Engine) -> None:
@@ -186,15 +236,18 @@ def _consume(
     display_name: str,
     on_progress: ProgressCallback | None,
     should_stop: Callable[[], bool] | None,
-) -> bool:
-    """Hand parsed batches to the writer in order; True when `should_stop` asked to stop.
+) -> tuple[bool, int]:
+    """Hand parsed batches to the writer in order: `(True when should_stop asked to stop, valid
+    requests read)`.
 
     Raises:
         LogFormatError: a batch ends at a bad line in strict mode (the lines before it are stored).
         InputError: a batch ends at an unreadable gzip tail (the lines before it are stored).
     """
     report = writer.report
+    requests = 0
     for batch in batches:
+        requests += len(batch.rows)
         report.read += batch.read
         report.blank += batch.blank
         writer.submit(source, batch)
@@ -213,5 +266,5 @@ def _consume(
         if on_progress is not None:
             on_progress(report.read, None)
         if not batch.final and should_stop is not None and should_stop():
-            return True
-    return False
+            return True, requests
+    return False, requests

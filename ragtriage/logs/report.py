@@ -11,6 +11,8 @@ class IngestReport(BaseModel):
     """What one ingest did. `read` always equals the sum of the five outcomes."""
 
     files: list[str] = Field(default_factory=list)
+    formats: dict[str, str] = Field(default_factory=dict)
+    """The format each file was read in (`v1`, `flat`, `parquet`, `csv`, `otlp`, …), by file as given."""
     read: int = 0
     ingested: int = 0
     flagged: int = 0
@@ -22,6 +24,9 @@ class IngestReport(BaseModel):
     recovered: int = 0
     """Ingested lines that were not UTF-8 and were decoded as GB18030."""
     quarantined_by_kind: dict[str, int] = Field(default_factory=dict)
+    files_without_requests: list[str] = Field(default_factory=list)
+    """Non-empty files that held no readable request (every line quarantined or blank; trace files
+    are judged together): an ingest that read nothing usable from a file is a failure."""
     stopped: bool = False
     seconds: float = 0.0
 

@@ -53,7 +53,9 @@ def find_request(engine: Engine, request_id: str) -> StoredRequest | None:
         if row is None:
             return None
         conflicts = session.execute(
-            select(func.count()).select_from(LogConflictRow).where(col(LogConflictRow.request_id) == request_id)
+            select(func.count())
+            .select_from(LogConflictRow)
+            .where(col(LogConflictRow.request_id) == request_id)
         ).scalar_one()
         return StoredRequest(
             record=_parse(row.body, request_id),

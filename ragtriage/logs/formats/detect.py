@@ -15,12 +15,15 @@ import orjson
 
 from ragtriage.errors import InputError
 from ragtriage.logs.formats import langfuse, otlp, phoenix
+from ragtriage.logs.formats.csv_table import csv_header
 
 #: Formats `--format` accepts besides `auto` (`parquet` is read by the columnar reader).
-FORMATS = ("v1", "flat", "otlp", "phoenix", "langfuse", "parquet")
+FORMATS = ("v1", "flat", "otlp", "phoenix", "langfuse", "parquet", "csv")
+#: Table formats, read row by row (`formats.parquet`, `formats.csv_table`).
+TABLE_FORMATS = ("parquet", "csv")
 #: Formats read by this package (the others by the request-log reader).
 TRACE_FORMATS = ("otlp", "phoenix", "langfuse")
-_SNIFFED = ("v1", "flat", "otlp", "phoenix", "langfuse")
+_SNIFFED = ("v1", "flat", "otlp", "phoenix", "langfuse", "parquet", "csv")
 PEEK_BYTES = 1 << 20
 _SNIFF_LINES = 200
 _BOM = b"\xef\xbb\xbf"
@@ -106,6 +109,8 @@ def detect(path: Path) -> tuple[str, str]:
     stripped = text.lstrip()
     if not stripped:
         return "v1", "lines"
+    if stripped[:1] not in (b"{", b"[") and csv_header(text.split(b"\n", 1)[0]) is not None:
+        return "csv", "lines"
     if stripped[:1] == b"[":
         return _document_format(path, text if complete else None), "document"
     lines = text.split(b"\n")
@@ -120,6 +125,8 @@ def detect(path: Path) -> tuple[str, str]:
     if first_parses and isinstance(first_record, (dict, list)):
         found = sniff(first_record)
         if found is not None:
+            if found in ("v1", "flat") and _is_page(first_record) and _single_line(lines, complete):
+                return found, "document"  # an API page of records on one line: never one JSONL line
             return found, "lines"
     if not first_parses:
         # A document pretty-printed over many lines, or JSONL whose first line is bad.
@@ -142,6 +149,14 @@ def detect(path: Path) -> tuple[str, str]:
 
 
 _NOT_JSON = object()
+
+
+def _is_page(record: Any) -> bool:
+    return isinstance(record, dict) and isinstance(record.get("data"), list) and "request_id" not in record
+
+
+def _single_line(lines: list[bytes], complete: bool) -> bool:
+    return complete and sum(1 for line in lines if line.strip()) == 1
 
 
 def _load_document(path: Path, text: bytes | None) -> Any:

@@ -3,7 +3,8 @@ the trace-format files as the numbered lines the request-log parser takes.
 
 `plan_files` decides each file's format by its content (or takes `--format`); v1 and flat files
 keep the request-log path (a whole JSON document of them is read record by record, never as
-JSONL); OTLP, Phoenix and Langfuse files are read together by `trace_lines`, which hands over each
+JSONL); Parquet and CSV exports are read row by row (`table_lines`); OTLP, Phoenix and
+Langfuse files are read together by `trace_lines`, which hands over each
 assembled request as a schema-v1 line and each rejected trace or record as a `BadLine`, grouped
 by the file they name.
 """
@@ -20,7 +21,9 @@ import orjson
 from ragtriage.config import OtelSettings
 from ragtriage.errors import InputError
 from ragtriage.logs.formats.assemble import Assembled
-from ragtriage.logs.formats.detect import FORMATS, TRACE_FORMATS, detect, open_bytes
+from ragtriage.logs.formats.csv_table import csv_columns, iter_csv_rows
+from ragtriage.logs.formats.detect import FORMATS, TABLE_FORMATS, TRACE_FORMATS, detect, open_bytes
+from ragtriage.logs.formats.parquet import iter_parquet_rows
 from ragtriage.logs.formats.read import read_traces
 from ragtriage.logs.log_line import BadLine
 
@@ -41,6 +44,11 @@ class PlannedFile:
     """`lines` (JSONL) or `document` (one JSON value)."""
 
     @property
+    def is_table(self) -> bool:
+        """A Parquet or CSV export, read row by row."""
+        return self.format in TABLE_FORMATS
+
+    @property
     def is_trace(self) -> bool:
         """Read by the trace formats (together with the other trace files of the ingest)."""
         return self.format in TRACE_FORMATS
@@ -59,10 +67,22 @@ def plan_files(paths: Sequence[Path], log_format: str = "auto") -> list[PlannedF
         path = Path(path)
         detected, layout = detect(path)
         if log_format != "auto" and detected != log_format:
+            if "parquet" in (detected, log_format):
+                raise InputError(
+                    f"{path}: {'a' if detected == 'parquet' else 'not a'} Parquet file, but "
+                    f"--format {log_format} was given; fix: drop --format (auto detects it) or give the right one"
+                )
             # Forced: keep the detected layout (a document is never read as JSONL).
             detected = log_format
+        if detected == "csv":
+            csv_columns(path)  # a file without a usable header stops the ingest before anything is stored
         planned.append(PlannedFile(path, detected, layout))
     return planned
+
+
+def table_lines(plan: PlannedFile) -> Iterator[NumberedLine]:
+    """The rows of a Parquet or CSV file as numbered lines (`formats.tables`)."""
+    return iter_parquet_rows(plan.path) if plan.format == "parquet" else iter_csv_rows(plan.path)
 
 
 def document_lines(path: Path) -> Iterator[NumberedLine]:
