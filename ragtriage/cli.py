@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "ragtriage.commands.tui",
     "ragtriage.commands.serve",
     "ragtriage.commands.report",
+    "ragtriage.commands.profiles",
 ]
 
 

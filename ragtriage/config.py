@@ -11,18 +11,25 @@ import difflib
 import hashlib
 import json
 import tomllib
+import types
+import typing
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator
 
+from ragtriage.config_base import StrictModel
+from ragtriage.config_replay import (
+    EngineSettings,
+    FusionSettings,
+    ProfileSettings,
+    ReplaySettings,
+    RouteName,
+)
 from ragtriage.errors import ConfigError
 
-
-class StrictModel(BaseModel):
-    """Base of every settings section: unknown keys are errors."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+__all__ = ["StrictModel", "Settings", "load_settings", "FusionSettings", "ProfileSettings", "ReplaySettings"]
 
 
 class StoreSettings(StrictModel):
@@ -148,6 +155,9 @@ class RewriteSettings(StrictModel):
     alias_file: str | None = None
     """Alias dictionary (TOML: `term = ["synonym", …]`); relative paths resolve against the home."""
     max_sub_queries: int = Field(default=2, ge=0)
+    alias_mode: Literal["expand", "replace"] = "expand"
+    """`expand` appends a term's synonyms; `replace` swaps every member of an alias group for the
+    group's first member (the KB's term), as some production rewrites do."""
     llm: LLMRewriteSettings = Field(default_factory=LLMRewriteSettings)
 
 
@@ -169,6 +179,11 @@ class RetrievalSettings(StrictModel):
     """RRF constant k in 1/(k + rank)."""
     candidate_pool: int = Field(default=30, gt=0)
     """Fused candidates passed to the reranker."""
+    route_k: dict[RouteName, int] = Field(default_factory=dict)
+    """Per-route hits, overriding bm25_k / dense_k, e.g. {bm25_raw = 20}."""
+    route_engine: dict[RouteName, str] = Field(default_factory=dict)
+    """Route → name of an `[engines.NAME]` table (production's engine); unlisted routes use the local index."""
+    fusion: FusionSettings = Field(default_factory=FusionSettings)
 
 
 class FeatureWeights(StrictModel):
@@ -196,10 +211,29 @@ class RerankSettings(StrictModel):
     """Configured key terms (process states, error codes) whose exact hit is a feature."""
     product_line: str | None = None
     """Product line of the current request context, for the product-line match feature."""
+    enabled: bool = True
+    """False: no rerank stage; the final context is the top of the fused list."""
     top_n: int = Field(default=6, gt=0)
-    """Chunks kept in the final context."""
+    """Chunks kept in the final context (at most)."""
+    min_n: int | None = Field(default=None, gt=0)
+    """With `min_score`: chunks below it are dropped from the final context, but never below `min_n` chunks."""
+    min_score: float | None = None
+    """Drop final chunks scoring below this (keeping at least `min_n`); None: keep `top_n`."""
     refusal_threshold: float | None = None
     """Refuse when the best final score is below this (None: never refuse)."""
+    freshness_now: str | None = None
+    """ISO-8601 moment the freshness feature is computed at (None: the current time)."""
+
+    @field_validator("freshness_now")
+    @classmethod
+    def _iso_time(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                raise ValueError('not an ISO-8601 time; write it like "2026-11-02T08:00:00Z"') from None
+        return value
+
     device: str = "cpu"
     """Torch device of a local cross-encoder."""
     use_fp16: bool = False
@@ -325,15 +359,68 @@ class Settings(StrictModel):
     triage: TriageSettings = Field(default_factory=TriageSettings)
     keymap: dict[str, str] = Field(default_factory=dict)
     """TUI key overrides: binding id → keys, e.g. `replay-case = "ctrl+r"`."""
+    engines: dict[str, EngineSettings] = Field(default_factory=dict)
+    """Production engines a route can use (`[retrieval] route_engine`), by name."""
+    profiles: dict[str, ProfileSettings] = Field(default_factory=dict)
+    """Replay profiles defined in this file (`[profiles.NAME]`) and in `[replay] profile_dir`."""
+    replay: ReplaySettings = Field(default_factory=ReplaySettings)
+    _config_file: Path | None = PrivateAttr(default=None)
+    _profile_sources: dict[str, str] = PrivateAttr(default_factory=dict)
+    _profile_cache: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def config_file(self) -> Path | None:
+        """The settings file these settings were read from (None: defaults and environment only)."""
+        return self._config_file
+
+    @property
+    def profile_sources(self) -> dict[str, str]:
+        """Profile name → where it is defined (`file.toml [profiles.NAME]` or a profile file)."""
+        return dict(self._profile_sources)
 
     def config_hash(self) -> str:
-        """Short stable hash of everything that changes retrieval results."""
+        """Short stable hash of everything that changes retrieval results.
+
+        Settings added after a configuration was written hash as if absent while they keep their
+        default, so a logged `config_hash` stays comparable across ragtriage versions.
+        """
         # How chunks are imported does not change retrieval; the KB revision records what was imported.
-        excluded: dict[str, Any] = {"store": True, "keymap": True, "logs": True, "triage": True}
+        excluded: dict[str, Any] = {
+            name: True for name in ("store", "keymap", "logs", "triage", "profiles", "replay")
+        }
         excluded["kb"] = {"import_"}
         payload = self.model_dump(mode="json", exclude=excluded)
+        # The clock of the freshness feature is the replay's, not the configuration's.
+        payload["rerank"].pop("freshness_now", None)
+        defaults = _hash_defaults()
+        for path in HASH_NEUTRAL_WHEN_DEFAULT:
+            node, default = payload, defaults
+            for part in path[:-1]:
+                node, default = node[part], default[part]
+            if node.get(path[-1]) == default.get(path[-1]):
+                node.pop(path[-1], None)
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
+
+
+#: Settings added after configurations were logged with their hash; dropped from the hash at default.
+HASH_NEUTRAL_WHEN_DEFAULT: tuple[tuple[str, ...], ...] = (
+    ("rewrite", "alias_mode"),
+    ("retrieval", "route_k"),
+    ("retrieval", "route_engine"),
+    ("retrieval", "fusion"),
+    ("rerank", "enabled"),
+    ("rerank", "min_n"),
+    ("rerank", "min_score"),
+    ("engines",),
+)
+_HASH_DEFAULTS: dict[str, Any] = {}
+
+
+def _hash_defaults() -> dict[str, Any]:
+    if not _HASH_DEFAULTS:
+        _HASH_DEFAULTS.update(Settings().model_dump(mode="json"))
+    return _HASH_DEFAULTS
 
 
 ENV_PREFIX = "RAGTRIAGE__"
@@ -370,24 +457,51 @@ def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 
 
 def _valid_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """Field names valid at `loc` (the parent of the offending key)."""
+    """Field names valid at `loc` (the parent of the offending key).
+
+    Walks models, `dict[str, Model]` values (the key is a part of `loc`) and tagged unions (pydantic
+    puts the tag, e.g. `elasticsearch`, into `loc`)."""
     current: Any = model
-    for part in loc:
+    parts = list(loc)
+    while parts:
+        part = parts.pop(0)
+        origin = typing.get_origin(current)
+        if origin is dict:
+            current = typing.get_args(current)[1]
+            continue
+        if origin is typing.Annotated:
+            current = typing.get_args(current)[0]
+            parts.insert(0, part)
+            continue
+        if origin in (typing.Union, types.UnionType):
+            members = {
+                str(m.model_fields["type"].annotation.__args__[0]): m
+                for m in typing.get_args(current)
+                if "type" in getattr(m, "model_fields", {})
+            }
+            current = members.get(str(part))
+            if current is None:
+                return []
+            continue
         fields = getattr(current, "model_fields", {})
         field = fields.get(part) or next((f for f in fields.values() if f.alias == part), None)
         if field is None:
             return []
         current = field.annotation
+    while typing.get_origin(current) is typing.Annotated:
+        current = typing.get_args(current)[0]
     return [field.alias or name for name, field in getattr(current, "model_fields", {}).items()]
 
 
-def _describe(error: dict[str, Any], source: str) -> str:
+def _describe(error: dict[str, Any], source: str, model: type[BaseModel] | None = None) -> str:
     loc = tuple(error["loc"])
-    dotted = ".".join(str(p) for p in loc)
+    # pydantic puts an engine's `type` tag into the path (engines.NAME.<type>.key); users never write it.
+    shown = loc[:2] + loc[3:] if len(loc) > 3 and loc[0] == "engines" else loc
+    dotted = ".".join(str(p) for p in shown)
     if error["type"] == "extra_forbidden":
-        valid = _valid_keys(Settings, loc[:-1])
+        valid = _valid_keys(model or Settings, loc[:-1])
         close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.5)
-        hint = f"; did you mean '{'.'.join([*map(str, loc[:-1]), close[0]])}'?" if close else ""
+        hint = f"; did you mean '{'.'.join([*map(str, shown[:-1]), close[0]])}'?" if close else ""
         return f"{source}: unknown key '{dotted}'{hint} (valid here: {', '.join(valid)})"
     return f"{source}: '{dotted}': {error['msg']} (got {error.get('input')!r})"
 
@@ -419,13 +533,50 @@ def load_settings(
             ) from None
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    sources = {name: f"{source} [profiles.{name}]" for name in data.get("profiles") or {}}
+    if path is not None:
+        _read_profile_files(path, data, sources)
     data = _merge(data, _env_overrides(dict(os.environ if environ is None else environ)))
     if overrides:
         data = _merge(data, overrides)
     try:
-        return Settings.model_validate(data)
+        settings = Settings.model_validate(data)
     except ValidationError as error:
-        first = error.errors()[0]
-        more = len(error.errors()) - 1
+        # An unknown key explains a "field required" next to it (a misspelt key), so it goes first.
+        errors = sorted(error.errors(), key=lambda e: e["type"] != "extra_forbidden")
+        first = dict(errors[0])
+        more = len(errors) - 1
         suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-        raise ConfigError(_describe(dict(first), source) + suffix) from None
+        loc = tuple(first["loc"])
+        if len(loc) > 2 and loc[0] == "profiles" and str(loc[1]) in sources:
+            # A profile's own keys: name the profile's file and table, not the `profiles.NAME` path.
+            message = _describe({**first, "loc": loc[2:]}, sources[str(loc[1])], ProfileSettings)
+            raise ConfigError(message + suffix) from None
+        raise ConfigError(_describe(first, source) + suffix) from None
+    settings._config_file = path
+    settings._profile_sources = sources
+    from ragtriage.pipeline.profiles import check_profiles
+
+    check_profiles(settings)
+    return settings
+
+
+def _read_profile_files(path: Path, data: dict[str, Any], sources: dict[str, str]) -> None:
+    """Add every `<profile_dir>/NAME.toml` next to the settings file to `data["profiles"]`."""
+    replay = data.get("replay") if isinstance(data.get("replay"), dict) else {}
+    folder = path.parent / str(replay.get("profile_dir", "profiles"))
+    if not folder.is_dir():
+        return
+    profiles = data.setdefault("profiles", {})
+    for file in sorted(folder.glob("*.toml")):
+        name = file.stem
+        if name in sources:
+            raise ConfigError(
+                f"{file}: profile '{name}' is also defined in {sources[name]}; keep one of the two"
+            )
+        try:
+            with open(file, "rb") as handle:
+                profiles[name] = tomllib.load(handle)
+        except tomllib.TOMLDecodeError as error:
+            raise ConfigError(f"{file}: not valid TOML: {error}") from None
+        sources[name] = str(file)

@@ -17,7 +17,9 @@ from ragtriage.config import Settings, load_settings
 from ragtriage.store.db import make_engine, sqlite_url
 
 if TYPE_CHECKING:
+    from ragtriage.pipeline.indexer import Indexes
     from ragtriage.pipeline.pipeline import Pipeline
+    from ragtriage.pipeline.profiles import ResolvedProfile
 
 
 @dataclass
@@ -29,6 +31,8 @@ class Workspace:
     config_file: Path | None = None
     _engine: Engine | None = field(default=None, repr=False)
     _pipeline: Pipeline | None = field(default=None, repr=False)
+    _indexes: Indexes | None = field(default=None, repr=False)
+    _profile_pipelines: dict[tuple[str, str], Pipeline] = field(default_factory=dict, repr=False)
 
     @classmethod
     def open(
@@ -56,13 +60,33 @@ class Workspace:
         return self._engine
 
     @property
+    def indexes(self) -> Indexes:
+        """The BM25 and dense indexes, opened on first use and shared by every profile's pipeline."""
+        if self._indexes is None:
+            from ragtriage.pipeline.indexer import open_indexes
+
+            self._indexes = open_indexes(self)
+        return self._indexes
+
+    @property
     def pipeline(self) -> Pipeline:
-        """The retrieval pipeline built from the settings (indexes opened on first use)."""
+        """The retrieval pipeline built from the settings as they are (profile `default`)."""
         if self._pipeline is None:
             from ragtriage.pipeline.factory import build_pipeline
 
             self._pipeline = build_pipeline(self)
         return self._pipeline
+
+    def pipeline_for(self, profile: ResolvedProfile) -> Pipeline:
+        """The pipeline of a replay profile (built once per profile and config hash; shares the indexes)."""
+        key = (profile.name, profile.config_hash)
+        if profile.name == "default" and profile.config_hash == self.settings.config_hash():
+            return self.pipeline
+        if key not in self._profile_pipelines:
+            from ragtriage.pipeline.factory import build_pipeline
+
+            self._profile_pipelines[key] = build_pipeline(self, profile)
+        return self._profile_pipelines[key]
 
     def resolve_path(self, value: str | None) -> Path | None:
         """A settings path: absolute as given, relative ones against the settings file's folder or the home."""
@@ -76,9 +100,14 @@ class Workspace:
 
     def close(self) -> None:
         """Release the indexes (Qdrant local mode locks its folder) and the store."""
-        if self._pipeline is not None:
-            self._pipeline.close()
-            self._pipeline = None
+        for pipeline in [self._pipeline, *self._profile_pipelines.values()]:
+            if pipeline is not None:
+                pipeline.close()
+        self._pipeline = None
+        self._profile_pipelines.clear()
+        if self._indexes is not None:
+            self._indexes.close()
+            self._indexes = None
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None

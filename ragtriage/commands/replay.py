@@ -7,6 +7,7 @@ import importlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,6 +15,9 @@ from ragtriage.commands.common import echo_json, open_workspace, stdout_console,
 from ragtriage.errors import InputError, NotFoundError
 from ragtriage.pipeline.types import Trace
 from ragtriage.workspace import Workspace
+
+if TYPE_CHECKING:
+    from ragtriage.pipeline.pipeline import Pipeline
 
 REPLAY_LOGGED_MODULE = "ragtriage.logs.replay_logged"
 
@@ -86,6 +90,13 @@ def replay_logged_request(workspace: Workspace, request_id: str, use_logged_rewr
 @click.option(
     "--use-logged-rewrite", is_flag=True, help="With REQUEST_ID: reuse the rewrite the request logged."
 )
+@click.option(
+    "--profile",
+    "profile",
+    metavar="NAME",
+    help="Replay profile (see `ragtriage profiles`); default: the one mapped to the request's "
+    "pipeline_version, or the default profile.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the trace as JSON (JSONL with --queries).")
 @workspace_options
 def replay_command(
@@ -94,6 +105,7 @@ def replay_command(
     queries_file: Path | None,
     gold: tuple[str, ...],
     use_logged_rewrite: bool,
+    profile: str | None,
     as_json: bool,
     home: Path | None,
     config_file: Path | None,
@@ -114,14 +126,20 @@ def replay_command(
     console = stdout_console()
     with open_workspace(home, config_file) as workspace:
         if request_id is not None:
-            _replay_logged(workspace, request_id, use_logged_rewrite, as_json)
+            _replay_logged(workspace, request_id, use_logged_rewrite, as_json, profile)
             return
+        from ragtriage.pipeline.profiles import resolve_profile
+
+        resolved = resolve_profile(workspace.settings, None, profile)
+        pipeline = workspace.pipeline_for(resolved)
         if query is not None:
             # Warm up first so the trace's timings show the query, not model loading.
-            workspace.pipeline.warm_up()
-            traces = [workspace.pipeline.run(query, gold=list(gold))]
+            pipeline.warm_up()
+            traces = [pipeline.run(query, gold=list(gold))]
         else:
-            traces = _run_file(workspace, lines, show_progress=not as_json)
+            traces = _run_file(pipeline, lines, show_progress=not as_json)
+        for trace in traces:
+            trace.profile = resolved.ref()
     if as_json and queries_file is not None:
         for trace in traces:
             click.echo(trace.model_dump_json())
@@ -137,20 +155,21 @@ def replay_command(
         print_trace(console, trace)
 
 
-def _replay_logged(workspace: Workspace, request_id: str, use_logged_rewrite: bool, as_json: bool) -> None:
+def _replay_logged(
+    workspace: Workspace, request_id: str, use_logged_rewrite: bool, as_json: bool, profile: str | None
+) -> None:
     """Show the logged request next to its replay, stage by stage (`ragtriage.logs.replay_logged`)."""
     from ragtriage.logs.replay_logged import compare_request
     from ragtriage.render.logged_view import print_logged_replay
 
-    comparison = compare_request(workspace, request_id, use_logged_rewrite)
+    comparison = compare_request(workspace, request_id, use_logged_rewrite, profile)
     if as_json:
         echo_json(comparison)
         return
     print_logged_replay(stdout_console(), comparison)
 
 
-def _run_file(workspace: Workspace, lines: list[QueryLine], *, show_progress: bool) -> list[Trace]:
-    pipeline = workspace.pipeline
+def _run_file(pipeline: Pipeline, lines: list[QueryLine], *, show_progress: bool) -> list[Trace]:
     queries = [line.query for line in lines]
     golds = [line.gold for line in lines]
     if not show_progress or len(lines) < 2:

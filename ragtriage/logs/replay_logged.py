@@ -1,8 +1,9 @@
-"""Replay a logged request through today's pipeline and diff it with what production logged, per stage.
+"""Replay a logged request through its profile's pipeline and diff it with what production logged, per stage.
 
 `stage_diff` is pure (the CLI view and the TUI both render its result); `compare_request` reads the
-request from the store, replays its raw query (optionally with the logged rewrite) and diffs the
-five logged stages: bm25, dense, fused, reranked and final_context.
+request from the store, picks the replay profile mapped to its `pipeline_version` (or the one
+asked for), replays its raw query (optionally with the logged rewrite) and diffs the five logged
+stages: bm25, dense, fused, reranked and final_context.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from ragtriage.errors import InputError
 from ragtriage.logs.schema import STAGE_NAMES, RequestLog, to_trace
-from ragtriage.pipeline.types import ROUTE_BM25_RAW, ROUTE_DENSE_RAW, RunOptions, Trace
+from ragtriage.pipeline.types import ROUTE_BM25_RAW, ROUTE_DENSE_RAW, ProfileRef, RunOptions, Trace
 
 if TYPE_CHECKING:
     from ragtriage.workspace import Workspace
@@ -94,6 +95,8 @@ class LoggedReplay(BaseModel):
     replayed: Trace
     diffs: dict[str, StageDiff] = Field(default_factory=dict)
     use_logged_rewrite: bool = False
+    profile: ProfileRef | None = None
+    """The replay profile and why it was chosen (also in `replayed.profile`)."""
 
 
 def _route_ids(trace: Trace, stage: str) -> list[str]:
@@ -165,22 +168,30 @@ def _stored_gold(workspace: Workspace, request_id: str) -> list[str]:
     return [g if isinstance(g, str) else str(g.get("chunk_id")) for g in triage.gold_chunk_ids]
 
 
-def compare_request(workspace: Workspace, request_id: str, use_logged_rewrite: bool = False) -> LoggedReplay:
-    """Replay a stored request and diff every stage with the log.
+def compare_request(
+    workspace: Workspace, request_id: str, use_logged_rewrite: bool = False, profile: str | None = None
+) -> LoggedReplay:
+    """Replay a stored request with its profile and diff every stage with the log.
+
+    `profile` None: the profile `[replay.versions]` maps the request's pipeline_version to (or the
+    default profile, which `replayed.profile.matched_by == "default"` records).
 
     Raises:
-        NotFoundError: no such request_id in the store.
+        NotFoundError: no such request_id in the store, or no such profile.
         InputError: `use_logged_rewrite` and the request logged no rewrite.
     """
     from ragtriage.kb.service import get_chunks
     from ragtriage.logs.requests import get_request
+    from ragtriage.pipeline.profiles import resolve_profile
 
     record = get_request(workspace.engine, request_id)
+    resolved = resolve_profile(workspace.settings, record.pipeline_version, profile)
     options = logged_rewrite_options(record) if use_logged_rewrite else RunOptions()
-    pipeline = workspace.pipeline
+    pipeline = workspace.pipeline_for(resolved)
     # Warm up first so the replay's timings show the query, not model loading.
     pipeline.warm_up()
     replayed = pipeline.run(record.raw_query, options=options, gold=_stored_gold(workspace, request_id))
+    replayed.profile = resolved.ref()
     logged = logged_trace(record)
     logged.gold = list(replayed.gold)
     logged_ids = [c for stage in STAGE_NAMES for c in logged_stage_ids(record, stage) or ()]
@@ -191,9 +202,13 @@ def compare_request(workspace: Workspace, request_id: str, use_logged_rewrite: b
         replayed=replayed,
         diffs=diff_request(record, replayed, known),
         use_logged_rewrite=use_logged_rewrite,
+        profile=replayed.profile,
     )
 
 
-def replay_request(workspace: Workspace, request_id: str, use_logged_rewrite: bool = False) -> Trace:
-    """The replayed trace of a stored request (what `compare_request` diffs against the log)."""
-    return compare_request(workspace, request_id, use_logged_rewrite).replayed
+def replay_request(
+    workspace: Workspace, request_id: str, use_logged_rewrite: bool = False, profile: str | None = None
+) -> Trace:
+    """The replayed trace of a stored request (what `compare_request` diffs against the log);
+    `trace.profile` says which profile ran and why."""
+    return compare_request(workspace, request_id, use_logged_rewrite, profile).replayed

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ragtriage.config import Settings
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
 from ragtriage.pipeline.llm_rewrite import LLMRewriter
 from ragtriage.pipeline.pipeline import Pipeline
@@ -14,32 +15,41 @@ from ragtriage.pipeline.rewrite import AliasDictionary, RuleRewriter, load_alias
 from ragtriage.pipeline.types import ScoredChunk
 
 if TYPE_CHECKING:
+    from ragtriage.pipeline.profiles import ResolvedProfile
     from ragtriage.workspace import Workspace
 
+DEFAULT_PROFILE = "default"
 
-def build_rule_rewriter(workspace: Workspace) -> RuleRewriter:
+
+def build_rule_rewriter(workspace: Workspace, settings: Settings | None = None) -> RuleRewriter:
     """The rule rewriter with the alias dictionary named in `[rewrite] alias_file` (if any)."""
-    settings = workspace.settings.rewrite
-    alias_path = workspace.resolve_path(settings.alias_file)
+    rewrite = (settings or workspace.settings).rewrite
+    alias_path = workspace.resolve_path(rewrite.alias_file)
     aliases = load_aliases(alias_path) if alias_path is not None else AliasDictionary()
-    return RuleRewriter(aliases, max_sub_queries=settings.max_sub_queries)
+    return RuleRewriter(aliases, max_sub_queries=rewrite.max_sub_queries, alias_mode=rewrite.alias_mode)
 
 
-def build_pipeline(workspace: Workspace) -> Pipeline:
-    """Open the indexes and the reranker the settings name and wire them into a `Pipeline`.
+def build_pipeline(workspace: Workspace, profile: ResolvedProfile | None = None) -> Pipeline:
+    """Wire the workspace's indexes, and the rewrite, engines and reranker a profile names, into a `Pipeline`.
+
+    `profile` None: the settings as they are (profile `default`). The indexes are the workspace's
+    (opened once, shared by every profile's pipeline, closed by `Workspace.close`).
 
     Raises:
         IndexStateError: the indexes are missing, locked by another process, or built by another embedder.
         PipelineError: the reranker or an optional backend cannot be loaded.
         InputError: the alias dictionary is not valid.
     """
-    from ragtriage.pipeline.indexer import open_indexes
+    from ragtriage.pipeline.engines import build_route_engines
+    from ragtriage.pipeline.profiles import get_profile
 
-    settings = workspace.settings
-    rules = build_rule_rewriter(workspace)
+    profile = profile or get_profile(workspace.settings, DEFAULT_PROFILE)
+    settings = profile.settings
+    rules = build_rule_rewriter(workspace, settings)
     llm = LLMRewriter(settings.rewrite.llm, rules) if settings.rewrite.llm.url else None
     reranker = Reranker(settings.rerank, build_scorer(settings.rerank))
-    indexes = open_indexes(workspace)
+    engines = build_route_engines(settings)
+    indexes = workspace.indexes
     dense = indexes.dense
 
     def dense_search(vector: np.ndarray, k: int) -> list[ScoredChunk]:
@@ -60,6 +70,7 @@ def build_pipeline(workspace: Workspace) -> Pipeline:
         dense_search=dense_search,
         llm_rewriter=llm,
         kb_version=kb_version,
-        on_close=indexes.close,
         indexes=indexes,
+        engines=engines,
+        profile=profile.ref(),
     )

@@ -1,8 +1,15 @@
-"""Reciprocal rank fusion of several ranked lists. Pure: no I/O, no backend imports."""
+"""Fusion of several routes' ranked lists into one. Pure: no I/O, no backend imports.
+
+One function per method: `rrf` (ranks only), `weighted_fusion`, `combsum` and `combmnz` (scores,
+normalised per list by `normalize_scores`). Every function returns `ScoredChunk`s ranked from 1,
+and none depends on the order in which the lists are given.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 from ragtriage.pipeline.types import ScoredChunk
 
@@ -54,3 +61,141 @@ def rrf(
     if top_n is not None:
         ordered = ordered[:top_n]
     return [ScoredChunk(chunk_id=c, rank=i, score=scores[c]) for i, c in enumerate(ordered, start=1)]
+
+
+# ---------------------------------------------------------------- score fusion
+
+#: How a route's scores are rescaled before they are combined.
+Normalization = Literal["none", "min-max", "max", "z-score"]
+#: What a chunk missing from a route's list scores there: 0, or the lowest (normalised) score of that list.
+MissingScore = Literal["zero", "min"]
+ScoredLists = Mapping[str, Sequence[tuple[str, float]]]
+
+
+def normalize_scores(scores: Sequence[float], method: Normalization) -> list[float]:
+    """Rescale one list's scores. Pure; returns a new list of the same length.
+
+    - `none`: s
+    - `min-max`: (s − min) / (max − min); a list whose scores are all equal maps to 1.0 (each is
+      that list's best; ranx divides by 1e-9 instead and gives 0.0)
+    - `max`: s / max when max > 0, else s unchanged
+    - `z-score`: (s − mean) / σ with the population σ (as ranx `zmuv`); σ = 0 maps to 0.0
+
+    Raises:
+        ValueError: an unknown method.
+    """
+    values = [float(s) for s in scores]
+    if method == "none" or not values:
+        return values
+    if method == "min-max":
+        low, high = min(values), max(values)
+        return [1.0] * len(values) if high == low else [(s - low) / (high - low) for s in values]
+    if method == "max":
+        high = max(values)
+        return [s / high for s in values] if high > 0 else values
+    if method == "z-score":
+        mean = math.fsum(values) / len(values)
+        sigma = math.sqrt(math.fsum((s - mean) ** 2 for s in values) / len(values))
+        return [0.0] * len(values) if sigma == 0 else [(s - mean) / sigma for s in values]
+    raise ValueError(f"unknown normalization {method!r}; use none, min-max, max or z-score")
+
+
+def _prepared(
+    lists: ScoredLists, normalization: Normalization
+) -> tuple[dict[str, dict[str, float]], dict[str, tuple[int, str]]]:
+    """Per list: chunk id → normalised score (first occurrence wins); per chunk its best (rank, list)."""
+    per_list: dict[str, dict[str, float]] = {}
+    best: dict[str, tuple[int, str]] = {}
+    for list_name, hits in lists.items():
+        first: dict[str, float] = {}
+        for position, (chunk_id, score) in enumerate(hits, start=1):
+            if chunk_id in first:
+                continue
+            first[chunk_id] = score
+            best[chunk_id] = min(best.get(chunk_id, (position, list_name)), (position, list_name))
+        normalised = normalize_scores(list(first.values()), normalization)
+        per_list[str(list_name)] = dict(zip(first, normalised, strict=True))
+    return per_list, best
+
+
+def _ranked(
+    scores: dict[str, float], best: dict[str, tuple[int, str]], top_n: int | None
+) -> list[ScoredChunk]:
+    if top_n is not None and top_n < 0:
+        raise ValueError(f"top_n must be >= 0, got {top_n}")
+    ordered = sorted(scores, key=lambda c: (-scores[c], best[c][0], best[c][1], c))
+    if top_n is not None:
+        ordered = ordered[:top_n]
+    return [ScoredChunk(chunk_id=c, rank=i, score=scores[c]) for i, c in enumerate(ordered, start=1)]
+
+
+def weighted_fusion(
+    lists: ScoredLists,
+    weights: Mapping[str, float] | None = None,
+    *,
+    normalization: Normalization = "min-max",
+    missing: MissingScore = "zero",
+    top_n: int | None = None,
+) -> list[ScoredChunk]:
+    """Weighted score fusion (a linear combination): score(c) = Σ_r w_r · norm_r(s_r(c)).
+
+    The convex-combination hybrid of Bruch, Gai & Ingber, "An Analysis of Fusion Functions for
+    Hybrid Retrieval", ACM TOIS 2023 (e.g. 0.7 × dense + 0.3 × BM25); ranx calls it `wsum`. A
+    chunk absent from list r scores 0 there (`missing="zero"`, as ranx) or the lowest normalised
+    score of list r (`missing="min"`). A list without a weight has weight 1.0; an empty list adds
+    nothing. Ties are ordered as in `rrf`, so the result does not depend on the order of the lists.
+
+    Args:
+        lists: route name → ranked (chunk id, score) pairs, best first.
+        weights: route name → weight.
+        normalization: `none`, `min-max`, `max` or `z-score` (see `normalize_scores`), per list.
+
+    Raises:
+        ValueError: an unknown normalization or missing-score rule, or a negative `top_n`.
+    """
+    if missing not in ("zero", "min"):
+        raise ValueError(f"unknown missing-score rule {missing!r}; use zero or min")
+    per_list, best = _prepared(lists, normalization)
+    weight_of = dict(weights or {})
+    contributions: dict[str, list[float]] = {chunk_id: [] for chunk_id in best}
+    for list_name, scores in per_list.items():
+        if not scores:
+            continue
+        weight = float(weight_of.get(list_name, 1.0))
+        absent = min(scores.values()) if missing == "min" else 0.0
+        for chunk_id in contributions:
+            contributions[chunk_id].append(weight * scores.get(chunk_id, absent))
+    # Summing in sorted order keeps the float result bit-identical whatever order the lists come in.
+    fused = {c: math.fsum(sorted(parts)) for c, parts in contributions.items()}
+    return _ranked(fused, best, top_n)
+
+
+def combsum(
+    lists: ScoredLists, *, normalization: Normalization = "min-max", top_n: int | None = None
+) -> list[ScoredChunk]:
+    """CombSUM: score(c) = Σ_{r ∋ c} norm_r(s_r(c)), the sum over the lists that hold c.
+
+    Fox & Shaw, "Combination of Multiple Searches", TREC-2, NIST SP 500-215 (1994). Scores are
+    normalised per list first (Lee 1997 recommends min-max, ranx's default).
+    """
+    per_list, best = _prepared(lists, normalization)
+    parts: dict[str, list[float]] = {chunk_id: [] for chunk_id in best}
+    for scores in per_list.values():
+        for chunk_id, score in scores.items():
+            parts[chunk_id].append(score)
+    return _ranked({c: math.fsum(sorted(p)) for c, p in parts.items()}, best, top_n)
+
+
+def combmnz(
+    lists: ScoredLists, *, normalization: Normalization = "min-max", top_n: int | None = None
+) -> list[ScoredChunk]:
+    """CombMNZ: score(c) = |{r : c ∈ r}| · Σ_{r ∋ c} norm_r(s_r(c)) (CombSUM times the number of lists holding c).
+
+    Fox & Shaw, "Combination of Multiple Searches", TREC-2, NIST SP 500-215 (1994).
+    """
+    per_list, best = _prepared(lists, normalization)
+    parts: dict[str, list[float]] = {chunk_id: [] for chunk_id in best}
+    for scores in per_list.values():
+        for chunk_id, score in scores.items():
+            parts[chunk_id].append(score)
+    return _ranked({c: len(p) * math.fsum(sorted(p)) for c, p in parts.items()}, best, top_n)

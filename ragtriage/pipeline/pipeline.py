@@ -1,8 +1,9 @@
-"""The retrieval pipeline: normalize → rewrite → multi-route recall → RRF → rerank → top-N.
+"""The retrieval pipeline: normalize → rewrite → multi-route recall → fusion → rerank → top-N.
 
 Every stage is recorded in a `Trace`. Backends come in through small interfaces (a BM25
-`Retriever`, an `Embedder`, a dense `search_vector` callable, a `Reranker`), so `factory.py` is
-the only module that knows which implementations run.
+`Retriever`, an `Embedder`, a dense `search_vector` callable, a `Reranker`, and per-route
+production engines that are `Retriever`s too), so `factory.py` is the only module that knows which
+implementations run. The settings (one replay profile's) choose routes, k, fusion and rerank.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 from ragtriage.config import Settings
 from ragtriage.errors import RagtriageError
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
-from ragtriage.pipeline.fusion import rrf
+from ragtriage.pipeline.fusion import combmnz, combsum, rrf, weighted_fusion
 from ragtriage.pipeline.normalize import normalize_query, normalize_text
 from ragtriage.pipeline.rerank import Reranker, RerankItem, RerankOutcome
 from ragtriage.pipeline.rewrite import Rewriter, RuleRewriter, extract_keywords, off_rewrite
@@ -29,12 +30,14 @@ from ragtriage.pipeline.types import (
     ROUTE_DENSE_REWRITTEN,
     ROUTE_DENSE_SUB_PREFIX,
     Embedder,
+    ProfileRef,
     Retriever,
     RewriteResult,
     RouteResult,
     RunOptions,
     ScoredChunk,
     Trace,
+    VectorRetriever,
 )
 
 DenseSearch = Callable[[np.ndarray, int], list[ScoredChunk]]
@@ -56,6 +59,8 @@ class _PlannedRoute:
     query: str
     skip_flag: str | None = None
     vector_row: int | None = None
+    engine: str | None = None
+    """Name of the production engine this route searches (None: the local index)."""
 
 
 @dataclass
@@ -88,6 +93,8 @@ class Pipeline:
         kb_version: Callable[[], int | None] | None = None,
         on_close: Callable[[], None] | None = None,
         indexes: Any = None,
+        engines: dict[str, tuple[str, Retriever]] | None = None,
+        profile: ProfileRef | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.settings = settings
@@ -102,6 +109,10 @@ class Pipeline:
         self._on_close = on_close
         self.indexes = indexes
         """The opened `Indexes` this pipeline searches (None in unit tests); diagnosis reads them too."""
+        self.engines = dict(engines or {})
+        """Route name (`dense_sub` for every sub-query route) → (engine name, retriever)."""
+        self.profile = profile
+        """The replay profile these settings come from; every trace records it."""
         self._clock = clock
 
     # ------------------------------------------------------------------ public API
@@ -248,16 +259,39 @@ class Pipeline:
             if r.name in enabled or (r.name.startswith(ROUTE_DENSE_SUB_PREFIX) and "dense_sub" in enabled)
         ]
         for route in routes:
-            if route.skip_flag is None and (self.bm25 if route.kind == "bm25" else self.dense_search) is None:
+            engine = self._engine(route.name)
+            route.engine = engine[0] if engine is not None else None
+            local = self.bm25 if route.kind == "bm25" else self.dense_search
+            if route.skip_flag is None and engine is None and local is None:
                 route.skip_flag = SKIPPED_NO_INDEX
         return routes
+
+    def _engine(self, route_name: str) -> tuple[str, Retriever] | None:
+        key = "dense_sub" if route_name.startswith(ROUTE_DENSE_SUB_PREFIX) else route_name
+        return self.engines.get(key)
+
+    def _needs_vector(self, route: _PlannedRoute) -> bool:
+        engine = self._engine(route.name)
+        if engine is not None:
+            return isinstance(engine[1], VectorRetriever)
+        return route.kind == "dense"
+
+    def _route_k(self, route: _PlannedRoute, options: RunOptions) -> int:
+        """Per-route k: a one-off option wins, then `[retrieval] route_k`, then bm25_k / dense_k."""
+        retrieval = self.settings.retrieval
+        override = options.bm25_k if route.kind == "bm25" else options.dense_k
+        if override:
+            return override
+        key = "dense_sub" if route.name.startswith(ROUTE_DENSE_SUB_PREFIX) else route.name
+        configured = retrieval.route_k.get(key)  # type: ignore[call-overload]
+        return configured or (retrieval.bm25_k if route.kind == "bm25" else retrieval.dense_k)
 
     def _embed(self, prepared: list[_Prepared]) -> tuple[np.ndarray | None, float]:
         texts: list[str] = []
         row_of: dict[str, int] = {}
         for item in prepared:
             for route in item.routes:
-                if route.kind == "dense" and route.skip_flag is None:
+                if self._needs_vector(route) and route.skip_flag is None:
                     # Identical texts (the same query twice in a batch) are embedded once.
                     route.vector_row = row_of.setdefault(route.query, len(texts))
                     if route.vector_row == len(texts):
@@ -270,21 +304,20 @@ class Pipeline:
 
     def _finish(self, item: _Prepared, vectors: np.ndarray | None, checkpoint: Callable[[], None]) -> Trace:
         options, retrieval = item.options, self.settings.retrieval
-        bm25_k = options.bm25_k or retrieval.bm25_k
-        dense_k = options.dense_k or retrieval.dense_k
         routes: list[RouteResult] = []
         stage_ms = {"bm25": 0.0, "dense": 0.0}
         for planned in item.routes:
-            result = RouteResult(name=planned.name, kind=planned.kind, query=planned.query)  # type: ignore[arg-type]
+            result = RouteResult(
+                name=planned.name,
+                kind=planned.kind,  # type: ignore[arg-type]
+                query=planned.query,
+                engine=planned.engine,
+            )
             if planned.skip_flag is not None:
                 result.flags.append(planned.skip_flag)
             else:
                 tick = self._clock()
-                if planned.kind == "bm25" and self.bm25 is not None:
-                    hits, flags = self.bm25.search(planned.query, bm25_k)
-                    result.hits, result.flags = list(hits), list(flags)
-                elif vectors is not None and planned.vector_row is not None and self.dense_search is not None:
-                    result.hits = list(self.dense_search(vectors[planned.vector_row], dense_k))
+                result.hits, result.flags = self._search(planned, vectors, self._route_k(planned, options))
                 result.ms = (self._clock() - tick) * 1000
                 stage_ms[planned.kind] += result.ms
             routes.append(result)
@@ -292,7 +325,7 @@ class Pipeline:
         checkpoint()
 
         tick = self._clock()
-        fused = rrf({r.name: [h.chunk_id for h in r.hits] for r in routes if r.hits}, k=retrieval.rrf_k)
+        fused = self._fuse(routes)
         item.timings["fusion"] = (self._clock() - tick) * 1000
         checkpoint()
 
@@ -301,7 +334,7 @@ class Pipeline:
         tick = self._clock()
         outcome: RerankOutcome | None = None
         refusal: str | None = None
-        if options.rerank == "off":
+        if options.rerank == "off" or not self.settings.rerank.enabled:
             rerank_input: list[str] = []
             final = [c.chunk_id for c in fused[:top_n]]
             mode = "off"
@@ -311,7 +344,7 @@ class Pipeline:
                 item.rewrite.normalized_query, self._keywords(item.rewrite), self._items(fused[:pool])
             )
             refusal = self.reranker.refusal(outcome.reranked)
-            final = [] if refusal else [c.chunk_id for c in outcome.reranked[:top_n]]
+            final = [] if refusal else self._final(outcome.reranked, top_n)
             mode = outcome.mode
         item.timings["rerank"] = (self._clock() - tick) * 1000
         item.timings["total"] = (self._clock() - item.started) * 1000
@@ -343,7 +376,55 @@ class Pipeline:
             embedder=self.embedder.name if self.embedder is not None else None,
             gold=item.gold,
             run_options=options if options != RunOptions() else None,
+            profile=self.profile,
         )
+
+    def _search(
+        self, planned: _PlannedRoute, vectors: np.ndarray | None, k: int
+    ) -> tuple[list[ScoredChunk], list[str]]:
+        """One route's hits and flags, from its production engine or the local index."""
+        engine = self._engine(planned.name)
+        vector = (
+            vectors[planned.vector_row] if vectors is not None and planned.vector_row is not None else None
+        )
+        if engine is not None:
+            retriever = engine[1]
+            if isinstance(retriever, VectorRetriever) and vector is not None:
+                return list(retriever.search_vector(vector, k)), []
+            hits, flags = retriever.search(planned.query, k)
+            return list(hits), list(flags)
+        if planned.kind == "bm25" and self.bm25 is not None:
+            hits, flags = self.bm25.search(planned.query, k)
+            return list(hits), list(flags)
+        if vector is not None and self.dense_search is not None:
+            return list(self.dense_search(vector, k)), []
+        return [], []
+
+    def _fuse(self, routes: Sequence[RouteResult]) -> list[ScoredChunk]:
+        """The fused list by `[retrieval.fusion] method` (routes without hits take no part)."""
+        retrieval = self.settings.retrieval
+        fusion = retrieval.fusion
+        if fusion.method == "rrf":
+            return rrf({r.name: [h.chunk_id for h in r.hits] for r in routes if r.hits}, k=retrieval.rrf_k)
+        lists = {r.name: [(h.chunk_id, h.score) for h in r.hits] for r in routes if r.hits}
+        if fusion.method == "combsum":
+            return combsum(lists, normalization=fusion.normalization)
+        if fusion.method == "combmnz":
+            return combmnz(lists, normalization=fusion.normalization)
+        weights: dict[str, float] = dict(fusion.weights)
+        for name in lists:
+            if name.startswith(ROUTE_DENSE_SUB_PREFIX) and "dense_sub" in weights:
+                weights[name] = weights["dense_sub"]
+        return weighted_fusion(lists, weights, normalization=fusion.normalization, missing=fusion.missing)
+
+    def _final(self, reranked: Sequence[ScoredChunk], top_n: int) -> list[str]:
+        """The top `top_n`; with `[rerank] min_score`, chunks below it go, keeping at least `min_n`."""
+        rerank = self.settings.rerank
+        kept = list(reranked[:top_n])
+        if rerank.min_score is not None:
+            floor = rerank.min_n or 0
+            kept = [c for i, c in enumerate(kept) if i < floor or c.score >= rerank.min_score]
+        return [c.chunk_id for c in kept]
 
     def _keywords(self, rewrite: RewriteResult) -> list[str]:
         return rewrite.keywords or extract_keywords(rewrite.normalized_query, self.rules.tokenize)

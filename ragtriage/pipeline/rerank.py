@@ -55,7 +55,7 @@ class Reranker:
     ) -> None:
         self.settings = settings
         self.scorer = scorer
-        self._now = now or (lambda: datetime.now(timezone.utc))
+        self._now = now or _clock(settings.freshness_now)
 
     @property
     def mode(self) -> str:
@@ -133,6 +133,21 @@ class Reranker:
         if best < threshold:
             return f"best score {best:.4f} < refusal_threshold {threshold:g}"
         return None
+
+
+def _clock(freshness_now: str | None) -> Callable[[], datetime]:
+    """The current time, or the fixed moment `[rerank] freshness_now` names (a replay of past traffic)."""
+    if freshness_now is None:
+        return lambda: datetime.now(timezone.utc)
+    try:
+        fixed = datetime.fromisoformat(freshness_now.replace("Z", "+00:00"))
+    except ValueError:
+        raise PipelineError(
+            f"[rerank] freshness_now = {freshness_now!r} is not an ISO-8601 time; "
+            'write it like "2026-11-02T08:00:00Z"'
+        ) from None
+    fixed = fixed if fixed.tzinfo else fixed.replace(tzinfo=timezone.utc)
+    return lambda: fixed
 
 
 def build_scorer(settings: RerankSettings) -> CrossEncoderScorer | None:

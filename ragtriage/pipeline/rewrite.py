@@ -202,6 +202,21 @@ def expand_with_aliases(text: str, aliases: Mapping[str, Sequence[str]]) -> str:
     return " ".join([text, *added]) if added else text
 
 
+def replace_with_canonical(text: str, dictionary: AliasDictionary) -> tuple[str, dict[str, list[str]]]:
+    """The replacing rewrite (`alias_mode = "replace"`): every member of an alias group found in
+    `text` is swapped for the group's first member (the KB's term), unless that term is already
+    there; longer members first. Returns the rewritten text and member → [the term it became]."""
+    rewritten = text
+    replaced: dict[str, list[str]] = {}
+    for group in dictionary.groups:
+        canonical = group[0]
+        for member in sorted(group[1:], key=len, reverse=True):
+            if member in rewritten and canonical not in rewritten:
+                rewritten = rewritten.replace(member, canonical)
+                replaced[member] = [canonical]
+    return rewritten, replaced
+
+
 class Rewriter(Protocol):
     """Turns a normalized query into a `RewriteResult` (the raw query is kept by the caller)."""
 
@@ -230,9 +245,12 @@ class RuleRewriter:
         *,
         max_sub_queries: int = 2,
         tokenize: Tokenizer | None = None,
+        alias_mode: str = "expand",
     ) -> None:
         self.aliases = aliases or AliasDictionary()
         self.max_sub_queries = max_sub_queries
+        self.alias_mode = alias_mode
+        """`expand` appends synonyms; `replace` swaps group members for the group's first term."""
         self.tokenize: Tokenizer = tokenize or default_tokenize
 
     def rewrite(
@@ -244,6 +262,18 @@ class RuleRewriter:
     ) -> RewriteResult:
         """Rewrite by the rules; `extra_aliases` apply to this call only."""
         dictionary = self.aliases.merged(extra_aliases or {})
+        if self.alias_mode == "replace":
+            rewritten, replaced = replace_with_canonical(normalized_query, dictionary)
+            # Production searched only the replaced text, so keywords and sub-queries come from it.
+            return RewriteResult(
+                raw_query=raw_query,
+                normalized_query=normalized_query,
+                rewritten_query=rewritten,
+                keywords=extract_keywords(rewritten, self.tokenize),
+                aliases=replaced,
+                sub_queries=split_sub_queries(rewritten, self.tokenize, self.max_sub_queries),
+                mode="rules",
+            )
         found = dictionary.find_in(normalized_query)
         return RewriteResult(
             raw_query=raw_query,

@@ -66,6 +66,8 @@ class RouteResult(BaseModel):
     flags: list[str] = Field(default_factory=list)
     """e.g. `query-tokenizes-to-nothing`, `skipped: same text as raw`."""
     ms: float = 0.0
+    engine: str | None = None
+    """The `[engines.NAME]` production engine this route searched (None: the local index)."""
 
 
 class RewriteResult(BaseModel):
@@ -118,6 +120,23 @@ class Candidate(BaseModel):
     """False when the chunk id is not in the KB (a stale index or another KB)."""
 
 
+class ProfileRef(BaseModel):
+    """Which replay profile a trace ran with, and why (`ragtriage.pipeline.profiles`)."""
+
+    name: str
+    config_hash: str
+    """`Settings.config_hash()` of the profile's settings (the same as the trace's `config_hash`)."""
+    source: str
+    """Where the profile is defined: a settings file table, a profile file, or `preset`."""
+    matched_by: Literal["requested", "exact", "glob", "default"] = "requested"
+    """`requested`: named by the caller; `exact`/`glob`: a `[replay.versions]` entry matched the
+    request's pipeline_version; `default`: nothing matched (or no version), so the default profile ran."""
+    pattern: str | None = None
+    """The `[replay.versions]` key that matched."""
+    pipeline_version: str | None = None
+    """The pipeline_version the replayed request logged."""
+
+
 class Trace(BaseModel):
     """The full record of one pipeline run (or of a logged request, with fewer fields)."""
 
@@ -149,6 +168,8 @@ class Trace(BaseModel):
     """The one-off changes this run used (None: the settings as they are)."""
     citations: list[str] | None = None
     """Chunk ids the logged answer cited (logged requests only; None: not logged)."""
+    profile: ProfileRef | None = None
+    """The replay profile this run used (None: a logged request, or a pipeline built without one)."""
 
     def route(self, name: str) -> RouteResult | None:
         """The route called `name`, or None."""
@@ -208,6 +229,13 @@ class Retriever(Protocol):
     def search(self, query: str, k: int) -> tuple[list[ScoredChunk], list[str]]:
         """Hits and flags (e.g. `query-tokenizes-to-nothing`)."""
         ...
+
+
+@runtime_checkable
+class VectorRetriever(Protocol):
+    """A retriever that can also search with a query vector (so the pipeline embeds in batches)."""
+
+    def search_vector(self, vector: np.ndarray, k: int) -> list[ScoredChunk]: ...
 
 
 @runtime_checkable

@@ -87,6 +87,13 @@ def header(comparison: LoggedReplay) -> Text:
     text.append(replayed.rewrite.rewritten_query)
     text.append("\nconfig: ", style="bold")
     text.append(f"logged {logged.config_hash or '?'}, replayed {replayed.config_hash or '?'}")
+    if comparison.profile is not None:
+        from ragtriage.pipeline.profiles import explain
+
+        text.append("\nreplayed with: ", style="bold")
+        text.append(
+            explain(comparison.profile), style="yellow" if comparison.profile.matched_by == "default" else ""
+        )
     unknown = sorted({c for diff in comparison.diffs.values() for c in diff.unknown})
     if unknown:
         text.append(f"\n{len(unknown)} logged chunk id(s) unknown to the KB", style="bold magenta")

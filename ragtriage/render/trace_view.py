@@ -136,6 +136,11 @@ def summary_text(trace: Trace) -> Text:
             text.append(flag)
     text.append("\ntimings (ms): ", style="bold")
     text.append("  ".join(f"{stage} {ms:.1f}" for stage, ms in trace.timings_ms.items()))
+    if trace.profile is not None:
+        from ragtriage.pipeline.profiles import explain
+
+        text.append("\nprofile: ", style="bold")
+        text.append(explain(trace.profile).removeprefix("profile "))
     context = [
         f"config {trace.config_hash}" if trace.config_hash else "",
         f"kb {trace.kb_version}" if trace.kb_version is not None else "",

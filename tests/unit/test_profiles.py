@@ -1,0 +1,214 @@
+"""Replay profiles: strict validation, profile files, `[replay.versions]` matching, presets, hashes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ragtriage.config import Settings, load_settings
+from ragtriage.errors import ConfigError, NotFoundError
+from ragtriage.pipeline.profiles import (
+    explain,
+    get_profile,
+    list_profiles,
+    match_version,
+    preset_names,
+    resolve_profile,
+)
+from tests.conftest import FIXTURES_DIR
+
+BASE = """
+[retrieval]
+bm25_k = 5
+dense_k = 7
+
+[rerank]
+top_n = 4
+"""
+
+
+def _write(folder: Path, text: str, name: str = "config.toml") -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_profile_overlays_the_settings_and_extends_another(tmp_path: Path) -> None:
+    config = _write(
+        tmp_path,
+        BASE
+        + """
+[profiles.wide]
+description = "more hits"
+retrieval = { bm25_k = 20 }
+[profiles.wide.rerank]
+top_n = 8
+
+[profiles.wide-weighted]
+extends = "wide"
+[profiles.wide-weighted.retrieval.fusion]
+method = "weighted"
+weights = { dense_raw = 0.7, bm25_raw = 0.3 }
+""",
+    )
+    settings = load_settings(config, environ={})
+    wide = get_profile(settings, "wide")
+    assert (wide.settings.retrieval.bm25_k, wide.settings.retrieval.dense_k) == (20, 7)
+    assert wide.settings.rerank.top_n == 8 and wide.description == "more hits"
+    assert wide.source == f"{config} [profiles.wide]"
+    chained = get_profile(settings, "wide-weighted").settings
+    assert chained.retrieval.bm25_k == 20 and chained.retrieval.fusion.method == "weighted"
+    assert chained.retrieval.fusion.weights == {"dense_raw": 0.7, "bm25_raw": 0.3}
+    # The base settings are untouched, and every profile has its own hash.
+    assert settings.retrieval.bm25_k == 5
+    hashes = {get_profile(settings, n).config_hash for n in ("default", "wide", "wide-weighted")}
+    assert len(hashes) == 3 and get_profile(settings, "default").config_hash == settings.config_hash()
+
+
+def test_misspelt_key_in_a_profile_names_profile_key_and_nearest(tmp_path: Path) -> None:
+    config = _write(tmp_path, BASE + "\n[profiles.fast.retrieval]\nbm25_kk = 3\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config, environ={})
+    message = str(caught.value)
+    assert f"{config} [profiles.fast]" in message
+    assert "'retrieval.bm25_kk'" in message and "did you mean 'retrieval.bm25_k'" in message
+
+
+def test_misspelt_section_and_bad_value_in_a_profile(tmp_path: Path) -> None:
+    config = _write(tmp_path, BASE + "\n[profiles.fast.retreival]\nbm25_k = 3\n")
+    with pytest.raises(
+        ConfigError, match=r"\[profiles.fast\]: unknown key 'retreival'; did you mean 'retrieval'"
+    ):
+        load_settings(config, environ={})
+    config = _write(tmp_path, BASE + '\n[profiles.fast.retrieval.fusion]\nmethod = "borda"\n')
+    with pytest.raises(ConfigError, match=r"\[profiles.fast\]: 'retrieval.fusion.method'"):
+        load_settings(config, environ={})
+
+
+def test_profile_files_next_to_the_settings_file(tmp_path: Path) -> None:
+    config = _write(tmp_path, BASE + '\n[replay.versions]\n"v2-*" = "canary"\n')
+    _write(tmp_path, 'description = "the canary"\n[retrieval]\nrrf_k = 10\n', "profiles/canary.toml")
+    settings = load_settings(config, environ={})
+    canary = resolve_profile(settings, "v2-rc1")
+    assert canary.name == "canary" and canary.settings.retrieval.rrf_k == 10
+    assert canary.source == str(tmp_path / "profiles" / "canary.toml")
+    assert (canary.matched_by, canary.pattern) == ("glob", "v2-*")
+    _write(tmp_path, "[retrieval]\nrrf_kk = 10\n", "profiles/canary.toml")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config, environ={})
+    assert str(tmp_path / "profiles" / "canary.toml") in str(caught.value)
+    assert "did you mean 'retrieval.rrf_k'" in str(caught.value)
+
+
+def test_same_profile_in_the_file_and_a_profile_file_is_an_error(tmp_path: Path) -> None:
+    config = _write(tmp_path, BASE + "\n[profiles.canary.retrieval]\nrrf_k = 5\n")
+    _write(tmp_path, "[retrieval]\nrrf_k = 10\n", "profiles/canary.toml")
+    with pytest.raises(ConfigError, match="also defined in .*keep one"):
+        load_settings(config, environ={})
+
+
+def test_version_matching_exact_then_most_specific_glob() -> None:
+    versions = {"prod-*": "a", "prod-2026.*": "b", "prod-2026.1?": "c", "prod-2026.10": "d", "*": "e"}
+    assert match_version(versions, "prod-2026.10") == ("d", "prod-2026.10", "exact")
+    assert match_version(versions, "prod-2026.11") == ("c", "prod-2026.1?", "glob")
+    assert match_version(versions, "prod-2026.09") == ("b", "prod-2026.*", "glob")
+    assert match_version(versions, "prod-2025") == ("a", "prod-*", "glob")
+    assert match_version(versions, "canary") == ("e", "*", "glob")
+    assert match_version({"prod-*": "a"}, "PROD-1") is None  # case-sensitive
+    assert match_version(versions, None) is None
+    # Equally specific globs: the alphabetically first wins, whatever the order of the table.
+    assert match_version({"v[12]-x": "z", "v?-x": "y"}, "v1-x") == ("y", "v?-x", "glob")
+
+
+def test_unmapped_version_uses_the_default_profile_and_says_so(tmp_path: Path) -> None:
+    config = _write(tmp_path, BASE + '\n[replay]\ndefault_profile = "hybrid-weighted"\n')
+    settings = load_settings(config, environ={})
+    resolved = resolve_profile(settings, "prod-9")
+    assert resolved.name == "hybrid-weighted" and resolved.fallback
+    assert "the default: pipeline_version prod-9 has no [replay.versions] entry" in explain(resolved.ref())
+    assert "no pipeline_version" in explain(resolve_profile(settings, None).ref())
+    asked = resolve_profile(settings, "prod-9", "default")
+    assert asked.matched_by == "requested" and asked.settings.retrieval.bm25_k == 5
+
+
+def test_unknown_profile_names_are_errors_with_a_suggestion(tmp_path: Path) -> None:
+    config = _write(tmp_path, BASE + '\n[profiles.canary]\n[replay.versions]\n"v2" = "canari"\n')
+    with pytest.raises(
+        ConfigError, match=r"\[replay.versions\] 'v2': no profile 'canari'; did you mean 'canary'"
+    ):
+        load_settings(config, environ={})
+    settings = load_settings(_write(tmp_path, BASE + "\n[profiles.canary]\n"), environ={})
+    with pytest.raises(NotFoundError, match="--profile: no profile 'canry'; did you mean 'canary'"):
+        get_profile(settings, "canry")
+    with pytest.raises(ConfigError, match="extends: no profile 'nope'"):
+        load_settings(_write(tmp_path, BASE + '\n[profiles.a]\nextends = "nope"\n'), environ={})
+
+
+def test_reserved_names_and_circles(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="taken by a shipped preset"):
+        load_settings(_write(tmp_path, BASE + "\n[profiles.hybrid-weighted]\n"), environ={})
+    with pytest.raises(ConfigError, match="taken by the settings file itself"):
+        load_settings(_write(tmp_path, BASE + "\n[profiles.default]\n"), environ={})
+    circle = BASE + '\n[profiles.a]\nextends = "b"\n[profiles.b]\nextends = "a"\n'
+    with pytest.raises(ConfigError, match="in a circle"):
+        load_settings(_write(tmp_path, circle), environ={})
+
+
+def test_route_engine_must_name_an_engine_table(tmp_path: Path) -> None:
+    text = BASE + '\n[profiles.es.retrieval.route_engine]\nbm25_raw = "prod_es"\n'
+    with pytest.raises(ConfigError, match=r"route_engine.bm25_raw = 'prod_es' names no \[engines.prod_es\]"):
+        load_settings(_write(tmp_path, text), environ={})
+    typo = BASE + '\n[engines.prod_es]\ntype = "elasticsearch"\nurl = "http://x"\nindx = "kb"\n'
+    with pytest.raises(
+        ConfigError, match=r"unknown key 'engines.prod_es.indx'; did you mean 'engines.prod_es.index'"
+    ):
+        load_settings(_write(tmp_path, typo), environ={})
+
+
+def test_presets_are_shipped_and_have_the_promised_shape() -> None:
+    assert preset_names() == ["hybrid-weighted", "rewrite-rrf-rerank", "rrf-rerank-refusal"]
+    settings = Settings()
+    hybrid = get_profile(settings, "hybrid-weighted").settings
+    assert hybrid.retrieval.routes == ["bm25_raw", "dense_raw"] and not hybrid.rerank.enabled
+    assert hybrid.retrieval.fusion.weights == {"dense_raw": 0.7, "bm25_raw": 0.3}
+    assert hybrid.rerank.top_n == 6
+    rewrite = get_profile(settings, "rewrite-rrf-rerank").settings
+    assert rewrite.retrieval.candidate_pool == 30 and rewrite.rewrite.max_sub_queries == 2
+    weights = rewrite.rerank.weights
+    assert (weights.cross_encoder, weights.title_hit, weights.freshness, weights.key_terms) == (
+        0.7,
+        0.15,
+        0.1,
+        0.05,
+    )
+    assert (rewrite.rerank.min_n, rewrite.rerank.top_n) == (5, 8)
+    refusal = get_profile(settings, "rrf-rerank-refusal").settings
+    assert refusal.retrieval.route_k == {"bm25_raw": 20, "dense_raw": 20}
+    assert (refusal.retrieval.candidate_pool, refusal.rerank.top_n, refusal.rerank.refusal_threshold) == (
+        20,
+        5,
+        0.3,
+    )
+
+
+def test_new_settings_at_their_default_keep_logged_hashes() -> None:
+    # Hashes as computed before profiles existed (the fixture's logged config_hash is the second).
+    assert Settings().config_hash() == "a68ea699b433"
+    production = load_settings(FIXTURES_DIR / "logs" / "production.toml", environ={})
+    assert production.config_hash() == "daf63ae39dcf"
+    # The freshness clock is the replay's, not the configuration's.
+    assert get_profile(production, "prod-2026-10").config_hash == "daf63ae39dcf"
+    assert Settings(retrieval={"fusion": {"method": "combsum"}}).config_hash() != Settings().config_hash()
+
+
+def test_fixture_versions_map_to_their_profiles() -> None:
+    production = load_settings(FIXTURES_DIR / "logs" / "production.toml", environ={})
+    old = resolve_profile(production, "prod-2026.09")
+    assert (old.name, old.matched_by) == ("prod-2026-09", "exact")
+    assert old.settings.rewrite.alias_mode == "replace"
+    assert old.settings.retrieval.routes == ["bm25_rewritten", "dense_rewritten", "dense_sub"]
+    rows = {row.name: row for row in list_profiles(production)}
+    assert rows["prod-2026-10"].serves == ["prod-2026.10"] and rows["default"].is_default
+    assert "replacing rewrite" in rows["prod-2026-09"].shape
