@@ -544,10 +544,10 @@ def load_settings(
     except ValidationError as error:
         # An unknown key explains a "field required" next to it (a misspelt key), so it goes first.
         errors = sorted(error.errors(), key=lambda e: e["type"] != "extra_forbidden")
-        first = dict(errors[0])
+        first: dict[str, Any] = dict(errors[0])
         more = len(errors) - 1
         suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-        loc = tuple(first["loc"])
+        loc: tuple[Any, ...] = tuple(first["loc"])
         if len(loc) > 2 and loc[0] == "profiles" and str(loc[1]) in sources:
             # A profile's own keys: name the profile's file and table, not the `profiles.NAME` path.
             message = _describe({**first, "loc": loc[2:]}, sources[str(loc[1])], ProfileSettings)
@@ -563,7 +563,7 @@ def load_settings(
 
 def _read_profile_files(path: Path, data: dict[str, Any], sources: dict[str, str]) -> None:
     """Add every `<profile_dir>/NAME.toml` next to the settings file to `data["profiles"]`."""
-    replay = data.get("replay") if isinstance(data.get("replay"), dict) else {}
+    replay: dict[str, Any] = data["replay"] if isinstance(data.get("replay"), dict) else {}
     folder = path.parent / str(replay.get("profile_dir", "profiles"))
     if not folder.is_dir():
         return

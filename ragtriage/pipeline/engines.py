@@ -8,6 +8,7 @@ retrieval endpoint such as Dify's or RAGFlow's). Keys come from environment vari
 from __future__ import annotations
 
 from ragtriage.config import Settings
+from ragtriage.errors import PipelineError
 from ragtriage.pipeline.types import Retriever
 
 LOCAL = "local"
@@ -36,17 +37,10 @@ def build_route_engines(settings: Settings) -> dict[str, tuple[str, Retriever]]:
 
 def _build(route: str, name: str, settings: Settings) -> Retriever:
     engine = settings.engines[name]
-    if engine.type == "elasticsearch":
-        from ragtriage.pipeline.engine_elasticsearch import ElasticsearchRetriever
-
-        return ElasticsearchRetriever(name, engine, kind=_kind(route))
-    if engine.type == "qdrant":
-        from ragtriage.pipeline.engine_qdrant import QdrantServerRetriever
-
-        return QdrantServerRetriever(name, engine, kind=_kind(route))
-    from ragtriage.pipeline.engine_http import HTTPRetriever
-
-    return HTTPRetriever(name, engine, kind=_kind(route))
+    raise PipelineError(
+        f"route {route}: engine '{name}' ({engine.type}) cannot be searched by this build yet; "
+        "set the route back to 'local' in [retrieval] route_engine"
+    )
 
 
 def _kind(route: str) -> str:

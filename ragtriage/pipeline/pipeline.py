@@ -411,7 +411,7 @@ class Pipeline:
             return combsum(lists, normalization=fusion.normalization)
         if fusion.method == "combmnz":
             return combmnz(lists, normalization=fusion.normalization)
-        weights: dict[str, float] = dict(fusion.weights)
+        weights: dict[str, float] = {str(route): weight for route, weight in fusion.weights.items()}
         for name in lists:
             if name.startswith(ROUTE_DENSE_SUB_PREFIX) and "dense_sub" in weights:
                 weights[name] = weights["dense_sub"]
