@@ -240,29 +240,41 @@ def _text(attrs: dict[str, Any], prefix: str, keys: tuple[str, ...]) -> str | No
 
 
 def _documents(span: Span, prefix: str, otel: OtelSettings) -> list[Any]:
-    hits: list[Any] = []
+    """The documents under `prefix` as stage items: `{chunk_id, score}`, or the id without a score.
+
+    Runs for every document of every trace, so the common case (an id, a float score) is kept short.
+    """
     documents = span.attributes.get(prefix)
-    for position, doc in enumerate(documents if isinstance(documents, list) else ()):
+    if not isinstance(documents, list):
+        return []
+    hits: list[Any] = []
+    append = hits.append
+    for position, doc in enumerate(documents):
         chunk_id = doc.get("document.id")
-        if chunk_id in (None, ""):
-            metadata = nested(doc, "document.metadata") or {}
-            chunk_id = next(
-                (metadata[k] for k in otel.document_id_keys if metadata.get(k) not in (None, "")), None
-            )
-        if chunk_id in (None, ""):
-            raise _Reject(
-                "missing_document_id",
-                f"trace {span.trace_id}, span {span.span_id} {span.name!r}: document {position} of "
-                f"{prefix} has no document.id and no metadata key {' / '.join(otel.document_id_keys)}",
-                "set [logs.otel] document_id_keys to the document.metadata key that holds the chunk id",
-                span,
-            )
+        if chunk_id is None or chunk_id == "":
+            chunk_id = _id_from_metadata(span, prefix, position, doc, otel)
+        elif chunk_id.__class__ is not str:
+            chunk_id = str(chunk_id)
         score = doc.get("document.score")
-        if isinstance(score, (int, float)) and not isinstance(score, bool):
-            hits.append({"chunk_id": str(chunk_id), "score": float(score)})
+        if score.__class__ is float or score.__class__ is int:
+            append({"chunk_id": chunk_id, "score": float(score)})
         else:
-            hits.append(str(chunk_id))
+            append(chunk_id)
     return hits
+
+
+def _id_from_metadata(span: Span, prefix: str, position: int, doc: dict[str, Any], otel: OtelSettings) -> str:
+    metadata = nested(doc, "document.metadata") or {}
+    chunk_id = next((metadata[k] for k in otel.document_id_keys if metadata.get(k) not in (None, "")), None)
+    if chunk_id is None:
+        raise _Reject(
+            "missing_document_id",
+            f"trace {span.trace_id}, span {span.span_id} {span.name!r}: document {position} of "
+            f"{prefix} has no document.id and no metadata key {' / '.join(otel.document_id_keys)}",
+            "set [logs.otel] document_id_keys to the document.metadata key that holds the chunk id",
+            span,
+        )
+    return str(chunk_id)
 
 
 def _routes(retrievers: list[Span], otel: OtelSettings, latencies: dict[str, float]) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ class TraceCollector:
     """Collects spans and notes; `traces()` yields each trace's spans and notes once, in the order
     of each trace's first span in the input (so requests follow the files they came from)."""
 
-    def __init__(self, *, memory_spans: int = 50_000, spill_dir: Path | None = None) -> None:
+    def __init__(self, *, memory_spans: int = 5_000, spill_dir: Path | None = None) -> None:
         self.memory_spans = memory_spans
         self.spill_dir = spill_dir
         self._spans: list[tuple[str, Span]] = []

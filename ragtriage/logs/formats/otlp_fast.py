@@ -144,7 +144,12 @@ def _attributes(kvs: list[_KeyValue]) -> dict[str, Any]:
         if kind is _DROP:
             continue
         value = kv.value
-        plain = value.stringValue if value is not None and value.stringValue is not None else _value(value)
+        if value is None:
+            continue
+        plain = value.stringValue
+        if plain is None:
+            plain = value.doubleValue
+            plain = _value(value) if plain is None or plain.__class__ is str else plain
         if kind is _PLAIN:
             if isinstance(plain, dict):
                 _flatten(flat, key, plain)

@@ -9,6 +9,7 @@ unreadable record, and `read = assembled + rejected`.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from ragtriage.logs.formats.otlp import SpanFormatError
 from ragtriage.logs.formats.spans import Note, Span
 
 _BOM = b"\xef\xbb\xbf"
+#: Allocations between young-generation collections while traces are read (CPython's default: 700).
+GC_YOUNG_THRESHOLD = 50_000
 _MISSING_FORMAT = {
     "otlp": ("not_otlp", "an ExportTraceServiceRequest (resourceSpans) or an OTLP span"),
     "phoenix": ("not_phoenix", "a Phoenix span (context, span_kind) or annotation"),
@@ -142,7 +145,7 @@ def read_traces(
     otel: OtelSettings,
     *,
     spill_dir: Path | None = None,
-    memory_spans: int = 50_000,
+    memory_spans: int = 5_000,
 ) -> Iterator[Assembled | Rejected]:
     """Every trace of `files` (`(path, format, layout)`) as a request body or a rejection;
     unreadable records first, as they are met, then the traces in the order their first span
@@ -152,6 +155,10 @@ def read_traces(
         InputError: a file cannot be read.
     """
     collector = TraceCollector(memory_spans=memory_spans, spill_dir=spill_dir)
+    # Reading makes millions of short-lived dicts and no reference cycles; the cyclic collector's
+    # young-generation passes would cost a fifth of the time. Fewer passes while this runs.
+    thresholds = gc.get_threshold()
+    gc.set_threshold(max(thresholds[0], GC_YOUNG_THRESHOLD), *thresholds[1:])
     try:
         for path, fmt, layout in files:
             display = str(path)
@@ -204,4 +211,5 @@ def read_traces(
                 continue
             yield assemble(trace_id, spans, notes, otel)
     finally:
+        gc.set_threshold(*thresholds)
         collector.close()
