@@ -77,7 +77,9 @@ def load_cases(engine: Engine, no_gold_labels: Sequence[str]) -> list[_Case]:
     from ragtriage.store.log_tables import TriageRow
 
     with read_session(engine) as session:
-        rows = session.exec(select(TriageRow).order_by(col(TriageRow.request_ts), col(TriageRow.request_id))).all()
+        rows = session.exec(
+            select(TriageRow).order_by(col(TriageRow.request_ts), col(TriageRow.request_id))
+        ).all()
         picked = []
         for row in rows:
             confirmed = row.primary_label if row.status == "confirmed" else None

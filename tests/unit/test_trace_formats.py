@@ -281,3 +281,68 @@ def test_detection_by_content(tmp_path: Path) -> None:
     passwd.write_text("root:x:0:0:root:/root:/bin/bash\n")
     with pytest.raises(InputError, match="not JSON lines or a JSON document"):
         detect(passwd)
+
+
+def _langfuse_files(
+    tmp_path: Path, observations: list[dict], traces: list[dict], scores: list[dict]
+) -> list[Path]:
+    files = [tmp_path / "obs.jsonl", tmp_path / "traces.json", tmp_path / "scores.json"]
+    files[0].write_text(
+        "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in observations)
+    )  # UI JSONL export
+    files[1].write_text(json.dumps(langfuse_page(traces), ensure_ascii=False, indent=2))
+    files[2].write_text(json.dumps(langfuse_page(scores), ensure_ascii=False, indent=2))
+    return files
+
+
+@pytest.mark.parametrize(
+    ("score", "rating"),
+    [
+        ({"dataType": "NUMERIC", "value": 0.0}, "down"),
+        ({"dataType": "NUMERIC", "value": 1.0}, "up"),
+        ({"dataType": "BOOLEAN", "value": 0.0, "stringValue": "False"}, "down"),
+        ({"dataType": "BOOLEAN", "value": 1.0, "stringValue": "True"}, "up"),
+        ({"dataType": "CATEGORICAL", "stringValue": "negative", "value": None}, "down"),
+        ({"dataType": "CATEGORICAL", "stringValue": "positive", "value": None}, "up"),
+        ({"dataType": "TEXT", "stringValue": "bad answer", "value": None}, None),
+    ],
+)
+def test_langfuse_score_types(tmp_path: Path, score: dict[str, Any], rating: str | None) -> None:
+    request = {**REQUEST, "feedback": None}
+    observations, traces, _ = langfuse_export([request])
+    base = {"id": "s-1", "traceId": traces[0]["id"], "observationId": None, "source": "API", "comment": None}
+    files = _langfuse_files(tmp_path, observations, traces, [{**base, "name": "user-feedback", **score}])
+    [item] = _read(files)
+    assert isinstance(item, Assembled)
+    feedback = _record(item.body).feedback
+    assert (feedback.rating if feedback else None) == rating
+
+
+def test_langfuse_observation_from_opentelemetry_keeps_its_attributes(tmp_path: Path) -> None:
+    """Spans sent to Langfuse over OTel keep their raw attributes (as text) in metadata.attributes;
+    the RERANKER kind survives there although Langfuse files the observation as a SPAN."""
+    observations, traces, _ = langfuse_export([REQUEST])
+    for obs in observations:
+        if obs["name"] == "rerank":
+            obs["name"], obs["input"], obs["output"] = "CohereRerank.postprocess", None, None
+            obs["metadata"] = {
+                "attributes": {
+                    "openinference.span.kind": "RERANKER",
+                    "reranker.top_k": "1",
+                    "reranker.input_documents.0.document.id": "leave/missed#2",
+                    "reranker.input_documents.0.document.score": "0.032",
+                    "reranker.output_documents.0.document.id": "leave/missed#1",
+                    "reranker.output_documents.0.document.score": "0.9",
+                    "reranker.output_documents.1.document.id": "leave/missed#2",
+                },
+                "resourceAttributes": {"service.name": "rag"},
+                "scope": {"name": "openinference.instrumentation.llama_index"},
+            }
+    [item] = _read(_langfuse_files(tmp_path, observations, traces, []))
+    assert isinstance(item, Assembled)
+    stages = _record(item.body).stages
+    assert stages is not None
+    reranked = [(i, None) if isinstance(i, str) else (i.chunk_id, i.score) for i in stages.reranked or ()]
+    assert reranked == [("leave/missed#1", 0.9), ("leave/missed#2", None)]  # text scores read as numbers
+    assert stage_ids(stages.final_context) == ["leave/missed#1"]
+    assert stage_ids(stages.fused) == ["leave/missed#2"]

@@ -258,9 +258,19 @@ def _documents(span: Span, prefix: str, otel: OtelSettings) -> list[Any]:
         score = doc.get("document.score")
         if score.__class__ is float or score.__class__ is int:
             append({"chunk_id": chunk_id, "score": float(score)})
+        elif score.__class__ is str and _is_number(score):
+            append({"chunk_id": chunk_id, "score": float(score)})  # Langfuse keeps OTel attributes as text
         else:
             append(chunk_id)
     return hits
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _id_from_metadata(span: Span, prefix: str, position: int, doc: dict[str, Any], otel: OtelSettings) -> str:
@@ -321,6 +331,8 @@ def _final_context(
         if reranker is None:
             return None
         top_k = reranker.attributes.get("reranker.top_k")
+        if isinstance(top_k, str) and top_k.isdigit():
+            top_k = int(top_k)  # Langfuse keeps OTel attributes as text
         reranked: list[Any] = stages["reranked"]
         return reranked[: int(top_k)] if isinstance(top_k, (int, float)) and top_k >= 0 else reranked
     if rule.startswith("metadata."):
