@@ -26,9 +26,8 @@ from ragtriage.logs.schema import RequestLog, map_flat_form, stage_ids
 from ragtriage.store.db import make_engine, read_session, sqlite_url
 from ragtriage.store.log_tables import QuarantinedLineRow, RequestLogRow, TriageRow
 from tests.conftest import FIXTURES_DIR, REPO_ROOT
+from tests.langfuse_producer import langfuse_export, langfuse_page
 from tests.trace_producers import (
-    langfuse_export,
-    langfuse_page,
     make_tracer,
     otlp_lines,
     phoenix_annotations,

@@ -20,10 +20,9 @@ from ragtriage.logs.formats.detect import detect
 from ragtriage.logs.formats.otlp import SpanFormatError, normalize_id
 from ragtriage.logs.formats.read import read_traces
 from ragtriage.logs.schema import RequestLog, stage_ids
+from tests.langfuse_producer import langfuse_export, langfuse_page
 from tests.trace_producers import (
     collector_dict,
-    langfuse_export,
-    langfuse_page,
     make_tracer,
     otlp_lines,
     phoenix_annotations,

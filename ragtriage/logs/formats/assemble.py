@@ -28,14 +28,16 @@ from ragtriage.logs.formats.spans import (
     KIND_EVALUATOR,
     KIND_RERANKER,
     KIND_RETRIEVER,
+    QUERY_KEYS,
     Note,
     Span,
     nested,
+    text_value,
 )
+from ragtriage.logs.formats.stages import Reject, documents, final_context, routes
 
 #: Root `metadata` keys that fill the v1 field of the same name.
 V1_METADATA_FIELDS = ("kb", "citations", "rewrite", "config_hash", "confidence")
-_QUERY_KEYS = ("query", "question", "query_str", "input")
 _ANSWER_KEYS = ("answer", "response", "output", "text", "result")
 
 
@@ -61,12 +63,6 @@ class Rejected:
     raw: bytes
 
 
-class _Reject(Exception):
-    def __init__(self, kind: str, message: str, fix: str, span: Span | None = None) -> None:
-        super().__init__(message)
-        self.kind, self.message, self.fix, self.span = kind, message, fix, span
-
-
 def assemble(
     trace_id: str, spans: Iterable[Span], notes: Iterable[Note], otel: OtelSettings
 ) -> Assembled | Rejected:
@@ -78,7 +74,7 @@ def assemble(
     note_list = list(notes)
     try:
         return _assemble(trace_id, ordered, note_list, otel)
-    except _Reject as reject:
+    except Reject as reject:
         where = reject.span or (ordered[0] if ordered else None)
         raw = orjson.dumps([orjson.loads(s.to_bytes()) for s in ordered])
         return Rejected(
@@ -99,7 +95,7 @@ def _assemble(trace_id: str, spans: list[Span], notes: list[Note], otel: OtelSet
         s for s in spans if (s.parent_id is None or s.parent_id not in ids) and s.span_id not in carrier_ids
     ]
     if not roots:
-        raise _Reject(
+        raise Reject(
             "no_root_span",
             f"trace {trace_id}: no root span among {len(spans)} span(s) ({_names(spans)})",
             "export the whole trace (its root span may be in a file not given to this ingest)",
@@ -122,16 +118,18 @@ def _assemble(trace_id: str, spans: list[Span], notes: list[Note], otel: OtelSet
     request_id = lookup(otel.request_id_from) or trace_id
     retrievers = [s for s in spans if s.kind == KIND_RETRIEVER]
     if not retrievers:
-        raise _Reject(
+        raise Reject(
             "no_retriever",
             f"trace {trace_id} (root span {root.span_id} {root.name!r}): no RETRIEVER span, so no "
             f"route to triage ({_names(spans)})",
             "instrument the retrieval step (openinference.span.kind = RETRIEVER)",
             root,
         )
-    raw_query = _text(attrs, "input", _QUERY_KEYS) or _text(retrievers[0].attributes, "input", _QUERY_KEYS)
+    raw_query = text_value(attrs, "input", QUERY_KEYS) or text_value(
+        retrievers[0].attributes, "input", QUERY_KEYS
+    )
     if raw_query is None:
-        raise _Reject(
+        raise Reject(
             "missing_query",
             f"trace {trace_id}: root span {root.span_id} {root.name!r} has no input.value and the "
             "retriever none either",
@@ -147,7 +145,7 @@ def _assemble(trace_id: str, spans: list[Span], notes: list[Note], otel: OtelSet
             value = next((s.attributes[key] for s in spans if key in s.attributes), None)
         if value is not None:
             body[field] = str(value)
-    answer = _text(attrs, "output", _ANSWER_KEYS)
+    answer = text_value(attrs, "output", _ANSWER_KEYS)
     if answer is not None:
         body["answer"] = answer
     for key in V1_METADATA_FIELDS:
@@ -160,24 +158,24 @@ def _assemble(trace_id: str, spans: list[Span], notes: list[Note], otel: OtelSet
 
     latencies: dict[str, float] = {}
     stages: dict[str, Any] = {}
-    routes = _routes(retrievers, otel, latencies)
+    route_list = routes(retrievers, otel, latencies)
     for kind in ("bm25", "dense"):
-        first = next((r for r in routes if r["kind"] == kind), None)
+        first = next((r for r in route_list if r["kind"] == kind), None)
         if first is not None:
             stages[kind] = first["hits"]
             first["stage"] = kind
     rerankers = [s for s in spans if s.kind == KIND_RERANKER]
     reranker = rerankers[0] if rerankers else None
     if reranker is not None:
-        stages["fused"] = _documents(reranker, "reranker.input_documents", otel)
-        stages["reranked"] = _documents(reranker, "reranker.output_documents", otel)
+        stages["fused"] = documents(reranker, "reranker.input_documents", otel)
+        stages["reranked"] = documents(reranker, "reranker.output_documents", otel)
         if reranker.duration_ms is not None:
             latencies["rerank"] = reranker.duration_ms
-    final = _final_context(spans, reranker, stages, metadata, consumed_metadata, otel)
+    final = final_context(spans, reranker, stages, metadata, consumed_metadata, otel)
     if final is not None:
         stages["final_context"] = final
     body["stages"] = stages
-    body["routes"] = [{k: v for k, v in r.items() if k != "hits" or "stage" not in r} for r in routes]
+    body["routes"] = [{k: v for k, v in r.items() if k != "hits" or "stage" not in r} for r in route_list]
     rewrite = _rewrite(spans, body, otel, latencies)
     if rewrite:
         body["rewrite"] = rewrite
@@ -221,134 +219,6 @@ def _resolve(path: str, root: Span, metadata: dict[str, Any], tags: list[Any], c
     return root.attributes.get(path)
 
 
-def _text(attrs: dict[str, Any], prefix: str, keys: tuple[str, ...]) -> str | None:
-    """`input.value` / `output.value` as text; a JSON object value gives its query/answer key."""
-    value = attrs.get(f"{prefix}.value")
-    if value is None:
-        return None
-    if isinstance(value, str) and value[:1] == "{":
-        try:
-            parsed = orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return value
-        if isinstance(parsed, dict):
-            for key in keys:
-                text = parsed.get(key)
-                if isinstance(text, str):
-                    return text
-    return str(value)
-
-
-def _documents(span: Span, prefix: str, otel: OtelSettings) -> list[Any]:
-    """The documents under `prefix` as stage items: `{chunk_id, score}`, or the id without a score.
-
-    Runs for every document of every trace, so the common case (an id, a float score) is kept short.
-    """
-    documents = span.attributes.get(prefix)
-    if not isinstance(documents, list):
-        return []
-    hits: list[Any] = []
-    append = hits.append
-    for position, doc in enumerate(documents):
-        chunk_id = doc.get("document.id")
-        if chunk_id is None or chunk_id == "":
-            chunk_id = _id_from_metadata(span, prefix, position, doc, otel)
-        elif chunk_id.__class__ is not str:
-            chunk_id = str(chunk_id)
-        score = doc.get("document.score")
-        if score.__class__ is float or score.__class__ is int:
-            append({"chunk_id": chunk_id, "score": float(score)})
-        elif score.__class__ is str and _is_number(score):
-            append({"chunk_id": chunk_id, "score": float(score)})  # Langfuse keeps OTel attributes as text
-        else:
-            append(chunk_id)
-    return hits
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _id_from_metadata(span: Span, prefix: str, position: int, doc: dict[str, Any], otel: OtelSettings) -> str:
-    metadata = nested(doc, "document.metadata") or {}
-    chunk_id = next((metadata[k] for k in otel.document_id_keys if metadata.get(k) not in (None, "")), None)
-    if chunk_id is None:
-        raise _Reject(
-            "missing_document_id",
-            f"trace {span.trace_id}, span {span.span_id} {span.name!r}: document {position} of "
-            f"{prefix} has no document.id and no metadata key {' / '.join(otel.document_id_keys)}",
-            "set [logs.otel] document_id_keys to the document.metadata key that holds the chunk id",
-            span,
-        )
-    return str(chunk_id)
-
-
-def _routes(retrievers: list[Span], otel: OtelSettings, latencies: dict[str, float]) -> list[dict[str, Any]]:
-    routes: list[dict[str, Any]] = []
-    taken: dict[str, int] = {}
-    lexical = [k.lower() for k in otel.lexical_keywords]
-    for span in retrievers:
-        lower = span.name.lower()
-        name = next(
-            (
-                route
-                for route, names in otel.routes.items()
-                if any(n.lower() == lower or n.lower() in lower for n in names)
-            ),
-            None,
-        )
-        if name is None:
-            name = "bm25" if any(k in lower for k in lexical) else "dense"
-        kind = "bm25" if any(k in name.lower() for k in lexical) else "dense"
-        taken[name] = taken.get(name, 0) + 1
-        if taken[name] > 1:
-            name = f"{name}_{taken[name]}"
-        route: dict[str, Any] = {"name": name, "kind": kind, "span_id": span.span_id, "span_name": span.name}
-        query = _text(span.attributes, "input", _QUERY_KEYS)
-        if query is not None:
-            route["query"] = query
-        if span.duration_ms is not None:
-            route["latency_ms"] = latencies[name] = span.duration_ms
-        route["hits"] = _documents(span, "retrieval.documents", otel)
-        routes.append(route)
-    return routes
-
-
-def _final_context(
-    spans: list[Span],
-    reranker: Span | None,
-    stages: dict[str, Any],
-    metadata: dict[str, Any],
-    consumed: set[str],
-    otel: OtelSettings,
-) -> list[Any] | None:
-    rule = otel.final_context
-    if rule == "reranker":
-        if reranker is None:
-            return None
-        top_k = reranker.attributes.get("reranker.top_k")
-        if isinstance(top_k, str) and top_k.isdigit():
-            top_k = int(top_k)  # Langfuse keeps OTel attributes as text
-        reranked: list[Any] = stages["reranked"]
-        return reranked[: int(top_k)] if isinstance(top_k, (int, float)) and top_k >= 0 else reranked
-    if rule.startswith("metadata."):
-        key = rule[len("metadata.") :]
-        value = metadata.get(key)
-        if isinstance(value, list):
-            consumed.add(key)
-            return [str(v) for v in value]
-        return None
-    named = next((s for s in spans if s.name == rule), None)
-    if named is None:
-        return None
-    prefix = "reranker.output_documents" if named.kind == KIND_RERANKER else "retrieval.documents"
-    return _documents(named, prefix, otel)
-
-
 def _rewrite(
     spans: list[Span], body: dict[str, Any], otel: OtelSettings, latencies: dict[str, float]
 ) -> dict[str, Any]:
@@ -357,7 +227,7 @@ def _rewrite(
     for span in spans:
         if span.kind == KIND_RETRIEVER or not any(m in span.name.lower() for m in markers):
             continue
-        text = _text(span.attributes, "output", ("rewritten_query", "query", "output", "text"))
+        text = text_value(span.attributes, "output", ("rewritten_query", "query", "output", "text"))
         if text is not None:
             rewrite.setdefault("rewritten_query", text)
         if span.duration_ms is not None:

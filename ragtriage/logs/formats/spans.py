@@ -258,3 +258,25 @@ def under(attributes: dict[str, Any], prefix: str) -> dict[str, Any]:
     """The attributes whose key is `prefix` or starts with `prefix.`."""
     start = prefix + "."
     return {k: v for k, v in attributes.items() if k == prefix or k.startswith(start)}
+
+
+#: Keys of a JSON-object `input.value` that hold the query.
+QUERY_KEYS = ("query", "question", "query_str", "input")
+
+
+def text_value(attrs: dict[str, Any], prefix: str, keys: tuple[str, ...]) -> str | None:
+    """`input.value` / `output.value` as text; a JSON object value gives its query/answer key."""
+    value = attrs.get(f"{prefix}.value")
+    if value is None:
+        return None
+    if isinstance(value, str) and value[:1] == "{":
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+        if isinstance(parsed, dict):
+            for key in keys:
+                text = parsed.get(key)
+                if isinstance(text, str):
+                    return text
+    return str(value)
