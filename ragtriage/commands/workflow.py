@@ -10,7 +10,13 @@ from pathlib import Path
 
 import click
 
-from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
+from ragtriage.commands.common import (
+    echo_json,
+    open_workspace,
+    stderr_console,
+    stdout_console,
+    workspace_options,
+)
 from ragtriage.store.triage_repo import TriageRecord
 
 
@@ -40,6 +46,45 @@ def _show(record: TriageRecord, as_json: bool) -> None:
         _print_record(record)
 
 
+def _label_from_file(
+    path: Path,
+    reopen: bool,
+    allow_unknown_gold: bool,
+    user: str | None,
+    as_json: bool,
+    home: Path | None,
+    config_file: Path | None,
+) -> None:
+    """`label --from FILE`: apply the rows, print the counts (or JSON) and each rejected row."""
+    from ragtriage.triage.bulk_labels import apply_label_file
+
+    with open_workspace(home, config_file) as workspace:
+        report = apply_label_file(
+            workspace.engine,
+            path,
+            allowed=workspace.settings.triage.labels,
+            no_gold_labels=workspace.settings.triage.no_gold_labels,
+            reopen=reopen,
+            allow_unknown_gold=allow_unknown_gold,
+            user=user,
+        )
+    err = stderr_console()
+    for line in [*report.errors, *report.warnings]:
+        err.print(line, soft_wrap=True, markup=False, highlight=False)
+    if as_json:
+        echo_json(report)
+    else:
+        console = stdout_console()
+        for name in ("read", "applied", "unchanged", "rejected", "blank"):
+            console.print(f"{name:>9}: {getattr(report, name):,}")
+        if report.read == report.blank:
+            console.print(
+                f"{path} has no rows; write one row per case (request_id, label, gold, note, status)"
+            )
+    if report.rejected:
+        click.get_current_context().exit(2)
+
+
 def register(cli: click.Group) -> None:
     """`label`, `confirm`, `dismiss`, `note`, `assign`: the triage workflow (ragtriage.triage.workflow)."""
     from ragtriage.triage import workflow
@@ -56,8 +101,8 @@ def register(cli: click.Group) -> None:
     json_option = click.option("--json", "as_json", is_flag=True, help="Print the triage record as JSON.")
 
     @cli.command("label")
-    @click.argument("request_id")
-    @click.argument("label")
+    @click.argument("request_id", required=False)
+    @click.argument("label", required=False)
     @click.option("--primary", is_flag=True, help="Make LABEL the primary label (the first label always is).")
     @click.option(
         "--gold", "gold", multiple=True, metavar="CHUNK_ID", help="Gold chunk id (repeat); replaces the gold."
@@ -66,24 +111,55 @@ def register(cli: click.Group) -> None:
     @click.option(
         "--reopen", is_flag=True, help="Label a confirmed or dismissed case again (back to in_progress)."
     )
+    @click.option(
+        "--from",
+        "from_file",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="Apply the rows of a JSONL or CSV file instead (request_id, label, gold, note, status, "
+        "primary, revision); exit status 2 when any row was rejected.",
+    )
+    @click.option(
+        "--allow-unknown-gold",
+        is_flag=True,
+        help="With --from: apply gold chunk ids the KB does not know, with a warning (default: reject the row).",
+    )
     @user_option
     @revision_option
     @json_option
     @workspace_options
     def label_command(
-        request_id: str,
-        label: str,
+        request_id: str | None,
+        label: str | None,
         primary: bool,
         gold: tuple[str, ...],
         note: str | None,
         reopen: bool,
+        from_file: Path | None,
+        allow_unknown_gold: bool,
         user: str | None,
         revision: int | None,
         as_json: bool,
         home: Path | None,
         config_file: Path | None,
     ) -> None:
-        """Add a root-cause LABEL to REQUEST_ID (checked against [triage] labels); moves it to in_progress."""
+        """Add a root-cause LABEL to REQUEST_ID (checked against [triage] labels); moves it to in_progress.
+
+        With --from FILE, apply one row per case from a JSONL or CSV file, with the same checks,
+        audit trail and conflict rules (a row's status may be in_progress, confirmed or dismissed).
+        A bad row gets one line (file:row: field: reason; fix) and the good rows are still
+        applied; read = applied + unchanged + rejected + blank. Exit status 2 when a row was rejected.
+        """
+        if from_file is not None:
+            if request_id or label or gold or note or primary or revision is not None:
+                raise click.UsageError(
+                    "--from takes no REQUEST_ID, LABEL, --gold, --note, --primary or --revision"
+                )
+            _label_from_file(from_file, reopen, allow_unknown_gold, user, as_json, home, config_file)
+            return
+        if request_id is None or label is None:
+            raise click.UsageError("give REQUEST_ID and LABEL, or --from FILE")
+        if allow_unknown_gold:
+            raise click.UsageError("--allow-unknown-gold goes with --from")
         with open_workspace(home, config_file) as workspace:
             record = workflow.label_case(
                 workspace.engine,

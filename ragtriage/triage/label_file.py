@@ -1,0 +1,255 @@
+"""Rows of a bulk label file: JSON Lines, a JSON array, or CSV, told apart by content.
+
+One row per case: `request_id` (required), `label`, `gold`, `note`, `status`, `primary`,
+`revision`. Gold chunk ids are production's ids as given: strings, and integers become strings.
+In CSV, `gold` is a JSON array (`["c1", "c2"]`) or ids separated by `;`, `,`, `|` or spaces, an
+empty cell means "not given", and `[]` means "no gold: the KB has no answer". A row's number is
+its JSONL line, its position in a JSON array, or the CSV line it starts on (the header is line 1).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from ragtriage.errors import InputError
+
+#: Fields a row may have; other columns are ignored (and reported once).
+ROW_FIELDS = ("request_id", "label", "gold", "note", "status", "primary", "revision")
+_GOLD_SEPARATORS = re.compile(r"[;,|\s]+")
+_TRUE = {"true", "yes", "y", "1"}
+_FALSE = {"false", "no", "n", "0", ""}
+
+
+@dataclass(frozen=True)
+class LabelRow:
+    """One valid row: what to apply to one case."""
+
+    row_no: int
+    request_id: str
+    label: str | None = None
+    gold: list[str | dict[str, Any]] | None = None
+    """None: leave the gold as it is; []: the case has no gold (no answer in the KB)."""
+    note: str | None = None
+    status: str | None = None
+    primary: bool = False
+    revision: int | None = None
+
+
+@dataclass(frozen=True)
+class RowError:
+    """A row that cannot be applied: where, which field, why, and how to fix it."""
+
+    row_no: int
+    field: str
+    reason: str
+    fix: str
+
+    def describe(self, source: str) -> str:
+        """`file:row: field: reason; fix: …` (one line)."""
+        return f"{source}:{self.row_no}: {self.field}: {self.reason}; fix: {self.fix}"
+
+
+@dataclass
+class LabelFile:
+    """The rows of a label file, read lazily; `ignored_columns` is known once reading started."""
+
+    path: Path
+    ignored_columns: list[str] = field(default_factory=list)
+
+    def rows(self) -> Iterator[LabelRow | RowError | None]:
+        """Each row as a `LabelRow`, a `RowError`, or None for a blank row.
+
+        Raises:
+            InputError: the file cannot be read, or it is CSV without a `request_id` column.
+        """
+        head = _head(self.path)
+        if head[:1] == b"[":
+            yield from self._json_array()
+        elif head[:1] == b"{":
+            yield from self._json_lines()
+        else:
+            yield from self._csv()
+
+    def _json_lines(self) -> Iterator[LabelRow | RowError | None]:
+        with _open(self.path) as handle:
+            for row_no, raw in enumerate(handle, start=1):
+                if not raw.strip():
+                    yield None
+                    continue
+                try:
+                    value = orjson.loads(raw.removeprefix(b"\xef\xbb\xbf"))
+                except orjson.JSONDecodeError as error:
+                    yield RowError(row_no, "-", f"not valid JSON ({error})", "write one JSON object per line")
+                    continue
+                yield self._row(row_no, value)
+
+    def _json_array(self) -> Iterator[LabelRow | RowError | None]:
+        with _open(self.path) as handle:
+            try:
+                values = orjson.loads(handle.read().removeprefix(b"\xef\xbb\xbf"))
+            except orjson.JSONDecodeError as error:
+                raise InputError(f"{self.path}: not valid JSON ({error}); fix: repair the file") from None
+        if not isinstance(values, list):
+            raise InputError(f"{self.path}: a JSON array of rows was expected; fix: write [{{…}}, …]")
+        for row_no, value in enumerate(values, start=1):
+            yield self._row(row_no, value)
+
+    def _csv(self) -> Iterator[LabelRow | RowError | None]:
+        # Notes can exceed the csv module's 128 KiB cell default.
+        csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+        with _open(self.path) as handle:
+            lines = _DecodedLines(handle)
+            reader = csv.reader(lines)
+            header = [name.strip() for name in next(reader, [])]
+            if "request_id" not in header:
+                raise InputError(
+                    f"{self.path}:1: no request_id column (header {header!r}); fix: name the columns "
+                    f"in the first row, among {', '.join(ROW_FIELDS)}; or write JSON Lines"
+                )
+            self._note_ignored(header)
+            start = lines.line_no + 1
+            for cells in reader:
+                row_no, start = start, lines.line_no + 1
+                if not any(cell.strip() for cell in cells):
+                    yield None
+                elif len(cells) != len(header):
+                    yield RowError(
+                        row_no,
+                        "-",
+                        f"{len(cells)} cells but the header has {len(header)} columns",
+                        "quote cells that contain a comma or a line break",
+                    )
+                else:
+                    values = {k: v for k, v in zip(header, cells, strict=True) if v.strip() != ""}
+                    yield self._row(row_no, values, text=True)
+
+    def _note_ignored(self, keys: Any) -> None:
+        for key in keys:
+            if key not in ROW_FIELDS and key not in self.ignored_columns:
+                self.ignored_columns.append(key)
+
+    def _row(self, row_no: int, value: Any, *, text: bool = False) -> LabelRow | RowError:
+        if not isinstance(value, dict):
+            return RowError(row_no, "-", "not a JSON object", 'write {"request_id": …, "label": …}')
+        self._note_ignored(value)
+        try:
+            return LabelRow(
+                row_no=row_no,
+                request_id=_request_id(value.get("request_id")),
+                label=_text(value, "label"),
+                gold=_gold(value.get("gold"), text),
+                note=_text(value, "note"),
+                status=_text(value, "status"),
+                primary=_flag(value.get("primary", False)),
+                revision=_revision(value.get("revision")),
+            )
+        except _FieldError as error:
+            return RowError(row_no, error.field, error.reason, error.fix)
+
+
+class _FieldError(ValueError):
+    def __init__(self, field_name: str, reason: str, fix: str) -> None:
+        super().__init__(reason)
+        self.field, self.reason, self.fix = field_name, reason, fix
+
+
+def _request_id(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
+        raise _FieldError("request_id", f"missing or not an id ({value!r})", "give the logged request_id")
+    return str(value).strip()
+
+
+def _text(values: dict[str, Any], name: str) -> str | None:
+    value = values.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _FieldError(name, f"not text ({value!r})", f"write {name} as a string")
+    return value.strip() or None
+
+
+def _gold(value: Any, text: bool) -> list[str | dict[str, Any]] | None:
+    if value is None:
+        return None
+    if text and isinstance(value, str):
+        stripped = value.strip()
+        if stripped.startswith("["):
+            try:
+                value = orjson.loads(stripped)
+            except orjson.JSONDecodeError as error:
+                raise _FieldError("gold", f"not a JSON array ({error})", 'write ["c1", "c2"]') from None
+        else:
+            return [part for part in _GOLD_SEPARATORS.split(stripped) if part]
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, list):
+        raise _FieldError("gold", f"not a list of chunk ids ({value!r})", 'write ["c1", "c2"]')
+    gold: list[str | dict[str, Any]] = []
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, (str, int, dict)):
+            raise _FieldError(
+                "gold",
+                f"{item!r} is not a chunk id",
+                "write chunk ids as strings (integers are read as text)",
+            )
+        gold.append(item if isinstance(item, dict) else str(item).strip())
+    return gold
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise _FieldError("primary", f"not true or false ({value!r})", "write true or false")
+
+
+def _revision(value: Any) -> int | None:
+    if value is None:
+        return None
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        return int(value)
+    except (TypeError, ValueError):
+        raise _FieldError(
+            "revision", f"not a whole number ({value!r})", "give the revision you saw"
+        ) from None
+
+
+def _open(path: Path) -> IO[bytes]:
+    try:
+        return open(path, "rb")
+    except OSError as error:
+        raise InputError(f"{path}: cannot read: {error.strerror or error}") from None
+
+
+def _head(path: Path) -> bytes:
+    with _open(path) as handle:
+        return handle.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip()
+
+
+class _DecodedLines:
+    """Text lines for the csv module, counted: UTF-8 (a byte-order mark dropped), else GB18030."""
+
+    def __init__(self, binary: IO[bytes]) -> None:
+        self._binary = binary
+        self.line_no = 0
+
+    def __iter__(self) -> Iterator[str]:
+        for line in self._binary:
+            self.line_no += 1
+            if self.line_no == 1:
+                line = line.removeprefix(b"\xef\xbb\xbf")
+            try:
+                yield line.decode("utf-8")
+            except UnicodeDecodeError:
+                yield line.decode("gb18030", errors="replace")
