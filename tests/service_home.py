@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -129,3 +133,32 @@ def build_eval_home(root: Path, *, runs: bool = True) -> EvalHome:
         finally:
             variant.close()
     return built
+
+
+@contextmanager
+def serve(home: Path, *args: str, token: str | None = None) -> Iterator[str]:
+    """Run `ragtriage serve --port 0` (a real uvicorn process) and yield its base URL; stop it with
+    SIGINT, the way Ctrl-C does, and check it exits 0."""
+    env = {k: v for k, v in os.environ.items() if k != "RAGTRIAGE_API_TOKEN"}
+    if token is not None:
+        env["RAGTRIAGE_API_TOKEN"] = token
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ragtriage", "--home", str(home), "serve", "--port", "0", *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        match = re.search(r"on (http://\S+) ", line)
+        assert match, f"no URL in {line!r}"
+        yield match.group(1)
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+    assert process.returncode == 0, process.stderr.read() if process.stderr else ""

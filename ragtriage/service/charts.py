@@ -90,7 +90,7 @@ def bucket_chart(
             ax.invert_yaxis()
         axes[0].set_yticks(positions, list(buckets))
         if values_b is not None:
-            axes[-1].legend(loc="lower right", frameon=False)
+            figure.legend(*axes[0].get_legend_handles_labels(), loc="outside upper center", ncols=2, frameon=False)
         return _svg(figure, "metric by bucket: " + ", ".join(metrics))
 
 
@@ -101,13 +101,18 @@ def scatter_chart(
     with matplotlib.rc_context(_RC):
         figure = _figure(4.4, 4.0)
         ax = figure.subplots()
-        xs = [a for _, a, _ in points]
-        ys = [b for _, _, b in points]
-        colors = [
-            COLOR_WIN if b > a + 1e-9 else COLOR_LOSS if b < a - 1e-9 else COLOR_TIE for _, a, b in points
-        ]
+        # Cases with the same pair of scores share one dot, sized and labelled by how many they are.
+        counts: dict[tuple[float, float], int] = {}
+        for _, a, b in points:
+            counts[(round(a, 4), round(b, 4))] = counts.get((round(a, 4), round(b, 4)), 0) + 1
+        xs, ys = [a for a, _ in counts], [b for _, b in counts]
+        colors = [COLOR_WIN if b > a + 1e-9 else COLOR_LOSS if b < a - 1e-9 else COLOR_TIE for a, b in counts]
         ax.plot([0, 1], [0, 1], color="#b0b6bf", linewidth=1, linestyle="--")
-        ax.scatter(xs, ys, c=colors, s=28, alpha=0.8, edgecolors="white", linewidths=0.5)
+        sizes = [24 + 36 * (n - 1) ** 0.5 for n in counts.values()]
+        ax.scatter(xs, ys, c=colors, s=sizes, alpha=0.85, edgecolors="white", linewidths=0.5)
+        for (a, b), n in counts.items():
+            if n > 1:
+                ax.annotate(f"×{n}", (a, b), textcoords="offset points", xytext=(6, -10), fontsize=8)
         ax.set_xlim(-0.03, 1.03)
         ax.set_ylim(-0.03, 1.03)
         ax.set_xlabel(f"{label_a}: {metric}")

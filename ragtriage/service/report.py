@@ -29,6 +29,8 @@ from ragtriage.service import charts
 
 __all__ = ["render_index", "render_report", "write_report"]
 
+#: Metrics in the main table (every metric is in the "all metrics" table below it).
+HEADLINE_METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10", "hit@1", "hit@5", "p@5", "coverage@30")
 #: Metrics charted and tabled per bucket.
 BUCKET_METRICS = ("recall@5", "mrr", "ndcg@10")
 #: Worst cases shown with their gold journey.
@@ -201,6 +203,7 @@ def build_context(engine: Engine, run_ref: str | int, compare: str | int | None 
         "primary": primary,
         "alpha": ALPHA,
         "means_a": (detail_a.aggregates or {}).get("means", {}),
+        "headline": HEADLINE_METRICS,
         "bucket_names": bucket_names,
         "bucket_metrics": bucket_metrics,
         "bucket_values_a": values_a,

@@ -5,47 +5,15 @@ localhost without a token, or to a busy port, is refused with one line and exit 
 from __future__ import annotations
 
 import os
-import re
-import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
-from tests.service_home import EvalHome
-
-
-@contextmanager
-def serve(home: Path, *args: str, token: str | None = None) -> Iterator[str]:
-    """Run `ragtriage serve --port 0` and yield its base URL; stop it with SIGINT (Ctrl-C)."""
-    env = {k: v for k, v in os.environ.items() if k != "RAGTRIAGE_API_TOKEN"}
-    if token is not None:
-        env["RAGTRIAGE_API_TOKEN"] = token
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ragtriage", "--home", str(home), "serve", "--port", "0", *args],
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert process.stderr is not None
-        line = process.stderr.readline()
-        match = re.search(r"on (http://\S+) ", line)
-        assert match, f"no URL in {line!r}"
-        yield match.group(1)
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            raise
-    assert process.returncode == 0, process.stderr.read() if process.stderr else ""
+from tests.service_home import EvalHome, serve
 
 
 def test_a_ci_job_starts_an_evaluation_waits_and_fetches_the_results(eval_home: EvalHome) -> None:
