@@ -90,7 +90,9 @@ def bucket_chart(
             ax.invert_yaxis()
         axes[0].set_yticks(positions, list(buckets))
         if values_b is not None:
-            figure.legend(*axes[0].get_legend_handles_labels(), loc="outside upper center", ncols=2, frameon=False)
+            figure.legend(
+                *axes[0].get_legend_handles_labels(), loc="outside upper center", ncols=2, frameon=False
+            )
         return _svg(figure, "metric by bucket: " + ", ".join(metrics))
 
 
