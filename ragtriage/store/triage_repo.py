@@ -314,7 +314,12 @@ def set_labels(
     return _change(engine, request_id, "labels", mutate, expected_revision=expected_revision, user=user)
 
 
-def _clean_gold(items: Sequence[str | Mapping[str, Any]]) -> list[str | dict[str, Any]]:
+def clean_gold(items: Sequence[str | Mapping[str, Any]]) -> list[str | dict[str, Any]]:
+    """Gold as stored: stripped chunk ids or `{chunk_id, grade}`, first occurrence kept.
+
+    Raises:
+        InputError: an empty id, or a graded entry without a chunk id or an integer grade.
+    """
     cleaned: list[str | dict[str, Any]] = []
     seen: set[str] = set()
     for item in items:
@@ -344,7 +349,7 @@ def set_gold(
     user: str | None = None,
 ) -> TriageRecord:
     """Replace the gold: chunk ids or `{chunk_id, grade}` (an empty list means: the KB has no answer)."""
-    cleaned = _clean_gold(chunk_ids)
+    cleaned = clean_gold(chunk_ids)
 
     def mutate(row: TriageRow, _user: str, _now: datetime) -> tuple[Any, Any]:
         before = list(row.gold_chunk_ids or [])

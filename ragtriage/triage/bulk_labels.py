@@ -202,7 +202,7 @@ def _checked_gold(
     from ragtriage.kb.service import get_chunks
 
     try:
-        gold = triage_repo._clean_gold(row.gold or [])
+        gold = triage_repo.clean_gold(row.gold or [])
     except InputError as error:
         raise _Rejected(row, "gold", str(error), 'write ["c1", "c2"]') from None
     ids = [item if isinstance(item, str) else str(item["chunk_id"]) for item in gold]
