@@ -10,7 +10,9 @@ from __future__ import annotations
 import io
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 import matplotlib
 from matplotlib.figure import Figure
@@ -24,7 +26,7 @@ COLOR_WIN, COLOR_LOSS, COLOR_TIE = "#2b9348", "#d62828", "#8c96a8"
 #: Fonts tried in order for every glyph; the first two exist wherever matplotlib does or on Debian CI.
 FONTS = ["DejaVu Sans", "WenQuanYi Micro Hei", "Noto Sans CJK SC", "Source Han Sans SC", "PingFang SC"]
 
-_RC = {
+_RC: dict[str, Any] = {
     "svg.fonttype": "none",
     "svg.hashsalt": "ragtriage",  # stable element ids: the same run gives the same file
     "text.parse_math": False,
@@ -39,6 +41,13 @@ _RC = {
 }
 _PROLOGUE = re.compile(r"^.*?(?=<svg)", re.S)
 _METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
+
+
+@contextmanager
+def _style() -> Iterator[None]:
+    """matplotlib settings for every chart, applied to this thread's drawing only."""
+    with matplotlib.rc_context(_RC):  # type: ignore[arg-type]  # stubs want literal keys
+        yield
 
 
 def _svg(figure: Figure, label: str) -> str:
@@ -71,7 +80,7 @@ def bucket_chart(
     label_b: str = "B",
 ) -> str:
     """Horizontal bars of each metric per bucket (run A, and run B beside it when given)."""
-    with matplotlib.rc_context(_RC):
+    with _style():
         height = 1.0 + 0.32 * len(buckets) * (2 if values_b is not None else 1)
         figure = _figure(2.6 * len(metrics) + 1.6, max(2.2, height))
         axes = figure.subplots(1, len(metrics), sharey=True, squeeze=False)[0]
@@ -100,7 +109,7 @@ def scatter_chart(
     points: Sequence[tuple[str, float, float]], metric: str, *, label_a: str, label_b: str
 ) -> str:
     """Per-case scatter of run A (x) against run B (y) on `metric`; points above the diagonal are wins."""
-    with matplotlib.rc_context(_RC):
+    with _style():
         figure = _figure(4.4, 4.0)
         ax = figure.subplots()
         # Cases with the same pair of scores share one dot, sized and labelled by how many they are.
@@ -126,7 +135,7 @@ def scatter_chart(
 def rank_shift_chart(series: Mapping[str, tuple[Sequence[int], int]]) -> str:
     """Histogram of gold rank shifts by rerank (places gained; negative = pushed down), one series per
     run, plus a bar for gold the reranker dropped. `series` maps a label to (shifts, dropped count)."""
-    with matplotlib.rc_context(_RC):
+    with _style():
         figure = _figure(6.4, 3.0)
         ax = figure.subplots()
         every = [s for shifts, _ in series.values() for s in shifts]
