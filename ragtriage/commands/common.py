@@ -106,8 +106,9 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[str], Callable[[int, int],
     def bar(label: str) -> Callable[[int, int], None]:
         def update(done: int, total: int) -> None:
             if label not in tasks:
-                tasks[label] = progress.add_task(label, total=total)
-            progress.update(tasks[label], completed=done, total=total)
+                tasks[label] = progress.add_task(label, total=total or None)
+            # A total of 0 means "not known yet" (a SQL cursor): rich then shows a pulsing bar.
+            progress.update(tasks[label], completed=done, total=total or None)
 
         return update
 

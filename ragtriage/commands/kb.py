@@ -107,6 +107,7 @@ def stats_command(as_json: bool, home: Path | None, config_file: Path | None) ->
             "unindexed_chunks",
             "changed_chunks",
             "index_embedder",
+            "imported_vectors",
         )
         click.echo("index: " + ", ".join(f"{key} {index[key]}" for key in shown if key in index))
 

@@ -88,7 +88,7 @@ def import_command(
             full=full,
             skip_bad_rows=skip_bad_rows,
             index=not no_index,
-            on_progress=bar("reading rows"),
+            on_progress=bar("reading the source"),
             on_write_progress=bar("writing chunks"),
             on_index_progress=bar("indexing chunks"),
         )

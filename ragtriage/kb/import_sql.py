@@ -80,7 +80,7 @@ class SQLSource:
                     done += len(rows)
                     yield rows
                     if on_progress is not None:
-                        on_progress(done, 0)
+                        on_progress(done, 0)  # a cursor does not know its row count
         except DBAPIError as error:
             if error.connection_invalidated or _is_connect_error(error):
                 raise InputError(

@@ -434,6 +434,7 @@ def index_status(workspace: Workspace) -> dict[str, Any]:
         "unindexed_chunks": not_indexed,
         "extra_chunks": extra,
         "index_embedder": manifest.embedder,
+        "imported_vectors": manifest.imported_vectors,
         "index_dim": manifest.dim,
         "embedder_matches": manifest.embedder == configured,
         "updated_at": manifest.updated_at,
