@@ -233,7 +233,8 @@ def reindex_command(as_json: bool, home: Path | None, config_file: Path | None) 
         return
     click.echo(
         f"reindexed: {report.added + report.updated + report.unchanged} chunks "
-        f"({report.embedded} embedded, {report.cache_hits} from the embedding cache); "
+        f"({report.embedded} embedded, {report.cache_hits} from the embedding cache, "
+        f"{report.imported_vectors} with their imported vectors); "
         f"embedding {report.embed_seconds:.1f} s, other {report.other_seconds:.1f} s"
     )
 

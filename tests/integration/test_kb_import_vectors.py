@@ -5,6 +5,7 @@ run on the production ids."""
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 from pathlib import Path
 from typing import Any
@@ -114,7 +115,7 @@ def test_imported_vectors_are_served_as_given_and_the_loop_speaks_production_ids
 
 
 def test_reimport_embeds_nothing_and_a_changed_vector_reindexes_only_its_chunk(
-    tmp_path: Path, export_rows: list[dict[str, Any]]
+    tmp_path: Path, home: Path, export_rows: list[dict[str, Any]]
 ) -> None:
     path = _parquet(tmp_path / "chunks.parquet", export_rows)
     _import(path)
@@ -127,11 +128,18 @@ def test_reimport_embeds_nothing_and_a_changed_vector_reindexes_only_its_chunk(
     rows[0]["embedding"] = list(np.roll(np.asarray(rows[0]["embedding"]), 1))
     changed = _import(_parquet(path, rows))
     assert (changed["changed"], changed["unchanged"], changed["written"]) == (1, 5, 1)
-    assert (changed["index"]["updated"], changed["index"]["unchanged"], changed["index"]["embedded"]) == (
+    index = changed["index"]
+    assert (index["updated"], index["unchanged"], index["embedded"], index["imported_vectors"]) == (
         1,
         5,
         0,
+        1,
     )
+
+    # The vectors are KB data in SQL, not cache: a rebuild after clearing the cache embeds nothing.
+    shutil.rmtree(home / "cache", ignore_errors=True)
+    rebuilt = json.loads(_run("kb", "reindex", "--json").stdout)
+    assert (rebuilt["embedded"], rebuilt["imported_vectors"]) == (0, 6)
 
 
 @pytest.mark.parametrize(
