@@ -105,9 +105,21 @@ class Indexes:
             self.dense.close()
 
 
+@dataclass(frozen=True, slots=True)
+class _ChunkFields:
+    """The columns of a chunk the indexes take (a tuple-sized object: 100k ORM rows would take GBs)."""
+
+    chunk_id: str
+    doc_id: str
+    title: str
+    heading_path: list[str]
+    content: str
+    content_hash: str
+
+
 @dataclass(frozen=True)
 class _KBChunk:
-    row: ChunkRow
+    row: _ChunkFields
     index_hash: str
     imported_vector: tuple[str, int] | None = None
     """(embedder name, dim) of the vector the chunk was imported with (`kb import`)."""
@@ -118,7 +130,7 @@ def indexed_content_hash(indexes: Indexes, chunk_id: str) -> dict[str, str | Non
     return indexes.indexed_content_hash(chunk_id)
 
 
-def _index_hash(row: ChunkRow, vector_hash: str | None = None) -> str:
+def _index_hash(row: ChunkRow | _ChunkFields, vector_hash: str | None = None) -> str:
     """Hash of every field the indexes take from a chunk (and of its imported vector): a change to
     any of them means re-indexing."""
     fields: list[Any] = [row.doc_id, row.title, list(row.heading_path), row.content]
@@ -136,7 +148,15 @@ def _kb_revision(session: Any, kb: str) -> int:
 def _load_chunks(workspace: Workspace) -> tuple[dict[str, _KBChunk], int]:
     kb = workspace.settings.kb.name
     with read_session(workspace.engine) as session:
-        rows = session.exec(select(ChunkRow).where(ChunkRow.status == "published", ChunkRow.kb == kb)).all()
+        statement = select(
+            ChunkRow.chunk_id,
+            ChunkRow.doc_id,
+            ChunkRow.title,
+            ChunkRow.heading_path,
+            ChunkRow.content,
+            ChunkRow.content_hash,
+        ).where(ChunkRow.status == "published", ChunkRow.kb == kb)
+        rows = [_ChunkFields(*values) for values in session.exec(statement)]
         vectors = imported_vector_refs(session, kb)
         revision = _kb_revision(session, kb)
     chunks = {}
