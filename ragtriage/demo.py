@@ -31,6 +31,7 @@ from ragtriage.demo_real import (  # noqa: F401  (re-exported: small test traffi
     traffic_line,
 )
 from ragtriage.errors import InputError
+from ragtriage.logs.queue import NOT_DIAGNOSED
 from ragtriage.workspace import Workspace
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -310,7 +311,7 @@ def prepare_demo(home: Path, *, real: bool = False, on_step: StepCallback | None
         from ragtriage.logs.queue import queue_counts
 
         counts = queue_counts(workspace.engine)
-        if set(counts.by_suggested) - {"-"}:
+        if set(counts.by_suggested) - {NOT_DIAGNOSED}:
             report.reused.append("diagnosis")
         else:
             report.diagnosed = diagnose_flagged(workspace, keys, limit=DEMO_DIAGNOSES)
@@ -336,38 +337,36 @@ class DemoSummary(BaseModel):
     case_suggested_label: str | None = None
     case_journey: Any = None
     """`GoldJourney` of the replayed case."""
+    case_confirmed_by: str | None = None
+    """The counterfactual replay that confirmed the showcase's suggestion (None: none was confirmed)."""
+    case_fix: str | None = None
+    """What to do about it, e.g. the `aliases add` command of a confirmed alias pair."""
     run_id: int | None = None
     run_cases: int = 0
     run_means: dict[str, float] = Field(default_factory=dict)
 
 
+#: Flagged cases with gold the summary diagnoses at most while looking for a confirmed showcase.
+SHOWCASE_TRIES = 12
+
+
 def demo_summary(home: Path, preferred_label: str = "alias_missing") -> DemoSummary:
-    """Summarize a prepared demo home, replaying one flagged case (preferably `preferred_label`) with its gold."""
+    """Summarize a prepared demo home and pick a showcase: a flagged case with gold whose suggested
+    root cause (preferably `preferred_label`) its own counterfactual replay confirms."""
     from ragtriage.eval import store as eval_store
     from ragtriage.logs.queue import list_queue, queue_counts
-    from ragtriage.logs.requests import request_view
-    from ragtriage.triage.journey import gold_journey
 
     workspace = Workspace.open(home.expanduser().resolve())
     try:
         counts = queue_counts(workspace.engine)
         summary = DemoSummary(flagged=counts.total, by_suggested_label=dict(counts.by_suggested))
-        page = list_queue(workspace.engine, suggested=preferred_label, limit=20)
-        if not page.items:
-            page = list_queue(workspace.engine, limit=20)
-        for item in page.items:
-            view = request_view(workspace.engine, item.request_id)
-            gold = [
-                g if isinstance(g, str) else str(g["chunk_id"])
-                for g in (view.triage.gold_chunk_ids if view.triage else [])
-            ]
-            if not gold:
-                continue
-            trace = workspace.pipeline.run(item.raw_query, gold=gold)
-            summary.case_request_id, summary.case_query = item.request_id, item.raw_query
-            summary.case_suggested_label = item.suggested_label
-            summary.case_journey = gold_journey(trace, gold, "replay")
-            break
+        preferred = list_queue(workspace.engine, suggested=preferred_label, limit=SHOWCASE_TRIES).items
+        others = [
+            item
+            for item in list_queue(workspace.engine, limit=10 * SHOWCASE_TRIES).items
+            if item.suggested_label not in (None, preferred_label, "generation_error", "no_answer_in_kb")
+        ]
+        _pick_showcase(workspace, [*preferred, *others][:SHOWCASE_TRIES], summary)
         runs = eval_store.list_runs(workspace.engine)
         if runs:
             summary.run_id, summary.run_cases = int(runs[0].id or 0), runs[0].case_count
@@ -375,3 +374,50 @@ def demo_summary(home: Path, preferred_label: str = "alias_missing") -> DemoSumm
     finally:
         workspace.close()
     return summary
+
+
+def _pick_showcase(workspace: Workspace, items: Sequence[Any], summary: DemoSummary) -> None:
+    """Diagnose `items` in order; the first confirmed one (else the first diagnosed) is the showcase."""
+    from ragtriage.logs.replay_logged import logged_trace
+    from ragtriage.logs.requests import request_view
+    from ragtriage.triage.context import WorkspaceContext
+    from ragtriage.triage.diagnose import diagnose
+
+    context = WorkspaceContext(workspace)
+    try:
+        for item in items:
+            view = request_view(workspace.engine, item.request_id)
+            gold = [
+                g if isinstance(g, str) else str(g["chunk_id"])
+                for g in (view.triage.gold_chunk_ids if view.triage else [])
+            ]
+            if not gold:
+                continue
+            diagnosis = diagnose(
+                context,
+                item.raw_query,
+                logged=logged_trace(view.request.record),
+                gold=gold,
+                request_id=item.request_id,
+            )
+            suggestion = diagnosis.suggestion
+            if summary.case_request_id is not None and not suggestion.confirmed_by:
+                continue
+            summary.case_request_id, summary.case_query = item.request_id, item.raw_query
+            summary.case_suggested_label = suggestion.label
+            summary.case_journey = diagnosis.journeys.get("replay")
+            summary.case_confirmed_by = suggestion.confirmed_by
+            summary.case_fix = _fix_of(diagnosis)
+            if suggestion.confirmed_by:
+                return
+    finally:
+        context.close()
+
+
+def _fix_of(diagnosis: Any) -> str | None:
+    """The command that applies a confirmed alias pair (other causes are fixed outside ragtriage)."""
+    suggestion = diagnosis.suggestion
+    if suggestion.confirmed_by == "alias_added" and suggestion.alias_pairs:
+        pair = suggestion.alias_pairs[0]
+        return f"ragtriage aliases add {pair.term} {pair.synonym}, then `ragtriage eval run` to measure it"
+    return None

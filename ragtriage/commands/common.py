@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ragtriage.render.fit import data_console
 from ragtriage.workspace import Workspace
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -58,13 +59,14 @@ def open_workspace(home: Path | None, config_file: Path | None, **overrides: Any
 
 
 def stdout_console() -> Console:
-    """Console for data output. Markup and emoji are off: logged text must print literally."""
-    return Console(markup=False, emoji=False, highlight=False, soft_wrap=False)
+    """Console for data output: the terminal's width, else `COLUMNS` or 120 columns in a pipe.
+    Markup and emoji are off: logged text must print literally."""
+    return data_console()
 
 
 def stderr_console() -> Console:
-    """Console for diagnostics and progress."""
-    return Console(stderr=True, markup=False, emoji=False, highlight=False)
+    """Console for diagnostics and progress (same width rule, on stderr)."""
+    return data_console(stderr=True)
 
 
 def echo_json(value: Any) -> None:

@@ -10,12 +10,13 @@ import importlib
 from pathlib import Path
 
 import click
-from rich.table import Table
 
 from ragtriage.commands.common import echo_json, stdout_console
 from ragtriage.eval.score_report import ScoreReport, build_score_report
 from ragtriage.eval.specs import DEFAULT_KS, MetricSpec, default_specs, parse_ks, parse_metrics
 from ragtriage.eval.trec_files import read_trec_qrels, read_trec_run
+from ragtriage.render.fit import Col, FitTable
+from ragtriage.render.text import plural
 
 #: Modules that add subcommands to `eval_group` through `register_eval(group)`.
 SUBCOMMAND_MODULES: list[str] = ["ragtriage.commands.eval_runs", "ragtriage.commands.eval_show"]
@@ -87,9 +88,9 @@ def score(
 
 
 def _print_report(report: ScoreReport, specs: list[MetricSpec]) -> None:
-    table = Table(title=f"{report.queries} queries", title_justify="left")
-    table.add_column("metric")
-    table.add_column("mean", justify="right")
+    table = FitTable(
+        [Col("metric", "label"), Col("mean", "number", justify="right")], title=plural(report.queries, "query")
+    )
     for spec in specs:
         table.add_row(spec.label, f"{report.mean.get(spec.label, 0.0):.4f}")
     stdout_console().print(table)

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from rich.table import Table
-
 from ragtriage.commands.common import stdout_console
 from ragtriage.eval.ablation import ABLATION_METRICS, AblationTable
 from ragtriage.eval.compare import Comparison
 from ragtriage.eval.doctor import DoctorReport
+from ragtriage.render.fit import Col, FitTable
+from ragtriage.render.text import plural
 
 #: Metrics shown per bucket in the comparison (all metrics are in --json).
 BUCKET_METRICS = ("recall@5", "mrr", "ndcg@10")
 
 
-def _wide_console():  # type: ignore[no-untyped-def]
-    """stdout console at least 140 columns wide: tables of numbers must not be cut when piped."""
-    console = stdout_console()
-    console.width = max(console.width, 140)
-    return console
+def _numbers(first: str, *headers: str) -> list[Col]:
+    """A label column, then right-aligned number columns (never cut)."""
+    return [Col(first, "label"), *(Col(h, "number", justify="right") for h in headers)]
 
 
 def _signed(value: float) -> str:
@@ -26,23 +24,21 @@ def _signed(value: float) -> str:
 
 def print_comparison(comparison: Comparison) -> None:
     """Overall deltas, significance, per-bucket deltas and the regressed cases."""
-    console = _wide_console()
+    console = stdout_console()
     for warning in comparison.warnings:
         console.print(f"warning: {warning}")
-    table = Table(
-        title=f"run {comparison.run_b} vs run {comparison.run_a} on {comparison.paired_cases} paired cases",
-        title_justify="left",
+    table = FitTable(
+        _numbers("metric", f"run {comparison.run_a}", f"run {comparison.run_b}", "delta"),
+        title=f"run {comparison.run_b} vs run {comparison.run_a} on "
+        f"{plural(comparison.paired_cases, 'paired case')}",
     )
-    for column in ("metric", f"run {comparison.run_a}", f"run {comparison.run_b}", "delta"):
-        table.add_column(column, justify="left" if column == "metric" else "right")
     for delta in comparison.overall:
         table.add_row(delta.metric, f"{delta.a:.4f}", f"{delta.b:.4f}", _signed(delta.delta))
     console.print(table)
-    tests = Table(
-        title="per case: win/tie/loss of B against A, paired randomization test", title_justify="left"
+    tests = FitTable(
+        _numbers("metric", "wins", "ties", "losses", "mean delta", "p-value", "cases"),
+        title="per case: win/tie/loss of B against A, paired randomization test",
     )
-    for column in ("metric", "wins", "ties", "losses", "mean delta", "p-value", "cases"):
-        tests.add_column(column, justify="left" if column == "metric" else "right")
     for item in comparison.tests:
         outcome, test = item.outcome, item.test
         tests.add_row(
@@ -56,11 +52,7 @@ def print_comparison(comparison: Comparison) -> None:
         )
     console.print(tests)
     if comparison.buckets:
-        buckets = Table(title="per bucket (delta B − A)", title_justify="left")
-        buckets.add_column("bucket")
-        buckets.add_column("cases", justify="right")
-        for metric in BUCKET_METRICS:
-            buckets.add_column(metric, justify="right")
+        buckets = FitTable(_numbers("bucket", "cases", *BUCKET_METRICS), title="per bucket (delta B − A)")
         for bucket, deltas in comparison.buckets.items():
             by_metric = {d.metric: d.delta for d in deltas}
             buckets.add_row(
@@ -70,13 +62,16 @@ def print_comparison(comparison: Comparison) -> None:
             )
         console.print(buckets)
     if comparison.regressed:
-        regressed = Table(
-            title=f"{len(comparison.regressed)} cases regressed on {comparison.primary_metric} "
+        regressed = FitTable(
+            [
+                Col("case", "id"),
+                Col("confirmed", "label"),
+                Col("request", "id"),
+                *(Col(name, "number", justify="right") for name in ("A", "B", "delta")),
+            ],
+            title=f"{plural(len(comparison.regressed), 'case')} regressed on {comparison.primary_metric} "
             "(confirmed badcases first)",
-            title_justify="left",
         )
-        for column in ("case", "confirmed", "request", "A", "B", "delta"):
-            regressed.add_column(column)
         for case in comparison.regressed:
             regressed.add_row(
                 case.case_id,
@@ -93,17 +88,14 @@ def print_comparison(comparison: Comparison) -> None:
 
 def print_ablation(table: AblationTable) -> None:
     """One row per configuration with Recall@5/10/20 and MRR, and deltas against the reference."""
-    console = _wide_console()
-    view = Table(
-        title=f"ablation on {table.dataset}@{table.dataset_version} (deltas against {table.reference})",
-        title_justify="left",
-    )
-    view.add_column("config")
-    view.add_column("routes", no_wrap=True)
-    view.add_column("run", justify="right")
+    console = stdout_console()
+    metric_columns = []
     for metric in ABLATION_METRICS:
-        view.add_column(metric, justify="right")
-        view.add_column("Δ", justify="right")
+        metric_columns += [Col(metric, "number", justify="right"), Col("Δ", "number", justify="right")]
+    view = FitTable(
+        [Col("config", "label"), Col("routes", "text"), Col("run", "number", justify="right"), *metric_columns],
+        title=f"ablation on {table.dataset}@{table.dataset_version} (deltas against {table.reference})",
+    )
     for row in table.rows:
         cells = []
         for metric in ABLATION_METRICS:
@@ -122,14 +114,17 @@ def print_doctor(report: DoctorReport) -> None:
     """Each finding with its cases, ids, proposals and the fix."""
     console = stdout_console()
     console.print(
-        f"doctor: {report.dataset}@{report.dataset_version}, {report.cases} cases, KB {report.kb!r}"
+        f"doctor: {report.dataset}@{report.dataset_version}, {plural(report.cases, 'case')}, KB {report.kb}"
     )
     if not report.findings:
-        console.print("no problems found")
+        console.print(
+            "no problems found (checked gold ids against the KB, document vs chunk ids, deleted and "
+            "duplicate gold); if metrics still look wrong, compare runs with `ragtriage eval compare`"
+        )
         return
     for finding in report.findings:
         console.print(
-            f"\n[{finding.severity}] {finding.kind}: {finding.summary} ({len(finding.case_ids)} cases)"
+            f"\n[{finding.severity}] {finding.kind}: {finding.summary} ({plural(len(finding.case_ids), 'case')})"
         )
         for item in finding.items[:20]:
             parts = [item.case_id]

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
 from ragtriage.commands.common import (
     echo_json,
@@ -17,6 +16,8 @@ from ragtriage.commands.common import (
 )
 from ragtriage.eval import store as eval_store
 from ragtriage.eval.formats import CASE_FORMATS, EXPORT_FORMATS
+from ragtriage.render.fit import Col, FitTable
+from ragtriage.render.text import plural
 
 
 def _fmt(value: Any) -> str:
@@ -26,14 +27,12 @@ def _fmt(value: Any) -> str:
 def _print_summary(summary: Any) -> None:
     console = stdout_console()
     means = summary.aggregates.get("means", {})
-    table = Table(
+    table = FitTable(
+        [Col("metric", "label"), Col("mean", "number", justify="right")],
         title=f"run {summary.run_id} ({summary.name or 'unnamed'}) on "
         f"{summary.dataset}@{summary.dataset_version}: {summary.status}, "
-        f"{summary.cases_done}/{summary.case_count} cases, granularity {summary.granularity}",
-        title_justify="left",
+        f"{summary.cases_done}/{plural(summary.case_count, 'case')}, granularity {summary.granularity}",
     )
-    table.add_column("metric")
-    table.add_column("mean", justify="right")
     for name, value in means.items():
         table.add_row(name, _fmt(value))
     console.print(table)
@@ -42,7 +41,7 @@ def _print_summary(summary: Any) -> None:
     console.print(
         f"ranking cases {summary.aggregates.get('cases', 0)}; no-gold cases {no_gold.get('cases', 0)} "
         f"(refused {no_gold.get('refused', 0)}, refusal accuracy {_fmt(no_gold.get('refusal_accuracy'))}); "
-        f"rerank shift of gold {_fmt(shift.get('mean_shift'))} over {shift.get('gold_pairs', 0)} pairs, "
+        f"rerank shift of gold {_fmt(shift.get('mean_shift'))} over {plural(shift.get('gold_pairs', 0), 'pair')}, "
         f"{shift.get('dropped_by_rerank', 0)} dropped; wall {summary.timings.get('wall_s', 0)} s"
     )
 
@@ -225,9 +224,26 @@ def register_eval(group: click.Group) -> None:
         if as_json:
             echo_json(rows)
             return
-        table = Table(title=f"{len(rows)} runs", title_justify="left")
-        for column in ("id", "name", "dataset", "status", "cases", "config", "recall@5", "mrr", "started"):
-            table.add_column(column, no_wrap=True)
+        if not rows:
+            stdout_console().print(
+                "no eval runs in this home; start one with `ragtriage eval run --name NAME` "
+                "(after `ragtriage eval import` or `ragtriage promote`)"
+            )
+            return
+        table = FitTable(
+            [
+                Col("id", "number", justify="right"),
+                Col("name", "text", drop_order=2),
+                Col("dataset", "label"),
+                Col("status", "label"),
+                Col("cases", "number", justify="right"),
+                Col("config", "id", drop_order=1),
+                Col("recall@5", "number", justify="right"),
+                Col("mrr", "number", justify="right"),
+                Col("started", "label", drop_order=3),
+            ],
+            title=plural(len(rows), "run"),
+        )
         for row in rows:
             table.add_row(
                 str(row["run_id"]),
@@ -240,9 +256,7 @@ def register_eval(group: click.Group) -> None:
                 _fmt(row["means"]["mrr"]),
                 row["started_at"],
             )
-        console = stdout_console()
-        console.width = max(console.width, 140)
-        console.print(table)
+        stdout_console().print(table)
 
     @group.command("compare")
     @click.argument("run_a")

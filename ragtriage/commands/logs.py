@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
-from rich.table import Table
 from rich.text import Text
 
 from ragtriage.commands.common import (
@@ -17,9 +17,11 @@ from ragtriage.commands.common import (
 )
 from ragtriage.logs.formats.dispatch import FORMAT_CHOICES
 from ragtriage.logs.ingest import IngestReport, ingest_files
-from ragtriage.logs.queue import QueuePage, list_queue, parse_since
+from ragtriage.logs.queue import NOT_DIAGNOSED, QueueCounts, QueuePage, list_queue, parse_since, queue_counts
 from ragtriage.logs.requests import QuarantinedLine, RequestView, quarantined_lines, request_view
 from ragtriage.logs.schema import STAGE_NAMES, stage_ids
+from ragtriage.render.fit import Col, FitTable
+from ragtriage.render.text import page_range, plural
 from ragtriage.store.log_tables import TRIAGE_STATUSES
 
 COUNT_NAMES = ("read", "ingested", "flagged", "duplicates", "conflicts", "quarantined", "blank", "recovered")
@@ -116,7 +118,9 @@ def _print_report(report: IngestReport, total_quarantined: int, shown: list[Quar
         console.print(f"{'':>{width}}  {kind}: {count:,}")
     if report.quarantined:
         err = stderr_console()
-        err.print(f"{report.quarantined} line(s) quarantined with file, line number, reason and bytes:")
+        err.print(
+            f"{plural(report.quarantined, 'line')} quarantined with file, line number, reason and bytes:"
+        )
         for line in shown:
             err.print(f"  {line.source_file}:{line.line_no}: {line.reason}", soft_wrap=True)
         if total_quarantined > len(shown):
@@ -140,7 +144,11 @@ def quarantine_command(
     console = stdout_console()
     for line in lines:
         console.print(f"{line.source_file}:{line.line_no}: [{line.kind}] {line.reason}", soft_wrap=True)
-    console.print(f"{len(lines)} of {total} quarantined line(s)")
+    if not total:
+        searched = ", ".join(str(f) for f in files) if files else "any ingested file"
+        console.print(f"no quarantined lines for {searched}; every line read was ingested or blank")
+        return
+    console.print(f"{len(lines):,} of {plural(total, 'quarantined line')}")
 
 
 @click.group("queue", invoke_without_command=True)
@@ -148,6 +156,12 @@ def quarantine_command(
 @click.option("--label", default=None, help="Only records carrying this label.")
 @click.option(
     "--reason", default=None, help="Only records flagged for this reason (e.g. bad_rating, follow_up)."
+)
+@click.option(
+    "--suggested",
+    default=None,
+    help="Only records whose diagnosis suggested this root cause (e.g. alias_missing); "
+    "`none` for the ones not diagnosed yet.",
 )
 @click.option("--since", default=None, help="Requests since a time: 30m, 12h, 7d, 2w or an ISO date/time.")
 @click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True)
@@ -158,6 +172,7 @@ def queue_command(
     status: str | None,
     label: str | None,
     reason: str | None,
+    suggested: str | None,
     since: str | None,
     limit: int,
     offset: int,
@@ -165,49 +180,93 @@ def queue_command(
     home: Path | None,
     config_file: Path | None,
 ) -> None:
-    """List flagged requests, newest first, with the total matching the filters.
+    """List flagged requests, newest first, with the suggested root cause and the total matching the filters.
 
     `queue sample` draws a stratified random sample of unflagged requests into the queue.
     """
     if click.get_current_context().invoked_subcommand is not None:
         return
     since_time = parse_since(since) if since is not None else None
+    filters = {"status": status, "label": label, "reason": reason, "suggested": suggested, "since": since}
     with open_workspace(home, config_file) as workspace:
         page = list_queue(
             workspace.engine,
             status=status,
             label=label,
             reason=reason,
+            suggested=None if suggested in (None, "none") else suggested,
+            undiagnosed=suggested == "none",
             since=since_time,
             limit=limit,
             offset=offset,
         )
+        counts = queue_counts(workspace.engine) if not page.items and suggested else None
     if as_json:
         echo_json(page)
         return
-    _print_queue(page)
+    _print_queue(page, {name: value for name, value in filters.items() if value is not None}, counts)
 
 
-def _print_queue(page: QueuePage) -> None:
+def _print_queue(page: QueuePage, filters: dict[str, str], counts: QueueCounts | None) -> None:
     console = stdout_console()
-    table = Table(show_edge=False, pad_edge=False)
-    for column in ("time (UTC)", "request_id", "query", "reasons", "status", "label"):
-        wraps = column in ("query", "reasons")
-        table.add_column(column, overflow="fold" if wraps else "ellipsis", no_wrap=not wraps)
+    if not page.items:
+        searched = ", ".join(f"--{name} {value}" for name, value in filters.items()) or "no filters"
+        if page.total and page.offset >= page.total:
+            console.print(
+                f"no requests past {page.total:,} with {searched} (--offset {page.offset}); "
+                "use a smaller --offset"
+            )
+        elif filters:
+            console.print(f"no flagged requests match {searched}; drop a filter (`ragtriage queue` lists all)")
+            if counts is not None and "suggested" in filters:
+                present = ", ".join(
+                    f"{'none' if name == NOT_DIAGNOSED else name} ({count:,})"
+                    for name, count in sorted(counts.by_suggested.items(), key=lambda kv: -kv[1])
+                )
+                console.print(f"--suggested values in this home: {present or 'none yet'}")
+        else:
+            console.print(
+                "no flagged requests in this home; ingest logs with `ragtriage logs ingest FILE`"
+            )
+        return
+    table = FitTable(
+        [
+            Col("time (UTC)", "label"),
+            Col("request_id", "id"),
+            Col("query", "clip", min_width=16),
+            Col("reasons", "clip", min_width=10, drop_order=2),
+            Col("status", "label"),
+            Col("label", "label", drop_order=1),
+            Col("suggested", "label"),
+        ],
+        show_edge=False,
+    )
     for item in page.items:
         # Text() keeps logged content literal: brackets in a query are never Rich markup.
         table.add_row(
-            Text(item.ts.strftime("%Y-%m-%d %H:%M") if item.ts else "-"),
+            Text(item.ts.strftime("%m-%d %H:%M") if item.ts else "—"),
             Text(item.request_id),
-            Text(item.raw_query),
+            Text(" ".join(item.raw_query.split())),
             Text(", ".join(item.reasons)),
             Text(item.status),
-            Text(item.primary_label or "-"),
+            Text(item.primary_label or "—"),
+            Text(item.suggested_label or "—"),
         )
     console.print(table)
     shown_to = page.offset + len(page.items)
-    start = page.offset + 1 if page.items else page.offset
-    console.print(Text(f"{start}–{shown_to} of {page.total:,}"))
+    line = page_range(page.offset, len(page.items), page.total, "flagged request")
+    if shown_to < page.total:
+        line += f"; next page: ragtriage queue {_next_page_args(filters, page.limit, shown_to)}"
+    console.print(Text(line), soft_wrap=True)  # a command to copy: the terminal wraps it, not Rich
+
+
+def _next_page_args(filters: dict[str, str], limit: int, offset: int) -> str:
+    """The options that print the next page with the same filters."""
+    parts = [f"--{name} {shlex.quote(value)}" for name, value in filters.items()]
+    if limit != 50:
+        parts.append(f"--limit {limit}")
+    parts.append(f"--offset {offset}")
+    return " ".join(parts)
 
 
 @click.command("show")
@@ -272,7 +331,9 @@ def _print_view(view: RequestView) -> None:
         f"{stored.source_file}:{stored.source_line}" + (" (GB18030, recovered)" if stored.recovered else ""),
     )
     if stored.conflicts:
-        _field(out, "conflicts", f"{stored.conflicts} later line(s) had a different body under this id")
+        _field(
+            out, "conflicts", f"{plural(stored.conflicts, 'later line')} had a different body under this id"
+        )
     triage = view.triage
     if triage is None:
         out.append("triage: not flagged\n")

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
-from rich.table import Table
+from rich.text import Text
 
 from ragtriage.commands.common import (
     echo_json,
@@ -15,6 +15,9 @@ from ragtriage.commands.common import (
     stdout_console,
     workspace_options,
 )
+from ragtriage.render.fit import Col, FitTable
+from ragtriage.render.journey_view import journey_table, suggestion_lines
+from ragtriage.render.text import plural
 from ragtriage.triage.agreement import AgreementReport
 from ragtriage.triage.diagnose import Diagnosis
 from ragtriage.triage.request_diagnosis import diagnose_request
@@ -36,44 +39,43 @@ def _cases_with_gold(workspace: Workspace) -> Iterator[str]:
 
 def _render(diagnosis: Diagnosis) -> None:
     console = stdout_console()
-    title = diagnosis.request_id or diagnosis.query
-    console.print(f"diagnosis of {title}: query {diagnosis.query!r}; key terms {diagnosis.key_terms}")
+    head = Text("diagnosis of ")
+    head.append(diagnosis.request_id or "an ad-hoc query", style="bold")
+    head.append(f": {diagnosis.query}")
+    if diagnosis.key_terms:
+        head.append(f"\nkey terms: {', '.join(diagnosis.key_terms)}")
+    console.print(head)
     for source, journey in diagnosis.journeys.items():
-        table = Table(title=f"gold journey ({source})", title_justify="left")
-        for column in ["gold", *journey.route_names, "fused", "rerank in", "reranked", "final", "dropped at"]:
-            table.add_column(column)
-        for gold in journey.gold:
-            cells = [gold.routes.get(name) for name in journey.route_names]
-            cells += [gold.fused, gold.rerank_input, gold.reranked, gold.final]
-            table.add_row(
-                gold.chunk_id, *("-" if c is None else str(c) for c in cells), gold.dropped_at or "reached"
-            )
-        console.print(table)
-    suggestion = diagnosis.suggestion
-    if suggestion.label is not None:
-        confirmed = f", confirmed by {suggestion.confirmed_by}" if suggestion.confirmed_by else ""
-        console.print(
-            f"suggested root cause: {suggestion.label} (confidence {suggestion.confidence:.2f}{confirmed})"
-        )
-        for line in suggestion.evidence:
-            console.print(f"  - {line}")
-        if suggestion.alternatives:
-            console.print(
-                "also fired: " + ", ".join(f"{f.label} ({f.confidence:.2f})" for f in suggestion.alternatives)
-            )
+        console.print(journey_table(journey, f"gold journey ({source})"))
+    for line in suggestion_lines(diagnosis):
+        console.print(Text(line))
     for result in diagnosis.counterfactuals:
         if not result.available:
-            console.print(f"counterfactual {result.name}: not run ({result.reason})")
+            console.print(Text(f"counterfactual {result.name}: not run ({result.reason})"))
             continue
-        verdict = "fixes it" if result.improves else "no fix"
-        console.print(f"counterfactual {result.name}: {verdict}; {'; '.join(result.detail)}")
+        verdict = "brings gold back" if result.improves else "does not bring gold back"
+        detail = "; ".join(result.detail)
+        console.print(Text(f"counterfactual {result.name}: {verdict}" + (f" ({detail})" if detail else "")))
     if diagnosis.needs is not None:
-        console.print(diagnosis.needs.message)
-        for likely in diagnosis.needs.likeliest:
-            console.print(
-                f"  {likely.chunk_id} ({likely.title or ''}) {likely.stage} #{likely.rank}: "
-                f"{likely.overlap_terms}"
+        console.print(Text(diagnosis.needs.message))
+        if diagnosis.needs.likeliest:
+            likely = FitTable(
+                [
+                    Col("likely gold", "id"),
+                    Col("title", "text"),
+                    Col("stage", "label"),
+                    Col("rank", "number", justify="right"),
+                    Col("query terms it has", "text"),
+                ],
+                title="chunks that carry the query's terms",
             )
+            for chunk in diagnosis.needs.likeliest:
+                likely.add_row(
+                    chunk.chunk_id, chunk.title or "", chunk.stage, str(chunk.rank), ", ".join(chunk.overlap_terms)
+                )
+            console.print(likely)
+        for step in diagnosis.needs.next_steps:
+            console.print(Text(f"next: {step}"), soft_wrap=True)
 
 
 def _progress_printer() -> Callable[[int, int], None]:
@@ -88,18 +90,22 @@ def _progress_printer() -> Callable[[int, int], None]:
 
 def _render_all(report: AgreementReport) -> None:
     """The `diagnose --all` table and the agreement lines."""
-    from rich.text import Text
-
-    table = Table(title="diagnoses")
-    for column in ("request_id", "label", "confidence", "confirmed_by"):
-        table.add_column(column)
+    table = FitTable(
+        [
+            Col("request_id", "id"),
+            Col("suggested", "label"),
+            Col("confidence", "number", justify="right"),
+            Col("confirmed by", "label"),
+        ],
+        title=f"diagnoses of {plural(len(report.diagnoses), 'request')} with gold",
+    )
     for result in report.diagnoses:
         s = result.suggestion
         table.add_row(
             Text(result.request_id or ""),
-            Text(s.label or "-"),
+            Text(s.label or "none"),
             Text(f"{s.confidence:.2f}"),
-            Text(s.confirmed_by or "-"),
+            Text(s.confirmed_by or "not confirmed"),
         )
     console = stdout_console()
     console.print(table)
@@ -108,14 +114,20 @@ def _render_all(report: AgreementReport) -> None:
         ("agreement on held-out cases", report.agreement_holdout, report.holdout_cases),
     ):
         shown = "n/a" if value is None else f"{value:.2%}"
-        console.print(f"{name}: {shown} over {count} case(s)")
+        console.print(f"{name}: {shown} over {plural(count, 'case')}")
     for miss in report.disagreements:
         console.print(
             Text(f"  {miss.request_id}: suggested {miss.suggested}, confirmed {miss.confirmed}")
             + Text(" (holdout)" if miss.holdout else "")
         )
+    if not report.diagnoses:
+        console.print(
+            "no flagged request has gold yet: mark gold with `ragtriage label REQUEST_ID LABEL --gold CHUNK_ID` "
+            "(or g in the TUI), then run this again"
+        )
+        return
     console.print(
-        f"{len(report.diagnoses)} case(s) in {report.seconds:.1f} s ({report.ms_per_case:.0f} ms per case)"
+        f"{plural(len(report.diagnoses), 'case')} in {report.seconds:.1f} s ({report.ms_per_case:.0f} ms per case)"
     )
 
 
@@ -214,18 +226,32 @@ def register(cli: click.Group) -> None:
         if as_json:
             echo_json(suggestions)
             return
-        table = Table(title="alias suggestions")
-        for column in ("term", "synonyms", "requests", "confirmed", "supporting request ids"):
-            table.add_column(column)
+        console = stdout_console()
+        if not suggestions:
+            console.print(
+                "no alias suggestions: no flagged request with gold was diagnosed as alias_missing; "
+                "mark gold on more requests (`ragtriage label … --gold`) or check `ragtriage diagnose --all`"
+            )
+            return
+        table = FitTable(
+            [
+                Col("term", "label"),
+                Col("synonyms", "text"),
+                Col("requests", "number", justify="right"),
+                Col("confirmed", "number", justify="right"),
+                Col("supporting request ids", "text"),
+            ],
+            title="alias suggestions (confirmed = its alias replay brought gold back)",
+        )
         for entry in suggestions:
             table.add_row(
                 entry.term,
                 ", ".join(entry.synonyms),
                 str(len(entry.request_ids)),
                 str(entry.confirmed),
-                ", ".join(entry.request_ids[:5]),
+                " ".join(entry.request_ids[:5]),
             )
-        stdout_console().print(table)
+        console.print(table)
 
     @aliases_group.command("add")
     @click.argument("term")
@@ -241,9 +267,10 @@ def register(cli: click.Group) -> None:
             configured = workspace.resolve_path(workspace.settings.rewrite.alias_file)
             path = configured if configured is not None else workspace.home / DEFAULT_ALIAS_FILE
             change = add_aliases(path, term, synonyms)
-        message = f"{path}: added {change.added or 'nothing'}"
+        added = ", ".join(change.added) if change.added else "nothing"
+        message = f"{path}: added {added} under {term}"
         if change.already_present:
-            message += f"; already present {change.already_present}"
+            message += f"; already present: {', '.join(change.already_present)}"
         stdout_console().print(message)
         if configured is None:
             stderr_console().print(

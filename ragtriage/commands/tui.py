@@ -6,11 +6,11 @@ import sys
 from pathlib import Path
 
 import click
-from rich.table import Table
 from rich.text import Text
 
 from ragtriage.commands.common import stderr_console, stdout_console, workspace_options
 from ragtriage.errors import InputError
+from ragtriage.render.fit import Col, FitTable
 
 SUMMARY_METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10", "hit@1", "coverage@30")
 
@@ -32,45 +32,45 @@ def run_tui(home: Path | None, config_file: Path | None) -> None:
 
 def print_summary(home: Path) -> None:
     """The headless demo summary: flagged by suggested label, one replayed case's gold journey, the eval table."""
-    from ragtriage.demo import demo_summary
+    from ragtriage.demo import NOT_DIAGNOSED, demo_summary
+    from ragtriage.render.journey_view import journey_table
+    from ragtriage.render.text import plural
 
     summary = demo_summary(home)
     console = stdout_console()
-    labels = Table(
-        title=Text(f"{summary.flagged} flagged requests by suggested root cause"), title_justify="left"
+    labels = FitTable(
+        [Col("suggested root cause", "label"), Col("requests", "number", justify="right")],
+        title=f"{plural(summary.flagged, 'flagged request')} by suggested root cause",
     )
-    labels.add_column("suggested label")
-    labels.add_column("requests", justify="right")
     for label, count in sorted(summary.by_suggested_label.items(), key=lambda kv: (-kv[1], kv[0])):
-        labels.add_row(Text(label), str(count))
+        labels.add_row("not diagnosed yet" if label == NOT_DIAGNOSED else label, str(count))
     console.print(labels)
+    waiting = summary.by_suggested_label.get(NOT_DIAGNOSED, 0)
+    if waiting:
+        console.print(
+            f"{plural(waiting, 'request')} not diagnosed yet: open one in the TUI (enter, then r) "
+            "or run `ragtriage diagnose REQUEST_ID`; `ragtriage queue --suggested LABEL` lists a cause"
+        )
     journey = summary.case_journey
     if journey is not None:
         console.print(
             Text(
-                f"replayed {summary.case_request_id}: {summary.case_query} "
-                f"(suggested {summary.case_suggested_label})"
+                f"\nshowcase {summary.case_request_id}: {summary.case_query} "
+                f"(suggested {summary.case_suggested_label}, "
+                f"{'confirmed' if summary.case_confirmed_by else 'not confirmed'} by its counterfactual)"
             )
         )
-        table = Table(title=Text("gold journey (replay)"), title_justify="left")
-        columns = ["gold", *journey.route_names, "fused", "rerank in", "reranked", "final", "dropped at"]
-        for column in columns:
-            table.add_column(Text(column))
-        for gold in journey.gold:
-            cells = [gold.routes.get(name) for name in journey.route_names]
-            cells += [gold.fused, gold.rerank_input, gold.reranked, gold.final]
-            table.add_row(
-                Text(gold.chunk_id),
-                *("—" if c is None else str(c) for c in cells),
-                gold.dropped_at or "reached",
-            )
-        console.print(table)
+        console.print(journey_table(journey, "gold journey (replay)"))
+        if summary.case_fix:
+            console.print(Text(f"fix: {summary.case_fix}"))
+        console.print(
+            Text(f"next: ragtriage diagnose {summary.case_request_id}  (or the TUI: demo, then enter on it)")
+        )
     if summary.run_id is not None:
-        run = Table(
-            title=Text(f"eval run {summary.run_id} ({summary.run_cases} cases)"), title_justify="left"
+        run = FitTable(
+            [Col("metric", "label"), Col("value", "number", justify="right")],
+            title=f"eval run {summary.run_id} ({plural(summary.run_cases, 'case')})",
         )
-        run.add_column("metric")
-        run.add_column("value", justify="right")
         for metric in SUMMARY_METRICS:
             if metric in summary.run_means:
                 run.add_row(metric, f"{summary.run_means[metric]:.4f}")
@@ -119,8 +119,8 @@ def register(cli: click.Group) -> None:
         reused = f" (reused: {', '.join(report.reused)})" if report.reused else ""
         err.print(
             f"demo home {report.home}: {report.chunks} chunks, {report.flagged} flagged, "
-            f"{report.eval_cases} eval cases, run {report.eval_run_id}{reused}; "
-            f"seconds {report.seconds}"
+            f"{report.eval_cases} eval cases, run {report.eval_run_id}{reused}; took "
+            + ", ".join(f"{step} {seconds:.1f} s" for step, seconds in report.seconds.items())
         )
         if not headless and not _is_terminal():
             err.print("demo: not a terminal, so printing the summary instead of opening the TUI")

@@ -254,7 +254,8 @@ def _consume(
         if batch.strict_error is not None:
             writer.finish()
             good = batch.rows
-            stored = f" ({len(good)} valid line(s) before it in this batch were stored;" if good else " ("
+            lines = "line" if len(good) == 1 else "lines"
+            stored = f" ({len(good)} valid {lines} before it in this batch were stored;" if good else " ("
             raise LogFormatError(
                 batch.strict_error.describe(display_name)
                 + stored

@@ -275,7 +275,8 @@ class _Dispatch:
         line_no, kind, message, fix = result.strict_error  # type: ignore[misc]
         described = BadLine(line_no, kind, message, fix, b"").describe(self.display_name)
         good = result.rows_before_strict_error
-        stored = f" ({good} valid line(s) before it in this batch were stored;" if good else " ("
+        lines = "line" if good == 1 else "lines"
+        stored = f" ({good} valid {lines} before it in this batch were stored;" if good else " ("
         return LogFormatError(described + stored + " ingest is idempotent: fix the line and re-run)")
 
 

@@ -14,6 +14,8 @@ from ragtriage.store.db import read_session
 from ragtriage.store.log_tables import RequestLogRow, TriageRow
 from ragtriage.store.triage_repo import triage_filters
 
+NOT_DIAGNOSED = "-"
+"""Key of `QueueCounts.by_suggested` for records no diagnosis has run on."""
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*$")
 _UNIT_SECONDS = {"m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -95,6 +97,7 @@ def list_queue(
     offset: int = 0,
     text: str | None = None,
     suggested: str | None = None,
+    undiagnosed: bool = False,
     sort: str = "newest",
 ) -> QueuePage:
     """One page of triage records (newest request first) joined with their query text.
@@ -103,7 +106,8 @@ def list_queue(
     total is an index-only count (a scan of the JSON text only with --label / --reason).
 
     `text` keeps queries containing it (a scan of the joined query text); `suggested` filters on the
-    diagnosis' suggested label; `sort` is a key of `QUEUE_SORTS` (request_id breaks ties).
+    diagnosis' suggested label, `undiagnosed` keeps the records no diagnosis has run on; `sort` is a
+    key of `QUEUE_SORTS` (request_id breaks ties).
 
     Raises:
         InputError: an unknown status or sort, or a negative limit/offset.
@@ -117,6 +121,8 @@ def list_queue(
     requests = RequestLogRow.__table__  # type: ignore[attr-defined]
     if suggested is not None:
         conditions.append(triage.c.suggested_label == suggested)
+    if undiagnosed:
+        conditions.append(triage.c.suggested_label.is_(None))
     if text:
         escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         conditions.append(requests.c.raw_query.like(f"%{escaped}%", escape="\\"))
@@ -179,6 +185,6 @@ def queue_counts(engine: Engine) -> QueueCounts:
             (triage.c.suggested_label, counts.by_suggested),
         ):
             for value, count in session.execute(select(column, func.count()).group_by(column)):
-                target["-" if value is None else str(value)] = int(count)
+                target[NOT_DIAGNOSED if value is None else str(value)] = int(count)
     counts.total = sum(counts.by_status.values())
     return counts

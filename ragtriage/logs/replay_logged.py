@@ -97,6 +97,9 @@ class LoggedReplay(BaseModel):
     use_logged_rewrite: bool = False
     profile: ProfileRef | None = None
     """The replay profile and why it was chosen (also in `replayed.profile`)."""
+    config_changes: list[str] | None = None
+    """`section.key: logged → replayed` when the config hashes differ and the logged settings are
+    known (an eval run was made with them); None when they are equal or unknown."""
 
 
 def _route_ids(trace: Trace, stage: str) -> list[str]:
@@ -196,6 +199,13 @@ def compare_request(
     logged.gold = list(replayed.gold)
     logged_ids = [c for stage in STAGE_NAMES for c in logged_stage_ids(record, stage) or ()]
     known = set(get_chunks(workspace.engine, list(dict.fromkeys(logged_ids))))
+    changes = None
+    if logged.config_hash and replayed.config_hash and logged.config_hash != replayed.config_hash:
+        from ragtriage.logs.config_diff import differing_settings, known_config
+
+        logged_config = known_config(workspace.engine, logged.config_hash)
+        if logged_config is not None:
+            changes = differing_settings(logged_config, workspace.settings)
     return LoggedReplay(
         request_id=request_id,
         logged=logged,
@@ -203,6 +213,7 @@ def compare_request(
         diffs=diff_request(record, replayed, known),
         use_logged_rewrite=use_logged_rewrite,
         profile=replayed.profile,
+        config_changes=changes,
     )
 
 

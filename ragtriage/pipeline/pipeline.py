@@ -354,7 +354,8 @@ class Pipeline:
         flags.extend(outcome.notes if outcome else [])
         unknown = sum(1 for c in candidates if not c.known)
         if unknown:
-            flags.append(f"{unknown} candidate chunk(s) not in the KB (stale index or another KB)")
+            noun = "chunk is" if unknown == 1 else "chunks are"
+            flags.append(f"{unknown} candidate {noun} not in the KB (stale index or another KB)")
         return Trace(
             query=item.raw_query,
             rewrite=item.rewrite,

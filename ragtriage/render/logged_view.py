@@ -1,8 +1,9 @@
 """Rich view of `replay REQUEST_ID`: per stage, the logged list next to the replayed one.
 
-Each row shows a logged chunk and a replayed chunk at the same rank. Markers: `lost` (only in the
-log), `new` (only in the replay), `↑n`/`↓n` (moved), `unknown` (the KB does not know the logged id),
-`★` gold. All data goes into `rich.text.Text`, never into markup: ids and queries print literally.
+Each row shows a logged chunk and a replayed chunk at the same rank. Markers: `lost` (only in
+the log), `new` (only in the replay, within the logged list's depth), `↑n`/`↓n` (moved),
+`unknown` (the KB does not know the logged id), `★` gold. All data goes into `rich.text.Text`,
+never into markup: ids and queries print literally.
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from rich.console import Console, Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from ragtriage.logs.replay_logged import LoggedReplay, StageDiff
 from ragtriage.logs.schema import STAGE_NAMES
+from ragtriage.render.fit import Col, FitTable
+from ragtriage.render.text import plural
 
 GOLD_MARK = "★ "
 
@@ -31,11 +33,13 @@ def _logged_cell(chunk_id: str, diff: StageDiff, gold: set[str]) -> Text:
     return text
 
 
-def _replayed_cell(chunk_id: str, diff: StageDiff, gold: set[str]) -> Text:
+def _replayed_cell(chunk_id: str, position: int, diff: StageDiff, gold: set[str]) -> Text:
     text = Text(GOLD_MARK if chunk_id in gold else "", style="bold green")
     text.append(chunk_id, style="bold green" if chunk_id in gold else "")
     if chunk_id in diff.gained:
-        text.append("  new", style="bold cyan")
+        # Past the end of a short logged list nothing can be said: production may have had it too.
+        if _compared(position, diff):
+            text.append("  new", style="bold cyan")
         return text
     change = next((c for c in diff.rank_changes if c.chunk_id == chunk_id), None)
     if change is not None:
@@ -44,37 +48,61 @@ def _replayed_cell(chunk_id: str, diff: StageDiff, gold: set[str]) -> Text:
     return text
 
 
-def stage_table(stage: str, diff: StageDiff, gold: set[str]) -> Table:
+def _compared(position: int, diff: StageDiff) -> bool:
+    """True when the replayed row at 0-based `position` lies within the logged list's depth."""
+    return not diff.logged_missing and position < len(diff.logged)
+
+
+def stage_table(stage: str, diff: StageDiff, gold: set[str]) -> FitTable:
     """One stage: logged and replayed lists rank by rank."""
     title = Text(stage, style="bold")
     if diff.logged_missing:
-        title.append("  (not logged)", style="dim")
-    table = Table(title=title, title_justify="left", expand=False)
-    table.add_column(Text("#"), justify="right", no_wrap=True)
-    table.add_column(Text("logged"), overflow="fold")
-    table.add_column(Text("replayed"), overflow="fold")
-    for position in range(max(len(diff.logged), len(diff.replayed))):
-        logged = diff.logged[position] if position < len(diff.logged) else None
-        replayed = diff.replayed[position] if position < len(diff.replayed) else None
+        title.append("  (not logged: nothing to compare)", style="dim")
+    logged_cells = [_logged_cell(c, diff, gold) for c in diff.logged]
+    replayed_cells = [_replayed_cell(c, i, diff, gold) for i, c in enumerate(diff.replayed)]
+
+    def one_list_each() -> list[FitTable]:
+        # Too narrow for the two lists side by side: the logged list, then the replayed one.
+        tables = []
+        for name, cells in (("logged", logged_cells), ("replayed", replayed_cells)):
+            single = FitTable([Col("#", "number", justify="right"), Col(name, "id")], title=title)
+            for position, cell in enumerate(cells, start=1):
+                single.add_row(Text(str(position)), cell)
+            tables.append(single)
+        return tables
+
+    table = FitTable(
+        [Col("#", "number", justify="right"), Col("logged", "id"), Col("replayed", "id")],
+        title=title,
+        vertical=one_list_each,
+    )
+    for position in range(max(len(logged_cells), len(replayed_cells))):
         table.add_row(
             Text(str(position + 1)),
-            _logged_cell(logged, diff, gold) if logged is not None else Text(""),
-            _replayed_cell(replayed, diff, gold) if replayed is not None else Text(""),
+            logged_cells[position] if position < len(logged_cells) else None,
+            replayed_cells[position] if position < len(replayed_cells) else None,
         )
     return table
 
 
 def stage_summary(diff: StageDiff) -> Text:
-    """`kept 3, gained 1, lost 1, moved 2, unknown 0` for one stage."""
-    text = Text(f"kept {len(diff.kept)}, gained {len(diff.gained)}, lost {len(diff.lost)}, ")
+    """`kept 3, new 1, lost 1, moved 2` for one stage, and what was not compared."""
+    if diff.logged_missing:
+        return Text(f"{len(diff.replayed)} replayed, none logged", style="dim")
+    depth = len(diff.logged)
+    new = [c for c in diff.gained if diff.replayed.index(c) < depth]
+    text = Text(f"kept {len(diff.kept)}, new {len(new)}, lost {len(diff.lost)}, ")
     text.append(f"moved {len(diff.rank_changes)}")
     if diff.unknown:
         text.append(f", unknown {len(diff.unknown)}", style="bold magenta")
+    beyond = len(diff.replayed) - depth
+    if beyond > 0:
+        text.append(f"; replayed rows past the logged {depth} are not compared ({beyond})", style="dim")
     return text
 
 
 def header(comparison: LoggedReplay) -> Text:
-    """Request id, query, the two rewrites and the configs."""
+    """Request id, query, the two rewrites, the configs and what differs between them."""
     logged, replayed = comparison.logged, comparison.replayed
     text = Text()
     text.append("request: ", style="bold")
@@ -86,7 +114,25 @@ def header(comparison: LoggedReplay) -> Text:
     text.append(f"\nreplayed rewrite ({replayed.rewrite.mode}): ", style="bold")
     text.append(replayed.rewrite.rewritten_query)
     text.append("\nconfig: ", style="bold")
-    text.append(f"logged {logged.config_hash or '?'}, replayed {replayed.config_hash or '?'}")
+    if not logged.config_hash:
+        text.append(f"replayed {replayed.config_hash or 'unknown'}; the request logged no config_hash")
+    elif logged.config_hash == replayed.config_hash:
+        text.append(f"{replayed.config_hash} (the same as logged)")
+    else:
+        text.append(f"logged {logged.config_hash}, replayed {replayed.config_hash or 'unknown'}: ")
+        changes = comparison.config_changes
+        if changes:
+            text.append(f"{plural(len(changes), 'setting')} differ")
+            for change in changes:
+                text.append(f"\n  {change}")
+        elif changes is not None:
+            text.append("the settings match except outside retrieval")
+        else:
+            text.append(
+                "the logged settings are unknown (no eval run used them), so the differing settings "
+                "cannot be named; differences may come from the config, the KB or the models",
+                style="dim",
+            )
     if comparison.profile is not None:
         from ragtriage.pipeline.profiles import explain
 
@@ -96,8 +142,16 @@ def header(comparison: LoggedReplay) -> Text:
         )
     unknown = sorted({c for diff in comparison.diffs.values() for c in diff.unknown})
     if unknown:
-        text.append(f"\n{len(unknown)} logged chunk id(s) unknown to the KB", style="bold magenta")
+        text.append(
+            f"\n{plural(len(unknown), 'logged chunk id')} unknown to the KB", style="bold magenta"
+        )
         text.append(" (stale index or another KB)")
+    if not replayed.gold:
+        text.append("\ngold: unknown; ", style="bold yellow")
+        text.append(
+            f"mark it with `ragtriage label {comparison.request_id} LABEL --gold CHUNK_ID` "
+            "(g on a candidate in the TUI), then replay again to see where it is lost"
+        )
     return text
 
 

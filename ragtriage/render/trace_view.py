@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from rich.console import Console, Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from ragtriage.pipeline.types import ScoredChunk, Trace
+from ragtriage.render.fit import Col, FitTable
+from ragtriage.render.text import plural
 
 GOLD_MARK = "★ "
 GOLD_STYLE = "bold green"
@@ -45,20 +46,34 @@ def _cell(chunk: ScoredChunk | None, gold: set[str]) -> Text:
     return text
 
 
-def stage_table(trace: Trace) -> Table:
-    """Every route's list, the fused list and the reranked list side by side, rank by rank."""
+def _one_list(title: str, hits: Sequence[ScoredChunk], gold: set[str]) -> FitTable:
+    table = FitTable([Col("#", "number", justify="right"), Col(title, "id")])
+    for position, hit in enumerate(hits, start=1):
+        table.add_row(Text(str(position)), _cell(hit, gold))
+    return table
+
+
+def stage_table(trace: Trace) -> FitTable:
+    """Every route's list, the fused list and the reranked list side by side, rank by rank; one
+    list after another when they do not fit side by side."""
     gold = set(trace.gold)
     columns: list[tuple[str, Sequence[ScoredChunk]]] = [(r.name, r.hits) for r in trace.routes if r.hits]
     columns.append(("fused", trace.fused[: max(len(trace.rerank_input), 10)]))
     if trace.reranked:
         columns.append((f"reranked ({trace.rerank_mode})", trace.reranked))
-    table = Table(title=Text("Ranked lists (★ = gold)"), show_lines=False, expand=False)
-    table.add_column(Text("#"), justify="right", no_wrap=True)
-    for name, _ in columns:
-        table.add_column(Text(name), overflow="fold")
+    title = Text("Ranked lists (★ = gold)")
+
+    def one_list_each() -> list[RenderableType]:
+        return [title, *(_one_list(name, hits, gold) for name, hits in columns)]
+
+    table = FitTable(
+        [Col("#", "number", justify="right"), *(Col(name, "id") for name, _ in columns)],
+        title=title,
+        vertical=one_list_each,
+    )
     depth = max((len(hits) for _, hits in columns), default=0)
     for position in range(depth):
-        row: list[RenderableType] = [Text(str(position + 1))]
+        row: list[Text] = [Text(str(position + 1))]
         for _, hits in columns:
             row.append(_cell(hits[position] if position < len(hits) else None, gold))
         table.add_row(*row)
@@ -90,12 +105,13 @@ def rewrite_panel(trace: Trace) -> Text:
     return text
 
 
-def gold_table(trace: Trace) -> Table:
-    """Rank of each gold chunk in every route and stage, and where it dropped out."""
-    table = Table(title=Text("Gold journey"))
+def gold_table(trace: Trace) -> FitTable:
+    """Rank of each gold chunk in every route and stage, and where it dropped out (one row per
+    stage when that is too wide)."""
     stage_names = [r.name for r in trace.routes]
-    for header in ["gold", *stage_names, "fused", "reranked", "final", "dropped at"]:
-        table.add_column(Text(header), overflow="fold")
+    columns = [Col("gold", "id")]
+    columns += [Col(name, "number", justify="right") for name in [*stage_names, "fused", "reranked", "final"]]
+    table = FitTable([*columns, Col("dropped at", "label")], title=Text("Gold journey"), vertical="transpose")
     for chunk_id in trace.gold:
         candidate = trace.candidate(chunk_id)
         cells: list[RenderableType] = [Text(chunk_id, style=GOLD_STYLE)]
@@ -120,7 +136,7 @@ def summary_text(trace: Trace) -> Text:
     text.append("rerank: ", style="bold")
     text.append(trace.rerank_mode)
     if trace.truncated_pairs:
-        text.append(f" ({trace.truncated_pairs} pair(s) truncated to max_length)")
+        text.append(f" ({plural(trace.truncated_pairs, 'pair')} truncated to max_length)")
     text.append("\nfinal: ", style="bold")
     text.append(", ".join(trace.final) if trace.final else "(none)")
     if trace.refused:

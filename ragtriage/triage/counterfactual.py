@@ -53,6 +53,15 @@ class CounterfactualResult(BaseModel):
     ms: float = 0.0
 
 
+def describe_ranks(ranks: dict[str, int | None]) -> str:
+    """`gold c1 at final rank 2, c2 not in the final context` (words, not a dict)."""
+    parts = [
+        f"{chunk_id} {'at final rank ' + str(rank) if rank is not None else 'not in the final context'}"
+        for chunk_id, rank in ranks.items()
+    ]
+    return "gold " + ", ".join(parts) if parts else "no gold"
+
+
 def _final_ranks(trace: Trace, gold: Sequence[str]) -> dict[str, int | None]:
     return {g: (trace.final.index(g) + 1 if g in trace.final else None) for g in gold}
 
@@ -104,7 +113,7 @@ def _current_index(facts: Facts, baseline: Trace) -> CounterfactualResult:
         baseline_reaches_final=logged.reached_final,
         improves=reaches and not logged.reached_final,
         detail=[
-            f"logged final misses gold; replay final ranks {ranks}" if reaches else "replay misses gold too"
+            f"logged final misses gold; replay: {describe_ranks(ranks)}" if reaches else "replay misses gold too"
         ],
     )
 
@@ -196,8 +205,8 @@ def run_counterfactuals(
                 baseline_reaches_final=baseline_reaches,
                 improves=reaches and not baseline_reaches,
                 detail=[
-                    f"gold final ranks {ranks} "
-                    f"(baseline replay: {'reaches' if baseline_reaches else 'misses'})"
+                    f"{describe_ranks(ranks)}; the unchanged replay "
+                    f"{'reaches' if baseline_reaches else 'misses'} it"
                 ],
                 ms=(time.perf_counter() - started) * 1000,
             )

@@ -28,9 +28,14 @@ class Suggestion(BaseModel):
     evidence: list[str] = Field(default_factory=list)
     confirmed_by: str | None = None
     """Name of the counterfactual replay that fixed the case, if any."""
+    unconfirmed: bool = False
+    """True when the label's own counterfactual replays ran and none brought gold back (and no other
+    label was confirmed): a lead to check, not a finding."""
     alias_pairs: list[AliasPair] = Field(default_factory=list)
     alternatives: list[Finding] = Field(default_factory=list)
     """Other labels whose rules also fired, in precedence order."""
+    refuted: list[Finding] = Field(default_factory=list)
+    """Labels whose rules fired but whose own counterfactual replays all failed to bring gold back."""
 
 
 class LikelyChunk(BaseModel):
@@ -48,6 +53,8 @@ class Needs(BaseModel):
 
     message: str
     likeliest: list[LikelyChunk] = Field(default_factory=list)
+    next_steps: list[str] = Field(default_factory=list)
+    """Commands (or TUI keys) that provide what is missing."""
 
 
 class Diagnosis(BaseModel):
@@ -89,16 +96,58 @@ def likeliest_chunks(facts: Facts, limit: int = 5) -> list[LikelyChunk]:
     return ordered[:limit]
 
 
-def _apply_counterfactuals(suggestion: Suggestion, top: Finding, results: list[CounterfactualResult]) -> None:
+def _verdict(finding: Finding, results: list[CounterfactualResult]) -> str:
+    """`confirmed`, `refuted` (its replays ran and none brought gold back) or `untested`."""
+    relevant = [r for r in results if r.name in finding.counterfactuals and r.available]
+    if any(r.improves for r in relevant):
+        return "confirmed"
+    if relevant and all(r.reaches_final is False and r.baseline_reaches_final is False for r in relevant):
+        return "refuted"
+    return "untested"
+
+
+def _apply_counterfactuals(
+    suggestion: Suggestion, found: list[Finding], results: list[CounterfactualResult], facts: Facts
+) -> None:
+    """Put a confirmed label first; a label whose own replays failed is never the headline."""
+    verdicts = [_verdict(finding, results) for finding in found]
+    if "confirmed" in verdicts:
+        head = verdicts.index("confirmed")
+    elif "untested" in verdicts:
+        head = verdicts.index("untested")
+    else:
+        head = 0
+    top = found[head]
+    suggestion.label, suggestion.confidence = top.label, top.confidence
+    suggestion.evidence = list(top.evidence)
+    suggestion.alias_pairs = facts.alias_pairs if top.label in ("alias_missing", "bm25_miss") else []
+    suggestion.alternatives = [f for i, f in enumerate(found) if i != head and verdicts[i] != "refuted"]
+    suggestion.refuted = [f for i, f in enumerate(found) if i != head and verdicts[i] == "refuted"]
     relevant = [r for r in results if r.name in top.counterfactuals and r.available]
-    confirming = next((r for r in relevant if r.improves), None)
-    if confirming is not None:
+    if verdicts[head] == "confirmed":
+        confirming = next(r for r in relevant if r.improves)
         suggestion.confirmed_by = confirming.name
         suggestion.confidence = round(min(1.0, suggestion.confidence + CONFIRM_BONUS), 3)
         suggestion.evidence.append(f"confirmed: {confirming.description} → gold reaches the final context")
-    elif relevant and all(r.reaches_final is False and r.baseline_reaches_final is False for r in relevant):
+    elif verdicts[head] == "refuted":
+        suggestion.unconfirmed = True
         suggestion.confidence = round(max(0.0, suggestion.confidence - REFUTE_PENALTY), 3)
         suggestion.evidence.append(f"not confirmed: {', '.join(r.name for r in relevant)} still miss gold")
+
+
+def _gold_steps(request_id: str | None) -> list[str]:
+    """How a triager provides the gold that diagnosis needs."""
+    if request_id is None:
+        return [
+            "ragtriage diagnose --query QUERY --gold CHUNK_ID (find chunk ids with `ragtriage kb chunks`)",
+            "ragtriage diagnose --query QUERY --no-gold when the KB has no answer",
+        ]
+    return [
+        f"ragtriage label {request_id} LABEL --gold CHUNK_ID, then `ragtriage diagnose {request_id}` "
+        "(in the TUI: g on a candidate, G to search the KB)",
+        f"ragtriage diagnose {request_id} --gold CHUNK_ID to try a chunk without saving it",
+        f"ragtriage diagnose {request_id} --no-gold when the KB has no answer",
+    ]
 
 
 def diagnose(
@@ -142,15 +191,16 @@ def diagnose(
     if facts.gold is None:
         diagnosis.needs = Needs(
             message=(
-                "gold is unknown: pass --gold CHUNK_ID (or mark gold in the TUI) to name a retrieval cause"
+                "gold is unknown, so no retrieval cause can be named yet: mark gold (--gold CHUNK_ID, g in the TUI)"
             ),
             likeliest=likeliest_chunks(facts),
+            next_steps=_gold_steps(request_id),
         )
     elif counterfactuals and found and facts.gold_chunks:
         mark = time.perf_counter()
         names = list(dict.fromkeys(name for finding in found for name in finding.counterfactuals))
         diagnosis.counterfactuals = run_counterfactuals(ctx, facts, names, replay, should_stop=should_stop)
-        _apply_counterfactuals(diagnosis.suggestion, found[0], diagnosis.counterfactuals)
+        _apply_counterfactuals(diagnosis.suggestion, found, diagnosis.counterfactuals, facts)
         timings["counterfactuals"] = (time.perf_counter() - mark) * 1000
     timings["total"] = (time.perf_counter() - started) * 1000
     diagnosis.timings_ms = {k: round(v, 2) for k, v in timings.items()}

@@ -7,6 +7,8 @@ label error); `suggest.py` orders them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import BaseModel, Field
 
 from ragtriage.config import DEFAULT_LABELS
@@ -74,3 +76,8 @@ def route_split(facts: Facts) -> tuple[bool, int | None, bool, int | None]:
     lexical_ran, lexical_rank = gold_route_reach(trace, gold, lambda r: r.kind == "bm25")
     dense_ran, dense_rank = gold_route_reach(trace, gold, lambda r: r.kind == "dense")
     return lexical_ran, lexical_rank, dense_ran, dense_rank
+
+
+def words(terms: Sequence[str]) -> str:
+    """Terms for a sentence: `审批, 委托` (never a Python list)."""
+    return ", ".join(terms) if terms else "none"

@@ -4,7 +4,7 @@ in its context, or the KB has no answer."""
 from __future__ import annotations
 
 from ragtriage.triage.facts import Facts, covered
-from ragtriage.triage.rules_common import RELEVANT_COVERAGE, WEAK_COVERAGE, Finding, short_ids
+from ragtriage.triage.rules_common import RELEVANT_COVERAGE, WEAK_COVERAGE, Finding, short_ids, words
 
 
 def rule_label_error_content(facts: Facts) -> Finding | None:
@@ -26,7 +26,7 @@ def rule_label_error_content(facts: Facts) -> Finding | None:
                 confidence=0.65,
                 evidence=[
                     f"the marked gold covers {len(gold_terms)}/{len(terms)} key terms "
-                    f"{gold_terms} of {terms}",
+                    f"({words(gold_terms)} of {words(terms)})",
                     f"{chunk_id} in the final context covers {len(other_terms)}/{len(terms)}: "
                     "it may be the real gold",
                 ],
@@ -80,11 +80,11 @@ def rule_no_answer_in_kb(facts: Facts) -> Finding | None:
     # With gold marked empty, only a final chunk carrying every key term contradicts the triager.
     if near_miss and (facts.gold != [] or best >= 1.0):
         return None
-    evidence = [f"no final chunk carries more than {best:.0%} of the key terms {facts.terms}"]
+    evidence = [f"no final chunk carries more than {best:.0%} of the key terms ({words(facts.terms)})"]
     if near_miss:
         evidence = [
             f"the triager marked no gold; the best final chunk carries {best:.0%} of the key terms "
-            f"{facts.terms} (a near miss: check that it does not answer)"
+            f"({words(facts.terms)}; a near miss: check that it does not answer)"
         ]
     if probabilities:
         evidence.append(f"best cross-encoder probability {max(probabilities):.2f}")

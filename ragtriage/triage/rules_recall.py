@@ -12,6 +12,7 @@ from ragtriage.triage.rules_common import (
     recall_lost,
     route_split,
     short_ids,
+    words,
 )
 
 
@@ -52,7 +53,7 @@ def rule_dense_drift(facts: Facts) -> Finding | None:
                 label="dense_drift",
                 confidence=0.55,
                 evidence=[
-                    f"dense top hits {short_ids(generic)} carry almost none of the key terms {terms} "
+                    f"dense top hits {short_ids(generic)} carry almost none of the key terms ({words(terms)}) "
                     "(generic chunks)",
                     f"gold carries them; dense ranks gold {'nowhere' if dense_rank is None else dense_rank}",
                 ],
@@ -96,8 +97,8 @@ def rule_fallback(facts: Facts) -> Finding | None:
         label=label,
         confidence=0.3,
         evidence=[
-            f"gold dropped out at stage {drop!r}; best BM25 rank {lexical_rank}, "
-            f"best dense rank {dense_rank}",
+            f"gold dropped out at stage {drop}; best BM25 rank {lexical_rank or 'none'}, "
+            f"best dense rank {dense_rank or 'none'}",
             "no more specific cause found; try the larger-k replay",
         ],
         counterfactuals=["larger_k"],

@@ -4,7 +4,7 @@ rewrite and the alias dictionary (the first upstream failure wins, so these run 
 from __future__ import annotations
 
 from ragtriage.triage.facts import Facts, chunk_text, covered, gold_route_reach, is_raw_route, normalize_text
-from ragtriage.triage.rules_common import Finding, gold_lost, route_ran, short_ids
+from ragtriage.triage.rules_common import Finding, gold_lost, route_ran, short_ids, words
 
 
 def rule_label_error_unknown(facts: Facts) -> Finding | None:
@@ -15,7 +15,8 @@ def rule_label_error_unknown(facts: Facts) -> Finding | None:
         label="label_error",
         confidence=0.9,
         evidence=[
-            f"gold chunk id(s) unknown to the KB: {short_ids(facts.unknown_gold)}; re-mark gold from `kb chunks`"
+            f"gold chunk {'id' if len(facts.unknown_gold) == 1 else 'ids'} unknown to the KB: "
+            f"{short_ids(facts.unknown_gold)}; re-mark gold from `kb chunks`"
         ],
     )
 
@@ -45,7 +46,8 @@ def rule_index_stale(facts: Facts) -> Finding | None:
     # a stale neighbour chunk in the lists of a query that fails anyway is incidental.
     if facts.unknown_logged and (facts.gold is None or (replay is not None and replay.reached_final)):
         evidence.append(
-            f"{len(facts.unknown_logged)} logged chunk id(s) are unknown to the KB: "
+            f"{len(facts.unknown_logged)} logged chunk "
+            f"{'id is' if len(facts.unknown_logged) == 1 else 'ids are'} unknown to the KB: "
             f"{short_ids(facts.unknown_logged)} (production searched an index built from another KB revision)"
         )
         confidence = 0.6
@@ -104,9 +106,9 @@ def rule_chunk_split_bad(facts: Facts) -> Finding | None:
                     label="chunk_split_bad",
                     confidence=0.8 if facts.must_have else 0.7,
                     evidence=[
-                        f"no single chunk covers all of {terms}",
-                        f"gold {chunk_id} covers {gold_terms}; "
-                        f"its neighbour {neighbour_id} covers {neighbour_terms}",
+                        f"no single chunk covers all of {words(terms)}",
+                        f"gold {chunk_id} covers {words(gold_terms)}; "
+                        f"its neighbour {neighbour_id} covers {words(neighbour_terms)}",
                         "together the adjacent chunks cover every term: the answer is split across chunks",
                     ],
                     counterfactuals=["neighbours_merged"],
@@ -154,7 +156,7 @@ def rule_rewrite_error(facts: Facts) -> Finding | None:
             if raw_rank is not None and rewritten_rank is None:
                 evidence.append(
                     f"raw-query routes reach gold (best rank {raw_rank}) and rewritten routes do not "
-                    f"(rewritten query: {trace.rewrite.rewritten_query!r})"
+                    f"(rewritten query: {trace.rewrite.rewritten_query})"
                 )
             break
     rewrite = facts.primary.rewrite
@@ -164,8 +166,8 @@ def rule_rewrite_error(facts: Facts) -> Finding | None:
         lost = [t for t in facts.constraint_terms if t in raw and t not in rewritten and t in facts.gold_text]
         if lost:
             evidence.append(
-                f"the rewrite dropped constraint term(s) {lost} that the gold contains "
-                f"(raw {rewrite.raw_query!r} → rewritten {rewrite.rewritten_query!r})"
+                f"the rewrite dropped constraint {'term' if len(lost) == 1 else 'terms'} {words(lost)} that "
+                f"the gold contains (raw: {rewrite.raw_query} → rewritten: {rewrite.rewritten_query})"
             )
         evidence += _replaced_terms(facts, raw, rewritten)
     if not evidence:
@@ -187,7 +189,7 @@ def rule_alias_missing(facts: Facts) -> Finding | None:
     if lexical_rank is not None and journey is not None and journey.first_drop in ("reranked", "final"):
         return None
     evidence = [
-        f"query term {p.term!r} is absent from gold; the gold's title/heading has {p.synonym!r} "
+        f"query term {p.term} is absent from gold; the gold's title/heading has {p.synonym} "
         f"({'; '.join(p.sources)})"
         for p in facts.alias_pairs
     ]

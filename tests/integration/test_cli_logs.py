@@ -152,11 +152,11 @@ def test_quarantined_lines_are_named_after_ingest_and_listed_on_demand() -> None
     broken = FIXTURES_DIR / "logs" / "broken_lines.jsonl"
     ingest = CliRunner().invoke(cli, ["logs", "ingest", str(broken)], catch_exceptions=False)
     assert ingest.exit_code == 0, ingest.output
-    assert "10 line(s) quarantined" in ingest.stderr
+    assert "10 lines quarantined" in ingest.stderr
     assert f"{broken.resolve()}:2: NaN is not valid JSON" in ingest.stderr
     listed = _run("logs", "quarantine", str(broken), "--limit", "3")
     assert listed.exit_code == 0, listed.output
     assert listed.stdout.splitlines()[0].startswith(f"{broken.resolve()}:2: [nan]")
-    assert "3 of 10 quarantined line(s)" in listed.stdout
+    assert "3 of 10 quarantined lines" in listed.stdout
     as_json = json.loads(_run("logs", "quarantine", "--json").stdout)
     assert as_json["total"] == 10 and [line["line_no"] for line in as_json["lines"]][:3] == [2, 3, 4]

@@ -1,0 +1,63 @@
+"""Which settings differ between a logged request's config and today's, when the logged one is known.
+
+A request logs only its `config_hash`. ragtriage knows the full settings behind a hash when an eval
+run was made with them (runs store their settings), so replay can name the differing settings
+instead of two opaque hashes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from sqlmodel import col, select
+
+from ragtriage.config import Settings
+from ragtriage.store.db import read_session
+from ragtriage.store.eval_tables import EvalRunRow
+
+__all__ = ["differing_settings", "known_config"]
+
+#: Sections `Settings.config_hash` leaves out: they never change retrieval results.
+_NOT_HASHED = ("store", "keymap", "logs", "triage")
+
+
+def known_config(engine: Engine, config_hash: str) -> dict[str, Any] | None:
+    """The settings (as JSON data) of the latest eval run made with `config_hash`, or None."""
+    with read_session(engine) as session:
+        row = session.exec(
+            select(EvalRunRow)
+            .where(col(EvalRunRow.config_hash) == config_hash)
+            .order_by(col(EvalRunRow.id).desc())
+            .limit(1)
+        ).first()
+        return dict(row.config) if row is not None and row.config else None
+
+
+def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
+    if isinstance(value, Mapping):
+        for key, inner in value.items():
+            _flatten(inner, f"{prefix}.{key}" if prefix else str(key), out)
+    else:
+        out[prefix] = value
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return "unset" if value is None else str(value)
+
+
+def differing_settings(logged: Mapping[str, Any], current: Settings) -> list[str]:
+    """`section.key: logged → current` for every hashed setting that differs, in key order."""
+    before: dict[str, Any] = {}
+    after: dict[str, Any] = {}
+    _flatten({k: v for k, v in logged.items() if k not in _NOT_HASHED}, "", before)
+    now = current.model_dump(mode="json", exclude=set(_NOT_HASHED))
+    _flatten(now, "", after)
+    return [
+        f"{key}: {_shown(before.get(key))} → {_shown(after.get(key))}"
+        for key in sorted(set(before) | set(after))
+        if before.get(key) != after.get(key) and not key.startswith("kb.import_")
+    ]
