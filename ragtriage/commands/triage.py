@@ -239,7 +239,7 @@ def register(cli: click.Group) -> None:
                 Col("synonyms", "text"),
                 Col("requests", "number", justify="right"),
                 Col("confirmed", "number", justify="right"),
-                Col("supporting request ids", "text"),
+                Col("supporting request ids", "ids"),
             ],
             title="alias suggestions (confirmed = its alias replay brought gold back)",
         )

@@ -32,8 +32,9 @@ PIPE_WIDTH = 120
 TEXT_MIN = 12
 """Narrowest a wrapping text column gets (cells), unless its content is narrower."""
 
-Kind = Literal["id", "number", "label", "text", "clip"]
-"""`id`, `number`, `label`: never wrapped or cut. `text`: wraps (CJK folds at characters).
+Kind = Literal["id", "ids", "number", "label", "text", "clip"]
+"""`id`, `number`, `label`: never wrapped or cut. `ids`: ids separated by spaces, wrapped only
+between ids. `text`: wraps (CJK folds at characters).
 `clip`: one line, cut with `…` (a list view whose full text is shown elsewhere)."""
 
 
@@ -130,6 +131,8 @@ class FitTable:
             widest = max([cell_len(column.header), *(_widest_line(c) for c in cells)])
             if column.kind in ("id", "number", "label"):
                 narrowest = max([header_word, *(_widest_line(c) for c in cells)])
+            elif column.kind == "ids":
+                narrowest = max([header_word, *(_widest_word(c.plain) for c in cells)])
             else:
                 floor = column.min_width if column.min_width is not None else TEXT_MIN
                 narrowest = max(header_word, min(widest, floor))
@@ -138,14 +141,12 @@ class FitTable:
 
     def _table(self, widths: Sequence[int] | None) -> Table:
         table = Table(
-            title=_as_text(self.title) if self.title is not None else None,
-            title_justify="left",
             show_edge=self.show_edge,
             box=box.HEAVY_HEAD,
             expand=False,
         )
         for index, column in enumerate(self.columns):
-            wraps = column.kind == "text"
+            wraps = column.kind in ("text", "ids")
             table.add_column(
                 Text(column.header),
                 justify=column.justify,
@@ -174,7 +175,7 @@ class FitTable:
             return None
         widths = [high for _, high in bounds]
         excess = sum(widths) - available
-        shrinkable = [i for i, c in enumerate(self.columns) if c.kind in ("text", "clip")]
+        shrinkable = [i for i, c in enumerate(self.columns) if c.kind in ("text", "clip", "ids")]
         # Take the excess from the widest shrinkable columns first, never below their minimum.
         while excess > 0:
             candidates = [i for i in shrinkable if widths[i] > bounds[i][0]]
@@ -232,6 +233,9 @@ class FitTable:
             yield self._without(min(optional)[1])
             return
         if widths is not None:
+            # The title on its own line: it may be wider than the table, and must not wrap to it.
+            if self.title is not None:
+                yield _as_text(self.title)
             yield self._table(widths)
         elif callable(self.vertical):
             yield from self.vertical()
