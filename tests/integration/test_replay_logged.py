@@ -140,7 +140,7 @@ def test_text_view_and_unknown_request(
     home, _ = built
     code, out, _ = run(["--home", str(home), "replay", "lg-2"], monkeypatch, capsys)
     assert code == 0 and "request: lg-2" in out and "final_context" in out
-    assert "dense  (not logged)" in out and "lost" in out
+    assert "dense  (not logged: nothing to compare)" in out and "lost" in out
     code, out, _ = run(["--home", str(home), "replay", "lg-1"], monkeypatch, capsys)
     assert "errors/e1001#stale00000  unknown" in out and "1 logged chunk id unknown to the KB" in out
     code, _, err = run(["--home", str(home), "replay", "no-such-id"], monkeypatch, capsys)
