@@ -1,8 +1,8 @@
 """Which settings differ between a logged request's config and today's, when the logged one is known.
 
-A request logs only its `config_hash`. ragtriage knows the full settings behind a hash when an eval
-run was made with them (runs store their settings), so replay can name the differing settings
-instead of two opaque hashes.
+A request logs only its `config_hash`. ragtriage knows the full settings behind a hash when a
+replay profile has that hash, or when an eval run was made with them (runs store their settings),
+so replay can name the differing settings instead of two opaque hashes.
 """
 
 from __future__ import annotations
@@ -20,11 +20,21 @@ from ragtriage.store.eval_tables import EvalRunRow
 __all__ = ["differing_settings", "known_config"]
 
 #: Sections `Settings.config_hash` leaves out: they never change retrieval results.
-_NOT_HASHED = ("store", "keymap", "logs", "triage")
+_NOT_HASHED = ("store", "keymap", "logs", "triage", "profiles", "profile_sources", "replay", "config_file")
+
+#: Keys inside hashed sections that the hash ignores too.
+_UNHASHED_KEYS = frozenset({"rerank.freshness_now"})
 
 
-def known_config(engine: Engine, config_hash: str) -> dict[str, Any] | None:
-    """The settings (as JSON data) of the latest eval run made with `config_hash`, or None."""
+def known_config(engine: Engine, config_hash: str, settings: Settings | None = None) -> dict[str, Any] | None:
+    """The settings (as JSON data) behind `config_hash`: a profile of `settings` with that hash,
+    else the latest eval run made with it; None when neither has it."""
+    if settings is not None:
+        from ragtriage.pipeline.profiles import get_profile, list_profiles
+
+        for info in list_profiles(settings):
+            if info.config_hash == config_hash:
+                return get_profile(settings, info.name).settings.model_dump(mode="json")
     with read_session(engine) as session:
         row = session.exec(
             select(EvalRunRow)
@@ -50,7 +60,8 @@ def _shown(value: Any) -> str:
 
 
 def differing_settings(logged: Mapping[str, Any], current: Settings) -> list[str]:
-    """`section.key: logged → current` for every hashed setting that differs, in key order."""
+    """`section.key: logged → current` for every hashed setting that differs, in key order (profile
+    tables and their bookkeeping are left out: only the settings a replay runs with count)."""
     before: dict[str, Any] = {}
     after: dict[str, Any] = {}
     _flatten({k: v for k, v in logged.items() if k not in _NOT_HASHED}, "", before)
@@ -59,5 +70,5 @@ def differing_settings(logged: Mapping[str, Any], current: Settings) -> list[str
     return [
         f"{key}: {_shown(before.get(key))} → {_shown(after.get(key))}"
         for key in sorted(set(before) | set(after))
-        if before.get(key) != after.get(key) and not key.startswith("kb.import_")
+        if before.get(key) != after.get(key) and not key.startswith("kb.import_") and key not in _UNHASHED_KEYS
     ]

@@ -203,9 +203,9 @@ def compare_request(
     if logged.config_hash and replayed.config_hash and logged.config_hash != replayed.config_hash:
         from ragtriage.logs.config_diff import differing_settings, known_config
 
-        logged_config = known_config(workspace.engine, logged.config_hash)
+        logged_config = known_config(workspace.engine, logged.config_hash, workspace.settings)
         if logged_config is not None:
-            changes = differing_settings(logged_config, workspace.settings)
+            changes = differing_settings(logged_config, resolved.settings)
     return LoggedReplay(
         request_id=request_id,
         logged=logged,

@@ -129,8 +129,9 @@ def header(comparison: LoggedReplay) -> Text:
             text.append("the settings match except outside retrieval")
         else:
             text.append(
-                "the logged settings are unknown (no eval run used them), so the differing settings "
-                "cannot be named; differences may come from the config, the KB or the models",
+                "the logged settings are unknown (no profile or eval run has that hash), so the "
+                "differing settings cannot be named; give production's settings a profile "
+                "(`ragtriage profiles`) to see them",
                 style="dim",
             )
     if comparison.profile is not None:

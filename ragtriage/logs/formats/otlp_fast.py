@@ -146,7 +146,7 @@ def _attributes(kvs: list[_KeyValue]) -> dict[str, Any]:
         value = kv.value
         if value is None:
             continue
-        plain = value.stringValue
+        plain: Any = value.stringValue
         if plain is None:
             plain = value.doubleValue
             plain = _value(value) if plain is None or plain.__class__ is str else plain
