@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sqlmodel import select
+from sqlalchemy import select as sa_select
+from sqlmodel import col, select
 
 from ragtriage import locations
 from ragtriage.pipeline.bm25 import BM25Document, WhooshIndex
@@ -148,15 +149,16 @@ def _kb_revision(session: Any, kb: str) -> int:
 def _load_chunks(workspace: Workspace) -> tuple[dict[str, _KBChunk], int]:
     kb = workspace.settings.kb.name
     with read_session(workspace.engine) as session:
-        statement = select(
-            ChunkRow.chunk_id,
-            ChunkRow.doc_id,
-            ChunkRow.title,
-            ChunkRow.heading_path,
-            ChunkRow.content,
-            ChunkRow.content_hash,
-        ).where(ChunkRow.status == "published", ChunkRow.kb == kb)
-        rows = [_ChunkFields(*values) for values in session.exec(statement)]
+        # A Core select of six columns (sqlmodel's typed select stops at four).
+        statement = sa_select(
+            col(ChunkRow.chunk_id),
+            col(ChunkRow.doc_id),
+            col(ChunkRow.title),
+            col(ChunkRow.heading_path),
+            col(ChunkRow.content),
+            col(ChunkRow.content_hash),
+        ).where(col(ChunkRow.status) == "published", col(ChunkRow.kb) == kb)
+        rows = [_ChunkFields(*values) for values in session.execute(statement)]
         vectors = imported_vector_refs(session, kb)
         revision = _kb_revision(session, kb)
     chunks = {}
