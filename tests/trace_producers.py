@@ -353,3 +353,41 @@ def _without(span: ReadableSpan, keys: list[str]) -> ReadableSpan:
         end_time=span.end_time,
         instrumentation_scope=span.instrumentation_scope,
     )
+
+
+def _phoenix_any_value(value: Any) -> dict[str, Any]:
+    """Phoenix's `_to_any_value` (routers/v1/spans.py): snake_case members, lists as array_value."""
+    if isinstance(value, bool):
+        return {"bool_value": value}
+    if isinstance(value, int):
+        return {"int_value": value}
+    if isinstance(value, float):
+        return {"double_value": value}
+    if isinstance(value, (list, tuple)):
+        return {"array_value": {"values": [_phoenix_any_value(v) for v in value]}}
+    return {"string_value": str(value)}
+
+
+def phoenix_otlp_page(spans: Iterable[ReadableSpan]) -> dict[str, Any]:
+    """A `GET /v1/projects/{id}/spans/otlpv1` page: OTLP spans with snake_case keys, hex ids,
+    integer nanoseconds, and the attributes as Phoenix stores them (JSON-string metadata loaded
+    and flattened)."""
+    data = []
+    for span in spans:
+        ctx = span.get_span_context()
+        attrs = _flatten_phoenix(dict(span.attributes or {}))
+        data.append(
+            {
+                "trace_id": format(ctx.trace_id, "032x"),
+                "span_id": format(ctx.span_id, "016x"),
+                "parent_span_id": format(span.parent.span_id, "016x") if span.parent else None,
+                "name": span.name,
+                "start_time_unix_nano": span.start_time,
+                "end_time_unix_nano": span.end_time,
+                "attributes": [{"key": k, "value": _phoenix_any_value(v)} for k, v in attrs.items()],
+                "events": None,
+                "status": {"code": 0, "message": None},
+                "kind": "SPAN_KIND_INTERNAL",
+            }
+        )
+    return {"data": data, "next_cursor": None}

@@ -26,6 +26,7 @@ from tests.trace_producers import (
     make_tracer,
     otlp_lines,
     phoenix_annotations,
+    phoenix_otlp_page,
     phoenix_page,
     record_request,
 )
@@ -258,6 +259,10 @@ def test_phoenix_and_langfuse_exports_read_the_same_requests(tmp_path: Path) -> 
 
     expected = view(_read([otlp_path]))
     assert view(_read([phoenix_spans, phoenix_notes])) == expected
+    phoenix_otlp = tmp_path / "otlpv1.json"  # the same spans from Phoenix's OTLP-shaped endpoint
+    phoenix_otlp.write_text(json.dumps(phoenix_otlp_page(kept), ensure_ascii=False, indent=2))
+    assert detect(phoenix_otlp) == ("otlp", "document")
+    assert view(_read([phoenix_otlp, phoenix_notes])) == expected
     assert view(_read([lf_obs, lf_traces, lf_scores])) == expected  # Langfuse keeps milliseconds
     assert expected["r-2"][-2:] == ("up", False)
 

@@ -148,8 +148,8 @@ def _attributes(kvs: list[_KeyValue]) -> dict[str, Any]:
             continue
         plain: Any = value.stringValue
         if plain is None:
-            plain = value.doubleValue
-            plain = _value(value) if plain is None or plain.__class__ is str else plain
+            number = value.doubleValue
+            plain = number if number.__class__ is float else _value(value)
         if kind is _PLAIN:
             if isinstance(plain, dict):
                 _flatten(flat, key, plain)
