@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.table import Table
+from rich.console import Console
 from rich.text import Text
 
 from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
@@ -31,17 +31,11 @@ def profiles_command(as_json: bool, home: Path | None, config_file: Path | None)
         if row.is_default:
             title.append("  default for unmapped versions", style="yellow")
         console.print(title)
-        grid = Table.grid(padding=(0, 2))
-        grid.add_column(no_wrap=True, style="dim")
-        grid.add_column(overflow="fold")
-        grid.add_row("  from", row.source + (f" (extends {row.extends})" if row.extends else ""))
-        grid.add_row(
-            "  serves", ", ".join(row.serves) if row.serves else "no pipeline_version (use --profile)"
-        )
-        grid.add_row("  shape", row.shape)
+        _field(console, "from", row.source + (f" (extends {row.extends})" if row.extends else ""))
+        _field(console, "serves", ", ".join(row.serves) if row.serves else "no pipeline_version (use --profile)")
+        _field(console, "shape", row.shape)
         if row.description:
-            grid.add_row("", Text(row.description, style="dim"))
-        console.print(grid)
+            _field(console, "", row.description, style="dim")
     if len(settings.profiles) == 0:
         where = settings.config_file.parent if settings.config_file else Path(".")
         console.print(
@@ -52,6 +46,19 @@ def profiles_command(as_json: bool, home: Path | None, config_file: Path | None)
                 style="dim",
             )
         )
+
+
+LABEL_WIDTH = 10
+
+
+def _field(console: Console, label: str, value: str, style: str = "") -> None:
+    """`  label   value`, the value wrapped under itself (cell widths, so CJK counts double)."""
+    width = max(20, console.width - LABEL_WIDTH)
+    lines = Text(value, style=style).wrap(console, width, overflow="fold")
+    for number, line in enumerate(lines):
+        head = Text(f"  {label}".ljust(LABEL_WIDTH) if number == 0 else " " * LABEL_WIDTH, style="dim")
+        line.rstrip()
+        console.print(head + line, soft_wrap=True)
 
 
 def register(cli: click.Group) -> None:

@@ -7,8 +7,10 @@ retrieval endpoint such as Dify's or RAGFlow's). Keys come from environment vari
 
 from __future__ import annotations
 
+from typing import Literal
+
 from ragtriage.config import Settings
-from ragtriage.errors import PipelineError
+from ragtriage.config_replay import ElasticsearchEngine, QdrantEngine
 from ragtriage.pipeline.types import Retriever
 
 LOCAL = "local"
@@ -24,24 +26,29 @@ def build_route_engines(settings: Settings) -> dict[str, tuple[str, Retriever]]:
     from ragtriage.pipeline.profiles import check_route_engines
 
     check_route_engines(settings, str(settings.config_file or "settings"))
-    built: dict[str, Retriever] = {}
     routes: dict[str, tuple[str, Retriever]] = {}
     for route, name in settings.retrieval.route_engine.items():
-        if name == LOCAL:
-            continue
-        if name not in built:
-            built[name] = _build(route, name, settings)
-        routes[route] = (name, built[name])
+        if name != LOCAL and route in settings.retrieval.routes:
+            # One client per route, so every error names the route it came from.
+            routes[route] = (name, _build(route, name, settings))
     return routes
 
 
 def _build(route: str, name: str, settings: Settings) -> Retriever:
     engine = settings.engines[name]
-    raise PipelineError(
-        f"route {route}: engine '{name}' ({engine.type}) cannot be searched by this build yet; "
-        "set the route back to 'local' in [retrieval] route_engine"
-    )
+    kind = _kind(route)
+    if isinstance(engine, ElasticsearchEngine):
+        from ragtriage.pipeline.engine_elasticsearch import ElasticsearchRetriever
+
+        return ElasticsearchRetriever(route, name, engine, kind=kind)
+    if isinstance(engine, QdrantEngine):
+        from ragtriage.pipeline.engine_qdrant import QdrantServerRetriever
+
+        return QdrantServerRetriever(route, name, engine, kind=kind)
+    from ragtriage.pipeline.engine_http import HTTPRetriever
+
+    return HTTPRetriever(route, name, engine, kind=kind)
 
 
-def _kind(route: str) -> str:
+def _kind(route: str) -> Literal["bm25", "dense"]:
     return "bm25" if route.startswith("bm25") else "dense"

@@ -199,3 +199,34 @@ def combmnz(
         for chunk_id, score in scores.items():
             parts[chunk_id].append(score)
     return _ranked({c: len(p) * math.fsum(sorted(p)) for c, p in parts.items()}, best, top_n)
+
+
+FusionMethod = Literal["rrf", "weighted", "combsum", "combmnz"]
+
+
+def fuse(
+    method: FusionMethod,
+    lists: ScoredLists,
+    *,
+    rrf_k: int = 60,
+    weights: Mapping[str, float] | None = None,
+    normalization: Normalization = "min-max",
+    missing: MissingScore = "zero",
+    top_n: int | None = None,
+) -> list[ScoredChunk]:
+    """Fuse with `method` (`[retrieval.fusion] method`); `rrf` uses the ranks only, the others the scores.
+
+    Raises:
+        ValueError: an unknown method (or a bad parameter of one).
+    """
+    if method == "rrf":
+        return rrf(
+            {name: [chunk_id for chunk_id, _ in hits] for name, hits in lists.items()}, k=rrf_k, top_n=top_n
+        )
+    if method == "weighted":
+        return weighted_fusion(lists, weights, normalization=normalization, missing=missing, top_n=top_n)
+    if method == "combsum":
+        return combsum(lists, normalization=normalization, top_n=top_n)
+    if method == "combmnz":
+        return combmnz(lists, normalization=normalization, top_n=top_n)
+    raise ValueError(f"unknown fusion method {method!r}; use rrf, weighted, combsum or combmnz")

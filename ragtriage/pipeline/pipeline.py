@@ -18,7 +18,7 @@ import numpy as np
 from ragtriage.config import Settings
 from ragtriage.errors import RagtriageError
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
-from ragtriage.pipeline.fusion import combmnz, combsum, rrf, weighted_fusion
+from ragtriage.pipeline.fusion import fuse
 from ragtriage.pipeline.normalize import normalize_query, normalize_text
 from ragtriage.pipeline.rerank import Reranker, RerankItem, RerankOutcome
 from ragtriage.pipeline.rewrite import Rewriter, RuleRewriter, extract_keywords, off_rewrite
@@ -171,7 +171,12 @@ class Pipeline:
         self.chunks.refresh()
 
     def close(self) -> None:
-        """Release the indexes (Qdrant local mode locks its folder)."""
+        """Release the indexes (Qdrant local mode locks its folder) and the engines' connections."""
+        for _, engine in self.engines.values():
+            close = getattr(engine, "close", None)
+            if callable(close):
+                close()
+        self.engines = {}
         if self._on_close is not None:
             self._on_close()
             self._on_close = None
@@ -344,7 +349,7 @@ class Pipeline:
                 item.rewrite.normalized_query, self._keywords(item.rewrite), self._items(fused[:pool])
             )
             refusal = self.reranker.refusal(outcome.reranked)
-            final = [] if refusal else self._final(outcome.reranked, top_n)
+            final = [] if refusal else self.reranker.final(outcome.reranked, top_n)
             mode = outcome.mode
         item.timings["rerank"] = (self._clock() - tick) * 1000
         item.timings["total"] = (self._clock() - item.started) * 1000
@@ -405,27 +410,19 @@ class Pipeline:
         """The fused list by `[retrieval.fusion] method` (routes without hits take no part)."""
         retrieval = self.settings.retrieval
         fusion = retrieval.fusion
-        if fusion.method == "rrf":
-            return rrf({r.name: [h.chunk_id for h in r.hits] for r in routes if r.hits}, k=retrieval.rrf_k)
-        lists = {r.name: [(h.chunk_id, h.score) for h in r.hits] for r in routes if r.hits}
-        if fusion.method == "combsum":
-            return combsum(lists, normalization=fusion.normalization)
-        if fusion.method == "combmnz":
-            return combmnz(lists, normalization=fusion.normalization)
-        weights: dict[str, float] = {str(route): weight for route, weight in fusion.weights.items()}
-        for name in lists:
-            if name.startswith(ROUTE_DENSE_SUB_PREFIX) and "dense_sub" in weights:
-                weights[name] = weights["dense_sub"]
-        return weighted_fusion(lists, weights, normalization=fusion.normalization, missing=fusion.missing)
-
-    def _final(self, reranked: Sequence[ScoredChunk], top_n: int) -> list[str]:
-        """The top `top_n`; with `[rerank] min_score`, chunks below it go, keeping at least `min_n`."""
-        rerank = self.settings.rerank
-        kept = list(reranked[:top_n])
-        if rerank.min_score is not None:
-            floor = rerank.min_n or 0
-            kept = [c for i, c in enumerate(kept) if i < floor or c.score >= rerank.min_score]
-        return [c.chunk_id for c in kept]
+        weights = {str(route): weight for route, weight in fusion.weights.items()}
+        for route in routes:
+            # `dense_sub` weighs every sub-query route.
+            if route.name.startswith(ROUTE_DENSE_SUB_PREFIX) and "dense_sub" in weights:
+                weights[route.name] = weights["dense_sub"]
+        return fuse(
+            fusion.method,
+            {r.name: [(h.chunk_id, h.score) for h in r.hits] for r in routes if r.hits},
+            rrf_k=retrieval.rrf_k,
+            weights=weights,
+            normalization=fusion.normalization,
+            missing=fusion.missing,
+        )
 
     def _keywords(self, rewrite: RewriteResult) -> list[str]:
         return rewrite.keywords or extract_keywords(rewrite.normalized_query, self.rules.tokenize)

@@ -122,6 +122,14 @@ class Reranker:
             notes=notes,
         )
 
+    def final(self, reranked: Sequence[ScoredChunk], top_n: int) -> list[str]:
+        """The final context: the first `top_n`; with `min_score`, those below it go, keeping at least `min_n`."""
+        kept = list(reranked[:top_n])
+        if self.settings.min_score is not None:
+            floor = self.settings.min_n or 0
+            kept = [c for i, c in enumerate(kept) if i < floor or c.score >= self.settings.min_score]
+        return [c.chunk_id for c in kept]
+
     def refusal(self, reranked: Sequence[ScoredChunk]) -> str | None:
         """Why the run refuses (best score below `refusal_threshold`, or nothing retrieved), or None."""
         threshold = self.settings.refusal_threshold

@@ -14,10 +14,11 @@ import pytest
 
 from ragtriage.cli import main
 from ragtriage.demo import seed_embedding_cache
-from ragtriage.kb.service import add_paths
+from ragtriage.kb.service import add_paths, list_chunks
 from ragtriage.logs.ingest import ingest_files
 from ragtriage.workspace import Workspace
 from tests.conftest import FIXTURES_DIR
+from tests.engine_stubs import stub_server
 
 DOCS = ["errors/e1001.md", "leave/comp-time.md", "permission/account-freeze.md"]
 OLD_ID = "3f1c2a9e-5b7d-4e11-9a0c-1d2e3f4a5b6c"
@@ -37,6 +38,17 @@ description = "replacing rewrite, rewritten routes only"
 alias_mode = "replace"
 [profiles.old.retrieval]
 routes = ["bm25_rewritten", "dense_rewritten"]
+
+[profiles.es-prod]
+description = "BM25 from production's Elasticsearch"
+[profiles.es-prod.retrieval.route_engine]
+bm25_raw = "prod_es"
+
+[engines.prod_es]
+type = "elasticsearch"
+url = "http://127.0.0.1:9"   # the test points RAGTRIAGE__ENGINES__PROD_ES__URL at its stub
+index = "kb-prod"
+id_field = "chunk_id"
 
 [replay.versions]
 "2026.09" = "old"
@@ -63,7 +75,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copy(FIXTURES_DIR / "kb" / relative, kb / relative)
     (home / "profiles").mkdir(parents=True)
     aliases = (FIXTURES_DIR / "aliases.toml").as_posix()
-    (home / "config.toml").write_text(CONFIG.format(aliases=aliases), encoding="utf-8")
+    (home / "config.toml").write_text(CONFIG.replace("{aliases}", aliases), encoding="utf-8")
     (home / "profiles" / "canary.toml").write_text(CANARY, encoding="utf-8")
     workspace = Workspace.open(home)
     try:
@@ -172,6 +184,7 @@ def test_profiles_command_lists_sources_and_versions(
     assert list(rows) == [
         "default",
         "canary",
+        "es-prod",
         "old",
         "hybrid-weighted",
         "rewrite-rrf-rerank",
@@ -183,3 +196,34 @@ def test_profiles_command_lists_sources_and_versions(
     assert code == 0, err
     assert all(len(line) <= 80 for line in out.splitlines())
     assert "canary-*" in out and "combmnz" in out
+
+
+def test_a_route_can_search_production_elasticsearch(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = Workspace.open(home)
+    try:
+        e1001 = next(c.chunk_id for c in list_chunks(workspace) if c.doc_id == "errors/e1001")
+    finally:
+        workspace.close()
+    foreign = "0f8e6d4c-1111-4a2b-9c3d-5e6f7a8b9c0d"
+    hits = [
+        {"_index": "kb-prod", "_id": "1", "_score": 9.5, "_source": {"chunk_id": e1001}},
+        {"_index": "kb-prod", "_id": "2", "_score": 4.0, "_source": {"chunk_id": foreign}},
+    ]
+    answer = {"took": 1, "timed_out": False, "hits": {"total": {"value": 2, "relation": "eq"}, "hits": hits}}
+    with stub_server(lambda *_: (200, answer)) as server:
+        monkeypatch.setenv("RAGTRIAGE__ENGINES__PROD_ES__URL", server.url)
+        trace = _replay(home, ["--query", "E1001 报错怎么办", "--profile", "es-prod"], monkeypatch, capsys)
+    bm25 = next(r for r in trace["routes"] if r["name"] == "bm25_raw")
+    assert bm25["engine"] == "prod_es" and [h["chunk_id"] for h in bm25["hits"]] == [e1001, foreign]
+    assert server.requests[0].body["query"] == {"match": {"content": "E1001 报错怎么办"}}
+    assert next(r for r in trace["routes"] if r["name"] == "dense_raw")["engine"] is None
+    # A chunk id production knows and the KB does not is kept and marked, not dropped.
+    assert {c["chunk_id"]: c["known"] for c in trace["candidates"]}[foreign] is False
+    # The engine gone: one line naming the route, the URL and the fix, exit 2.
+    code, out, err = run(
+        ["--home", str(home), "replay", "--query", "E1001", "--profile", "es-prod"], monkeypatch, capsys
+    )
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"route bm25_raw (engine prod_es): {server.url}/kb-prod/_search is unreachable" in err
