@@ -192,6 +192,7 @@ def test_profiles_command_lists_sources_and_versions(
     ]
     assert rows["old"]["serves"] == ["2026.09"] and rows["canary"]["serves"] == ["canary-*"]
     assert rows["default"]["is_default"] and rows["hybrid-weighted"]["source"] == "preset"
+    monkeypatch.setenv("COLUMNS", "80")
     code, out, err = run(["--home", str(home), "profiles"], monkeypatch, capsys)
     assert code == 0, err
     assert all(len(line) <= 80 for line in out.splitlines())
