@@ -35,15 +35,20 @@ def iter_parquet_rows(path: Path) -> Iterator[RawItem]:
     row_no = 0
     try:
         for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
-            # The row walk that finds NaN is only needed in a batch that has one.
+            # The row walks that find NaN and drop nulls are only needed where the batch has them.
             check_floats = any(_has_non_finite(column) for column in batch.columns)
+            with_nulls = {
+                name
+                for name, column in zip(batch.schema.names, batch.columns, strict=True)
+                if _has_nulls(column)
+            }
             for values in batch.to_pylist():
                 row_no += 1
                 found = _first_non_finite(values) if check_floats else None
                 if found is not None:
                     yield bad_non_finite(row_no, values, found)
                 else:
-                    yield row_item(row_no, values, text_cells=False)
+                    yield row_item(row_no, values, text_cells=False, with_nulls=with_nulls)
     except pa.ArrowException as error:
         raise InputError(
             f"{path}: row {row_no + 1}: cannot read ({error}); fix: re-export the file "
@@ -75,4 +80,20 @@ def _has_non_finite(array: Any) -> bool:
         return _has_non_finite(array.keys) or _has_non_finite(array.items)
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
         return _has_non_finite(array.flatten())
+    return False
+
+
+def _has_nulls(array: Any) -> bool:
+    """True when `array` or anything nested in it (struct members, list items) has a null."""
+    import pyarrow as pa
+
+    if array.null_count:
+        return True
+    kind = array.type
+    if pa.types.is_struct(kind):
+        return any(_has_nulls(array.field(index)) for index in range(kind.num_fields))
+    if pa.types.is_map(kind):
+        return _has_nulls(array.items)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return _has_nulls(array.flatten())
     return False

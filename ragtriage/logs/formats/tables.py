@@ -13,6 +13,7 @@ naming the row and the field.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any, Union
@@ -40,9 +41,12 @@ _INT_FIELDS = frozenset(("schema_version",))
 _FLOAT_FIELDS = frozenset(("latency_ms", "confidence"))
 
 
-def row_item(row_no: int, values: dict[str, Any], *, text_cells: bool) -> RawItem:
+def row_item(
+    row_no: int, values: dict[str, Any], *, text_cells: bool, with_nulls: Collection[str] | None = None
+) -> RawItem:
     """One table row as an item for `parse_batches`. `text_cells`: every value is a string (CSV),
-    so numbers are converted too; otherwise (Parquet) values keep their types."""
+    so numbers are converted too; otherwise (Parquet) values keep their types. `with_nulls`: the
+    columns that may hold nulls inside a struct or list (None: any); the others need no walk."""
     record: dict[str, Any] = {}
     for key, value in values.items():
         if value is None or (text_cells and value == ""):
@@ -74,7 +78,7 @@ def row_item(row_no: int, values: dict[str, Any], *, text_cells: bool) -> RawIte
                         f"{values[key]} is not a finite number",
                         "leave the cell empty (or write a finite number)",
                     )
-        elif type(value) is dict or type(value) is list:
+        elif (type(value) is dict or type(value) is list) and (with_nulls is None or key in with_nulls):
             value = _without_nulls(value)
         elif type(value) is float and not math.isfinite(value):
             return _bad(
