@@ -40,6 +40,7 @@ from ragtriage import locations  # noqa: E402
 from ragtriage.demo import seed_embedding_cache  # noqa: E402
 from ragtriage.kb.service import add_paths, list_chunks  # noqa: E402
 from ragtriage.pipeline.normalize import normalize_query  # noqa: E402
+from ragtriage.pipeline.profiles import resolve_profile  # noqa: E402
 from ragtriage.pipeline.rerank import Reranker  # noqa: E402
 from ragtriage.pipeline.rewrite import AliasDictionary, extract_keywords, split_sub_queries  # noqa: E402
 from ragtriage.pipeline.types import ChunkRecord, RewriteResult, RunOptions, ScoredChunk, Trace  # noqa: E402
@@ -339,13 +340,6 @@ def _old_check_options(options: RunOptions) -> RunOptions:
     return options.model_copy(update={"extra_aliases": inverted})
 
 
-def old_settings(settings: Any) -> Any:
-    """The settings of `OLD_PIPELINE_VERSION` (for its config hash): the rewritten routes only."""
-    data = settings.model_dump()
-    data["retrieval"]["routes"] = list(OLD_ROUTES)
-    return type(settings).model_validate(data)
-
-
 def _designed_of(plan: list[dict[str, Any]], text: str) -> str | None:
     return next(
         (p["query"].get("intended_label") for p in plan if p.get("text", p["query"]["query"]) == text), None
@@ -443,9 +437,10 @@ def generate(out: Path, *, seed: int, cache_home: Path | None, work: Path) -> di
                 old_options = old_version_options(pipeline, text, _old_check_options(options))
                 checks[name][(text, OLD_PIPELINE_VERSION)] = pipeline.run(text, options=old_options)
         titles = {c.chunk_id: c.title for c in list_chunks(prod)}
+        # Each version's hash is its replay profile's (production.toml [replay.versions]).
         config_hashes = {
-            PIPELINE_VERSION: prod.settings.config_hash(),
-            OLD_PIPELINE_VERSION: old_settings(prod.settings).config_hash(),
+            version: resolve_profile(prod.settings, version).config_hash
+            for version in (PIPELINE_VERSION, OLD_PIPELINE_VERSION)
         }
     finally:
         prod.close()

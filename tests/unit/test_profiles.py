@@ -212,3 +212,16 @@ def test_fixture_versions_map_to_their_profiles() -> None:
     rows = {row.name: row for row in list_profiles(production)}
     assert rows["prod-2026-10"].serves == ["prod-2026.10"] and rows["default"].is_default
     assert "replacing rewrite" in rows["prod-2026-09"].shape
+
+
+def test_every_logged_fixture_hash_is_its_profiles_hash() -> None:
+    import json
+
+    production = load_settings(FIXTURES_DIR / "logs" / "production.toml", environ={})
+    lines = (FIXTURES_DIR / "logs" / "requests.jsonl").read_text(encoding="utf-8").splitlines()
+    logged = {
+        (r["pipeline_version"], r["config_hash"]) for r in map(json.loads, lines) if r.get("config_hash")
+    }
+    assert {version for version, _ in logged} == {"prod-2026.09", "prod-2026.10"}
+    for version, config_hash in logged:
+        assert resolve_profile(production, version).config_hash == config_hash, version
