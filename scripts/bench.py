@@ -52,7 +52,7 @@ ORDER = [
     "tui",
     "demo",
 ]
-ORDER += ["pdf_load"]
+ORDER += ["pdf_load", "service"]
 FIXTURE_KB = REPO_ROOT / "fixtures" / "kb"
 #: Every first-round target, by the benchmark meant to measure it (a row even before its script exists).
 TARGETS = {
@@ -67,6 +67,7 @@ TARGETS = {
     "metrics": "metrics for 100k cases x 100 candidates <= 1/3 of pytrec_eval (issue 5)",
     "tui": "queue interactive <= 1 s at 100k flagged; key to repaint <= 50 ms (issue 6)",
     "demo": "`ragtriage demo --headless` <= 60 s on a fresh home (issue 6)",
+    "service": "API page of 50 case results <= 250 ms and comparison report <= 5 s at 1,000 cases (issue 15)",
     "pdf_load": "Debian Reference PDF (251 pages) loads in <= 2 x PDFium's bare text read (issue 11)",
 }
 
@@ -93,6 +94,8 @@ def script_arguments(name: str, quick: bool, workdir: Path) -> list[str]:
         return ["--requests", "2000" if quick else "100000", "--home", str(home)]
     if name == "diagnose":
         return ["--repeat", "1" if quick else "5"]
+    if name == "service":
+        return ["--cases", "100" if quick else "1000", "--workdir", str(workdir)]
     if name == "demo":
         return ["--home", str(workdir / "demo-home")]
     return []

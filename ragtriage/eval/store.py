@@ -117,8 +117,11 @@ def dataset_version(engine: Engine, dataset: str) -> int:
         return row.version
 
 
-def dataset_cases(engine: Engine, dataset: str, version: int | None = None) -> list[StoredCase]:
-    """The cases of `dataset` at `version` (default: the current one), in case id order.
+def dataset_cases(
+    engine: Engine, dataset: str, version: int | None = None, *, case_ids: Sequence[str] | None = None
+) -> list[StoredCase]:
+    """The cases of `dataset` at `version` (default: the current one), in case id order; only
+    `case_ids` when given (a page of a run needs only its own cases).
 
     Raises:
         NotFoundError: no such dataset, or a version it never had.
@@ -128,7 +131,9 @@ def dataset_cases(engine: Engine, dataset: str, version: int | None = None) -> l
         raise NotFoundError(f"dataset {dataset!r} has versions 1..{current}, not {version}")
     with read_session(engine) as session:
         statement = _current(select(EvalCaseRow).where(EvalCaseRow.dataset == dataset), version)
-        rows = session.exec(statement.order_by(EvalCaseRow.case_id)).all()
+        if case_ids is not None:
+            statement = statement.where(col(EvalCaseRow.case_id).in_(list(case_ids)))
+        rows = session.exec(statement.order_by(col(EvalCaseRow.case_id))).all()
     return [_to_stored(row) for row in rows]
 
 

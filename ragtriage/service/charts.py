@@ -57,7 +57,8 @@ def _svg(figure: Figure, label: str) -> str:
         # Glyphs DejaVu lacks (CJK) are measured approximately; the browser draws them with its fonts.
         warnings.filterwarnings("ignore", message="Glyph .* missing from font")
         warnings.filterwarnings("ignore", message="findfont")
-        figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+        # Constrained layout already fits the labels: no second "tight" drawing pass.
+        figure.savefig(buffer, format="svg", metadata={"Date": None})
     text = _METADATA.sub("", _PROLOGUE.sub("", buffer.getvalue(), count=1))
     return text.replace("<svg ", f'<svg class="chart" role="img" aria-label="{_attr(label)}" ', 1)
 

@@ -26,6 +26,7 @@ from ragtriage.eval.compare import DEFAULT_TEST_METRICS, Comparison, compare_run
 from ragtriage.eval.gate import GateResult
 from ragtriage.eval.run_view import CaseResult, RunDetail, RunListItem, case_results, run_detail
 from ragtriage.service import charts
+from ragtriage.store.eval_tables import EvalRunRow
 
 __all__ = ["render_index", "render_report", "write_report"]
 
@@ -104,14 +105,14 @@ def _run_facts(detail: RunDetail) -> dict[str, Any]:
 
 
 def _worst(
+    engine: Engine,
     primary: str,
+    runs: Sequence[EvalRunRow],
     cases_a: Sequence[CaseResult],
-    cases_b: Sequence[CaseResult] | None,
     comparison: Comparison | None,
 ) -> list[dict[str, Any]]:
-    """The cases to show in full: most regressed (comparison) or lowest on the primary metric."""
-    by_id_a = {c.case_id: c for c in cases_a}
-    by_id_b = {c.case_id: c for c in cases_b or []}
+    """The cases to show in full, read again with candidates and gold journey: the most regressed
+    (with a comparison) or the lowest on the primary metric. `runs` is (A,) or (A, B)."""
     if comparison is not None:
         ids = [d.case_id for d in comparison.regressed[:WORST_CASES]]
     else:
@@ -119,13 +120,16 @@ def _worst(
             (c for c in cases_a if c.has_gold), key=lambda c: (c.metrics.get(primary, 0.0), c.case_id)
         )
         ids = [c.case_id for c in ranked[:WORST_CASES] if c.metrics.get(primary, 0.0) < 1.0]
+    if not ids:
+        return []
+    by_run = [{c.case_id: c for c in case_results(engine, run, case_ids=ids)} for run in runs]
     worst = []
     for case_id in ids:
-        a, b = by_id_a.get(case_id), by_id_b.get(case_id)
+        a = by_run[0].get(case_id)
+        b = by_run[1].get(case_id) if len(by_run) > 1 else None
         shown = b or a
-        if shown is None:
-            continue
-        worst.append({"case": shown, "a": a, "b": b, "routes": _route_names(a, b)})
+        if shown is not None:
+            worst.append({"case": shown, "a": a, "b": b, "routes": _route_names(a, b)})
     return worst
 
 
@@ -154,8 +158,8 @@ def build_context(engine: Engine, run_ref: str | int, compare: str | int | None 
         NotFoundError: an unknown run. InputError: a `compare` run of another eval set.
     """
     detail_a = run_detail(engine, run_ref, limit=1)
-    run_a = eval_store.get_run(engine, detail_a.run_id)
-    cases_a = case_results(engine, run_a)
+    runs = [eval_store.get_run(engine, detail_a.run_id)]
+    cases_a = case_results(engine, runs[0], detail=False)
     detail_b = cases_b = comparison = None
     if compare is not None:
         detail_b = run_detail(engine, compare, limit=1)
@@ -164,7 +168,8 @@ def build_context(engine: Engine, run_ref: str | int, compare: str | int | None 
                 f"--compare {compare}: run {detail_b.run_id} evaluated eval set {detail_b.dataset!r} but run "
                 f"{detail_a.run_id} evaluated {detail_a.dataset!r}; compare two runs of the same eval set"
             )
-        cases_b = case_results(engine, eval_store.get_run(engine, detail_b.run_id))
+        runs.append(eval_store.get_run(engine, detail_b.run_id))
+        cases_b = case_results(engine, runs[1], detail=False)
         comparison = compare_runs(engine, detail_a.run_id, detail_b.run_id)
     primary = _primary(detail_a, comparison)
     facts_a = _run_facts(detail_a)
@@ -216,7 +221,7 @@ def build_context(engine: Engine, run_ref: str | int, compare: str | int | None 
         "config_changed": [
             k for k in config_keys if detail_b is not None and config_a.get(k) != config_b.get(k)
         ],
-        "worst": _worst(primary, cases_a, cases_b, comparison),
+        "worst": _worst(engine, primary, runs, cases_a, comparison),
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "version": __version__,
     }

@@ -188,7 +188,7 @@ def test_served_pages_render_and_stay_on_the_server(browser: Any, eval_home: Eva
             _check_charts(page)
             _not_blank(page.screenshot(full_page=False))
             page.goto(url + "/docs", wait_until="networkidle")
-            page.locator(".swagger-ui .opblock").first.wait_for(timeout=30_000)
+            page.locator(".swagger-ui .opblock").first.wait_for(timeout=90_000)
             assert page.locator(".swagger-ui .opblock").count() >= 10
             assert _foreign(requests, url) == []
         finally:
