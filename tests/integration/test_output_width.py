@@ -60,7 +60,12 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
                 "feedback": {"rating": "down", "escalated": True},
             },
             {"request_id": INT_ID, "ts": "2026-11-02T09:00:00Z", "raw_query": "账号被锁了", "citations": []},
-            {"request_id": "lg-3", "ts": "2026-11-02T10:00:00Z", "raw_query": "报错 E1001", "user_feedback": "down"},
+            {
+                "request_id": "lg-3",
+                "ts": "2026-11-02T10:00:00Z",
+                "raw_query": "报错 E1001",
+                "user_feedback": "down",
+            },
         ]
         log = root / "requests.jsonl"
         log.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
@@ -129,7 +134,10 @@ def test_command_output_fits(built: tuple[Path, list[str]], command: list[str], 
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_demo_summary_fits(
-    built: tuple[Path, list[str]], width: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    built: tuple[Path, list[str]],
+    width: int,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     from ragtriage.commands.tui import print_summary
 

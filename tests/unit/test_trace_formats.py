@@ -350,3 +350,25 @@ def test_langfuse_observation_from_opentelemetry_keeps_its_attributes(tmp_path: 
     assert reranked == [("leave/missed#1", 0.9), ("leave/missed#2", None)]  # text scores read as numbers
     assert stage_ids(stages.final_context) == ["leave/missed#1"]
     assert stage_ids(stages.fused) == ["leave/missed#2"]
+
+
+def test_sources_name_a_tag_prefix_a_resource_attribute_or_an_attribute(tmp_path: Path) -> None:
+    tracer, exporter = make_tracer(service_version="svc-9.1")
+    record_request(
+        tracer,
+        {k: v for k, v in REQUEST.items() if k != "pipeline_version"},
+        extra_root_attributes={"tag.tags": ["env=prod", "rid=REQ-77"], "app.release": "2026.11.3"},
+    )
+    path = tmp_path / "t.jsonl"
+    path.write_text(otlp_lines(exporter.get_finished_spans()))
+    otel = OtelSettings(
+        request_id_from=["metadata.missing", "tag:rid="], pipeline_version_from=["resource.service.name"]
+    )
+    [item] = _read([path], otel)
+    assert isinstance(item, Assembled)
+    record = _record(item.body)
+    assert (record.request_id, record.pipeline_version) == ("REQ-77", "rag-service")
+    [item] = _read([path], OtelSettings(pipeline_version_from=["app.release"]))
+    assert isinstance(item, Assembled) and _record(item.body).pipeline_version == "2026.11.3"
+    # The metadata key the request id was read from is not kept again under otel.metadata.
+    assert "request_id" not in (_record(item.body).model_extra or {})["otel"].get("metadata", {})
