@@ -89,7 +89,8 @@ def score(
 
 def _print_report(report: ScoreReport, specs: list[MetricSpec]) -> None:
     table = FitTable(
-        [Col("metric", "label"), Col("mean", "number", justify="right")], title=plural(report.queries, "query")
+        [Col("metric", "label"), Col("mean", "number", justify="right")],
+        title=plural(report.queries, "query"),
     )
     for spec in specs:
         table.add_row(spec.label, f"{report.mean.get(spec.label, 0.0):.4f}")

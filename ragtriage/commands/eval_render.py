@@ -93,7 +93,12 @@ def print_ablation(table: AblationTable) -> None:
     for metric in ABLATION_METRICS:
         metric_columns += [Col(metric, "number", justify="right"), Col("Δ", "number", justify="right")]
     view = FitTable(
-        [Col("config", "label"), Col("routes", "text"), Col("run", "number", justify="right"), *metric_columns],
+        [
+            Col("config", "label"),
+            Col("routes", "text"),
+            Col("run", "number", justify="right"),
+            *metric_columns,
+        ],
         title=f"ablation on {table.dataset}@{table.dataset_version} (deltas against {table.reference})",
     )
     for row in table.rows:

@@ -217,7 +217,9 @@ def _print_queue(page: QueuePage, filters: dict[str, str], counts: QueueCounts |
                 "use a smaller --offset"
             )
         elif filters:
-            console.print(f"no flagged requests match {searched}; drop a filter (`ragtriage queue` lists all)")
+            console.print(
+                f"no flagged requests match {searched}; drop a filter (`ragtriage queue` lists all)"
+            )
             if counts is not None and "suggested" in filters:
                 present = ", ".join(
                     f"{'none' if name == NOT_DIAGNOSED else name} ({count:,})"
@@ -225,9 +227,7 @@ def _print_queue(page: QueuePage, filters: dict[str, str], counts: QueueCounts |
                 )
                 console.print(f"--suggested values in this home: {present or 'none yet'}")
         else:
-            console.print(
-                "no flagged requests in this home; ingest logs with `ragtriage logs ingest FILE`"
-            )
+            console.print("no flagged requests in this home; ingest logs with `ragtriage logs ingest FILE`")
         return
     table = FitTable(
         [

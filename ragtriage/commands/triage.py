@@ -71,7 +71,11 @@ def _render(diagnosis: Diagnosis) -> None:
             )
             for chunk in diagnosis.needs.likeliest:
                 likely.add_row(
-                    chunk.chunk_id, chunk.title or "", chunk.stage, str(chunk.rank), ", ".join(chunk.overlap_terms)
+                    chunk.chunk_id,
+                    chunk.title or "",
+                    chunk.stage,
+                    str(chunk.rank),
+                    ", ".join(chunk.overlap_terms),
                 )
             console.print(likely)
         for step in diagnosis.needs.next_steps:

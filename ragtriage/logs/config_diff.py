@@ -70,5 +70,7 @@ def differing_settings(logged: Mapping[str, Any], current: Settings) -> list[str
     return [
         f"{key}: {_shown(before.get(key))} → {_shown(after.get(key))}"
         for key in sorted(set(before) | set(after))
-        if before.get(key) != after.get(key) and not key.startswith("kb.import_") and key not in _UNHASHED_KEYS
+        if before.get(key) != after.get(key)
+        and not key.startswith("kb.import_")
+        and key not in _UNHASHED_KEYS
     ]

@@ -195,7 +195,9 @@ class FitTable:
     def _transposed(self) -> FitTable:
         first, *rest = self.columns
         columns = [Col(first.header, kind="label")]
-        columns += [Col(row[0].plain, kind=first.kind if first.kind != "clip" else "text") for row in self.rows]
+        columns += [
+            Col(row[0].plain, kind=first.kind if first.kind != "clip" else "text") for row in self.rows
+        ]
         table = FitTable(columns, title=self.title, vertical="records", show_edge=self.show_edge)
         for index, column in enumerate(rest, start=1):
             table.add_row(Text(column.header, style="bold"), *(row[index] for row in self.rows))

@@ -53,7 +53,9 @@ def suggestion_lines(diagnosis: Diagnosis) -> list[str]:
             f"(confidence {suggestion.confidence:.2f}; its own replays did not bring gold back)"
         )
     else:
-        head = f"suggested root cause: {suggestion.label} (confidence {suggestion.confidence:.2f}, not tested)"
+        head = (
+            f"suggested root cause: {suggestion.label} (confidence {suggestion.confidence:.2f}, not tested)"
+        )
     lines = [head, *(f"  - {line}" for line in suggestion.evidence)]
     if suggestion.alternatives:
         lines.append(

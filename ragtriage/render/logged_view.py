@@ -143,9 +143,7 @@ def header(comparison: LoggedReplay) -> Text:
         )
     unknown = sorted({c for diff in comparison.diffs.values() for c in diff.unknown})
     if unknown:
-        text.append(
-            f"\n{plural(len(unknown), 'logged chunk id')} unknown to the KB", style="bold magenta"
-        )
+        text.append(f"\n{plural(len(unknown), 'logged chunk id')} unknown to the KB", style="bold magenta")
         text.append(" (stale index or another KB)")
     if not replayed.gold:
         text.append("\ngold: unknown; ", style="bold yellow")

@@ -113,7 +113,9 @@ def _current_index(facts: Facts, baseline: Trace) -> CounterfactualResult:
         baseline_reaches_final=logged.reached_final,
         improves=reaches and not logged.reached_final,
         detail=[
-            f"logged final misses gold; replay: {describe_ranks(ranks)}" if reaches else "replay misses gold too"
+            f"logged final misses gold; replay: {describe_ranks(ranks)}"
+            if reaches
+            else "replay misses gold too"
         ],
     )
 

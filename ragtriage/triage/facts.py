@@ -186,7 +186,9 @@ def propose_alias_pairs(
             cooccur = sum(1 for text in others if near_each_other(text, term, synonym))
             if cooccur:
                 score += min(0.3, 0.15 * cooccur)
-                sources.append(f"named as one thing in {cooccur} retrieved chunk{'' if cooccur == 1 else 's'}")
+                sources.append(
+                    f"named as one thing in {cooccur} retrieved chunk{'' if cooccur == 1 else 's'}"
+                )
             if set(term) & set(synonym) and (_CJK.search(term) or len(set(term) & set(synonym)) > 2):
                 score += 0.15
                 sources.append("shared characters")

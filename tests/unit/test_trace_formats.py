@@ -259,6 +259,8 @@ def test_phoenix_and_langfuse_exports_read_the_same_requests(tmp_path: Path) -> 
 
     expected = view(_read([otlp_path]))
     assert view(_read([phoenix_spans, phoenix_notes])) == expected
+    # Annotations name only a span id: they find their trace in the spill file too.
+    assert view(_read([phoenix_spans, phoenix_notes], memory_spans=3)) == expected
     phoenix_otlp = tmp_path / "otlpv1.json"  # the same spans from Phoenix's OTLP-shaped endpoint
     phoenix_otlp.write_text(json.dumps(phoenix_otlp_page(kept), ensure_ascii=False, indent=2))
     assert detect(phoenix_otlp) == ("otlp", "document")

@@ -59,7 +59,8 @@ class TraceCollector:
             self._db.execute("PRAGMA synchronous = OFF")
             self._db.execute("PRAGMA cache_size = -65536")  # 64 MB of page cache
             self._db.execute(
-                "CREATE TABLE item (trace_id TEXT NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL)"
+                "CREATE TABLE item (trace_id TEXT NOT NULL, seq INTEGER NOT NULL, span_id TEXT NOT NULL,"
+                " data BLOB NOT NULL)"
             )
             self._db.execute("BEGIN")
         return self._db
@@ -68,8 +69,11 @@ class TraceCollector:
         db = self._connect()
         start = self._seq
         db.executemany(
-            "INSERT INTO item VALUES (?, ?, ?)",
-            [(trace_id, start + i, span.pack()) for i, (trace_id, span) in enumerate(self._spans)],
+            "INSERT INTO item VALUES (?, ?, ?, ?)",
+            [
+                (trace_id, start + i, span.span_id, span.pack())
+                for i, (trace_id, span) in enumerate(self._spans)
+            ],
         )
         self._seq += len(self._spans)
         self._spans = []
@@ -100,10 +104,17 @@ class TraceCollector:
                 if span.span_id in unresolved:
                     span_traces[span.span_id] = trace_id
             if self._db is not None:
-                for trace_id, data in self._db.execute("SELECT trace_id, data FROM item"):
-                    span_id = Span.unpack(data).span_id
-                    if span_id in unresolved:
-                        span_traces[span_id] = trace_id
+                if self._spans:
+                    self._spill()  # one place to look
+                self._db.execute("CREATE INDEX IF NOT EXISTS item_span ON item (span_id)")
+                wanted = sorted(unresolved)
+                for start in range(0, len(wanted), 500):
+                    chunk = wanted[start : start + 500]
+                    marks = ",".join("?" * len(chunk))
+                    query = f"SELECT trace_id, span_id FROM item WHERE span_id IN ({marks})"
+                    span_traces.update(
+                        (span_id, trace_id) for trace_id, span_id in self._db.execute(query, chunk)
+                    )
         grouped: dict[str, list[Note]] = {}
         for note in self._notes:
             trace_id = note.trace_id or span_traces.get(note.span_id or "") or f"span:{note.span_id}"
