@@ -19,15 +19,12 @@ from ragtriage.config import Settings
 from ragtriage.errors import RagtriageError
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
 from ragtriage.pipeline.fusion import fuse
-from ragtriage.pipeline.normalize import normalize_query, normalize_text
+from ragtriage.pipeline.normalize import normalize_query
 from ragtriage.pipeline.rerank import Reranker, RerankItem, RerankOutcome
 from ragtriage.pipeline.rewrite import Rewriter, RuleRewriter, extract_keywords, off_rewrite
+from ragtriage.pipeline.route_plan import PlannedRoute, engine_for, needs_vector, plan_routes, route_k
 from ragtriage.pipeline.trace_build import build_candidates
 from ragtriage.pipeline.types import (
-    ROUTE_BM25_RAW,
-    ROUTE_BM25_REWRITTEN,
-    ROUTE_DENSE_RAW,
-    ROUTE_DENSE_REWRITTEN,
     ROUTE_DENSE_SUB_PREFIX,
     Embedder,
     ProfileRef,
@@ -42,25 +39,12 @@ from ragtriage.pipeline.types import (
 
 DenseSearch = Callable[[np.ndarray, int], list[ScoredChunk]]
 StopCheck = Callable[[], bool]
-SKIPPED_SAME_AS_RAW = "skipped: same text as raw"
-SKIPPED_NO_INDEX = "skipped: no index"
 
 
 class RunCancelled(RagtriageError):
     """`should_stop()` returned True between two stages; the partial run is discarded."""
 
     title = "cancelled"
-
-
-@dataclass
-class _PlannedRoute:
-    name: str
-    kind: str
-    query: str
-    skip_flag: str | None = None
-    vector_row: int | None = None
-    engine: str | None = None
-    """Name of the production engine this route searches (None: the local index)."""
 
 
 @dataclass
@@ -71,7 +55,7 @@ class _Prepared:
     options: RunOptions
     gold: list[str]
     rewrite: RewriteResult
-    routes: list[_PlannedRoute]
+    routes: list[PlannedRoute]
     timings: dict[str, float] = field(default_factory=dict)
     started: float = 0.0
 
@@ -237,66 +221,17 @@ class Pipeline:
             return self.llm_rewriter.rewrite(raw_query, normalized, extra_aliases=options.extra_aliases)
         return self.rules.rewrite(raw_query, normalized, extra_aliases=options.extra_aliases)
 
-    def _plan_routes(self, rewrite: RewriteResult, options: RunOptions) -> list[_PlannedRoute]:
+    def _plan_routes(self, rewrite: RewriteResult, options: RunOptions) -> list[PlannedRoute]:
         enabled = set(options.routes if options.routes is not None else self.settings.retrieval.routes)
-        raw_text = rewrite.normalized_query
-        rewritten = normalize_text(rewrite.rewritten_query) or raw_text
-
-        def same_as(raw_route: str) -> str | None:
-            # Skip a rewritten route only when the raw route of its kind runs too (ablation D runs
-            # the rewritten routes alone, and then they must search even an unchanged query).
-            return SKIPPED_SAME_AS_RAW if rewritten == raw_text and raw_route in enabled else None
-
-        planned = [
-            _PlannedRoute(ROUTE_BM25_RAW, "bm25", raw_text),
-            _PlannedRoute(ROUTE_DENSE_RAW, "dense", raw_text),
-            _PlannedRoute(ROUTE_BM25_REWRITTEN, "bm25", rewritten, same_as(ROUTE_BM25_RAW)),
-            _PlannedRoute(ROUTE_DENSE_REWRITTEN, "dense", rewritten, same_as(ROUTE_DENSE_RAW)),
-        ]
-        if rewrite.mode != "off":
-            for number, sub_query in enumerate(rewrite.sub_queries, start=1):
-                text = normalize_text(sub_query)
-                flag = SKIPPED_SAME_AS_RAW if text in (raw_text, "") else None
-                planned.append(_PlannedRoute(f"{ROUTE_DENSE_SUB_PREFIX}{number}", "dense", text, flag))
-        routes = [
-            r
-            for r in planned
-            if r.name in enabled or (r.name.startswith(ROUTE_DENSE_SUB_PREFIX) and "dense_sub" in enabled)
-        ]
-        for route in routes:
-            engine = self._engine(route.name)
-            route.engine = engine[0] if engine is not None else None
-            local = self.bm25 if route.kind == "bm25" else self.dense_search
-            if route.skip_flag is None and engine is None and local is None:
-                route.skip_flag = SKIPPED_NO_INDEX
-        return routes
-
-    def _engine(self, route_name: str) -> tuple[str, Retriever] | None:
-        key = "dense_sub" if route_name.startswith(ROUTE_DENSE_SUB_PREFIX) else route_name
-        return self.engines.get(key)
-
-    def _needs_vector(self, route: _PlannedRoute) -> bool:
-        engine = self._engine(route.name)
-        if engine is not None:
-            return isinstance(engine[1], VectorRetriever)
-        return route.kind == "dense"
-
-    def _route_k(self, route: _PlannedRoute, options: RunOptions) -> int:
-        """Per-route k: a one-off option wins, then `[retrieval] route_k`, then bm25_k / dense_k."""
-        retrieval = self.settings.retrieval
-        override = options.bm25_k if route.kind == "bm25" else options.dense_k
-        if override:
-            return override
-        key = "dense_sub" if route.name.startswith(ROUTE_DENSE_SUB_PREFIX) else route.name
-        configured = retrieval.route_k.get(key)  # type: ignore[call-overload]
-        return configured or (retrieval.bm25_k if route.kind == "bm25" else retrieval.dense_k)
+        local = {"bm25": self.bm25 is not None, "dense": self.dense_search is not None}
+        return plan_routes(rewrite, enabled, self.engines, local)
 
     def _embed(self, prepared: list[_Prepared]) -> tuple[np.ndarray | None, float]:
         texts: list[str] = []
         row_of: dict[str, int] = {}
         for item in prepared:
             for route in item.routes:
-                if self._needs_vector(route) and route.skip_flag is None:
+                if needs_vector(self.engines, route) and route.skip_flag is None:
                     # Identical texts (the same query twice in a batch) are embedded once.
                     route.vector_row = row_of.setdefault(route.query, len(texts))
                     if route.vector_row == len(texts):
@@ -322,7 +257,9 @@ class Pipeline:
                 result.flags.append(planned.skip_flag)
             else:
                 tick = self._clock()
-                result.hits, result.flags = self._search(planned, vectors, self._route_k(planned, options))
+                result.hits, result.flags = self._search(
+                    planned, vectors, route_k(retrieval, planned, options)
+                )
                 result.ms = (self._clock() - tick) * 1000
                 stage_ms[planned.kind] += result.ms
             routes.append(result)
@@ -386,10 +323,10 @@ class Pipeline:
         )
 
     def _search(
-        self, planned: _PlannedRoute, vectors: np.ndarray | None, k: int
+        self, planned: PlannedRoute, vectors: np.ndarray | None, k: int
     ) -> tuple[list[ScoredChunk], list[str]]:
         """One route's hits and flags, from its production engine or the local index."""
-        engine = self._engine(planned.name)
+        engine = engine_for(self.engines, planned.name)
         vector = (
             vectors[planned.vector_row] if vectors is not None and planned.vector_row is not None else None
         )
