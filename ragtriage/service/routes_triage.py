@@ -19,6 +19,8 @@ from ragtriage.triage.diagnose import Diagnosis
 from ragtriage.triage.promote import PromoteResult, promote_request
 
 router = APIRouter(prefix="/api/v1", tags=["triage"])
+# Request ids are the logging system's own and may hold "/": the routes take the id as a path, and
+# the plain `GET /requests/{id}` comes last so it never swallows `/triage`, `/diagnosis`, ….
 State = Annotated[ServiceState, Depends(service_state)]
 
 
@@ -89,19 +91,13 @@ def queue(
     )
 
 
-@router.get("/requests/{request_id}", response_model=RequestView)
-def get_request(request_id: str, state: State) -> RequestView:
-    """The logged request as ingested and its triage record (null when never flagged)."""
-    return request_view(state.workspace.engine, request_id)
-
-
-@router.get("/requests/{request_id}/triage", response_model=TriageRecord)
+@router.get("/requests/{request_id:path}/triage", response_model=TriageRecord)
 def get_triage(request_id: str, state: State) -> TriageRecord:
     """The triage record: status, labels, gold, notes, assignee and `revision`."""
     return triage_repo.get_record(state.workspace.engine, request_id)
 
 
-@router.get("/requests/{request_id}/diagnosis", response_model=Diagnosis)
+@router.get("/requests/{request_id:path}/diagnosis", response_model=Diagnosis)
 def get_diagnosis(
     request_id: str,
     state: State,
@@ -129,7 +125,7 @@ def get_diagnosis(
     return diagnosis
 
 
-@router.post("/requests/{request_id}/label", response_model=TriageRecord)
+@router.post("/requests/{request_id:path}/label", response_model=TriageRecord)
 def label(request_id: str, body: LabelRequest, state: State) -> TriageRecord:
     """Add a root-cause label (and gold, a note); moves the case to in_progress."""
     workspace = state.workspace
@@ -147,7 +143,7 @@ def label(request_id: str, body: LabelRequest, state: State) -> TriageRecord:
     )
 
 
-@router.post("/requests/{request_id}/confirm", response_model=TriageRecord)
+@router.post("/requests/{request_id:path}/confirm", response_model=TriageRecord)
 def confirm(request_id: str, state: State, body: ConfirmRequest | None = None) -> TriageRecord:
     """Confirm an in_progress case (it needs a primary label and gold, unless the label needs none)."""
     request = body or ConfirmRequest()
@@ -161,7 +157,7 @@ def confirm(request_id: str, state: State, body: ConfirmRequest | None = None) -
     )
 
 
-@router.post("/requests/{request_id}/promote", response_model=PromoteResult)
+@router.post("/requests/{request_id:path}/promote", response_model=PromoteResult)
 def promote(request_id: str, state: State, body: PromoteRequest | None = None) -> PromoteResult:
     """Turn the confirmed case into an eval case (PII redacted, provenance kept); a duplicate is not added."""
     request = body or PromoteRequest()
@@ -176,3 +172,9 @@ def promote(request_id: str, state: State, body: PromoteRequest | None = None) -
         tags=request.tags,
         case_id=request.case_id,
     )
+
+
+@router.get("/requests/{request_id:path}", response_model=RequestView)
+def get_request(request_id: str, state: State) -> RequestView:
+    """The logged request as ingested and its triage record (null when never flagged)."""
+    return request_view(state.workspace.engine, request_id)

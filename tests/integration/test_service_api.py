@@ -270,6 +270,20 @@ def test_label_confirm_promote_with_revisions(client: TestClient, built: EvalHom
     assert again.status_code == 200 and again.json()["created"] is False
 
 
+def test_request_ids_with_a_slash_reach_every_route(client: TestClient, built: EvalHome) -> None:
+    request_id = f"gateway/{uuid.uuid4().int % 10**9}"  # an id from another logging system
+    workspace = Workspace.open(built.home, None)
+    try:
+        add_request(workspace, request_id, "请假流程在哪里看")
+    finally:
+        workspace.close()
+    assert client.get(f"{API}/requests/{request_id}").json()["request"]["record"]["request_id"] == request_id
+    assert client.get(f"{API}/requests/{request_id}/triage").json()["status"] == "new"
+    labelled = client.post(f"{API}/requests/{request_id}/label", json={"label": "bm25_miss"})
+    assert labelled.status_code == 200 and labelled.json()["request_id"] == request_id
+    assert "/api/v1/requests/{request_id}/triage" in client.get("/openapi.json").json()["paths"]
+
+
 def test_label_errors_say_what_the_cli_says(client: TestClient, built: EvalHome) -> None:
     request_id = built.request_ids[0]
     response = client.post(f"{API}/requests/{request_id}/label", json={"label": "bm25_mis"})
