@@ -67,7 +67,7 @@ TARGETS = {
     "metrics": "metrics for 100k cases x 100 candidates <= 1/3 of pytrec_eval (issue 5)",
     "tui": "queue interactive <= 1 s at 100k flagged; key to repaint <= 50 ms (issue 6)",
     "demo": "`ragtriage demo --headless` <= 60 s on a fresh home (issue 6)",
-    "service": "API page of 50 case results <= 250 ms and comparison report <= 5 s at 1,000 cases (issue 15)",
+    "service": "at 1,000 cases: API page of 50 results <= 5 x reading its rows; report <= 2 x compare_runs (issue 15)",
     "pdf_load": "Debian Reference PDF (251 pages) loads in <= 2 x PDFium's bare text read (issue 11)",
 }
 

@@ -3,9 +3,11 @@
 Two runs of N cases with 30 candidates each are written straight into a fresh store (what the
 runner would store; no replay, so the figures are the face's own cost). Then:
 - `api_page_ms`: `GET /api/v1/retrieval/evaluations/{run}?limit=50` through FastAPI's test client
-  (p50 of 20), against the in-run baseline of reading the same 50 rows with `run_case_results`;
+  (p50 of 20), against the in-run baseline of reading the same 50 rows with `run_case_results`
+  (target: the API's own work at most 5 x that read);
 - `report_s`: `render_report(A, compare=B)` (charts, significance test, worst cases) against the
-  in-run baseline of `compare_runs` alone, the core comparison the report shows.
+  in-run baseline of `compare_runs` alone, the core comparison the report shows (target: the report
+  costs at most as much again as that comparison).
 
     .venv/bin/python scripts/bench_service.py --cases 1000 --workdir /tmp/ragtriage-bench
 """
@@ -144,12 +146,12 @@ def main() -> None:
     report_s = time.perf_counter() - started
     workspace.close()
     print(
-        f"RESULT name=api_page_ms value={_p50(api):.1f} unit=ms target=<=250 "
+        f"RESULT name=api_page_ms value={_p50(api):.1f} unit=ms target=ratio<=5 "
         f"ratio={_p50(api) / _p50(direct):.1f} baseline=run_case_results_page_{_p50(direct):.1f}ms "
         f"cases={args.cases} page=50"
     )
     print(
-        f"RESULT name=report_s value={report_s:.2f} unit=s target=<=5 ratio={report_s / compare_s:.1f} "
+        f"RESULT name=report_s value={report_s:.2f} unit=s target=ratio<=2 ratio={report_s / compare_s:.1f} "
         f"baseline=compare_runs_{compare_s:.2f}s cases={args.cases} html_kb={len(html.encode()) // 1024}"
     )
 
