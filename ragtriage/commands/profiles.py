@@ -32,7 +32,9 @@ def profiles_command(as_json: bool, home: Path | None, config_file: Path | None)
             title.append("  default for unmapped versions", style="yellow")
         console.print(title)
         _field(console, "from", row.source + (f" (extends {row.extends})" if row.extends else ""))
-        _field(console, "serves", ", ".join(row.serves) if row.serves else "no pipeline_version (use --profile)")
+        _field(
+            console, "serves", ", ".join(row.serves) if row.serves else "no pipeline_version (use --profile)"
+        )
         _field(console, "shape", row.shape)
         if row.description:
             _field(console, "", row.description, style="dim")

@@ -374,3 +374,47 @@ def test_sources_name_a_tag_prefix_a_resource_attribute_or_an_attribute(tmp_path
     assert isinstance(item, Assembled) and _record(item.body).pipeline_version == "2026.11.3"
     # The metadata key the request id was read from is not kept again under otel.metadata.
     assert "request_id" not in (_record(item.body).model_extra or {})["otel"].get("metadata", {})
+
+
+def test_gen_ai_evaluation_events_and_orphan_feedback(tmp_path: Path) -> None:
+    request = {**REQUEST, "feedback": None}
+    spans = _spans([request])
+    export = collector_dict(spans)
+    root = next(s for s in export["resourceSpans"][0]["scopeSpans"][0]["spans"] if "parentSpanId" not in s)
+    # An OpenTelemetry GenAI evaluation event on the root (spec/annotations.md, single-result events).
+    root["events"] = [
+        {
+            "name": "gen_ai.evaluation.result",
+            "timeUnixNano": root["endTimeUnixNano"],
+            "attributes": [
+                {"key": "gen_ai.evaluation.name", "value": {"stringValue": "user_rating"}},
+                {"key": "gen_ai.evaluation.score.label", "value": {"stringValue": "negative"}},
+            ],
+        }
+    ]
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(export) + "\n")
+    notes = tmp_path / "annotations.json"  # one for a span not in this ingest, one on a document
+    notes.write_text(
+        json.dumps(
+            {
+                "data": [
+                    {"span_id": "00000000000000aa", "name": "thumbs", "annotator_kind": "HUMAN",
+                     "result": {"label": "thumbs_down"}},
+                    {"span_id": root["spanId"], "name": "relevance", "annotator_kind": "LLM",
+                     "document_position": 0, "result": {"label": "relevant"}},
+                ],
+                "next_cursor": None,
+            }
+        )
+    )  # fmt: skip
+    items = _read([path, notes])
+    [request_item] = [i for i in items if isinstance(i, Assembled)]
+    feedback = _record(request_item.body).feedback
+    assert feedback is not None and feedback.rating == "down" and feedback.model_extra["label"] == "negative"
+    [orphan] = [i for i in items if isinstance(i, Rejected)]
+    assert (
+        orphan.kind == "orphan_feedback"
+        and orphan.source == str(notes)
+        and "00000000000000aa" in orphan.message
+    )

@@ -201,8 +201,9 @@ def read_traces(
                 first = notes[0]
                 yield Rejected(
                     "orphan_feedback",
-                    f"{len(notes)} annotation(s)/score(s) for trace {trace_id} ('{first.name}'), whose "
-                    "spans are not in this ingest",
+                    f"{len(notes)} annotation(s)/score(s) for "
+                    + (f"span {trace_id[5:]}" if trace_id.startswith("span:") else f"trace {trace_id}")
+                    + f" ('{first.name}'), which is not in this ingest",
                     "ingest the feedback together with the trace's spans",
                     first.source,
                     first.line_no,
