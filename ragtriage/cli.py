@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "ragtriage.commands.serve",
     "ragtriage.commands.report",
     "ragtriage.commands.profiles",
+    "ragtriage.commands.monitor",
 ]
 
 

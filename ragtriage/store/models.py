@@ -5,3 +5,4 @@ from __future__ import annotations
 from ragtriage.store.eval_tables import *  # noqa: F401,F403
 from ragtriage.store.kb_tables import *  # noqa: F401,F403
 from ragtriage.store.log_tables import *  # noqa: F401,F403
+from ragtriage.store.monitor_tables import *  # noqa: F401,F403

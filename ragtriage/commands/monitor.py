@@ -1,0 +1,84 @@
+"""`ragtriage monitor`: retrieval health per day or pipeline_version, as a table, charts or JSON."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.text import Text
+
+from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
+from ragtriage.triage.monitor import DEFINITIONS
+
+
+def _help() -> str:
+    figures = "\n\n".join(f"{name}: {text}." for name, text in DEFINITIONS.items())
+    return (
+        "Retrieval health from the stored logs, triage records and eval runs, per day (UTC) or per "
+        "logged pipeline_version. A figure without data prints n/a with the reason, never 0.\n\n"
+        "\b\nFigures:\n\n" + figures
+    )
+
+
+@click.command("monitor", help=_help())
+@click.option(
+    "--since",
+    default="7d",
+    show_default=True,
+    help="Requests since a time: 30m, 12h, 7d, 2w or an ISO date/time.",
+)
+@click.option("--by", type=click.Choice(["day", "version"]), default="day", show_default=True)
+@click.option(
+    "--coverage-n",
+    type=click.IntRange(min=1),
+    default=None,
+    help="N of candidate coverage@N [retrieval.candidate_pool].",
+)
+@click.option("--no-charts", is_flag=True, help="Only the table.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@workspace_options
+def monitor_command(
+    since: str,
+    by: str,
+    coverage_n: int | None,
+    no_charts: bool,
+    as_json: bool,
+    home: Path | None,
+    config_file: Path | None,
+) -> None:
+    from ragtriage.logs.queue import parse_since
+    from ragtriage.render.monitor_view import monitor_renderable
+    from ragtriage.triage.monitor import compute_monitor
+
+    since_time = parse_since(since)
+    with open_workspace(home, config_file) as workspace:
+        settings = workspace.settings
+        report = compute_monitor(
+            workspace.engine,
+            by=by,  # type: ignore[arg-type]
+            since=since_time,
+            bad_ratings=settings.logs.flagging.bad_ratings,
+            coverage_n=coverage_n or settings.retrieval.candidate_pool,
+            kb=settings.kb.name,
+        )
+    if as_json:
+        echo_json(report)
+        return
+    console = stdout_console()
+    if report.backfilled:
+        click.echo(f"computed the monitor columns of {report.backfilled:,} earlier-stored requests", err=True)
+    if report.overall.requests == 0:
+        console.print(
+            Text(
+                f"no stored request since {since_time:%Y-%m-%d %H:%M} UTC; try a longer --since, "
+                "or ingest logs with `ragtriage logs ingest`"
+            )
+        )
+    width = min(console.width, 100)
+    console.print(monitor_renderable(report, width, color=sys.stdout.isatty(), charts=not no_charts))
+
+
+def register(cli: click.Group) -> None:
+    """Attach `monitor` to the root group."""
+    cli.add_command(monitor_command)

@@ -1,0 +1,201 @@
+"""The SQL side of `ragtriage monitor`: grouping keys, index-only counts, samples, old-row backfill.
+
+Counts run on the covering index `ix_request_log_monitor` (ts, pipeline_version, result_count,
+rewrite_fired, rating, escalated, request_id), so a million stored requests are counted without
+reading a single 1–2 KB row. Only the few requests a figure must look inside (confirmed cases, a
+bounded sample, requests that mention a new document's chunk ids) have their bodies read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import Integer, and_, case, cast, func, literal, literal_column, or_, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.sql.elements import ColumnElement
+
+from ragtriage.store.db import read_session, write_session
+from ragtriage.store.log_tables import RequestLogRow
+
+GroupBy = Literal["day", "version"]
+#: Group of requests without a time (by day) or without a logged pipeline_version (by version).
+UNKNOWN_GROUP = "-"
+
+_REQUESTS = RequestLogRow.__table__  # type: ignore[attr-defined]
+
+
+def group_key(engine: Engine, by: GroupBy) -> ColumnElement[Any]:
+    """SQL expression of a request's group: its UTC day `YYYY-MM-DD`, or its pipeline_version."""
+    if by == "version":
+        return func.coalesce(_REQUESTS.c.pipeline_version, literal(UNKNOWN_GROUP))
+    if engine.dialect.name == "sqlite":
+        # SQLite stores times as naive-UTC text `YYYY-MM-DD HH:MM:SS.ffffff`: the day is its prefix.
+        return func.coalesce(func.substr(_REQUESTS.c.ts, 1, 10), literal(UNKNOWN_GROUP))
+    return func.coalesce(func.to_char(_REQUESTS.c.ts, "YYYY-MM-DD"), literal(UNKNOWN_GROUP))
+
+
+def window(since: datetime | None, until: datetime | None) -> list[ColumnElement[bool]]:
+    """Conditions on the request time (`since` ≤ ts < `until`)."""
+    conditions: list[ColumnElement[bool]] = []
+    if since is not None:
+        conditions.append(_REQUESTS.c.ts >= since)
+    if until is not None:
+        conditions.append(_REQUESTS.c.ts < until)
+    return conditions
+
+
+def bad_feedback(bad_ratings: Sequence[str]) -> ColumnElement[bool]:
+    """A bad rating (lower-case match with `[logs.flagging] bad_ratings`) or an escalation."""
+    ratings = sorted({rating.strip().lower() for rating in bad_ratings})
+    return or_(func.lower(func.trim(_REQUESTS.c.rating)).in_(ratings), _REQUESTS.c.escalated.is_(True))
+
+
+@dataclass
+class GroupCounts:
+    """Index-only counts of one group."""
+
+    requests: int = 0
+    with_stage: int = 0
+    """Requests that logged at least one retrieval stage."""
+    empty: int = 0
+    with_rewrite: int = 0
+    rewrite_fired: int = 0
+    bad: int = 0
+
+
+def count_groups(
+    engine: Engine, by: GroupBy, since: datetime | None, until: datetime | None, bad_ratings: Sequence[str]
+) -> dict[str, GroupCounts]:
+    """Per-group counts in one pass over the monitor index."""
+    key = group_key(engine, by).label("key")
+    has_stage = _REQUESTS.c.result_count >= 0
+    statement = (
+        select(
+            key,
+            func.count(),
+            func.sum(case((has_stage, 1), else_=0)),
+            func.sum(case((_REQUESTS.c.result_count == 0, 1), else_=0)),
+            func.count(_REQUESTS.c.rewrite_fired),
+            func.sum(cast(_REQUESTS.c.rewrite_fired, Integer)),
+            func.sum(case((bad_feedback(bad_ratings), 1), else_=0)),
+        )
+        .where(*window(since, until))
+        .group_by(key)
+    )
+    groups: dict[str, GroupCounts] = {}
+    with read_session(engine) as session:
+        for row in session.execute(statement):
+            groups[str(row[0])] = GroupCounts(*(int(value or 0) for value in row[1:]))
+    return groups
+
+
+def sample_bodies(
+    engine: Engine, by: GroupBy, since: datetime | None, until: datetime | None, step: int, limit: int
+) -> Iterator[tuple[str, str, str]]:
+    """`(group, request_id, body)` of every `step`-th stored request in the window (at most `limit`).
+
+    SQLite takes every request whose rowid is a multiple of `step` (the filter runs on the index,
+    before any row is read); other databases use a hash of the request_id.
+    """
+    key = group_key(engine, by).label("key")
+    if engine.dialect.name == "sqlite":
+        picked = (literal_column("request_log.rowid") % step) == 0
+    else:
+        picked = func.mod(func.abs(func.hashtext(_REQUESTS.c.request_id)), step) == 0
+    statement = (
+        select(key, _REQUESTS.c.request_id, _REQUESTS.c.body)
+        .where(*window(since, until), _REQUESTS.c.result_count > 0, picked)
+        .limit(limit)
+    )
+    with read_session(engine) as session:
+        for row in session.execute(statement):
+            yield str(row[0]), row[1], row[2]
+
+
+def bodies_of(engine: Engine, by: GroupBy, request_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """request_id → (group, body) of the given requests."""
+    key = group_key(engine, by).label("key")
+    found: dict[str, tuple[str, str]] = {}
+    with read_session(engine) as session:
+        for start in range(0, len(request_ids), 500):
+            chunk = list(request_ids[start : start + 500])
+            statement = select(_REQUESTS.c.request_id, key, _REQUESTS.c.body).where(
+                _REQUESTS.c.request_id.in_(chunk)
+            )
+            for request_id, group, body in session.execute(statement):
+                found[request_id] = (str(group), body)
+    return found
+
+
+def mentioning(
+    engine: Engine,
+    by: GroupBy,
+    start: datetime,
+    end: datetime,
+    needles: Sequence[str],
+) -> Generator[tuple[str, str], None, None]:
+    """`(group, body)` of requests in [start, end) whose body contains one of `needles`, in time order."""
+    spellings = [needle for needle in needles if needle]
+    if not spellings:
+        return
+    key = group_key(engine, by).label("key")
+    contains = or_(*(func.instr(_REQUESTS.c.body, form) > 0 for form in spellings))
+    if engine.dialect.name != "sqlite":
+        contains = or_(*(func.strpos(_REQUESTS.c.body, form) > 0 for form in spellings))
+    statement = (
+        select(key, _REQUESTS.c.body).where(and_(*window(start, end), contains)).order_by(_REQUESTS.c.ts)
+    )
+    with read_session(engine) as session:
+        for group, body in session.execute(statement):
+            yield str(group), body
+
+
+@dataclass
+class Backfill:
+    """Rows given their monitor columns on this call."""
+
+    rows: int = 0
+    failed: list[str] = field(default_factory=list)
+
+
+def backfill_monitor_columns(engine: Engine, batch: int = 5000) -> Backfill:
+    """Compute the monitor columns of requests stored before they existed (NULL `result_count`).
+
+    Reads those rows through the partial index `ix_request_log_facts_missing`; a store ingested by
+    this version has none, and the check costs one index probe.
+    """
+    from ragtriage.logs.log_line import NO_STAGE_LOGGED, request_facts
+    from ragtriage.logs.schema import RequestLog
+
+    done = Backfill()
+    while True:
+        with read_session(engine) as session:
+            rows = session.execute(
+                select(_REQUESTS.c.request_id, _REQUESTS.c.body)
+                .where(_REQUESTS.c.result_count.is_(None))
+                .limit(batch)
+            ).all()
+        if not rows:
+            return done
+        updates: list[tuple[str, str | None, int, bool | None]] = []
+        for request_id, body in rows:
+            try:
+                record = RequestLog.model_validate_json(body)
+            except ValueError:
+                # Stored before validation got stricter: counted as logging no stage, never retried.
+                updates.append((request_id, None, NO_STAGE_LOGGED, None))
+                done.failed.append(request_id)
+                continue
+            count, fired = request_facts(record.raw_query, record.rewrite, record.stages)
+            updates.append((request_id, record.pipeline_version, count, fired))
+        with write_session(engine) as session:
+            for request_id, version, count, fired in updates:
+                session.execute(
+                    update(_REQUESTS)
+                    .where(_REQUESTS.c.request_id == request_id)
+                    .values(pipeline_version=version, result_count=count, rewrite_fired=fired)
+                )
+        done.rows += len(updates)
