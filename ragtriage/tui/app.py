@@ -21,6 +21,9 @@ class TriageApp(App[None]):
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
         Binding("f1,question_mark", "help", "Help", id="help", tooltip="Show every key and its binding id"),
         Binding("e", "open_eval", "Eval", id="open-eval", tooltip="Runs, metrics and comparisons"),
+        Binding(
+            "m", "open_monitor", "Monitor", id="open-monitor", tooltip="Retrieval health per day or version"
+        ),
     ]
 
     def __init__(self, workspace: Workspace, *, warm_up: bool = True) -> None:
@@ -79,6 +82,12 @@ class TriageApp(App[None]):
 
         if not isinstance(self.screen, EvalScreen):
             self.push_screen(EvalScreen())
+
+    def action_open_monitor(self) -> None:
+        from ragtriage.tui.screens.monitor_screen import MonitorScreen
+
+        if not isinstance(self.screen, MonitorScreen):
+            self.push_screen(MonitorScreen())
 
     def on_unmount(self) -> None:
         self.workspace.close()
