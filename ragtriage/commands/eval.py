@@ -19,7 +19,11 @@ from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.text import plural
 
 #: Modules that add subcommands to `eval_group` through `register_eval(group)`.
-SUBCOMMAND_MODULES: list[str] = ["ragtriage.commands.eval_runs", "ragtriage.commands.eval_show"]
+SUBCOMMAND_MODULES: list[str] = [
+    "ragtriage.commands.eval_runs",
+    "ragtriage.commands.eval_show",
+    "ragtriage.commands.eval_refusal",
+]
 
 
 @click.group("eval")

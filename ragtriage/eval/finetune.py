@@ -155,20 +155,11 @@ def export_finetune(
         NotFoundError: no such run, or `dataset` has no complete run.
         InputError: `negatives` below 0.
     """
-    from ragtriage.errors import NotFoundError
     from ragtriage.eval import store as eval_store
+    from ragtriage.eval.run_pick import run_or_newest
     from ragtriage.kb.service import get_chunks
 
-    if run_ref is not None:
-        run = eval_store.get_run(engine, run_ref)
-    else:
-        complete = [r for r in eval_store.list_runs(engine, dataset) if r.status == "complete"]
-        if not complete:
-            raise NotFoundError(
-                f"eval set {dataset!r} has no complete run to take hard negatives from; "
-                "run `ragtriage eval run` first, or name one with --run"
-            )
-        run = complete[0]
+    run = run_or_newest(engine, run_ref, dataset)
     run_id = int(run.id or 0)
     cases = [c.case for c in eval_store.dataset_cases(engine, run.dataset, run.dataset_version)]
     snapshots = {r.case_id: r.snapshot or {} for r in eval_store.run_case_results(engine, run_id)}

@@ -27,6 +27,7 @@ from ragtriage.eval.metrics import rank_shift, refusal_accuracy
 from ragtriage.eval.scoring import score_case
 from ragtriage.eval.specs import MetricSpec, default_specs
 from ragtriage.pipeline.pipeline import RunCancelled
+from ragtriage.pipeline.refusal import refusal_scores
 from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.store.eval_tables import EvalRunCaseRow, EvalRunRow
 
@@ -126,6 +127,9 @@ def score_trace(
         "rewritten_query": trace.rewrite.rewritten_query,
         "refused": trace.refused,
         "rerank_mode": trace.rerank_mode,
+        # Every score refusal could judge by, so `eval calibrate-refusal` can sweep any of them.
+        "refusal_scores": refusal_scores(trace.routes, trace.fused, trace.reranked, trace.rerank_pairs),
+        "refusal_score_kind": trace.refusal_score_kind,
         "candidates": candidates,
         "rank_shift": [
             {"id": s.chunk_id, "before": s.rank_before, "after": s.rank_after, "shift": s.shift}

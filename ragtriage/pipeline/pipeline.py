@@ -20,6 +20,7 @@ from ragtriage.errors import RagtriageError
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
 from ragtriage.pipeline.fusion import fuse
 from ragtriage.pipeline.normalize import normalize_query
+from ragtriage.pipeline.refusal import chosen_score, refusal_reason, refusal_scores
 from ragtriage.pipeline.rerank import Reranker, RerankItem, RerankOutcome
 from ragtriage.pipeline.rewrite import Rewriter, RuleRewriter, extract_keywords, off_rewrite
 from ragtriage.pipeline.route_plan import PlannedRoute, engine_for, needs_vector, plan_routes, route_k
@@ -276,6 +277,8 @@ class Pipeline:
         tick = self._clock()
         outcome: RerankOutcome | None = None
         refusal: str | None = None
+        refusal_kind: str | None = None
+        refusal_value: float | None = None
         if options.rerank == "off" or not self.settings.rerank.enabled:
             rerank_input: list[str] = []
             final = [c.chunk_id for c in fused[:top_n]]
@@ -285,7 +288,11 @@ class Pipeline:
             outcome = self.reranker.rerank(
                 item.rewrite.normalized_query, self._keywords(item.rewrite), self._items(fused[:pool])
             )
-            refusal = self.reranker.refusal(outcome.reranked)
+            scores = refusal_scores(routes, fused, outcome.reranked, outcome.pairs)
+            refusal_kind, refusal_value = chosen_score(scores, self.settings.rerank.refusal_score)
+            refusal = refusal_reason(
+                self.settings.rerank.refusal_threshold, refusal_kind, refusal_value, len(outcome.reranked)
+            )
             final = [] if refusal else self.reranker.final(outcome.reranked, top_n)
             mode = outcome.mode
         item.timings["rerank"] = (self._clock() - tick) * 1000
@@ -311,6 +318,8 @@ class Pipeline:
             final=final,
             refused=refusal is not None,
             refusal_reason=refusal,
+            refusal_score_kind=refusal_kind,
+            refusal_score=refusal_value,
             candidates=candidates,
             timings_ms=item.timings,
             flags=flags,

@@ -130,18 +130,6 @@ class Reranker:
             kept = [c for i, c in enumerate(kept) if i < floor or c.score >= self.settings.min_score]
         return [c.chunk_id for c in kept]
 
-    def refusal(self, reranked: Sequence[ScoredChunk]) -> str | None:
-        """Why the run refuses (best score below `refusal_threshold`, or nothing retrieved), or None."""
-        threshold = self.settings.refusal_threshold
-        if threshold is None:
-            return None
-        if not reranked:
-            return "no candidates retrieved"
-        best = reranked[0].score
-        if best < threshold:
-            return f"best score {best:.4f} < refusal_threshold {threshold:g}"
-        return None
-
 
 def _clock(freshness_now: str | None) -> Callable[[], datetime]:
     """The current time, or the fixed moment `[rerank] freshness_now` names (a replay of past traffic)."""

@@ -155,6 +155,10 @@ class Trace(BaseModel):
     final: list[str] = Field(default_factory=list)
     refused: bool = False
     refusal_reason: str | None = None
+    refusal_score_kind: str | None = None
+    """The score refusal judged by: `cross_encoder`, `dense_cosine`, `fused` or `final` (None: no rerank stage)."""
+    refusal_score: float | None = None
+    """Its value in this run (compared with `[rerank] refusal_threshold`)."""
     candidates: list[Candidate] = Field(default_factory=list)
     timings_ms: dict[str, float] = Field(default_factory=dict)
     """Per stage: normalize, rewrite, embed, bm25, dense, fusion, rerank, total."""

@@ -1,0 +1,216 @@
+"""Refusal calibration: sweep the refusal threshold over the scores an eval run recorded.
+
+A case is refused at threshold t when its score is below t (or it retrieved nothing). For every
+threshold the sweep reports the refusal accuracy on the no-answer cases (refused ÷ no-answer
+cases) and the share of answerable cases wrongly refused (refused ÷ answerable cases). Thresholds
+are the midpoints between consecutive distinct scores, plus one below the lowest (refuses nothing
+that has a score).
+
+Objective (stated, and printed): maximise refusal accuracy subject to at most `max_wrong` (default
+5%) of answerable cases wrongly refused; among ties the lowest wrong-refusal share, then the lowest
+threshold (refuse as little as the accuracy allows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ragtriage.errors import InputError
+
+__all__ = [
+    "CalibrationReport",
+    "ThresholdRow",
+    "calibrate",
+    "case_scores",
+    "objective_text",
+    "snapshot_scores",
+    "write_threshold",
+]
+
+#: The score kinds a run snapshot may hold (see `pipeline.refusal`).
+SCORE_KINDS = ("cross_encoder", "dense_cosine", "fused", "final")
+
+
+def objective_text(max_wrong: float) -> str:
+    """The objective in words (printed with every proposal)."""
+    return (
+        f"maximise refusal accuracy on no-answer cases subject to ≤ {100 * max_wrong:g}% of answerable cases "
+        "wrongly refused (ties: fewer wrong refusals, then the lower threshold)"
+    )
+
+
+class ThresholdRow(BaseModel):
+    """One threshold of the sweep."""
+
+    threshold: float
+    refused_no_answer: int
+    refusal_accuracy: float | None
+    """Refused no-answer cases ÷ no-answer cases (None without no-answer cases)."""
+    refused_answerable: int
+    wrongly_refused: float | None
+    """Refused answerable cases ÷ answerable cases (None without answerable cases)."""
+
+
+class CalibrationReport(BaseModel):
+    """The sweep of one run and the proposed threshold (None when no threshold meets the objective)."""
+
+    run_id: int
+    score: str
+    """The score swept: `cross_encoder`, `dense_cosine`, `fused` or `final`."""
+    no_answer_cases: int
+    answerable_cases: int
+    unscored_cases: int
+    """Cases without that score (nothing retrieved): refused at every threshold."""
+    max_wrong: float
+    objective: str
+    rows: list[ThresholdRow] = Field(default_factory=list)
+    proposed: ThresholdRow | None = None
+    reason: str | None = None
+    """Why nothing is proposed."""
+
+
+def snapshot_scores(snapshot: Mapping[str, Any]) -> dict[str, float | None]:
+    """The refusal scores of one case result; older runs without them get dense and fused scores
+    from the candidate snapshot (the cross-encoder's probability was not kept then)."""
+    stored = snapshot.get("refusal_scores")
+    if isinstance(stored, Mapping):
+        return {kind: stored.get(kind) for kind in SCORE_KINDS}
+    cosines: list[float] = []
+    fused = final = None
+    for candidate in snapshot.get("candidates") or []:
+        for name, pair in (candidate.get("routes") or {}).items():
+            if name.startswith("dense") and pair and pair[0] == 1 and pair[1] is not None:
+                cosines.append(float(pair[1]))
+        pair = candidate.get("fused")
+        if pair and pair[0] == 1 and pair[1] is not None:
+            fused = float(pair[1])
+        pair = candidate.get("reranked")
+        if pair and pair[0] == 1 and pair[1] is not None:
+            final = float(pair[1])
+    return {
+        "cross_encoder": None,
+        "dense_cosine": max(cosines) if cosines else None,
+        "fused": fused,
+        "final": final,
+    }
+
+
+def case_scores(
+    results: Sequence[tuple[bool, Mapping[str, Any]]], score: str | None
+) -> tuple[str, list[tuple[bool, float | None]]]:
+    """`(kind, [(has_gold, score)])` of a run's case results `(has_gold, snapshot)`; `score` None
+    picks the cross-encoder when the run has its scores, else the run's recorded kind, else dense.
+
+    Raises:
+        InputError: an unknown score kind.
+    """
+    if score is not None and score not in SCORE_KINDS:
+        raise InputError(f"--score {score!r}: use one of {', '.join(SCORE_KINDS)}")
+    per_case = [
+        (has_gold, snapshot_scores(snapshot)) for has_gold, snapshot in results if "error" not in snapshot
+    ]
+    if score is None:
+        if any(scores["cross_encoder"] is not None for _, scores in per_case):
+            score = "cross_encoder"
+        else:
+            recorded = [str(s["refusal_score_kind"]) for _, s in results if s.get("refusal_score_kind")]
+            score = recorded[0] if recorded and recorded[0] != "cross_encoder" else "dense_cosine"
+    kind = str(score)
+    return kind, [(has_gold, scores[kind]) for has_gold, scores in per_case]
+
+
+def _row(threshold: float, cases: Sequence[tuple[bool, float | None]]) -> ThresholdRow:
+    no_answer = [value for has_gold, value in cases if not has_gold]
+    answerable = [value for has_gold, value in cases if has_gold]
+    refused_none = sum(1 for value in no_answer if value is None or value < threshold)
+    refused_ok = sum(1 for value in answerable if value is None or value < threshold)
+    return ThresholdRow(
+        threshold=threshold,
+        refused_no_answer=refused_none,
+        refusal_accuracy=refused_none / len(no_answer) if no_answer else None,
+        refused_answerable=refused_ok,
+        wrongly_refused=refused_ok / len(answerable) if answerable else None,
+    )
+
+
+def calibrate(
+    run_id: int, score: str, cases: Sequence[tuple[bool, float | None]], *, max_wrong: float = 0.05
+) -> CalibrationReport:
+    """Sweep thresholds over `cases` `(has_gold, score)` and propose one (see the module docstring).
+
+    Raises:
+        InputError: `max_wrong` outside [0, 1].
+    """
+    if not 0 <= max_wrong <= 1:
+        raise InputError(f"--max-wrong-refusals must be between 0 and 1, got {max_wrong}")
+    values = sorted({value for _, value in cases if value is not None})
+    report = CalibrationReport(
+        run_id=run_id,
+        score=score,
+        no_answer_cases=sum(1 for has_gold, _ in cases if not has_gold),
+        answerable_cases=sum(1 for has_gold, _ in cases if has_gold),
+        unscored_cases=sum(1 for _, value in cases if value is None),
+        max_wrong=max_wrong,
+        objective=objective_text(max_wrong),
+    )
+    if not values:
+        report.reason = (
+            f"no case of run {run_id} has a {score} score; run `ragtriage eval run` again with this version"
+        )
+        return report
+    # Below the lowest score, then between neighbours, then above the highest (refuses everything).
+    spread = (values[-1] - values[0]) or abs(values[0]) or 1.0
+    thresholds = [values[0] - spread / 100]
+    thresholds += [(low + high) / 2 for low, high in zip(values, values[1:], strict=False)]
+    thresholds.append(values[-1] + spread / 100)
+    report.rows = [_row(round(t, 6), cases) for t in thresholds]
+    if report.no_answer_cases == 0:
+        report.reason = (
+            "the eval set has no no-answer case (label one no_answer_in_kb and promote it, or import one)"
+        )
+        return report
+    if report.answerable_cases == 0:
+        report.reason = "the eval set has no answerable case to bound wrong refusals"
+        return report
+    allowed = [row for row in report.rows if (row.wrongly_refused or 0.0) <= max_wrong]
+    if not allowed:
+        report.reason = f"every threshold wrongly refuses more than {100 * max_wrong:g}% of answerable cases"
+        return report
+    report.proposed = min(
+        allowed, key=lambda row: (-(row.refusal_accuracy or 0.0), row.wrongly_refused or 0.0, row.threshold)
+    )
+    return report
+
+
+def write_threshold(path: Path, threshold: float, score: str) -> None:
+    """Set `[rerank] refusal_threshold` (and `refusal_score` unless it is the cross-encoder's) in the
+    settings file at `path`, keeping its comments and layout (created when missing).
+
+    Raises:
+        ConfigError: the file is not valid TOML, or `[rerank]` is not a table.
+    """
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+
+    from ragtriage.errors import ConfigError
+
+    path = Path(path)
+    try:
+        document = tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
+    except TOMLKitError as error:
+        raise ConfigError(f"{path}: not valid TOML ({error}); fix it, then run with --write again") from None
+    rerank = document.get("rerank")
+    if rerank is None:
+        rerank = tomlkit.table()
+        document["rerank"] = rerank
+    if not isinstance(rerank, Mapping):
+        raise ConfigError(f"{path}: `rerank` is not a table; make it [rerank]")
+    rerank["refusal_threshold"] = round(threshold, 6)  # type: ignore[index]
+    if score != "cross_encoder":
+        rerank["refusal_score"] = score  # type: ignore[index]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(tomlkit.dumps(document), encoding="utf-8")

@@ -1,0 +1,120 @@
+"""`eval calibrate-refusal`: a hand-computed sweep, and end to end on a real tiny KB without a
+cross-encoder: calibrate, --write, and the next run refuses exactly what the sweep said."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ragtriage.cli import cli
+from ragtriage.eval import store as eval_store
+from ragtriage.eval.cases import EvalCase
+from ragtriage.eval.refusal_calibration import calibrate, snapshot_scores, write_threshold
+from ragtriage.workspace import Workspace
+from tests.tiny_kb import write_markdown_docs
+
+CASES = [(True, 0.9), (True, 0.8), (True, 0.7), (True, 0.4), (False, 0.5), (False, 0.3), (False, None)]
+
+
+def test_sweep_by_hand() -> None:
+    report = calibrate(1, "dense_cosine", CASES, max_wrong=0.05)
+    # Scores 0.3 0.4 0.5 0.7 0.8 0.9 (spread 0.6): below-min, midpoints, above-max.
+    assert [row.threshold for row in report.rows] == [0.294, 0.35, 0.45, 0.6, 0.75, 0.85, 0.906]
+    by_threshold = {row.threshold: row for row in report.rows}
+    assert (by_threshold[0.294].refused_no_answer, by_threshold[0.294].refused_answerable) == (
+        1,
+        0,
+    )  # None only
+    assert (by_threshold[0.45].refusal_accuracy, by_threshold[0.45].wrongly_refused) == (
+        pytest.approx(2 / 3),
+        0.25,
+    )
+    assert (by_threshold[0.6].refusal_accuracy, by_threshold[0.6].wrongly_refused) == (1.0, 0.25)
+    assert report.proposed is not None and report.proposed.threshold == 0.35  # 2/3 refused, none wrongly
+    assert calibrate(1, "dense_cosine", CASES, max_wrong=0.25).proposed.threshold == 0.6  # type: ignore[union-attr]
+    none = calibrate(1, "fused", [(True, 0.2)], max_wrong=0.05)
+    assert none.proposed is None and "no no-answer case" in (none.reason or "")
+
+
+def test_old_snapshots_give_dense_and_fused_scores() -> None:
+    snapshot = {
+        "candidates": [
+            {"chunk_id": "a", "routes": {"dense_raw": [1, 0.81], "bm25_raw": [1, 7.0]}, "fused": [2, 0.03]},
+            {
+                "chunk_id": "b",
+                "routes": {"dense_rewritten": [1, 0.86]},
+                "fused": [1, 0.032],
+                "reranked": [1, 0.5],
+            },
+        ]
+    }
+    assert snapshot_scores(snapshot) == {
+        "cross_encoder": None,
+        "dense_cosine": 0.86,
+        "fused": 0.032,
+        "final": 0.5,
+    }
+
+
+def test_write_keeps_comments(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(
+        "# team settings\n[rerank]\ntop_n = 5  # keep five\n\n[retrieval]\nbm25_k = 20\n", encoding="utf-8"
+    )
+    write_threshold(path, 0.8123, "dense_cosine")
+    text = path.read_text(encoding="utf-8")
+    assert "# team settings" in text and "top_n = 5  # keep five" in text and "bm25_k = 20" in text
+    assert "refusal_threshold = 0.8123" in text and 'refusal_score = "dense_cosine"' in text
+
+
+def test_calibrate_write_then_the_next_run_refuses_as_swept(tmp_path: Path, home: Path) -> None:
+    from ragtriage.kb.service import add_paths, list_chunks
+
+    workspace = Workspace.open(home, None)
+    add_paths(workspace, [write_markdown_docs(tmp_path / "docs")])
+    chunk = {c.doc_id: c.chunk_id for c in list_chunks(workspace)}
+    cases = [
+        EvalCase(case_id="a1", query="出差发票多久内要提交", gold={chunk["travel"]: 1}),
+        EvalCase(case_id="a2", query="请假要谁审批", gold={chunk["leave"]: 1}),
+        EvalCase(case_id="a3", query="VPN 连不上怎么办", gold={chunk["vpn"]: 1}),
+        EvalCase(case_id="a4", query="红字发票怎么开", gold={chunk["invoice"]: 1}),
+        EvalCase(case_id="n1", query="火星上的天气怎么样"),
+        EvalCase(case_id="n2", query="公司股票期权怎么行权"),
+    ]
+    eval_store.add_cases(workspace.engine, "default", cases)
+    workspace.close()
+    (home / "config.toml").write_text("# tuned by the team\n[rerank]\ntop_n = 3\n", encoding="utf-8")
+    runner = CliRunner()
+    assert runner.invoke(cli, ["eval", "run", "--name", "before"]).exit_code == 0
+    result = runner.invoke(cli, ["eval", "calibrate-refusal", "--max-wrong-refusals", "0.25", "--json"])
+    assert result.exit_code == 0, result.output
+    sweep = json.loads(result.output)
+    assert (
+        sweep["score"] == "dense_cosine" and sweep["no_answer_cases"] == 2 and sweep["answerable_cases"] == 4
+    )
+    proposed = sweep["proposed"]
+    assert proposed is not None and proposed["wrongly_refused"] <= 0.25
+    result = runner.invoke(cli, ["eval", "calibrate-refusal", "--max-wrong-refusals", "0.25", "--write"])
+    assert result.exit_code == 0, result.output
+    assert "← proposed" in result.output and "objective: maximise refusal accuracy" in result.output
+    text = (home / "config.toml").read_text(encoding="utf-8")
+    assert text.startswith("# tuned by the team") and f"refusal_threshold = {proposed['threshold']}" in text
+    # The next run (features-only rerank, no cross-encoder) refuses exactly what the sweep predicted.
+    assert runner.invoke(cli, ["eval", "run", "--name", "after"]).exit_code == 0
+    workspace = Workspace.open(home, None)
+    try:
+        assert workspace.settings.rerank.refusal_threshold == proposed["threshold"]
+        run = eval_store.get_run(workspace.engine, "after")
+        results = eval_store.run_case_results(workspace.engine, int(run.id or 0))
+    finally:
+        workspace.close()
+    refused_no_answer = sum(1 for r in results if not r.has_gold and r.refused)
+    refused_answerable = sum(1 for r in results if r.has_gold and r.refused)
+    assert (refused_no_answer, refused_answerable) == (
+        proposed["refused_no_answer"],
+        proposed["refused_answerable"],
+    )
+    assert all(r.snapshot["refusal_score_kind"] == "dense_cosine" for r in results)
