@@ -416,6 +416,7 @@ HASH_NEUTRAL_WHEN_DEFAULT: tuple[tuple[str, ...], ...] = (
     ("rerank", "enabled"),
     ("rerank", "min_n"),
     ("rerank", "min_score"),
+    ("rerank", "refusal_score"),
     ("engines",),
 )
 _HASH_DEFAULTS: dict[str, Any] = {}
