@@ -2,7 +2,7 @@
 
 Builds the store the way a team does: N synthetic request-log lines of about 1.4 KB (the
 `bench_ingest.py` line shape, with two pipeline versions, some empty results and overlapping fused
-and reranked lists) through `logs ingest`, 1% of them confirmed with gold, and 40 documents updated
+and reranked lists) through `logs ingest`, 0.1% of them confirmed with gold, and 40 documents updated
 during the window whose chunk ids the logs retrieve. Then times `compute_monitor` (all figures,
 first call and median of the next), per day and per version, against an in-run baseline: an
 index-only `count(*)` of the same window.
@@ -44,7 +44,7 @@ def _chunk(rng: random.Random) -> str:
 
 
 def generate(path: Path, lines: int, seed: int = 11) -> list[tuple[str, str, list[str]]]:
-    """Write the log; returns `(request_id, ts text, fused ids)` of every 100th request (to confirm)."""
+    """Write the log; returns `(request_id, ts text, fused ids)` of every 1000th request (to confirm)."""
     rng = random.Random(seed)
     picked = []
     with open(path, "wb") as handle:
@@ -89,13 +89,13 @@ def generate(path: Path, lines: int, seed: int = 11) -> list[tuple[str, str, lis
                 "config_hash": "ab12cd34ef56",
             }
             handle.write(orjson.dumps(record) + b"\n")
-            if i % 100 == 0 and fused:
+            if i % 1000 == 0 and fused:
                 picked.append((request_id, ts.replace(tzinfo=None).isoformat(sep=" "), fused))
     return picked
 
 
 def fill(db_path: Path, requests: int, workdir: Path) -> None:
-    """Ingest the log, confirm 1% with gold, and add 40 documents updated during the window."""
+    """Ingest the log, confirm 0.1% with gold, and add 40 documents updated during the window."""
     log = workdir / f"monitor-{requests}.jsonl"
     picked = generate(log, requests)
     engine = make_engine(sqlite_url(db_path))

@@ -26,6 +26,8 @@ class MonitorDocRecallRow(SQLModel, table=True):
     updated_at: datetime
     window_requests: int
     """Requests stored with a time in [updated_at, updated_at + 24 h) when this was computed."""
+    store_mark: int | None = None
+    """The store's highest request rowid then (SQLite): unchanged means nothing was ingested since."""
     chunk_ids: list[Any] = Field(default_factory=list, sa_column=json_list_column(nullable=False))
     found: list[Any] = Field(default_factory=list, sa_column=json_list_column(nullable=False))
     """The chunk ids some request retrieved (any logged stage or citation) in the window."""

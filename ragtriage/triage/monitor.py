@@ -40,7 +40,7 @@ DEFINITIONS: dict[str, str] = {
     "the run with it on; grouped by the day the later run finished",
     "rank_shift": "mean over judged chunks of (rank in the logged fused list − rank in the logged "
     "reranked list), + = the rerank moved it up; judged = the gold of confirmed cases, else the cited "
-    "chunks of an every-k-th sample of about 1,000 requests per group; chunks the rerank cut are "
+    "chunks of an every-k-th sample of about 500 requests per group (5,000 at most); chunks the rerank cut are "
     "counted apart as dropped",
     "bad_feedback_share": "requests with a bad rating ([logs.flagging] bad_ratings) or an escalation ÷ "
     "all requests; per label: bad-feedback requests confirmed with that primary root-cause label ÷ all "
@@ -52,8 +52,10 @@ DEFINITIONS: dict[str, str] = {
     "chunks; documents whose first 24 h are not over are left out (pending)",
 }
 FIGURES: tuple[str, ...] = tuple(DEFINITIONS)
-#: Requests sampled per group for the rank shift (the gold of confirmed cases is always read).
-SAMPLE_PER_GROUP = 1000
+#: Requests sampled per group for the rank shift (the gold of confirmed cases is always read),
+#: and at most in all.
+SAMPLE_PER_GROUP = 500
+SAMPLE_MAX = 5000
 
 
 class Figure(BaseModel):
@@ -155,8 +157,15 @@ def compute_monitor(
     started = time.perf_counter()
     until = now or datetime.now(timezone.utc)
     backfilled = sql.backfill_monitor_columns(engine).rows
-    counts = sql.count_groups(engine, by, since, until, bad_ratings)
-    keys = sorted(set(counts) | (set(_days(since, until)) if by == "day" and since is not None else set()))
+    day_keys: list[str] = []
+    day_ranges: list[tuple[str, datetime, datetime]] = []
+    if by == "day" and since is not None:
+        day_keys = _days(since, until)
+        for key in day_keys:
+            start = datetime.fromisoformat(key).replace(tzinfo=timezone.utc)
+            day_ranges.append((key, max(since, start), min(until, start + timedelta(days=1))))
+    counts = sql.count_groups(engine, by, since, until, bad_ratings, day_ranges)
+    keys = sorted(set(counts) | set(day_keys))
     confirmed = _confirmed(engine, by, since, until, bad_ratings)
 
     shifts: dict[str, logged.ShiftTally] = defaultdict(logged.ShiftTally)
@@ -173,10 +182,9 @@ def compute_monitor(
             covered[group].append(hit)
     with_stage = sum(c.with_stage for c in counts.values())
     if keys and with_stage:
-        step = max(1, math.ceil(with_stage / (sample_per_group * len(keys))))
-        for group, request_id, body in sql.sample_bodies(
-            engine, by, since, until, step, sample_per_group * len(keys)
-        ):
+        wanted = min(sample_per_group * len(keys), SAMPLE_MAX)
+        step = max(1, math.ceil(with_stage / wanted))
+        for group, request_id, body in sql.sample_bodies(engine, by, since, until, step, wanted):
             if request_id in bodies:
                 continue
             lists = logged.stage_lists(body)

@@ -86,27 +86,39 @@ def _scan(engine: Engine, start: datetime, end: datetime, chunk_ids: Sequence[st
     return found
 
 
+def _store_mark(engine: Engine) -> int | None:
+    """SQLite's highest request rowid (one B-tree step): it moves whenever a request is ingested."""
+    if engine.dialect.name != "sqlite":
+        return None
+    with engine.connect() as connection:
+        return connection.exec_driver_sql("SELECT max(rowid) FROM request_log").scalar()
+
+
 def document_recall(
-    engine: Engine, kb: str, doc_id: str, updated_at: datetime, chunk_ids: list[str]
+    engine: Engine, kb: str, doc_id: str, updated_at: datetime, chunk_ids: list[str], mark: int | None
 ) -> set[str]:
-    """The chunks of a document (first day over) retrieved in its first day, from the cache when valid."""
+    """The chunks of a document (first day over) retrieved in its first day, from the cache when
+    nothing was ingested since (`mark`) or the window still holds as many requests."""
     end = updated_at + FIRST_DAY
-    count = _window_requests(engine, updated_at, end)
     with read_session(engine) as session:
         cached = session.get(MonitorDocRecallRow, (doc_id, kb))
-        if (
+        same = (
             cached is not None
             and _utc(cached.updated_at) == updated_at
-            and cached.window_requests == count
             and sorted(cached.chunk_ids) == chunk_ids
-        ):
-            return {str(c) for c in cached.found}
-    found = _scan(engine, updated_at, end, chunk_ids) if count else set()
+        )
+    if cached is not None and same and mark is not None and cached.store_mark == mark:
+        return {str(c) for c in cached.found}
+    count = _window_requests(engine, updated_at, end)
+    if cached is not None and same and cached.window_requests == count:
+        found = {str(c) for c in cached.found}
+    else:
+        found = _scan(engine, updated_at, end, chunk_ids) if count else set()
     with write_session(engine) as session:
         row = session.get(MonitorDocRecallRow, (doc_id, kb)) or MonitorDocRecallRow(
             doc_id=doc_id, kb=kb, updated_at=updated_at, window_requests=count
         )
-        row.updated_at, row.window_requests = updated_at, count
+        row.updated_at, row.window_requests, row.store_mark = updated_at, count, mark
         row.chunk_ids, row.found = list(chunk_ids), sorted(found)
         session.add(row)
     return found
@@ -130,6 +142,7 @@ def first_day_recall(
     found_by_day: dict[str, int] = defaultdict(int)
     docs_by_day: dict[str, int] = defaultdict(int)
     pending_by_day: dict[str, int] = defaultdict(int)
+    mark = _store_mark(engine)
     for doc_id, updated_at, chunk_ids in documents:
         day = updated_at.date().isoformat()
         if updated_at + FIRST_DAY > until:
@@ -137,7 +150,7 @@ def first_day_recall(
             continue
         chunks_by_day[day] += len(chunk_ids)
         docs_by_day[day] += 1
-        found_by_day[day] += len(document_recall(engine, kb, doc_id, updated_at, chunk_ids))
+        found_by_day[day] += len(document_recall(engine, kb, doc_id, updated_at, chunk_ids, mark))
     for counter in (chunks_by_day, found_by_day, docs_by_day, pending_by_day):
         counter["all"] = sum(counter.values())
     figures: dict[str, Figure] = {}
