@@ -123,3 +123,65 @@ def test_refusal_uses_the_cross_encoder_else_the_configured_score() -> None:
     assert chosen_score(scores, "fused") == ("fused", pytest.approx(1 / 61))
     assert refusal_reason(0.9, "dense_cosine", 0.83, 1) is not None
     assert refusal_reason(0.1, "dense_cosine", None, 0) == "no candidates retrieved"
+
+
+def _service(reply: object, seen: list[dict[str, object]] | None = None) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if seen is not None:
+            seen.append(json.loads(request.content))
+        return httpx.Response(200, json=reply)
+
+    return httpx.MockTransport(handler)
+
+
+def test_http_tei_scores_already_calibrated_are_kept() -> None:
+    seen: list[dict[str, object]] = []
+    transport = _service([{"index": 1, "score": 0.25}, {"index": 0, "score": 0.75}], seen)
+    scorer = HTTPRerankScorer("http://rr.local", transport=transport, environ={})
+    probabilities, truncated = scorer.score("问题", ["第一段", "第二段"])
+    assert probabilities == [0.75, 0.25] and truncated == [False, False]
+    assert seen[0]["texts"] == ["第一段", "第二段"] and seen[0]["raw_scores"] is False
+    assert scorer.url == "http://rr.local/rerank"
+
+
+def test_http_logits_are_squashed_and_jina_shape_is_read() -> None:
+    transport = _service(
+        {"results": [{"index": 0, "relevance_score": -8.1544}, {"index": 1, "relevance_score": 6.1821}]}
+    )
+    scorer = HTTPRerankScorer("http://rr.local/rerank", scores="logit", transport=transport, environ={})
+    probabilities, _ = scorer.score("q", ["a", "b"])
+    assert probabilities == pytest.approx([0.000287, 0.997938], abs=1e-6)
+
+
+def test_http_out_of_range_probability_and_failures_are_clear_errors() -> None:
+    scorer = HTTPRerankScorer("http://rr.local", transport=_service([{"index": 0, "score": 3.2}]), environ={})
+    with pytest.raises(PipelineError, match='outside \\[0, 1\\].*http_scores = "logit"'):
+        scorer.score("q", ["a"])
+    missing = HTTPRerankScorer("http://rr.local", transport=_service([]), environ={})
+    with pytest.raises(PipelineError, match="scores for 1 passages are missing"):
+        missing.score("q", ["a"])
+    failing = HTTPRerankScorer(
+        "http://rr.local", transport=httpx.MockTransport(lambda r: httpx.Response(503)), environ={}
+    )
+    with pytest.raises(PipelineError, match="HTTP 503"):
+        failing.score("q", ["a"])
+
+
+def test_http_cuts_the_passage_never_the_query() -> None:
+    seen: list[dict[str, object]] = []
+    transport = _service([{"index": 0, "score": 0.5}, {"index": 1, "score": 0.5}], seen)
+    scorer = HTTPRerankScorer("http://rr.local", max_length=20, transport=transport, environ={})
+    query = "磁盘满了怎么办"
+    _, truncated = scorer.score(query, ["短", "很" * 100])
+    assert truncated == [False, True]
+    sent = seen[0]["texts"]
+    assert isinstance(sent, list) and sent[0] == "短" and 0 < len(sent[1]) < 100
+    assert estimate_tokens(query) + estimate_tokens(sent[1]) + 3 <= 20
+
+
+def test_build_scorer_needs_model_or_url() -> None:
+    assert build_scorer(RerankSettings()) is None
+    with pytest.raises(PipelineError, match="needs \\[rerank\\] model"):
+        build_scorer(RerankSettings(backend="flagembedding"))
+    with pytest.raises(PipelineError, match="needs \\[rerank\\] url"):
+        build_scorer(RerankSettings(backend="http"))
