@@ -8,12 +8,16 @@ orders ties by its own sort, ours by best rank, list name and chunk id.
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
 
 from ragtriage.pipeline.fusion import combmnz, combsum, rrf, weighted_fusion
 
+# ranx's numba kernels take minutes of JIT compilation per process on 2 cores for these few tiny
+# runs; interpreted they run the same code in a second (set before numba is first imported).
+os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
 ranx = pytest.importorskip("ranx")
 pytestmark = pytest.mark.oracle
 
