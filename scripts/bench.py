@@ -77,6 +77,8 @@ def script_arguments(name: str, quick: bool, workdir: Path) -> list[str]:
     index_home = workdir / ("index-home-quick" if quick else "index-home")
     if name == "ingest_otlp":
         return ["--traces", "2000" if quick else "100000", "--workdir", str(workdir)]
+    if name == "ingest_tables":
+        return ["--lines", "5000" if quick else "100000", "--workdir", str(workdir)]
     if name == "ingest":
         return ["--lines", "20000" if quick else "1000000", "--workdir", str(workdir)]
     if name == "queue":

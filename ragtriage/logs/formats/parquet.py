@@ -15,7 +15,7 @@ from ragtriage.errors import InputError
 from ragtriage.logs.formats.tables import RawItem, bad_non_finite, non_finite_path, row_item
 
 #: Rows per record batch: memory stays bounded whatever the file's row groups.
-PARQUET_BATCH_ROWS = 5000
+PARQUET_BATCH_ROWS = 1000
 
 
 def iter_parquet_rows(path: Path) -> Iterator[RawItem]:
