@@ -122,8 +122,13 @@ def compare_runs(
     """
     run_a = eval_store.get_run(engine, run_a_ref)
     run_b = eval_store.get_run(engine, run_b_ref)
-    results_a = {r.case_id: r for r in eval_store.run_case_results(engine, int(run_a.id or 0))}
-    results_b = {r.case_id: r for r in eval_store.run_case_results(engine, int(run_b.id or 0))}
+    # Metrics and buckets are all a comparison reads; the candidate snapshots stay on disk.
+    results_a = {
+        r.case_id: r for r in eval_store.run_case_results(engine, int(run_a.id or 0), snapshots=False)
+    }
+    results_b = {
+        r.case_id: r for r in eval_store.run_case_results(engine, int(run_b.id or 0), snapshots=False)
+    }
     warnings = _warnings(run_a, run_b)
     ranked_a = {k: r for k, r in results_a.items() if r.has_gold}
     ranked_b = {k: r for k, r in results_b.items() if r.has_gold}

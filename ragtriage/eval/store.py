@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy import func
 from sqlalchemy.engine import Engine
+from sqlalchemy.orm import defer
 from sqlmodel import Session, col, or_, select
 
 from ragtriage.errors import InputError, NotFoundError
@@ -354,10 +355,16 @@ def list_runs(engine: Engine, dataset: str | None = None) -> list[EvalRunRow]:
 
 
 def run_case_results(
-    engine: Engine, run_id: int, *, offset: int = 0, limit: int | None = None
+    engine: Engine, run_id: int, *, offset: int = 0, limit: int | None = None, snapshots: bool = True
 ) -> list[EvalRunCaseRow]:
-    """The stored case results of a run in case id order (all, or `limit` from `offset`)."""
+    """The stored case results of a run in case id order (all, or `limit` from `offset`).
+
+    `snapshots=False` leaves the candidate snapshots unread (most of each row's bytes): for callers
+    that need only metrics, buckets and refusals; reading `.snapshot` of such a row then raises.
+    """
     statement = select(EvalRunCaseRow).where(EvalRunCaseRow.run_id == run_id).order_by(EvalRunCaseRow.case_id)
+    if not snapshots:
+        statement = statement.options(defer(EvalRunCaseRow.snapshot))  # type: ignore[arg-type]
     if offset:
         statement = statement.offset(offset)
     if limit is not None:
