@@ -48,61 +48,77 @@ def row_item(
     so numbers are converted too; otherwise (Parquet) values keep their types. `with_nulls`: the
     columns that may hold nulls inside a struct or list (None: any); the others need no walk."""
     record: dict[str, Any] = {}
-    for key, value in values.items():
-        if value is None or (text_cells and value == ""):
-            continue
-        if type(value) is str:
-            if key in NESTED_FIELDS:
-                try:
-                    value = orjson.loads(value)
-                except orjson.JSONDecodeError as error:
-                    if key not in _BARE_ALLOWED:
-                        return _bad(
-                            row_no,
-                            values,
-                            "invalid_json",
-                            key,
-                            f"the cell is not valid JSON ({error})",
-                            'write the cell as JSON, e.g. ["c1", "c2"] or {"chunk_id": "c1", "score": 0.5}',
-                        )
-            elif text_cells and key not in _TEXT_FIELDS and value[:1] in ("{", "["):
-                value = _json_or_text(value)
-            elif text_cells and (key in _INT_FIELDS or key in _FLOAT_FIELDS):
-                value = _number(value, key in _INT_FIELDS)
-                if type(value) is float and not math.isfinite(value):
-                    return _bad(
-                        row_no,
-                        values,
-                        "nan",
-                        key,
-                        f"{values[key]} is not a finite number",
-                        "leave the cell empty (or write a finite number)",
-                    )
-        elif (type(value) is dict or type(value) is list) and (with_nulls is None or key in with_nulls):
-            value = _without_nulls(value)
-        elif type(value) is float and not math.isfinite(value):
-            return _bad(
-                row_no,
-                values,
-                "nan",
-                key,
-                f"{value} is not a finite number",
-                "write null (or a finite number) instead",
-            )
-        record[key] = value
+    try:
+        for key, value in values.items():
+            if value is None or (text_cells and value == ""):
+                continue
+            if type(value) is str:
+                value = _text_value(key, value, text_cells)
+            elif (type(value) is dict or type(value) is list) and (with_nulls is None or key in with_nulls):
+                value = _without_nulls(value)
+            elif type(value) is float and not math.isfinite(value):
+                raise _CellError(
+                    "nan", key, f"{value} is not a finite number", "write null (or a finite number) instead"
+                )
+            record[key] = value
+    except _CellError as error:
+        return _bad(row_no, values, error.kind, error.field, error.reason, error.fix)
     if not record:
         return (row_no, b"", False)  # counted as blank, like an empty line
     try:
         return (row_no, orjson.dumps(record, default=_json_value), False)
     except TypeError as error:
+        field = _unserializable_field(record)
         return _bad(
             row_no,
             values,
             "invalid_field",
-            _unserializable_field(record),
+            field,
             str(error),
             "export the column as text, a number, a list or a struct",
         )
+
+
+class _CellError(ValueError):
+    def __init__(self, kind: str, field: str, reason: str, fix: str) -> None:
+        super().__init__(reason)
+        self.kind, self.field, self.reason, self.fix = kind, field, reason, fix
+
+
+def _text_value(key: str, text: str, text_cells: bool) -> Any:
+    """A text cell's value: JSON for a nested field (or another column's JSON object or array),
+    a number for a numeric field of a CSV; the text itself otherwise.
+
+    Raises:
+        _CellError: a nested field that is not JSON, or a numeric cell that is NaN or infinite.
+    """
+    if key in NESTED_FIELDS:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError as error:
+            if key in _BARE_ALLOWED:
+                return text
+            raise _CellError(
+                "invalid_json",
+                key,
+                f"the cell is not valid JSON ({error})",
+                'write the cell as JSON, e.g. ["c1", "c2"] or {"chunk_id": "c1", "score": 0.5}',
+            ) from None
+    if not text_cells:
+        return text
+    if key not in _TEXT_FIELDS and text[:1] in ("{", "["):
+        return _json_or_text(text)
+    if key in _INT_FIELDS or key in _FLOAT_FIELDS:
+        number = _number(text, key in _INT_FIELDS)
+        if type(number) is float and not math.isfinite(number):
+            raise _CellError(
+                "nan",
+                key,
+                f"{text} is not a finite number",
+                "leave the cell empty (or write a finite number)",
+            )
+        return number
+    return text
 
 
 def non_finite_path(value: Any, path: str) -> str | None:
