@@ -12,6 +12,7 @@ from textual.worker import get_current_worker
 from ragtriage.logs.flagging import REASONS
 from ragtriage.logs.queue import QUEUE_SORTS, QueueCounts, list_queue, queue_counts
 from ragtriage.store.log_tables import TRIAGE_STATUSES
+from ragtriage.triage.sampling import SAMPLED_REASON
 from ragtriage.triage.suggest import LABELS
 from ragtriage.tui.messages import QueueLoaded
 from ragtriage.tui.screens.worker_failures import WorkerFailures
@@ -200,7 +201,8 @@ class QueueScreen(WorkerFailures, Screen[None]):
         self.reload(0)
 
     def action_cycle_reason(self) -> None:
-        self.reason = cycle((None, *REASONS), self.reason)
+        # Besides the flag rules: requests drawn by `queue sample`.
+        self.reason = cycle((None, *REASONS, SAMPLED_REASON), self.reason)
         self.reload(0)
 
     def action_cycle_suggested(self) -> None:
