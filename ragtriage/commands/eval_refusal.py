@@ -37,7 +37,7 @@ def _print(report: CalibrationReport) -> None:
         )
     )
     table = Table(box=None, padding=(0, 1, 0, 0))
-    for name in ("threshold", "refusal acc", "no-answer refused", "wrongly refused", "answerable refused"):
+    for name in ("threshold", "refusal acc", "(no-answer)", "wrongly refused", "(answerable)"):
         table.add_column(name, justify="right", no_wrap=True)
     table.add_column("", no_wrap=True)
     for row in _shown(report):
