@@ -165,7 +165,9 @@ def compare_runs(
         comparison.tests.append(
             MetricTest(metric=metric, outcome=win_tie_loss(scores_a, scores_b), test=test)
         )
-    confirmed = confirmed_case_ids(engine, run_b) | confirmed_case_ids(engine, run_a)
+    confirmed = confirmed_case_ids(engine, run_b)
+    if (run_a.dataset, run_a.dataset_version) != (run_b.dataset, run_b.dataset_version):
+        confirmed |= confirmed_case_ids(engine, run_a)  # the same version would give the same cases
     comparison.regressed, comparison.improved = _case_changes(per_a, per_b, paired, primary, confirmed)
     return comparison
 

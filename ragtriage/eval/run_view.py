@@ -269,10 +269,7 @@ def case_results(
 ) -> list[CaseResult]:
     """The stored case results of `run` (all, or `case_ids`) in case id order, with the query and gold
     of their case version; without `detail`, no candidates and no gold journey (a summary is faster)."""
-    rows = eval_store.run_case_results(engine, int(run.id or 0))
-    if case_ids is not None:
-        wanted = set(case_ids)
-        rows = [row for row in rows if row.case_id in wanted]
+    rows = eval_store.run_case_results(engine, int(run.id or 0), case_ids=case_ids)
     cases = _cases_at(engine, run, case_ids)
     return [_case_result(row, cases.get(row.case_id), detail) for row in rows]
 

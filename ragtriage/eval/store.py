@@ -355,9 +355,15 @@ def list_runs(engine: Engine, dataset: str | None = None) -> list[EvalRunRow]:
 
 
 def run_case_results(
-    engine: Engine, run_id: int, *, offset: int = 0, limit: int | None = None, snapshots: bool = True
+    engine: Engine,
+    run_id: int,
+    *,
+    offset: int = 0,
+    limit: int | None = None,
+    snapshots: bool = True,
+    case_ids: Sequence[str] | None = None,
 ) -> list[EvalRunCaseRow]:
-    """The stored case results of a run in case id order (all, or `limit` from `offset`).
+    """The stored case results of a run in case id order (all, only `case_ids`, or `limit` from `offset`).
 
     `snapshots=False` leaves the candidate snapshots unread (most of each row's bytes): for callers
     that need only metrics, buckets and refusals; reading `.snapshot` of such a row then raises.
@@ -365,6 +371,8 @@ def run_case_results(
     statement = select(EvalRunCaseRow).where(EvalRunCaseRow.run_id == run_id).order_by(EvalRunCaseRow.case_id)
     if not snapshots:
         statement = statement.options(defer(EvalRunCaseRow.snapshot))  # type: ignore[arg-type]
+    if case_ids is not None:
+        statement = statement.where(col(EvalRunCaseRow.case_id).in_(list(case_ids)))
     if offset:
         statement = statement.offset(offset)
     if limit is not None:
