@@ -111,13 +111,13 @@ class Pipeline:
         should_stop: StopCheck | None = None,
     ) -> Trace:
         """Run one query. Raises `InputError` for an empty query, `RunCancelled` when stopped."""
-        return self._run_batch([query], options or RunOptions(), [list(gold)], should_stop)[0]
+        return self._run_batch([query], [options or RunOptions()], [list(gold)], should_stop)[0]
 
     def run_many(
         self,
         queries: Sequence[str],
         *,
-        options: RunOptions | None = None,
+        options: RunOptions | Sequence[RunOptions] | None = None,
         golds: Sequence[Sequence[str]] | None = None,
         on_progress: Callable[[int, int], None] | None = None,
         should_stop: StopCheck | None = None,
@@ -125,11 +125,18 @@ class Pipeline:
     ) -> list[Trace]:
         """Run many queries; query embeddings are computed in one call per batch of `batch_size` queries.
 
+        `options` is one `RunOptions` for all, or one per query (e.g. each logged request's time).
         Stops before the next batch when `should_stop()` is true and returns the traces finished so far.
         """
         gold_lists = [list(g) for g in golds] if golds is not None else [[] for _ in queries]
         if len(gold_lists) != len(queries):
             raise ValueError(f"{len(queries)} queries but {len(gold_lists)} gold lists")
+        if options is None or isinstance(options, RunOptions):
+            option_list = [options or RunOptions()] * len(queries)
+        else:
+            option_list = list(options)
+            if len(option_list) != len(queries):
+                raise ValueError(f"{len(queries)} queries but {len(option_list)} run options")
         traces: list[Trace] = []
         for start in range(0, len(queries), batch_size):
             if should_stop is not None and should_stop():
@@ -138,7 +145,10 @@ class Pipeline:
             try:
                 traces.extend(
                     self._run_batch(
-                        batch, options or RunOptions(), gold_lists[start : start + batch_size], should_stop
+                        batch,
+                        option_list[start : start + batch_size],
+                        gold_lists[start : start + batch_size],
+                        should_stop,
                     )
                 )
             except RunCancelled:
@@ -169,14 +179,18 @@ class Pipeline:
     # ------------------------------------------------------------------ stages
 
     def _run_batch(
-        self, queries: list[str], options: RunOptions, golds: list[list[str]], should_stop: StopCheck | None
+        self,
+        queries: list[str],
+        options: list[RunOptions],
+        golds: list[list[str]],
+        should_stop: StopCheck | None,
     ) -> list[Trace]:
         def checkpoint() -> None:
             if should_stop is not None and should_stop():
                 raise RunCancelled("stopped by the caller")
 
         self.chunks.refresh()
-        prepared = [self._prepare(q, options, g) for q, g in zip(queries, golds, strict=True)]
+        prepared = [self._prepare(q, o, g) for q, o, g in zip(queries, options, golds, strict=True)]
         checkpoint()
         vectors, embed_ms = self._embed(prepared)
         checkpoint()
@@ -286,7 +300,10 @@ class Pipeline:
         else:
             rerank_input = [c.chunk_id for c in fused[:pool]]
             outcome = self.reranker.rerank(
-                item.rewrite.normalized_query, self._keywords(item.rewrite), self._items(fused[:pool])
+                item.rewrite.normalized_query,
+                self._keywords(item.rewrite),
+                self._items(fused[:pool]),
+                now=options.as_of,
             )
             scores = refusal_scores(routes, fused, outcome.reranked, outcome.pairs)
             refusal_kind, refusal_value = chosen_score(scores, self.settings.rerank.refusal_score)

@@ -74,10 +74,18 @@ class Reranker:
             "rrf": item.rrf_score,
         }
 
-    def rerank(self, query: str, keywords: Sequence[str], items: Sequence[RerankItem]) -> RerankOutcome:
-        """Score and sort `items`; equal scores keep the fused order."""
+    def rerank(
+        self,
+        query: str,
+        keywords: Sequence[str],
+        items: Sequence[RerankItem],
+        *,
+        now: datetime | None = None,
+    ) -> RerankOutcome:
+        """Score and sort `items`; equal scores keep the fused order. `now` (default: the clock)
+        is the moment freshness is computed at."""
         weights = self.settings.weights
-        now = self._now()
+        now = now or self._now()
         probabilities: list[float | None] = [None] * len(items)
         truncated = [False] * len(items)
         notes = list(getattr(self.scorer, "notes", []) or [])

@@ -6,6 +6,7 @@ source of `schemas/trace.schema.json`.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -203,6 +204,9 @@ class RunOptions(BaseModel):
     rerank: Literal["default", "off"] = "default"
     """`off`: the final list is the fused order (no cross-encoder, no features)."""
     top_n: int | None = None
+    as_of: datetime | None = None
+    """Evaluate time-dependent features (rerank freshness) at this moment instead of now: a replay
+    of a logged request passes the request's time, as production scored it then."""
 
 
 # ---------------------------------------------------------------- stage interfaces

@@ -1,0 +1,323 @@
+"""Replay fidelity: how exactly a replay reproduces each stage production logged, and why not (pure).
+
+For every logged stage (`bm25`, `dense`, `fused`, `reranked`, `final_context`) `compare_stage`
+measures the replayed list against the logged one: exact match, overlap@k (k = the logged list's
+length), extrapolated rank-biased overlap (p = 0.9) and the logged ids the KB does not know.
+`explain_request` then gives every miss a documented reason when one is known (a stale index, a
+different rewrite, a k that differs, a stage upstream that already differed); a miss without one is
+a fidelity bug. `logs.fidelity_run` replays and stores; diagnosis reads `compare_traces`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from ragtriage.logs.rank_agreement import DEFAULT_RBO_P, overlap_at_k, rbo_ext
+from ragtriage.logs.replay_logged import STAGE_ROUTES, stage_diff
+from ragtriage.logs.schema import STAGE_NAMES
+from ragtriage.pipeline.types import Trace
+
+#: Short stage names of the fidelity line (`bm25 3/3 · dense 3/3 · fused 3/3 · reranked 5/5 · final 2/2`).
+STAGE_SHORT = {
+    "bm25": "bm25",
+    "dense": "dense",
+    "fused": "fused",
+    "reranked": "reranked",
+    "final_context": "final",
+}
+#: Stages whose replayed list is computed from each stage's list (a miss there explains one here).
+UPSTREAM: dict[str, tuple[str, ...]] = {
+    "bm25": (),
+    "dense": (),
+    "fused": ("bm25", "dense"),
+    "reranked": ("fused", "bm25", "dense"),
+    "final_context": ("reranked", "fused", "bm25", "dense"),
+}
+ReasonKind = Literal["stale_index", "upstream", "rewrite", "k_differs"]
+#: Reasons that are facts about production's data, not defects of the replay.
+DOCUMENTED_KINDS: frozenset[str] = frozenset({"stale_index", "upstream"})
+
+
+class MissReason(BaseModel):
+    """Why a replayed stage differs from the logged one."""
+
+    kind: ReasonKind
+    text: str
+
+
+class StageFidelity(BaseModel):
+    """One logged stage against its replay."""
+
+    stage: str
+    route: str | None = None
+    """The replayed route compared with a logged `bm25`/`dense` list (e.g. `bm25_raw`)."""
+    k: int = 0
+    """Length of the logged list (overlap@k and the fidelity line count to it)."""
+    replayed_count: int = 0
+    overlap: int = 0
+    """|logged ∩ replayed[:k]|."""
+    exact: bool = True
+    """The replayed list is the logged list: same chunks, same order, same length."""
+    rbo: float = 1.0
+    """Extrapolated rank-biased overlap, p = 0.9 (`rank_agreement.rbo_ext`)."""
+    unknown: list[str] = Field(default_factory=list)
+    """Logged ids that are not live chunks of the KB (deleted, older versions, or never seen)."""
+    lost: list[str] = Field(default_factory=list)
+    """Logged, not replayed."""
+    gained: list[str] = Field(default_factory=list)
+    """Replayed, not logged."""
+    moved: int = 0
+    """Chunks in both lists at different ranks."""
+    reason: MissReason | None = None
+
+    @property
+    def overlap_share(self) -> float:
+        """overlap / k (1.0 when both lists are empty, 0.0 when only the logged one is)."""
+        if self.k == 0:
+            return 1.0 if self.replayed_count == 0 else 0.0
+        return self.overlap / self.k
+
+    @property
+    def unknown_share(self) -> float:
+        """Share of the logged ids the KB does not know."""
+        return len(self.unknown) / self.k if self.k else 0.0
+
+    @property
+    def cell(self) -> str:
+        """`fused 2/3`; a `*` marks the same chunks in another order or count."""
+        mark = "" if self.exact or self.overlap < self.k else "*"
+        return f"{STAGE_SHORT.get(self.stage, self.stage)} {self.overlap}/{self.k}{mark}"
+
+    def differs(self) -> str:
+        """What differs, in one phrase (empty when exact)."""
+        if self.exact:
+            return ""
+        parts = []
+        if self.lost:
+            parts.append(f"lost {', '.join(self.lost)}")
+        if self.gained:
+            parts.append(f"gained {', '.join(self.gained)}")
+        if self.moved:
+            parts.append(f"{self.moved} moved")
+        if self.replayed_count != self.k and not self.lost and not self.gained:
+            parts.append(f"{self.replayed_count} replayed vs {self.k} logged")
+        return "; ".join(parts)
+
+
+class RequestFidelity(BaseModel):
+    """Every logged stage of one request against its replay, with the reasons for the misses."""
+
+    request_id: str
+    ts: datetime | None = None
+    pipeline_version: str | None = None
+    profile: str = "default"
+    config_hash: str | None = None
+    stages: list[StageFidelity] = Field(default_factory=list)
+    stale_documents: dict[str, list[str]] = Field(default_factory=dict)
+    """Document → logged ids of it the KB no longer has live (it has changed since)."""
+    unknown_ids: list[str] = Field(default_factory=list)
+    """Logged ids the KB has no row for and no document can be named for."""
+    rewrite_differs: str | None = None
+    """How the replayed rewrite differs from the logged one (None: same, or not logged)."""
+    notes: list[str] = Field(default_factory=list)
+    """Caveats of this replay, e.g. the default profile ran for lack of a mapping."""
+
+    @property
+    def line(self) -> str:
+        """The fidelity line: `bm25 3/3 · dense 3/3 · fused 2/3 · reranked 5/5 · final 2/2`."""
+        return " · ".join(stage.cell for stage in self.stages) or "no stage logged"
+
+    @property
+    def min_rbo(self) -> float:
+        """The lowest RBO over the logged stages (1.0 when none was logged)."""
+        return min((stage.rbo for stage in self.stages), default=1.0)
+
+    @property
+    def exact_stages(self) -> int:
+        return sum(stage.exact for stage in self.stages)
+
+    @property
+    def unexplained(self) -> list[str]:
+        """Stages that differ for no documented reason (fidelity bugs, or a profile that is wrong)."""
+        return [
+            s.stage
+            for s in self.stages
+            if not s.exact and (s.reason is None or s.reason.kind not in DOCUMENTED_KINDS)
+        ]
+
+
+def compare_stage(
+    stage: str,
+    logged: Sequence[str],
+    replayed: Sequence[str],
+    live_ids: Collection[str],
+    *,
+    route: str | None = None,
+    p: float = DEFAULT_RBO_P,
+) -> StageFidelity:
+    """Measure one logged stage against its replay (lists de-duplicated by first occurrence)."""
+    diff = stage_diff(logged, replayed, live_ids)
+    k = len(diff.logged)
+    return StageFidelity(
+        stage=stage,
+        route=route,
+        k=k,
+        replayed_count=len(diff.replayed),
+        overlap=overlap_at_k(diff.logged, diff.replayed, k),
+        exact=diff.logged == diff.replayed,
+        rbo=round(rbo_ext(diff.logged, diff.replayed, p), 6),
+        unknown=diff.unknown,
+        lost=diff.lost,
+        gained=diff.gained,
+        moved=len(diff.rank_changes),
+    )
+
+
+def _replayed_route(trace: Trace, stage: str) -> str | None:
+    preferred, kind = STAGE_ROUTES[stage]
+    route = trace.route(preferred) or next((r for r in trace.routes if r.kind == kind and r.hits), None)
+    return route.name if route is not None else None
+
+
+def compare_traces(logged: Trace, replayed: Trace, live_ids: Collection[str]) -> list[StageFidelity]:
+    """Every stage a logged trace recorded against the replayed trace (the logged routes are the
+    `bm25`/`dense` stages; an empty fused or reranked list counts as not logged)."""
+    logged_lists: dict[str, Sequence[str] | None] = {
+        "bm25": _route_hits(logged, "bm25"),
+        "dense": _route_hits(logged, "dense"),
+        "fused": [h.chunk_id for h in logged.fused] or None,
+        "reranked": [h.chunk_id for h in logged.reranked] or None,
+        "final_context": list(logged.final),
+    }
+    return compare_request(logged_lists, replayed, live_ids)
+
+
+def _route_hits(trace: Trace, kind: str) -> list[str] | None:
+    route = next((r for r in trace.routes if r.kind == kind), None)
+    return None if route is None else [h.chunk_id for h in route.hits]
+
+
+def compare_request(
+    logged_lists: Mapping[str, Sequence[str] | None],
+    replayed: Trace,
+    live_ids: Collection[str],
+) -> list[StageFidelity]:
+    """Every logged stage of a request (`STAGE_NAMES` → logged ids, None = not logged) against its replay."""
+    from ragtriage.logs.replay_logged import replayed_stage_ids
+
+    return [
+        compare_stage(
+            stage,
+            logged_lists[stage] or (),
+            replayed_stage_ids(replayed, stage),
+            live_ids,
+            route=_replayed_route(replayed, stage) if stage in STAGE_ROUTES else None,
+        )
+        for stage in STAGE_NAMES
+        if logged_lists.get(stage) is not None
+    ]
+
+
+def _stale_text(docs: Sequence[str], own: bool, version: str | None) -> str:
+    names = ", ".join(docs)
+    noun = "document" if len(docs) == 1 else "documents"
+    verb = "has" if len(docs) == 1 else "have"
+    where = "" if own else f" (seen in other requests of {version or 'this run'})"
+    return f"served by a stale index: {noun} {names} {verb} changed since{where}"
+
+
+def explain_request(
+    fidelity: RequestFidelity,
+    *,
+    replayed_docs: Mapping[str, str | None],
+    stale_docs_of_version: Collection[str],
+    logged_scores: Mapping[str, Mapping[str, float]] | None = None,
+    replayed_scores: Mapping[str, Mapping[str, float]] | None = None,
+) -> RequestFidelity:
+    """Give every stage that differs a reason when one is known (in place; returns `fidelity`).
+
+    - `stale_index`: the stage's lists name chunks of a document that changed since production
+      indexed it (its logged ids are old versions, or the replay finds the new ones); or, for BM25,
+      the same chunks score differently while the index that served the version was stale (BM25
+      scores depend on corpus-wide statistics);
+    - `upstream`: a stage it is computed from already differed for a documented reason;
+    - `rewrite`: the replayed rewrite is not the logged one (the profile does not reproduce it);
+    - `k_differs`: same chunks, but the replay keeps another number of them (the profile's k).
+
+    `replayed_docs` maps replayed chunk ids to their document; `*_scores` map stage → chunk → score.
+    """
+    own_stale = set(fidelity.stale_documents)
+    stale = own_stale | set(stale_docs_of_version)
+    by_stage = {s.stage: s for s in fidelity.stages}
+    for stage in fidelity.stages:
+        if stage.exact:
+            continue
+        ids = [*stage.lost, *stage.gained, *stage.unknown]
+        touched = sorted({d for c in ids if (d := _doc_of(c, fidelity, replayed_docs)) in stale})
+        if touched:
+            own = bool(own_stale.intersection(touched))
+            stage.reason = MissReason(
+                kind="stale_index", text=_stale_text(touched, own, fidelity.pipeline_version)
+            )
+            continue
+        upstream = next(
+            (
+                by_stage[u]
+                for u in UPSTREAM[stage.stage]
+                if u in by_stage
+                and by_stage[u].reason is not None
+                and by_stage[u].reason.kind in DOCUMENTED_KINDS  # type: ignore[union-attr]
+            ),
+            None,
+        )
+        if upstream is not None and upstream.reason is not None:
+            stage.reason = MissReason(
+                kind="upstream",
+                text=f"follows from {STAGE_SHORT[upstream.stage]}: {upstream.reason.text}",
+            )
+            continue
+        if stage.stage == "bm25" and stale and _scores_differ(stage, logged_scores, replayed_scores):
+            stage.reason = MissReason(
+                kind="stale_index",
+                text=(
+                    f"{_stale_text(sorted(stale), bool(own_stale), fidelity.pipeline_version)}: "
+                    "the same chunks score differently because BM25 statistics are corpus-wide"
+                ),
+            )
+            continue
+        # Fused and later stages fuse the rewritten routes; a logged route may be a rewritten one.
+        on_rewrite = stage.stage not in STAGE_ROUTES or not (stage.route or "").endswith("_raw")
+        if fidelity.rewrite_differs is not None and on_rewrite:
+            stage.reason = MissReason(
+                kind="rewrite", text=f"the replayed rewrite differs: {fidelity.rewrite_differs}"
+            )
+            continue
+        if not stage.lost and not stage.gained and stage.replayed_count != stage.k:
+            stage.reason = MissReason(
+                kind="k_differs",
+                text=f"the profile keeps {stage.replayed_count} where production kept {stage.k}",
+            )
+    return fidelity
+
+
+def _doc_of(chunk_id: str, fidelity: RequestFidelity, replayed_docs: Mapping[str, str | None]) -> str | None:
+    for doc_id, ids in fidelity.stale_documents.items():
+        if chunk_id in ids:
+            return doc_id
+    return replayed_docs.get(chunk_id)
+
+
+def _scores_differ(
+    stage: StageFidelity,
+    logged_scores: Mapping[str, Mapping[str, float]] | None,
+    replayed_scores: Mapping[str, Mapping[str, float]] | None,
+) -> bool:
+    """True when a chunk in both lists has a logged score and a different replayed one."""
+    logged = (logged_scores or {}).get(stage.stage, {})
+    replayed = (replayed_scores or {}).get(stage.stage, {})
+    shared = [c for c in logged if c in replayed]
+    return any(abs(logged[c] - replayed[c]) > 1e-4 * max(1.0, abs(logged[c])) for c in shared)
