@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "ragtriage.commands.report",
     "ragtriage.commands.profiles",
     "ragtriage.commands.monitor",
+    "ragtriage.commands.fidelity",
 ]
 
 

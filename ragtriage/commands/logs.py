@@ -17,7 +17,16 @@ from ragtriage.commands.common import (
 )
 from ragtriage.logs.formats.dispatch import FORMAT_CHOICES
 from ragtriage.logs.ingest import IngestReport, ingest_files
-from ragtriage.logs.queue import NOT_DIAGNOSED, QueueCounts, QueuePage, list_queue, parse_since, queue_counts
+from ragtriage.logs.queue import (
+    FIDELITY_FILTERS,
+    NOT_DIAGNOSED,
+    QUEUE_SORTS,
+    QueueCounts,
+    QueuePage,
+    list_queue,
+    parse_since,
+    queue_counts,
+)
 from ragtriage.logs.requests import QuarantinedLine, RequestView, quarantined_lines, request_view
 from ragtriage.logs.schema import STAGE_NAMES, stage_ids
 from ragtriage.render.fit import Col, FitTable
@@ -166,6 +175,19 @@ def quarantine_command(
 @click.option("--since", default=None, help="Requests since a time: 30m, 12h, 7d, 2w or an ISO date/time.")
 @click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True)
 @click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option(
+    "--sort",
+    type=click.Choice(list(QUEUE_SORTS)),
+    default="newest",
+    show_default=True,
+    help="Order; `fidelity` lists the least faithful replays first (`ragtriage fidelity` measures them).",
+)
+@click.option(
+    "--fidelity",
+    type=click.Choice(FIDELITY_FILTERS),
+    default=None,
+    help="Only replays measured exact, diverged, diverged for no documented reason, or unmeasured.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the page as JSON.")
 @workspace_options
 def queue_command(
@@ -176,6 +198,8 @@ def queue_command(
     since: str | None,
     limit: int,
     offset: int,
+    sort: str,
+    fidelity: str | None,
     as_json: bool,
     home: Path | None,
     config_file: Path | None,
@@ -187,7 +211,15 @@ def queue_command(
     if click.get_current_context().invoked_subcommand is not None:
         return
     since_time = parse_since(since) if since is not None else None
-    filters = {"status": status, "label": label, "reason": reason, "suggested": suggested, "since": since}
+    filters = {
+        "status": status,
+        "label": label,
+        "reason": reason,
+        "suggested": suggested,
+        "since": since,
+        "fidelity": fidelity,
+        "sort": None if sort == "newest" else sort,
+    }
     with open_workspace(home, config_file) as workspace:
         page = list_queue(
             workspace.engine,
@@ -199,6 +231,8 @@ def queue_command(
             since=since_time,
             limit=limit,
             offset=offset,
+            sort=sort,
+            fidelity=fidelity,
         )
         counts = queue_counts(workspace.engine) if not page.items and suggested else None
     if as_json:
@@ -229,6 +263,9 @@ def _print_queue(page: QueuePage, filters: dict[str, str], counts: QueueCounts |
         else:
             console.print("no flagged requests in this home; ingest logs with `ragtriage logs ingest FILE`")
         return
+    with_fidelity = any(item.fidelity for item in page.items)
+    # Asked for by --fidelity or --sort fidelity: the column stays however narrow the terminal.
+    fidelity_asked = "fidelity" in filters or filters.get("sort") == "fidelity"
     table = FitTable(
         [
             Col("time (UTC)", "label"),
@@ -238,12 +275,14 @@ def _print_queue(page: QueuePage, filters: dict[str, str], counts: QueueCounts |
             Col("status", "label"),
             Col("label", "label", drop_order=1),
             Col("suggested", "label"),
+            # Appears once `ragtriage fidelity` has measured a request on the page.
+            *([Col("fidelity", "label", drop_order=None if fidelity_asked else 3)] if with_fidelity else []),
         ],
         show_edge=False,
     )
     for item in page.items:
         # Text() keeps logged content literal: brackets in a query are never Rich markup.
-        table.add_row(
+        cells = [
             Text(item.ts.strftime("%m-%d %H:%M") if item.ts else "—"),
             Text(item.request_id),
             Text(" ".join(item.raw_query.split())),
@@ -251,7 +290,10 @@ def _print_queue(page: QueuePage, filters: dict[str, str], counts: QueueCounts |
             Text(item.status),
             Text(item.primary_label or "—"),
             Text(item.suggested_label or "—"),
-        )
+        ]
+        if with_fidelity:
+            cells.append(Text(item.fidelity_cell))
+        table.add_row(*cells)
     console.print(table)
     shown_to = page.offset + len(page.items)
     line = page_range(page.offset, len(page.items), page.total, "flagged request")

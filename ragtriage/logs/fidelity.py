@@ -296,7 +296,12 @@ def explain_request(
                 kind="rewrite", text=f"the replayed rewrite differs: {fidelity.rewrite_differs}"
             )
             continue
-        if not stage.lost and not stage.gained and stage.replayed_count != stage.k:
+        if (
+            stage.replayed_count != stage.k
+            and stage.overlap == min(stage.k, stage.replayed_count)
+            and not stage.moved
+        ):
+            # One list is the other cut shorter: the profile keeps another number of chunks.
             stage.reason = MissReason(
                 kind="k_differs",
                 text=f"the profile keeps {stage.replayed_count} where production kept {stage.k}",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from pydantic import BaseModel, Field
 from sqlalchemy import func, select
@@ -11,6 +12,7 @@ from sqlalchemy.engine import Engine
 
 from ragtriage.errors import InputError
 from ragtriage.store.db import read_session
+from ragtriage.store.fidelity_tables import ReplayFidelityRow
 from ragtriage.store.log_tables import RequestLogRow, TriageRow
 from ragtriage.store.triage_repo import triage_filters
 
@@ -34,6 +36,22 @@ class QueueItem(BaseModel):
     revision: int
     suggested_label: str | None = None
     """Root cause suggested by diagnosis, when one ran."""
+    fidelity: str | None = None
+    """The replay's fidelity line (`bm25 3/3 · dense 3/3 · …`), when `ragtriage fidelity` measured it."""
+    fidelity_rbo: float | None = None
+    """Lowest rank-biased overlap over the logged stages (1.0: every stage in the logged order)."""
+    fidelity_diverged: int | None = None
+    """Logged stages the replay did not reproduce exactly (None: not measured)."""
+
+    @property
+    def fidelity_cell(self) -> str:
+        """Short form for a queue column: `exact`, `0.62, 3 off` (lowest RBO, stages that differ), or
+        `-` when not measured."""
+        if self.fidelity_diverged is None or self.fidelity_rbo is None:
+            return "-"
+        if self.fidelity_diverged == 0:
+            return "exact"
+        return f"{self.fidelity_rbo:.2f}, {self.fidelity_diverged} off"
 
 
 #: Sort keys of the queue: name → (column name, descending). `newest` is the indexed default.
@@ -44,7 +62,12 @@ QUEUE_SORTS: dict[str, tuple[str, bool]] = {
     "label": ("primary_label", False),
     "suggested": ("suggested_label", False),
     "request_id": ("request_id", False),
+    "fidelity": ("min_rbo", False),
 }
+"""`fidelity` puts the least faithful replays first (lowest RBO); requests never measured come last."""
+
+#: Fidelity filters: name → what a record must show.
+FIDELITY_FILTERS = ("exact", "diverged", "unexplained", "unmeasured")
 
 
 class QueueCounts(BaseModel):
@@ -99,6 +122,7 @@ def list_queue(
     suggested: str | None = None,
     undiagnosed: bool = False,
     sort: str = "newest",
+    fidelity: str | None = None,
 ) -> QueuePage:
     """One page of triage records (newest request first) joined with their query text.
 
@@ -107,18 +131,26 @@ def list_queue(
 
     `text` keeps queries containing it (a scan of the joined query text); `suggested` filters on the
     diagnosis' suggested label, `undiagnosed` keeps the records no diagnosis has run on; `sort` is a
-    key of `QUEUE_SORTS` (request_id breaks ties).
+    key of `QUEUE_SORTS` (request_id breaks ties); `fidelity` keeps replays measured `exact` (every
+    logged stage reproduced), `diverged` (some stage differs), `unexplained` (a stage differs for no
+    documented reason) or `unmeasured`.
 
     Raises:
-        InputError: an unknown status or sort, or a negative limit/offset.
+        InputError: an unknown status, sort or fidelity filter, or a negative limit/offset.
     """
     if limit < 0 or offset < 0:
         raise InputError("--limit and --offset must be zero or more")
     if sort not in QUEUE_SORTS:
         raise InputError(f"unknown sort {sort!r}; use one of {', '.join(QUEUE_SORTS)}")
+    if fidelity is not None and fidelity not in FIDELITY_FILTERS:
+        raise InputError(f"unknown fidelity filter {fidelity!r}; use one of {', '.join(FIDELITY_FILTERS)}")
     conditions = triage_filters(status=status, label=label, reason=reason, assignee=assignee, since=since)
     triage = TriageRow.__table__  # type: ignore[attr-defined]
     requests = RequestLogRow.__table__  # type: ignore[attr-defined]
+    measured = ReplayFidelityRow.__table__  # type: ignore[attr-defined]
+    joins_fidelity = fidelity is not None or sort == "fidelity"
+    if fidelity is not None:
+        conditions.append(_fidelity_condition(measured, fidelity))
     if suggested is not None:
         conditions.append(triage.c.suggested_label == suggested)
     if undiagnosed:
@@ -127,8 +159,11 @@ def list_queue(
         escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         conditions.append(requests.c.raw_query.like(f"%{escaped}%", escape="\\"))
     column_name, descending = QUEUE_SORTS[sort]
-    sort_column = triage.c[column_name]
+    sort_column = measured.c[column_name] if sort == "fidelity" else triage.c[column_name]
     order = [sort_column.desc() if descending else sort_column.asc()]
+    if sort == "fidelity":
+        # Unmeasured requests last, then the most unexplained stages first.
+        order = [sort_column.is_(None), measured.c.unexplained.desc(), *order]
     if column_name != "request_ts":
         order.append(triage.c.request_ts.desc())
     order.append(triage.c.request_id.desc() if descending else triage.c.request_id.asc())
@@ -136,6 +171,8 @@ def list_queue(
         counted = select(func.count()).select_from(triage)
         if text:
             counted = counted.join(requests, requests.c.request_id == triage.c.request_id)
+        if joins_fidelity:
+            counted = counted.outerjoin(measured, measured.c.request_id == triage.c.request_id)
         total = session.execute(counted.where(*conditions)).scalar_one()
         rows = session.execute(
             select(
@@ -149,8 +186,12 @@ def list_queue(
                 triage.c.assignee,
                 triage.c.revision,
                 triage.c.suggested_label,
+                measured.c.line,
+                measured.c.min_rbo,
+                (measured.c.stages_compared - measured.c.exact_stages).label("diverged"),
             )
             .join(requests, requests.c.request_id == triage.c.request_id)
+            .outerjoin(measured, measured.c.request_id == triage.c.request_id)
             .where(*conditions)
             .order_by(*order)
             .limit(limit)
@@ -168,10 +209,23 @@ def list_queue(
             assignee=row.assignee,
             revision=row.revision,
             suggested_label=row.suggested_label,
+            fidelity=row.line,
+            fidelity_rbo=row.min_rbo,
+            fidelity_diverged=row.diverged,
         )
         for row in rows
     ]
     return QueuePage(total=total, offset=offset, limit=limit, items=items)
+
+
+def _fidelity_condition(measured: Any, name: str) -> Any:
+    if name == "unmeasured":
+        return measured.c.request_id.is_(None)
+    if name == "exact":
+        return measured.c.exact_stages == measured.c.stages_compared
+    if name == "diverged":
+        return measured.c.exact_stages < measured.c.stages_compared
+    return measured.c.unexplained > 0
 
 
 def queue_counts(engine: Engine) -> QueueCounts:

@@ -1,0 +1,154 @@
+"""`ragtriage fidelity`: how exactly replay reproduces what production logged (a thin face over
+`ragtriage.logs.fidelity_run`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ragtriage.commands.common import (
+    echo_json,
+    open_workspace,
+    progress_bar,
+    stdout_console,
+    workspace_options,
+)
+from ragtriage.logs.fidelity import STAGE_SHORT
+from ragtriage.logs.fidelity_report import FidelityReport, StageSummary
+
+
+def _percent(value: float) -> str:
+    return f"{value:.1%}"
+
+
+def _summary_table(title: str, rows: list[StageSummary], first: str) -> Table:
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column(first, overflow="fold")
+    for column in ("stage", "n", "exact", "overlap@k", "RBO", "unknown", "misses"):
+        table.add_column(column, justify="left" if column == "stage" else "right", no_wrap=True)
+    for row in rows:
+        key = row.pipeline_version if first == "pipeline_version" else row.route
+        misses = f"{row.explained_misses + row.unexplained_misses}"
+        if row.unexplained_misses:
+            misses += f" ({row.unexplained_misses} unexplained)"
+        table.add_row(
+            Text(key or "all"),
+            Text(STAGE_SHORT.get(row.stage, row.stage)),
+            str(row.stages),
+            _percent(row.exact_share),
+            _percent(row.mean_overlap),
+            f"{row.mean_rbo:.3f}",
+            _percent(row.unknown_share),
+            misses,
+        )
+    return table
+
+
+def print_report(console: Console, report: FidelityReport) -> None:
+    """The fidelity report as tables and lines (80 columns and wider)."""
+    if not report.replayed:
+        for note in report.notes:
+            console.print(note)
+        return
+    console.print(
+        _summary_table("fidelity per pipeline_version and stage", report.by_version, "pipeline_version")
+    )
+    if report.by_route:
+        console.print(_summary_table("logged routes per replayed route", report.by_route, "route"))
+    profiles = ", ".join(f"{name} ({count})" for name, count in report.profiles.items())
+    console.print(Text(f"profiles: {profiles}"))
+    console.print(
+        Text(
+            f"{report.faithful_requests} of {report.replayed} request(s) reproduced exactly; "
+            f"{report.unexplained_requests} with a stage that differs for no documented reason"
+        )
+    )
+    if report.reasons:
+        console.print("documented reasons (stages explained):")
+        for reason, count in report.reasons.items():
+            console.print(Text(f"  {count:>4}  {reason}"))
+    if report.least_faithful:
+        console.print("least faithful requests:")
+    for result in report.least_faithful:
+        flag = f" — {len(result.unexplained)} unexplained" if result.unexplained else ""
+        console.print(
+            Text(
+                f"{result.request_id} ({result.pipeline_version or 'no version'}, profile {result.profile}){flag}"
+            )
+        )
+        console.print(Text(f"  {result.line}"))
+        for stage in result.stages:
+            if stage.exact:
+                continue
+            why = stage.reason.text if stage.reason is not None else "no documented reason"
+            console.print(Text(f"  {STAGE_SHORT[stage.stage]}: {stage.differs()} — {why}"), soft_wrap=True)
+        if result.rewrite_differs:
+            console.print(Text(f"  rewrite: {result.rewrite_differs}"), soft_wrap=True)
+        for note in result.notes:
+            console.print(Text(f"  note: {note}"), soft_wrap=True)
+    console.print(
+        f"replayed {report.replayed} of {report.selected} selected in {report.replay_seconds:.1f} s "
+        f"({report.seconds:.1f} s in all); stored {report.stored}"
+    )
+
+
+@click.command("fidelity")
+@click.option("--since", default=None, help="Requests since a time: 30m, 12h, 7d, 2w or an ISO date/time.")
+@click.option(
+    "--version", "version", default=None, help="Only this pipeline_version (a glob like prod-2026.* works)."
+)
+@click.option(
+    "--sample", type=click.IntRange(min=1), default=None, help="Replay a random sample of N requests."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of --sample.")
+@click.option(
+    "--least",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="Least faithful requests listed.",
+)
+@click.option("--no-store", is_flag=True, help="Do not store the per-request results.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@workspace_options
+def fidelity_command(
+    since: str | None,
+    version: str | None,
+    sample: int | None,
+    seed: int,
+    least: int,
+    no_store: bool,
+    as_json: bool,
+    home: Path | None,
+    config_file: Path | None,
+) -> None:
+    """Replay logged requests with their profiles and measure, per stage, route and pipeline_version,
+    how exactly the replay reproduces what production logged."""
+    from ragtriage.logs.fidelity_run import measure_fidelity
+    from ragtriage.logs.queue import parse_since
+
+    since_time = parse_since(since) if since is not None else None
+    with open_workspace(home, config_file) as workspace, progress_bar(not as_json) as bar:
+        report = measure_fidelity(
+            workspace,
+            since=since_time,
+            version=version,
+            sample=sample,
+            seed=seed,
+            store=not no_store,
+            least=least,
+            on_progress=bar("replaying"),
+        )
+    if as_json:
+        echo_json(report)
+        return
+    print_report(stdout_console(), report)
+
+
+def register(cli: click.Group) -> None:
+    """Attach this module's commands to the root group."""
+    cli.add_command(fidelity_command)
