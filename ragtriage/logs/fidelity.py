@@ -258,7 +258,9 @@ def explain_request(
             continue
         ids = [*stage.lost, *stage.gained, *stage.unknown]
         touched = sorted({d for c in ids if (d := _doc_of(c, fidelity, replayed_docs)) in stale})
-        if touched:
+        # A logged id no document can be named for is not explained by another document's change.
+        foreign = [c for c in stage.lost if c in fidelity.unknown_ids]
+        if touched and not foreign:
             own = bool(own_stale.intersection(touched))
             stage.reason = MissReason(
                 kind="stale_index", text=_stale_text(touched, own, fidelity.pipeline_version)
