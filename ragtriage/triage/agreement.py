@@ -136,10 +136,12 @@ def diagnose_all(
     cases = load_cases(engine, no_gold_labels)
     run_many = getattr(getattr(getattr(ctx, "workspace", None), "pipeline", None), "run_many", None)
     queries = [case.record.raw_query for case in cases]
+    # Each replay at its request's time, as production scored it (rerank freshness).
+    options = [RunOptions(as_of=case.record.ts) for case in cases]
     if run_many is not None:
-        replays = run_many(queries, should_stop=should_stop)
+        replays = run_many(queries, options=options, should_stop=should_stop)
     else:
-        replays = [ctx.run(query, RunOptions()) for query in queries]
+        replays = [ctx.run(query, option) for query, option in zip(queries, options, strict=True)]
     diagnoses: list[Diagnosis] = []
     outcomes: list[CaseOutcome] = []
     for done, (case, replay) in enumerate(zip(cases, replays, strict=False), start=1):

@@ -91,6 +91,13 @@ class WorkspaceContext:
         for chunk_id in missing:
             self._chunks[chunk_id] = found.get(chunk_id)
 
+    def chunk_origins(self, chunk_ids: Sequence[str]) -> tuple[set[str], dict[str, str]]:
+        """(live chunk ids, id → document of the rest) in bulk: a deleted row keeps its document; an
+        id with no row is named by ragtriage's `doc_id#hash` scheme when that document exists."""
+        from ragtriage.logs.fidelity_run import chunk_origins
+
+        return chunk_origins(self.workspace.engine, chunk_ids)
+
     def chunk(self, chunk_id: str) -> ChunkRecord | None:
         """The chunk from SQL (cached), None when unknown."""
         if chunk_id not in self._chunks:

@@ -194,6 +194,10 @@ def run_counterfactuals(
             results.append(_unavailable(name, options))
             continue
         started = time.perf_counter()
+        as_of = baseline.run_options.as_of if baseline.run_options is not None else None
+        if as_of is not None:
+            # The same moment as the baseline replay (a logged request's time), so only one thing changes.
+            options = options.model_copy(update={"as_of": as_of})
         trace = ctx.run(facts.query, options)
         ranks = _final_ranks(trace, gold)
         reaches = any(rank is not None for rank in ranks.values())
@@ -201,7 +205,7 @@ def run_counterfactuals(
             CounterfactualResult(
                 name=name,
                 description=DESCRIPTIONS[name],
-                options=options.model_dump(exclude_defaults=True),
+                options=options.model_dump(exclude_defaults=True, exclude={"as_of"}),
                 gold_final_ranks=ranks,
                 reaches_final=reaches,
                 baseline_reaches_final=baseline_reaches,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
 from pydantic import BaseModel, Field
 
@@ -12,6 +13,7 @@ from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.triage.context import DiagnosisContext
 from ragtriage.triage.counterfactual import CounterfactualResult, run_counterfactuals
 from ragtriage.triage.facts import AliasPair, Facts, collect_facts, covered
+from ragtriage.triage.fidelity_facts import fidelity_evidence
 from ragtriage.triage.journey import GoldJourney
 from ragtriage.triage.suggest import Finding, findings
 
@@ -70,6 +72,8 @@ class Diagnosis(BaseModel):
     suggestion: Suggestion = Field(default_factory=Suggestion)
     counterfactuals: list[CounterfactualResult] = Field(default_factory=list)
     needs: Needs | None = None
+    fidelity: str | None = None
+    """The replay's fidelity line against the logged request (`bm25 3/3 · dense 2/3 · …`)."""
     timings_ms: dict[str, float] = Field(default_factory=dict)
 
 
@@ -161,12 +165,14 @@ def diagnose(
     replay: Trace | None = None,
     counterfactuals: bool = True,
     should_stop: Callable[[], bool] | None = None,
+    as_of: datetime | None = None,
 ) -> Diagnosis:
-    """Diagnose one case. `gold=None` means unknown; `replay` is run here when not given."""
+    """Diagnose one case. `gold=None` means unknown; `replay` is run here when not given, at `as_of`
+    (a logged request's time: time-dependent rerank features then match production's)."""
     started = time.perf_counter()
     timings: dict[str, float] = {}
     if replay is None:
-        replay = ctx.run(query, RunOptions())
+        replay = ctx.run(query, RunOptions(as_of=as_of))
         timings["replay"] = (time.perf_counter() - started) * 1000
     mark = time.perf_counter()
     facts = collect_facts(ctx, query, logged=logged, replay=replay, gold=gold, must_have=must_have)
@@ -188,6 +194,12 @@ def diagnose(
             alias_pairs=facts.alias_pairs if top.label in ("alias_missing", "bm25_miss") else [],
             alternatives=found[1:],
         )
+    if facts.replay is not None or facts.logged is not None:
+        # Every diagnosis names the fidelity it relied on.
+        diagnosis.suggestion.evidence += fidelity_evidence(
+            facts.fidelity, diagnosis.suggestion.label, facts.logged is not None
+        )
+        diagnosis.fidelity = facts.fidelity.line if facts.fidelity is not None else None
     if facts.gold is None:
         diagnosis.needs = Needs(
             message=(

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from ragtriage.pipeline.types import ChunkRecord, Trace
 from ragtriage.triage.context import DiagnosisContext
+from ragtriage.triage.fidelity_facts import ReplayFidelity, replay_fidelity
 from ragtriage.triage.journey import GoldJourney, gold_journey
 
 #: Function and question words that never carry a query's meaning (not a synonym source).
@@ -104,6 +105,9 @@ class Facts:
     """Gold chunk id → {neighbour chunk id → text}."""
     alias_pairs: list[AliasPair] = field(default_factory=list)
     known_aliases: dict[str, list[str]] = field(default_factory=dict)
+    fidelity: ReplayFidelity | None = None
+    """The logged stages against the replay (None without both); rules judge a stage the replay
+    does not reproduce from the logged list."""
 
     @property
     def primary(self) -> Trace | None:
@@ -250,9 +254,16 @@ def collect_facts(
         facts.indexed[chunk_id] = ctx.indexed_hash(chunk_id)
         facts.neighbour_texts[chunk_id] = {n.chunk_id: chunk_text(n) for n in ctx.neighbours(chunk_id)}
     facts.gold_text = " ".join(chunk_text(c) for c in facts.gold_chunks.values())
+    if logged is not None and replay is not None:
+        facts.fidelity = replay_fidelity(ctx, logged, replay)
     if logged is not None:
         unknown = {c.chunk_id for c in logged.candidates if not c.known}
-        facts.unknown_logged = [c for c in trace_chunk_ids(logged) if c in unknown or ctx.chunk(c) is None]
+        stale = (
+            {c for ids in facts.fidelity.stale_documents.values() for c in ids} if facts.fidelity else set()
+        )
+        facts.unknown_logged = [
+            c for c in trace_chunk_ids(logged) if c in unknown or c in stale or ctx.chunk(c) is None
+        ]
     for trace in (replay, logged):
         if trace is None:
             continue

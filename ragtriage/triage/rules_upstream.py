@@ -4,6 +4,7 @@ rewrite and the alias dictionary (the first upstream failure wins, so these run 
 from __future__ import annotations
 
 from ragtriage.triage.facts import Facts, chunk_text, covered, gold_route_reach, is_raw_route, normalize_text
+from ragtriage.triage.fidelity_facts import stage_note
 from ragtriage.triage.rules_common import Finding, gold_lost, route_ran, short_ids, words
 
 
@@ -42,22 +43,45 @@ def rule_index_stale(facts: Facts) -> Finding | None:
             label="index_stale", confidence=0.95, evidence=evidence, counterfactuals=["current_index"]
         )
     replay = facts.journeys.get("replay")
-    # Unknown logged ids only explain the loss when today's index, which knows them, finds gold:
-    # a stale neighbour chunk in the lists of a query that fails anyway is incidental.
-    if facts.unknown_logged and (facts.gold is None or (replay is not None and replay.reached_final)):
-        evidence.append(
-            f"{len(facts.unknown_logged)} logged chunk "
-            f"{'id is' if len(facts.unknown_logged) == 1 else 'ids are'} unknown to the KB: "
-            f"{short_ids(facts.unknown_logged)} (production searched an index built from another KB revision)"
-        )
+    stale_docs = facts.fidelity.stale_documents if facts.fidelity is not None else {}
+    gold_docs = {chunk.doc_id for chunk in facts.gold_chunks.values()}
+    stale_gold_docs = sorted(gold_docs.intersection(stale_docs))
+    # Unknown logged ids only explain the loss when today's index, which knows them, finds gold, or
+    # when they are an older version of the gold's own document: a stale neighbour chunk in the lists
+    # of a query that fails anyway is incidental.
+    reaches = replay is not None and replay.reached_final
+    if facts.unknown_logged and (facts.gold is None or reaches or stale_gold_docs):
+        evidence += _stale_lines(facts, stale_docs)
         confidence = 0.6
-        if replay is not None and replay.reached_final:
-            confidence = 0.8
+        if stale_gold_docs:
+            confidence = 0.85
+            evidence.append(
+                f"the gold's own document {', '.join(stale_gold_docs)} was served in an older version"
+            )
+        if reaches:
+            confidence = max(confidence, 0.8)
             evidence.append("the replay against the current index reaches gold in the final context")
         return Finding(
             label="index_stale", confidence=confidence, evidence=evidence, counterfactuals=["current_index"]
         )
     return None
+
+
+def _stale_lines(facts: Facts, stale_docs: dict[str, list[str]]) -> list[str]:
+    """Which documents the unknown logged ids belong to, and which ids no document can be named for."""
+    lines = [
+        f"logged chunk id(s) {short_ids(ids)} belong to an older version of document {doc_id}, whose "
+        "current version has other ids: production searched a stale index"
+        for doc_id, ids in sorted(stale_docs.items())
+    ]
+    named = {c for ids in stale_docs.values() for c in ids}
+    unknown = [c for c in facts.unknown_logged if c not in named]
+    if unknown:
+        lines.append(
+            f"{len(unknown)} logged chunk {'id is' if len(unknown) == 1 else 'ids are'} unknown to the KB: "
+            f"{short_ids(unknown)} (no document can be named: another KB revision or another KB)"
+        )
+    return lines
 
 
 def _split_gold_missing(facts: Facts) -> Finding | None:
@@ -153,11 +177,25 @@ def rule_rewrite_error(facts: Facts) -> Finding | None:
             trace, gold, lambda r: "rewritten" in r.name and route_ran(r)
         )
         if raw_ran and rewritten_ran:
+            notes: list[str] = []
+            if trace is facts.replay and facts.logged is not None and facts.fidelity is not None:
+                # Raw routes the replay does not reproduce are judged from the logged lists.
+                diverged = [
+                    stage
+                    for name in ("bm25", "dense")
+                    if (stage := facts.fidelity.stage(name)) is not None
+                    and not stage.exact
+                    and (stage.route or "").endswith("_raw")
+                ]
+                if diverged:
+                    _, raw_rank = gold_route_reach(facts.logged, gold, lambda r: is_raw_route(r.name))
+                    notes = [stage_note(stage) for stage in diverged]
             if raw_rank is not None and rewritten_rank is None:
                 evidence.append(
                     f"raw-query routes reach gold (best rank {raw_rank}) and rewritten routes do not "
                     f"(rewritten query: {trace.rewrite.rewritten_query})"
                 )
+                evidence += notes
             break
     rewrite = facts.primary.rewrite
     rewritten = normalize_text(" ".join([rewrite.rewritten_query, *rewrite.sub_queries]))

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
+from ragtriage.logs.fidelity_run import StoredFidelity
 from ragtriage.pipeline.types import ChunkRecord, Trace
 from ragtriage.store.triage_repo import TriageRecord
 from ragtriage.triage.diagnose import Diagnosis
@@ -36,6 +38,20 @@ class CaseData:
     diagnosis: Diagnosis | None = None
     chunks: dict[str, ChunkRecord] = field(default_factory=dict)
     """Chunk id → chunk with content, for the preview."""
+    ts: datetime | None = None
+    """When the request was logged (replays score freshness at that moment)."""
+    fidelity: StoredFidelity | None = None
+    """The last `ragtriage fidelity` measurement of this request."""
+
+    @property
+    def fidelity_line(self) -> str | None:
+        """`bm25 3/3 · dense 3/3 · …` of this session's replay, else the stored one, else None."""
+        if self.diagnosis is not None and self.diagnosis.fidelity is not None:
+            return f"{self.diagnosis.fidelity} (this replay)"
+        if self.fidelity is not None:
+            stored = self.fidelity
+            return f"{stored.line} (measured {stored.measured_at:%Y-%m-%d}, profile {stored.profile})"
+        return None
 
     @property
     def gold(self) -> list[str]:
@@ -70,6 +86,7 @@ def chunk_records(workspace: Workspace, chunk_ids: Sequence[str]) -> dict[str, C
 
 def load_case(workspace: Workspace, request_id: str) -> CaseData:
     """The logged request, its triage record, the logged trace and the text of every candidate and gold chunk."""
+    from ragtriage.logs.fidelity_run import get_fidelity
     from ragtriage.logs.requests import request_view
 
     view = request_view(workspace.engine, request_id)
@@ -82,6 +99,8 @@ def load_case(workspace: Workspace, request_id: str) -> CaseData:
         record=view.triage,
         logged=trace,
         chunks=chunk_records(workspace, ids),
+        ts=view.request.record.ts,
+        fidelity=get_fidelity(workspace.engine, request_id),
     )
 
 
@@ -98,12 +117,14 @@ def replay_case(
         RunCancelled: `should_stop()` turned true between two stages.
     """
     from ragtriage.pipeline.pipeline import RunCancelled
+    from ragtriage.pipeline.types import RunOptions
     from ragtriage.triage.context import WorkspaceContext
     from ragtriage.triage.diagnose import diagnose
 
     report = on_stage or (lambda _name, _done, _total: None)
     report("replay", 0, 3)
-    trace = workspace.pipeline.run(case.query, gold=case.gold, should_stop=should_stop)
+    options = RunOptions(as_of=case.ts)
+    trace = workspace.pipeline.run(case.query, options=options, gold=case.gold, should_stop=should_stop)
     report("diagnosis", 1, 3)
     context = WorkspaceContext(workspace)
     try:

@@ -101,3 +101,38 @@ def test_diagnose_all_agrees_with_the_fixture_truth(
     assert all(per_label.get(label, {}).get("cases", 0) >= 2 for label in LABELS), per_label
     every = {d["request_id"]: d for d in report["diagnoses"]}
     assert all(d["journeys"] or d["gold"] == [] for d in every.values())
+
+
+def test_fidelity_reproduces_every_stage_not_served_by_a_stale_index(
+    truth_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fixture's production profile replays its traffic exactly; every miss is the stale index
+    (`permission/sso-login` was indexed in an older version), named by the report."""
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "ragtriage",
+            *("--home", str(truth_home), "--config", str(PRODUCTION)),
+            *("fidelity", "--version", "prod-2026.10", "--least", "1000", "--json"),
+        ],
+    )
+    try:
+        main()
+    except SystemExit as stop:
+        assert not stop.code
+    report = json.loads(capsys.readouterr().out)
+    with capsys.disabled():
+        print(
+            f"\nfidelity: {report['faithful_requests']} of {report['replayed']} requests exact; "
+            f"{report['unexplained_requests']} unexplained; replay {report['replay_seconds']} s; "
+            f"reasons {report['reasons']}"
+        )
+    assert report["replayed"] == sum(1 for line in _lines() if line["pipeline_version"] == "prod-2026.10")
+    assert report["unexplained_requests"] == 0
+    assert all(s["unexplained_misses"] == 0 for s in report["by_version"])
+    assert report["stale_documents"] and set(report["stale_documents"]) == {"permission/sso-login"}
+    missed = [s for r in report["least_faithful"] for s in r["stages"] if not s["exact"]]
+    assert missed and all(s["reason"]["kind"] in ("stale_index", "upstream") for s in missed)
+    assert all("permission/sso-login" in s["reason"]["text"] for s in missed)
+    assert report["faithful_requests"] >= 0.8 * report["replayed"]

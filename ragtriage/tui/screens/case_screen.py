@@ -136,7 +136,7 @@ class CaseScreen(CaseActions, WorkerFailures, Screen[None]):
             return
         source = "replayed" if trace is case.replayed else "logged"
         trace.gold = case.gold
-        self.query_one(QueryPanel).show(case.request_id, trace, case.record, source)
+        self.query_one(QueryPanel).show(case.request_id, trace, case.record, source, case.fidelity_line)
         journey = (
             gold_journey(trace, case.gold, "replay" if source == "replayed" else "logged")
             if case.gold

@@ -9,8 +9,11 @@ from ragtriage.pipeline.types import Trace
 from ragtriage.store.triage_repo import TriageRecord
 
 
-def query_text(request_id: str, trace: Trace, record: TriageRecord | None, source: str) -> Text:
-    """Literal text: logged queries may contain anything, including `[bold]` or `[link=…]`."""
+def query_text(
+    request_id: str, trace: Trace, record: TriageRecord | None, source: str, fidelity: str | None = None
+) -> Text:
+    """Literal text: logged queries may contain anything, including `[bold]` or `[link=…]`.
+    `fidelity` is the replay's fidelity line, shown when known."""
     rewrite = trace.rewrite
     text = Text()
     text.append(f"{request_id}  ", style="bold")
@@ -32,6 +35,9 @@ def query_text(request_id: str, trace: Trace, record: TriageRecord | None, sourc
     for number, sub_query in enumerate(rewrite.sub_queries, start=1):
         text.append(f"\nsub {number}      ", style="dim")
         text.append(sub_query)
+    if fidelity is not None:
+        text.append("\nfidelity   ", style="dim")
+        text.append(fidelity)
     if record is not None and record.notes:
         last = record.notes[-1]
         text.append(f"\nnote       {last.user}: ", style="dim")
@@ -45,6 +51,13 @@ class QueryPanel(Static):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", markup=False, id=id)
 
-    def show(self, request_id: str, trace: Trace, record: TriageRecord | None, source: str) -> None:
-        """Render the query and rewrite of `trace`."""
-        self.update(query_text(request_id, trace, record, source))
+    def show(
+        self,
+        request_id: str,
+        trace: Trace,
+        record: TriageRecord | None,
+        source: str,
+        fidelity: str | None = None,
+    ) -> None:
+        """Render the query and rewrite of `trace` (and the replay's fidelity line when known)."""
+        self.update(query_text(request_id, trace, record, source, fidelity))
