@@ -53,6 +53,7 @@ ORDER = [
     "demo",
 ]
 ORDER += ["pdf_load", "service"]
+ORDER += ["fidelity"]
 FIXTURE_KB = REPO_ROOT / "fixtures" / "kb"
 #: Every first-round target, by the benchmark meant to measure it (a row even before its script exists).
 TARGETS = {
@@ -69,6 +70,7 @@ TARGETS = {
     "demo": "`ragtriage demo --headless` <= 60 s on a fresh home (issue 6)",
     "service": "at 1,000 cases: API page of 50 results <= 5 x reading its rows; report <= 2 x compare_runs (issue 15)",
     "pdf_load": "Debian Reference PDF (251 pages) loads in <= 2 x PDFium's bare text read (issue 11)",
+    "fidelity": "`ragtriage fidelity` over 10,000 logged requests <= 1.3 x the replay floor (issue 13)",
 }
 
 
@@ -100,6 +102,9 @@ def script_arguments(name: str, quick: bool, workdir: Path) -> list[str]:
         return ["--cases", "100" if quick else "1000", "--workdir", str(workdir)]
     if name == "demo":
         return ["--home", str(workdir / "demo-home")]
+    if name == "fidelity":
+        home = workdir / ("fidelity-home-quick" if quick else "fidelity-home")
+        return ["--requests", "300" if quick else "10000", "--home", str(home)]
     return []
 
 

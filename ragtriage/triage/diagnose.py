@@ -196,9 +196,9 @@ def diagnose(
         )
     if facts.replay is not None or facts.logged is not None:
         # Every diagnosis names the fidelity it relied on.
-        diagnosis.suggestion.evidence += fidelity_evidence(
-            facts.fidelity, diagnosis.suggestion.label, facts.logged is not None
-        )
+        evidence = diagnosis.suggestion.evidence
+        lines = fidelity_evidence(facts.fidelity, diagnosis.suggestion.label, facts.logged is not None)
+        evidence += [line for line in lines if line not in evidence]
         diagnosis.fidelity = facts.fidelity.line if facts.fidelity is not None else None
     if facts.gold is None:
         diagnosis.needs = Needs(
@@ -213,6 +213,12 @@ def diagnose(
         names = list(dict.fromkeys(name for finding in found for name in finding.counterfactuals))
         diagnosis.counterfactuals = run_counterfactuals(ctx, facts, names, replay, should_stop=should_stop)
         _apply_counterfactuals(diagnosis.suggestion, found, diagnosis.counterfactuals, facts)
+        final = facts.fidelity.stage("final_context") if facts.fidelity is not None else None
+        if final is not None and not final.exact and diagnosis.counterfactuals:
+            diagnosis.suggestion.evidence.append(
+                f"counterfactuals are measured against the replay, whose final context differs from the "
+                f"logged one ({final.cell})"
+            )
         timings["counterfactuals"] = (time.perf_counter() - mark) * 1000
     timings["total"] = (time.perf_counter() - started) * 1000
     diagnosis.timings_ms = {k: round(v, 2) for k, v in timings.items()}

@@ -10,7 +10,7 @@ from textual.widgets import DataTable, Footer, Header, Input
 from textual.worker import get_current_worker
 
 from ragtriage.logs.flagging import REASONS
-from ragtriage.logs.queue import QUEUE_SORTS, QueueCounts, list_queue, queue_counts
+from ragtriage.logs.queue import FIDELITY_FILTERS, QUEUE_SORTS, QueueCounts, list_queue, queue_counts
 from ragtriage.store.log_tables import TRIAGE_STATUSES
 from ragtriage.triage.sampling import SAMPLED_REASON
 from ragtriage.triage.suggest import LABELS
@@ -26,6 +26,7 @@ LETTER_ACTIONS = {
     "cycle_label",
     "cycle_reason",
     "cycle_suggested",
+    "cycle_fidelity",
     "cycle_sort",
     "next_page",
     "previous_page",
@@ -56,6 +57,13 @@ class QueueScreen(WorkerFailures, Screen[None]):
             id="filter-suggested",
             tooltip="Cycle the suggested-root-cause filter",
         ),
+        Binding(
+            "f",
+            "cycle_fidelity",
+            "Fidelity",
+            id="filter-fidelity",
+            tooltip="Cycle the replay-fidelity filter (exact, diverged, unexplained, unmeasured)",
+        ),
         Binding("o", "cycle_sort", "Sort", id="sort-queue", tooltip="Cycle the sort order"),
         Binding("right_square_bracket,pagedown", "next_page", "Next page", id="next-page"),
         Binding("left_square_bracket,pageup", "previous_page", "Prev page", id="previous-page"),
@@ -71,6 +79,7 @@ class QueueScreen(WorkerFailures, Screen[None]):
         self.label: str | None = None
         self.reason: str | None = None
         self.suggested: str | None = None
+        self.fidelity: str | None = None
         self.text_filter: str | None = None
         self.sort = "newest"
         self.page_offset = 0
@@ -116,6 +125,7 @@ class QueueScreen(WorkerFailures, Screen[None]):
                 ("label", self.label),
                 ("reason", self.reason),
                 ("suggested", self.suggested),
+                ("fidelity", self.fidelity),
                 ("text", self.text_filter),
             )
             if value
@@ -142,6 +152,7 @@ class QueueScreen(WorkerFailures, Screen[None]):
             suggested=self.suggested,
             text=self.text_filter,
             sort=self.sort,
+            fidelity=self.fidelity,
             limit=PAGE_SIZE,
             offset=offset,
         )
@@ -186,7 +197,7 @@ class QueueScreen(WorkerFailures, Screen[None]):
         self.reload(0)
 
     def action_clear_filters(self) -> None:
-        self.status = self.label = self.reason = self.suggested = self.text_filter = None
+        self.status = self.label = self.reason = self.suggested = self.fidelity = self.text_filter = None
         self.filter_input.value = ""
         self.filter_input.display = False
         self.queue_table.focus()
@@ -207,6 +218,10 @@ class QueueScreen(WorkerFailures, Screen[None]):
 
     def action_cycle_suggested(self) -> None:
         self.suggested = cycle((None, *LABELS, "unknown"), self.suggested)
+        self.reload(0)
+
+    def action_cycle_fidelity(self) -> None:
+        self.fidelity = cycle((None, *FIDELITY_FILTERS), self.fidelity)
         self.reload(0)
 
     def action_cycle_sort(self) -> None:

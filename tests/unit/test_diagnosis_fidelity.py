@@ -1,0 +1,119 @@
+"""Diagnosis is honest about fidelity: a replayed stage that differs from the logged one is not
+evidence against that stage; the logged list is, and the evidence says so and names the fidelity;
+stale logged ids name the document they belong to."""
+
+from __future__ import annotations
+
+from ragtriage.triage.diagnose import diagnose
+from ragtriage.triage.facts import collect_facts
+from ragtriage.triage.suggest import findings
+from tests.unit.triage_fakes import FakeContext, chunk, make_trace
+
+GOLD = chunk("g", "差旅 报销 流程 需要 发票 原件", title="报销 指南", doc_id="travel", ordinal=1)
+OTHER = chunk("a", "会议室 预订 规则", title="会议室", doc_id="rooms", ordinal=0)
+QUERY = "差旅 报销"
+
+
+def test_a_diverged_raw_route_of_the_replay_is_not_evidence_of_a_rewrite_error() -> None:
+    ctx = FakeContext([GOLD, OTHER])
+    # Production's dense route missed gold; the replay's dense route finds it (it does not reproduce it).
+    logged = make_trace(QUERY, routes={"bm25": ["a"], "dense": ["a"]}, rerank_input=["a"], final=["a"])
+    replay = make_trace(
+        QUERY,
+        routes={
+            "bm25_raw": ["a"],
+            "dense_raw": ["g", "a"],
+            "bm25_rewritten": ["a"],
+            "dense_rewritten": ["a"],
+        },
+        rewritten="差旅 报销 会议室",
+        rerank_input=["a"],
+        final=["a"],
+    )
+    facts = collect_facts(ctx, QUERY, logged=logged, replay=replay, gold=["g"])
+    assert (
+        facts.fidelity is not None
+        and facts.fidelity.diverged("dense")
+        and not facts.fidelity.diverged("bm25")
+    )
+    found = findings(facts)
+    rewrite = next((f for f in found if f.label == "rewrite_error"), None)
+    assert rewrite is None, "raw reach is judged from the logged dense list, which misses gold"
+
+
+def test_the_same_replay_when_it_reproduces_the_log_still_blames_the_rewrite() -> None:
+    ctx = FakeContext([GOLD, OTHER])
+    logged = make_trace(QUERY, routes={"bm25": ["a"], "dense": ["g", "a"]}, rerank_input=["a"], final=["a"])
+    replay = make_trace(
+        QUERY,
+        routes={
+            "bm25_raw": ["a"],
+            "dense_raw": ["g", "a"],
+            "bm25_rewritten": ["a"],
+            "dense_rewritten": ["a"],
+        },
+        rewritten="差旅 报销 会议室",
+        rerank_input=["a"],
+        final=["a"],
+    )
+    result = diagnose(ctx, QUERY, logged=logged, replay=replay, gold=["g"], counterfactuals=False)
+    assert result.suggestion.label == "rewrite_error"
+    assert any(line.startswith("replay fidelity bm25 1/1 · dense 2/2") for line in result.suggestion.evidence)
+    assert any("every logged stage reproduced" in line for line in result.suggestion.evidence)
+    assert result.fidelity is not None and "dense 2/2" in result.fidelity
+
+
+def test_evidence_says_which_blamed_stage_was_judged_from_the_logged_list() -> None:
+    ctx = FakeContext([GOLD, OTHER])
+    # Logged: BM25 finds gold at 1, dense misses it (dense_drift from the log). Replay: dense differs.
+    logged = make_trace(
+        QUERY, routes={"bm25": ["g"], "dense": ["a", "b"]}, fused=["a", "g"], rerank_input=["a"], final=["a"]
+    )
+    replay = make_trace(
+        QUERY,
+        routes={"bm25_raw": ["g"], "dense_raw": ["a", "c"]},
+        fused=["a", "g"],
+        rerank_input=["a"],
+        final=["a"],
+    )
+    result = diagnose(ctx, QUERY, logged=logged, replay=replay, gold=["g"], counterfactuals=False)
+    assert result.suggestion.label == "dense_drift"
+    assert (
+        "replayed dense differs from logged (overlap 1/2): judged from the logged list"
+        in result.suggestion.evidence
+    )
+
+
+def test_a_query_without_a_logged_request_says_it_relies_on_the_replay() -> None:
+    ctx = FakeContext([GOLD, OTHER])
+    replay = make_trace(QUERY, routes={"bm25_raw": ["g"]}, final=["g"])
+    result = diagnose(ctx, QUERY, replay=replay, gold=["g"], counterfactuals=False)
+    assert result.suggestion.evidence[-1] == "no logged request: judged from the replay alone"
+    assert result.fidelity is None
+
+
+def test_stale_logged_ids_name_their_document_deleted_rows_included() -> None:
+    old = chunk("travel#old1", "差旅 报销 旧版", title="报销 指南", doc_id="travel", ordinal=1)
+    deleted = old.model_copy(update={"status": "deleted"})
+    ctx = FakeContext([GOLD, OTHER, deleted])
+    logged = make_trace(QUERY, routes={"bm25": ["travel#old1", "a"]}, final=["travel#old1", "a"])
+    replay = make_trace(QUERY, routes={"bm25_raw": ["g", "a"]}, final=["g", "a"])
+    facts = collect_facts(ctx, QUERY, logged=logged, replay=replay, gold=["g"])
+    assert facts.fidelity is not None and facts.fidelity.stale_documents == {"travel": ["travel#old1"]}
+    top = findings(facts)[0]
+    assert top.label == "index_stale" and top.confidence == 0.85
+    assert any("older version of document travel" in line for line in top.evidence)
+    assert any("the gold's own document travel" in line for line in top.evidence)
+
+
+def test_foreign_unknown_ids_are_said_to_be_unknown() -> None:
+    ctx = FakeContext([GOLD, OTHER])
+    foreign = "7d1c5c0e-0a9b-4f0e-8d43-2f4a1b3c5d6e"
+    logged = make_trace(QUERY, routes={"bm25": [foreign, "a"]}, final=[foreign, "a"], unknown=[foreign])
+    replay = make_trace(QUERY, routes={"bm25_raw": ["g"]}, final=["g"])
+    top = findings(collect_facts(ctx, QUERY, logged=logged, replay=replay, gold=["g"]))[0]
+    assert top.label == "index_stale"
+    assert any(
+        "unknown to the KB" in line and foreign in line and "no document can be named" in line
+        for line in top.evidence
+    )
