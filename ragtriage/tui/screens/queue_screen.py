@@ -63,6 +63,7 @@ class QueueScreen(WorkerFailures, Screen[None]):
             "Fidelity",
             id="filter-fidelity",
             tooltip="Cycle the replay-fidelity filter (exact, diverged, unexplained, unmeasured)",
+            show=False,  # the footer is full at 100 columns; the help screen lists it
         ),
         Binding("o", "cycle_sort", "Sort", id="sort-queue", tooltip="Cycle the sort order"),
         Binding("right_square_bracket,pagedown", "next_page", "Next page", id="next-page"),
