@@ -78,7 +78,7 @@ def _summary(stage: str, items: Sequence[StageFidelity], **key: str | None) -> S
         unknown_share=round(sum(len(s.unknown) for s in items) / logged_ids, 4) if logged_ids else 0.0,
         explained_misses=explained,
         unexplained_misses=len(misses) - explained,
-        **key,  # type: ignore[arg-type]
+        **key,
     )
 
 

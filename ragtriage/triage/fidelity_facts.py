@@ -62,8 +62,8 @@ def _origins(ctx: DiagnosisContext, chunk_ids: Sequence[str]) -> tuple[set[str],
     else through `ctx.chunk` (a deleted row keeps its document; no row: unknown)."""
     bulk = getattr(ctx, "chunk_origins", None)
     if bulk is not None:
-        live, doc_of = bulk(chunk_ids)
-        return set(live), dict(doc_of)
+        found_live, found_docs = bulk(chunk_ids)
+        return set(found_live), dict(found_docs)
     live: set[str] = set()
     doc_of: dict[str, str] = {}
     for chunk_id in dict.fromkeys(chunk_ids):
