@@ -179,7 +179,11 @@ def compare_stage(
 
 def _replayed_route(trace: Trace, stage: str) -> str | None:
     preferred, kind = STAGE_ROUTES[stage]
-    route = trace.route(preferred) or next((r for r in trace.routes if r.kind == kind and r.hits), None)
+    route = (
+        trace.route(preferred)
+        or next((r for r in trace.routes if r.kind == kind and r.hits), None)
+        or next((r for r in trace.routes if r.kind == kind), None)
+    )
     return route.name if route is not None else None
 
 
@@ -277,10 +281,11 @@ def explain_request(
             None,
         )
         if upstream is not None and upstream.reason is not None:
-            stage.reason = MissReason(
-                kind="upstream",
-                text=f"follows from {STAGE_SHORT[upstream.stage]}: {upstream.reason.text}",
-            )
+            # Name the first stage that differed, not the chain between.
+            text = upstream.reason.text
+            if upstream.reason.kind != "upstream":
+                text = f"follows from {STAGE_SHORT[upstream.stage]}: {text}"
+            stage.reason = MissReason(kind="upstream", text=text)
             continue
         if stage.stage == "bm25" and stale and _scores_differ(stage, logged_scores, replayed_scores):
             stage.reason = MissReason(

@@ -130,11 +130,25 @@ def chunk_origins(engine: Engine, chunk_ids: Sequence[str]) -> tuple[set[str], d
 
 
 def plan_replays(workspace: Workspace, records: Sequence[RequestLog]) -> list[ReplayGroup]:
-    """Group requests by the profile that replays them (the default pipeline for now)."""
-    pipeline = workspace.pipeline
-    group = ReplayGroup(profile="default", pipeline=pipeline, config_hash=workspace.settings.config_hash())
-    group.records = list(records)
-    return [group]
+    """Group requests by the replay profile `[replay.versions]` maps their pipeline_version to (the
+    default profile when none matches; each such request gets a note saying so)."""
+    from ragtriage.pipeline.profiles import explain, resolve_profile
+
+    groups: dict[tuple[str, str], ReplayGroup] = {}
+    for record in records:
+        resolved = resolve_profile(workspace.settings, record.pipeline_version)
+        key = (resolved.name, resolved.config_hash)
+        if key not in groups:
+            groups[key] = ReplayGroup(
+                profile=resolved.name,
+                pipeline=workspace.pipeline_for(resolved),
+                config_hash=resolved.config_hash,
+            )
+        group = groups[key]
+        group.records.append(record)
+        if resolved.fallback:
+            group.notes[record.request_id] = [explain(resolved.ref())]
+    return list(groups.values())
 
 
 def _logged_lists(record: RequestLog) -> dict[str, list[str] | None]:
@@ -356,6 +370,12 @@ def measure_fidelity(
     results = judge(pairs, live, doc_of, profiles=profiles, notes=notes)
     stored = store_fidelity(workspace.engine, results) if store else 0
     report = summarize(results, least=least)
+    unmapped = sorted({r.pipeline_version or "(none)" for r in results if r.request_id in notes})
+    if unmapped:
+        report.notes.append(
+            f"pipeline_version(s) {', '.join(unmapped)} have no [replay.versions] entry: replayed with the "
+            "default profile; map them to a profile (`ragtriage profiles`) to replay them as production ran"
+        )
     report.selected = len(records)
     report.stored = stored
     report.replay_seconds = round(replay_seconds, 2)

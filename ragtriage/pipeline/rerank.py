@@ -56,6 +56,8 @@ class Reranker:
         self.settings = settings
         self.scorer = scorer
         self._now = now or _clock(settings.freshness_now)
+        self._fixed_clock = settings.freshness_now is not None
+        """The profile fixes the moment freshness is computed at: it wins over a per-call `now`."""
 
     @property
     def mode(self) -> str:
@@ -82,10 +84,12 @@ class Reranker:
         *,
         now: datetime | None = None,
     ) -> RerankOutcome:
-        """Score and sort `items`; equal scores keep the fused order. `now` (default: the clock)
-        is the moment freshness is computed at."""
+        """Score and sort `items`; equal scores keep the fused order. Freshness is computed at
+        `[rerank] freshness_now` when the settings fix it, else at `now` (a logged request's time),
+        else at the clock's now."""
         weights = self.settings.weights
-        now = now or self._now()
+        if now is None or self._fixed_clock:
+            now = self._now()
         probabilities: list[float | None] = [None] * len(items)
         truncated = [False] * len(items)
         notes = list(getattr(self.scorer, "notes", []) or [])

@@ -206,7 +206,8 @@ class RunOptions(BaseModel):
     top_n: int | None = None
     as_of: datetime | None = None
     """Evaluate time-dependent features (rerank freshness) at this moment instead of now: a replay
-    of a logged request passes the request's time, as production scored it then."""
+    of a logged request passes the request's time, as production scored it then (a profile's
+    `[rerank] freshness_now` still wins: it says production's clock was fixed)."""
 
 
 # ---------------------------------------------------------------- stage interfaces

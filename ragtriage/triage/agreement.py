@@ -17,6 +17,7 @@ from sqlalchemy.engine import Engine
 
 from ragtriage.logs.replay_logged import logged_trace
 from ragtriage.logs.schema import RequestLog
+from ragtriage.pipeline.types import Trace
 from ragtriage.triage.context import DiagnosisContext
 from ragtriage.triage.diagnose import Diagnosis, diagnose
 
@@ -120,6 +121,39 @@ def agreement_report(outcomes: Sequence[CaseOutcome]) -> dict[str, Any]:
     }
 
 
+def _replay_cases(
+    ctx: DiagnosisContext, cases: Sequence[_Case], should_stop: Callable[[], bool] | None
+) -> tuple[list[Trace | None], list[Any] | None]:
+    """One replay per case, each at its request's time and, over a workspace, with the profile
+    mapped to its pipeline_version (one batched `run_many` per profile). Returns the replays and
+    the profiles (None without a workspace); a replay a stop request cut short is None."""
+    from ragtriage.pipeline.types import RunOptions
+
+    options = [RunOptions(as_of=case.record.ts) for case in cases]
+    workspace = getattr(ctx, "workspace", None)
+    if workspace is None or not hasattr(ctx, "use_profile"):
+        runs: list[Trace | None] = [
+            ctx.run(case.record.raw_query, option) for case, option in zip(cases, options, strict=True)
+        ]
+        return runs, None
+    from ragtriage.pipeline.profiles import resolve_profile
+
+    profiles = [resolve_profile(workspace.settings, case.record.pipeline_version) for case in cases]
+    groups: dict[tuple[str, str], list[int]] = {}
+    for index, profile in enumerate(profiles):
+        groups.setdefault((profile.name, profile.config_hash), []).append(index)
+    replays: dict[int, Trace] = {}
+    for indexes in groups.values():
+        pipeline = workspace.pipeline_for(profiles[indexes[0]])
+        traces = pipeline.run_many(
+            [cases[i].record.raw_query for i in indexes],
+            options=[options[i] for i in indexes],
+            should_stop=should_stop,
+        )
+        replays.update(zip(indexes, traces, strict=False))
+    return [replays.get(i) for i in range(len(cases))], profiles
+
+
 def diagnose_all(
     ctx: DiagnosisContext,
     engine: Engine,
@@ -130,24 +164,17 @@ def diagnose_all(
     should_stop: Callable[[], bool] | None = None,
 ) -> AgreementReport:
     """Diagnose every case (logged trace + one replay each) and report agreement."""
-    from ragtriage.pipeline.types import RunOptions
-
     started = time.perf_counter()
     cases = load_cases(engine, no_gold_labels)
-    run_many = getattr(getattr(getattr(ctx, "workspace", None), "pipeline", None), "run_many", None)
-    queries = [case.record.raw_query for case in cases]
-    # Each replay at its request's time, as production scored it (rerank freshness).
-    options = [RunOptions(as_of=case.record.ts) for case in cases]
-    if run_many is not None:
-        replays = run_many(queries, options=options, should_stop=should_stop)
-    else:
-        replays = [ctx.run(query, option) for query, option in zip(queries, options, strict=True)]
+    replays, profiles = _replay_cases(ctx, cases, should_stop)
     diagnoses: list[Diagnosis] = []
     outcomes: list[CaseOutcome] = []
-    for done, (case, replay) in enumerate(zip(cases, replays, strict=False), start=1):
-        if should_stop is not None and should_stop():
+    for done, (case, replay) in enumerate(zip(cases, replays, strict=True), start=1):
+        if replay is None or (should_stop is not None and should_stop()):
             break
         mark = time.perf_counter()
+        if profiles is not None:
+            ctx.use_profile(profiles[done - 1])  # type: ignore[attr-defined]
         result = diagnose(
             ctx,
             case.record.raw_query,
@@ -157,7 +184,10 @@ def diagnose_all(
             replay=replay,
             counterfactuals=counterfactuals,
             should_stop=should_stop,
+            as_of=case.record.ts,
         )
+        if profiles is not None:
+            ctx.use_profile(None)  # type: ignore[attr-defined]
         diagnoses.append(result)
         outcomes.append(
             CaseOutcome(

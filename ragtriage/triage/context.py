@@ -14,6 +14,8 @@ from ragtriage.config import Settings
 from ragtriage.pipeline.types import ChunkRecord, RunOptions, Trace
 
 if TYPE_CHECKING:
+    from ragtriage.pipeline.pipeline import Pipeline
+    from ragtriage.pipeline.profiles import ResolvedProfile
     from ragtriage.workspace import Workspace
 
 
@@ -63,22 +65,37 @@ class WorkspaceContext:
         self.workspace = workspace
         self.settings = workspace.settings
         self._chunks: dict[str, ChunkRecord | None] = {}
-        self._aliases: dict[str, list[str]] | None = None
+        self._aliases: dict[str, dict[str, list[str]]] = {}
         self._indexes: Any = None
+        self._profile: ResolvedProfile | None = None
+
+    def use_profile(self, profile: ResolvedProfile | None) -> None:
+        """Replays and counterfactuals run with this replay profile's pipeline and settings (the
+        one mapped to the diagnosed request's pipeline_version); None: the settings as they are."""
+        self._profile = profile
+        self.settings = profile.settings if profile is not None else self.workspace.settings
+
+    @property
+    def pipeline(self) -> Pipeline:
+        """The pipeline replays run through: the profile's, else the workspace's."""
+        if self._profile is None:
+            return self.workspace.pipeline
+        return self.workspace.pipeline_for(self._profile)
 
     @property
     def aliases(self) -> Mapping[str, Sequence[str]]:
         """The alias file named in `settings.rewrite.alias_file` (empty when unset or absent)."""
-        if self._aliases is None:
+        key = self.settings.rewrite.alias_file or ""
+        if key not in self._aliases:
             from ragtriage.triage.alias_mining import read_alias_file
 
             path = self.workspace.resolve_path(self.settings.rewrite.alias_file)
-            self._aliases = read_alias_file(path) if path is not None and path.exists() else {}
-        return self._aliases
+            self._aliases[key] = read_alias_file(path) if path is not None and path.exists() else {}
+        return self._aliases[key]
 
     def run(self, query: str, options: RunOptions) -> Trace:
-        """One pipeline run through the workspace's (lazily built) pipeline."""
-        return self.workspace.pipeline.run(query, options=options)
+        """One pipeline run through the profile's (or the workspace's) lazily built pipeline."""
+        return self.pipeline.run(query, options=options)
 
     def prefetch(self, chunk_ids: Sequence[str]) -> None:
         """Load many chunks in one query (diagnosis asks about the whole candidate pool)."""

@@ -7,6 +7,7 @@ The CLI's `diagnose`, `aliases suggest` and the REST API's diagnosis view all go
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
@@ -31,6 +32,10 @@ class LoggedCase(BaseModel):
     """The triage record's gold; None when unknown, [] when confirmed as having no answer in the KB."""
     confirmed_label: str | None
     """The primary label of a confirmed record, else None."""
+    ts: datetime | None = None
+    """When the request was logged (its replay computes rerank freshness at that moment)."""
+    pipeline_version: str | None = None
+    """The logged pipeline_version (its replay runs with the profile mapped to it)."""
 
 
 def logged_case(workspace: Workspace, request_id: str) -> LoggedCase:
@@ -58,7 +63,14 @@ def logged_case(workspace: Workspace, request_id: str) -> LoggedCase:
         label = triage.primary_label if triage is not None and triage.status == "confirmed" else None
     if gold is None and label in workspace.settings.triage.no_gold_labels:
         gold = []  # confirmed without gold: the KB has no answer (known, not unknown)
-    return LoggedCase(query=record.raw_query, trace=logged_trace(record), gold=gold, confirmed_label=label)
+    return LoggedCase(
+        query=record.raw_query,
+        trace=logged_trace(record),
+        gold=gold,
+        confirmed_label=label,
+        ts=record.ts,
+        pipeline_version=record.pipeline_version,
+    )
 
 
 def diagnose_request(
@@ -80,11 +92,19 @@ def diagnose_request(
     """
     logged: Trace | None = None
     confirmed_label: str | None = None
+    as_of: datetime | None = None
     gold_ids = list(gold) if gold is not None else None
     if request_id is not None:
         case = logged_case(workspace, request_id)
         query, logged, confirmed_label = case.query, case.trace, case.confirmed_label
         gold_ids = gold_ids if gold_ids is not None else case.gold
+        as_of = case.ts
+        use_profile = getattr(context, "use_profile", None)
+        if use_profile is not None:
+            from ragtriage.pipeline.profiles import resolve_profile
+
+            # Replayed as production ran it: the profile of its pipeline_version, at its time.
+            use_profile(resolve_profile(workspace.settings, case.pipeline_version))
     if query is None:
         raise InputError("diagnose: give a REQUEST_ID, --query TEXT or --all")
     result = diagnose(
@@ -95,5 +115,6 @@ def diagnose_request(
         must_have=must_have,
         request_id=request_id,
         counterfactuals=counterfactuals,
+        as_of=as_of,
     )
     return result, confirmed_label

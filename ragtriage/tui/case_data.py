@@ -40,6 +40,8 @@ class CaseData:
     """Chunk id → chunk with content, for the preview."""
     ts: datetime | None = None
     """When the request was logged (replays score freshness at that moment)."""
+    pipeline_version: str | None = None
+    """The logged pipeline_version (replays run with the profile mapped to it)."""
     fidelity: StoredFidelity | None = None
     """The last `ragtriage fidelity` measurement of this request."""
 
@@ -100,6 +102,7 @@ def load_case(workspace: Workspace, request_id: str) -> CaseData:
         logged=trace,
         chunks=chunk_records(workspace, ids),
         ts=view.request.record.ts,
+        pipeline_version=view.request.record.pipeline_version,
         fidelity=get_fidelity(workspace.engine, request_id),
     )
 
@@ -117,16 +120,21 @@ def replay_case(
         RunCancelled: `should_stop()` turned true between two stages.
     """
     from ragtriage.pipeline.pipeline import RunCancelled
+    from ragtriage.pipeline.profiles import resolve_profile
     from ragtriage.pipeline.types import RunOptions
     from ragtriage.triage.context import WorkspaceContext
     from ragtriage.triage.diagnose import diagnose
 
     report = on_stage or (lambda _name, _done, _total: None)
     report("replay", 0, 3)
+    # As production ran it: the profile mapped to its pipeline_version, at its logged time.
+    profile = resolve_profile(workspace.settings, case.pipeline_version)
     options = RunOptions(as_of=case.ts)
-    trace = workspace.pipeline.run(case.query, options=options, gold=case.gold, should_stop=should_stop)
+    pipeline = workspace.pipeline_for(profile)
+    trace = pipeline.run(case.query, options=options, gold=case.gold, should_stop=should_stop)
     report("diagnosis", 1, 3)
     context = WorkspaceContext(workspace)
+    context.use_profile(profile)
     try:
         diagnosis = diagnose(
             context,
@@ -136,6 +144,7 @@ def replay_case(
             request_id=case.request_id,
             replay=trace,
             should_stop=should_stop,
+            as_of=case.ts,
         )
     finally:
         context.close()
