@@ -4,9 +4,9 @@ The fixture KB is indexed with the fixture's production settings, and the fixtur
 into `--requests` logged requests (new request ids, everything else as logged). Two timings over
 the same requests, with the same pipelines and batches of 64:
 
-- floor: what any replay must do: embed the query texts of the dense routes (one call per batch,
-  identical texts once) and run every BM25 and dense search; the route texts are planned before
-  the clock starts (normalize + rewrite are not part of the floor);
+- floor: what any replay must do: the pipeline's own embedding step for the query texts of the
+  dense routes (one call per batch, identical texts once) and every route search; the routes are
+  planned before the clock starts (normalize + rewrite are not part of the floor);
 - fidelity: `measure_fidelity` as the command runs it: read and parse the stored requests, replay
   each with its profile at its time (rewrite, searches, fusion, rerank, trace), compare every logged
   stage, resolve the logged ids against the KB, store one row per request, build the report.
@@ -70,40 +70,33 @@ def build_home(home: Path, requests: int) -> None:
     marker.touch()
 
 
-def replay_floor(workspace: Workspace, since: Any = None) -> tuple[float, int, int]:
-    """(seconds, texts embedded, searches) of query embedding + searches for the stored requests."""
-    records = select_requests(workspace.engine, since=since)
-    planned: list[tuple[Any, list[Any]]] = []
+def replay_floor(workspace: Workspace) -> tuple[float, int, int]:
+    """(seconds, texts embedded, searches): the pipeline's own embedding step and route searches
+    for every stored request, batch by batch, with each request's profile."""
+    records = select_requests(workspace.engine)
+    planned: list[tuple[Any, list[Any], list[RunOptions]]] = []
     for group in plan_replays(workspace, records):
         pipeline = group.pipeline
         pipeline.warm_up()
-        # The pipeline's own planning (normalize, rewrite, routes), outside the clock: the floor is
-        # only what every replay must pay for, embedding and searching.
-        routes = [
-            pipeline._prepare(r.raw_query, RunOptions(as_of=r.ts), []).routes  # noqa: SLF001
-            for r in group.records
+        options = [RunOptions(as_of=r.ts) for r in group.records]
+        # Normalize, rewrite and route planning run before the clock: the floor is only what any
+        # replay must pay for, embedding the query texts and searching.
+        prepared = [
+            pipeline._prepare(r.raw_query, o, []) for r, o in zip(group.records, options, strict=True)
         ]
-        planned.append((pipeline, routes))
+        planned.append((pipeline, prepared, options))
     embedded = searches = 0
     started = time.perf_counter()
-    for pipeline, routes in planned:
-        retrieval = pipeline.settings.retrieval
-        for start in range(0, len(routes), BATCH):
-            batch = [
-                route
-                for request in routes[start : start + BATCH]
-                for route in request
-                if route.skip_flag is None
-            ]
-            texts = list(dict.fromkeys(r.query for r in batch if r.kind == "dense"))
-            vectors = dict(zip(texts, pipeline.embedder.embed_queries(texts), strict=True)) if texts else {}
-            embedded += len(texts)
-            for route in batch:
-                if route.kind == "bm25":
-                    pipeline.bm25.search(route.query, retrieval.bm25_k)
-                else:
-                    pipeline.dense_search(vectors[route.query], retrieval.dense_k)
-                searches += 1
+    for pipeline, prepared, options in planned:
+        for start in range(0, len(prepared), BATCH):
+            batch = prepared[start : start + BATCH]
+            vectors, _ = pipeline._embed(batch)  # one call per batch, identical texts once
+            embedded += 0 if vectors is None else len(vectors)
+            for item, option in zip(batch, options[start : start + BATCH], strict=True):
+                for route in item.routes:
+                    if route.skip_flag is None:
+                        pipeline._search(route, vectors, pipeline._route_k(route, option))
+                        searches += 1
     return time.perf_counter() - started, embedded, searches
 
 
