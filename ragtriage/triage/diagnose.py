@@ -194,12 +194,6 @@ def diagnose(
             alias_pairs=facts.alias_pairs if top.label in ("alias_missing", "bm25_miss") else [],
             alternatives=found[1:],
         )
-    if facts.replay is not None or facts.logged is not None:
-        # Every diagnosis names the fidelity it relied on.
-        evidence = diagnosis.suggestion.evidence
-        lines = fidelity_evidence(facts.fidelity, diagnosis.suggestion.label, facts.logged is not None)
-        evidence += [line for line in lines if line not in evidence]
-        diagnosis.fidelity = facts.fidelity.line if facts.fidelity is not None else None
     if facts.gold is None:
         diagnosis.needs = Needs(
             message=(
@@ -220,6 +214,12 @@ def diagnose(
                 f"logged one ({final.cell})"
             )
         timings["counterfactuals"] = (time.perf_counter() - mark) * 1000
+    if facts.replay is not None or facts.logged is not None:
+        # Every diagnosis names the fidelity it relied on (after the counterfactuals chose the label).
+        evidence = diagnosis.suggestion.evidence
+        lines = fidelity_evidence(facts.fidelity, diagnosis.suggestion.label, facts.logged is not None)
+        evidence += [line for line in lines if line not in evidence]
+        diagnosis.fidelity = facts.fidelity.line if facts.fidelity is not None else None
     timings["total"] = (time.perf_counter() - started) * 1000
     diagnosis.timings_ms = {k: round(v, 2) for k, v in timings.items()}
     return diagnosis
