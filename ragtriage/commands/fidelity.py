@@ -7,32 +7,42 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from ragtriage.commands.common import (
     echo_json,
     open_workspace,
     progress_bar,
-    stdout_console,
     workspace_options,
 )
 from ragtriage.logs.fidelity import STAGE_SHORT
 from ragtriage.logs.fidelity_report import FidelityReport, StageSummary
+from ragtriage.render.fit import Col, FitTable, data_console
+from ragtriage.render.text import plural
 
 
 def _percent(value: float) -> str:
     return f"{value:.1%}"
 
 
-def _summary_table(title: str, rows: list[StageSummary], first: str) -> Table:
-    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
-    table.add_column(first, overflow="fold")
-    for column in ("stage", "n", "exact", "overlap@k", "RBO", "unknown", "misses"):
-        table.add_column(column, justify="left" if column == "stage" else "right", no_wrap=True)
+def _summary_table(title: str, rows: list[StageSummary], first: str) -> FitTable:
+    table = FitTable(
+        [
+            Col(first, "id"),
+            Col("stage", "label"),
+            Col("n", "number", justify="right"),
+            Col("exact", "number", justify="right"),
+            Col("overlap@k", "number", justify="right"),
+            Col("RBO", "number", justify="right"),
+            Col("unknown", "number", justify="right", drop_order=2),
+            Col("misses", "text", drop_order=1),
+        ],
+        title=title,
+        show_edge=False,
+    )
     for row in rows:
         key = row.pipeline_version if first == "pipeline_version" else row.route
-        misses = f"{row.explained_misses + row.unexplained_misses}"
+        misses = str(row.explained_misses + row.unexplained_misses)
         if row.unexplained_misses:
             misses += f" ({row.unexplained_misses} unexplained)"
         table.add_row(
@@ -49,7 +59,7 @@ def _summary_table(title: str, rows: list[StageSummary], first: str) -> Table:
 
 
 def print_report(console: Console, report: FidelityReport) -> None:
-    """The fidelity report as tables and lines (80 columns and wider)."""
+    """The fidelity report: tables per version and per route, reasons, the least faithful requests."""
     if not report.replayed:
         for note in report.notes:
             console.print(note)
@@ -59,16 +69,18 @@ def print_report(console: Console, report: FidelityReport) -> None:
     )
     if report.by_route:
         console.print(_summary_table("logged routes per replayed route", report.by_route, "route"))
-    profiles = ", ".join(f"{name} ({count})" for name, count in report.profiles.items())
+    profiles = ", ".join(f"{name} ({count:,})" for name, count in report.profiles.items())
     console.print(Text(f"profiles: {profiles}"))
     console.print(
         Text(
-            f"{report.faithful_requests} of {report.replayed} request(s) reproduced exactly; "
-            f"{report.unexplained_requests} with a stage that differs for no documented reason"
+            f"{report.faithful_requests:,} of {plural(report.replayed, 'request')} reproduced exactly; "
+            f"{report.unexplained_requests:,} with a stage that differs for no documented reason"
         )
     )
+    for note in report.notes:
+        console.print(Text(f"note: {note}"))
     if report.reasons:
-        console.print("documented reasons (stages explained):")
+        console.print("documented reasons (stages they explain):")
         for reason, count in report.reasons.items():
             console.print(Text(f"  {count:>4}  {reason}"))
     if report.least_faithful:
@@ -85,14 +97,15 @@ def print_report(console: Console, report: FidelityReport) -> None:
             if stage.exact:
                 continue
             why = stage.reason.text if stage.reason is not None else "no documented reason"
+            # One line per stage, never wrapped by us: chunk ids stay whole for copying.
             console.print(Text(f"  {STAGE_SHORT[stage.stage]}: {stage.differs()} — {why}"), soft_wrap=True)
         if result.rewrite_differs:
             console.print(Text(f"  rewrite: {result.rewrite_differs}"), soft_wrap=True)
         for note in result.notes:
             console.print(Text(f"  note: {note}"), soft_wrap=True)
     console.print(
-        f"replayed {report.replayed} of {report.selected} selected in {report.replay_seconds:.1f} s "
-        f"({report.seconds:.1f} s in all); stored {report.stored}"
+        f"replayed {report.replayed:,} of {report.selected:,} selected in {report.replay_seconds:.1f} s "
+        f"({report.seconds:.1f} s in all); stored {report.stored:,}"
     )
 
 
@@ -146,7 +159,7 @@ def fidelity_command(
     if as_json:
         echo_json(report)
         return
-    print_report(stdout_console(), report)
+    print_report(data_console(), report)
 
 
 def register(cli: click.Group) -> None:

@@ -99,6 +99,8 @@ COMMANDS = [
     ["diagnose", INT_ID],
     ["diagnose", "--all", "--no-counterfactuals"],
     ["aliases", "suggest"],
+    ["fidelity"],
+    ["queue", "--sort", "fidelity"],
     ["eval", "runs"],
     ["eval", "compare", "1", "2"],
 ]
