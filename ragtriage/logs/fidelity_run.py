@@ -370,11 +370,12 @@ def measure_fidelity(
     results = judge(pairs, live, doc_of, profiles=profiles, notes=notes)
     stored = store_fidelity(workspace.engine, results) if store else 0
     report = summarize(results, least=least)
-    unmapped = sorted({r.pipeline_version or "(none)" for r in results if r.request_id in notes})
+    unmapped = sorted({r.pipeline_version or "none logged" for r in results if r.request_id in notes})
     if unmapped:
+        noun = "pipeline_version" if len(unmapped) == 1 else "pipeline_versions"
         report.notes.append(
-            f"pipeline_version(s) {', '.join(unmapped)} have no [replay.versions] entry: replayed with the "
-            "default profile; map them to a profile (`ragtriage profiles`) to replay them as production ran"
+            f"{noun} {', '.join(unmapped)}: no [replay.versions] entry, replayed with the default profile; "
+            "map them to a profile (`ragtriage profiles`) to replay them as production ran"
         )
     report.selected = len(records)
     report.stored = stored
