@@ -54,6 +54,7 @@ ORDER = [
 ]
 ORDER += ["pdf_load", "service"]
 ORDER += ["fidelity"]
+ORDER += ["import"]
 FIXTURE_KB = REPO_ROOT / "fixtures" / "kb"
 #: Every first-round target, by the benchmark meant to measure it (a row even before its script exists).
 TARGETS = {
@@ -71,6 +72,7 @@ TARGETS = {
     "service": "at 1,000 cases: API page of 50 results <= 5 x reading its rows; report <= 2 x compare_runs (issue 15)",
     "pdf_load": "Debian Reference PDF (251 pages) loads in <= 2 x PDFium's bare text read (issue 11)",
     "fidelity": "`ragtriage fidelity` over 10,000 logged requests <= 1.3 x the replay floor (issue 13)",
+    "import": "kb import of 100k Parquet chunks + vectors <= 60 s, <= 600 MB; unchanged re-import <= 10 % (issue 11)",
 }
 
 
@@ -100,6 +102,8 @@ def script_arguments(name: str, quick: bool, workdir: Path) -> list[str]:
         return ["--repeat", "1" if quick else "5"]
     if name == "service":
         return ["--cases", "100" if quick else "1000", "--workdir", str(workdir)]
+    if name == "import":
+        return ["--chunks", "5000" if quick else "100000", "--workdir", str(workdir / "import")]
     if name == "demo":
         return ["--home", str(workdir / "demo-home")]
     if name == "fidelity":
