@@ -1,4 +1,5 @@
-"""`ragtriage report RUN [--compare RUN_B] -o report.html`: one self-contained HTML file."""
+"""`ragtriage report RUN [--compare RUN_B] -o report.html` and `ragtriage report --monitor`:
+one self-contained HTML file each."""
 
 from __future__ import annotations
 
@@ -13,8 +14,15 @@ def register(cli: click.Group) -> None:
     """Attach `report` to the root group."""
 
     @cli.command("report")
-    @click.argument("run_ref", metavar="RUN")
+    @click.argument("run_ref", metavar="RUN", required=False)
     @click.option("--compare", "compare", metavar="RUN_B", default=None, help="Show RUN_B against RUN.")
+    @click.option(
+        "--monitor", is_flag=True, help="The retrieval health of `ragtriage monitor` instead of a run."
+    )
+    @click.option(
+        "--since", default="30d", show_default=True, help="With --monitor: 30m, 12h, 7d, 2w or a date."
+    )
+    @click.option("--by", type=click.Choice(["day", "version"]), default="day", show_default=True)
     @click.option(
         "-o",
         "--output",
@@ -25,13 +33,41 @@ def register(cli: click.Group) -> None:
     )
     @workspace_options
     def report_command(
-        run_ref: str, compare: str | None, out: Path, home: Path | None, config_file: Path | None
+        run_ref: str | None,
+        compare: str | None,
+        monitor: bool,
+        since: str,
+        by: str,
+        out: Path,
+        home: Path | None,
+        config_file: Path | None,
     ) -> None:
         """Write the HTML report of RUN: metrics with config and dataset version, per-bucket figures,
         charts (inline SVG), the worst cases with their gold journey; with --compare, deltas,
-        win/tie/loss and the significance test. No network references: mail it or attach it to CI."""
-        from ragtriage.service.report import write_report
-
+        win/tie/loss and the significance test. With --monitor, the retrieval health per day or
+        pipeline_version instead. No network references: mail it or attach it to CI."""
+        if monitor and (run_ref or compare):
+            raise click.UsageError("--monitor reports the stored logs, not a run: drop RUN and --compare")
+        if not monitor and not run_ref:
+            raise click.UsageError("give a RUN (see `ragtriage eval runs`), or --monitor")
         with open_workspace(home, config_file) as workspace:
-            path = write_report(workspace.engine, run_ref, out, compare=compare)
+            if monitor:
+                from ragtriage.logs.queue import parse_since
+                from ragtriage.service.health import write_health
+                from ragtriage.triage.monitor import compute_monitor
+
+                settings = workspace.settings
+                health = compute_monitor(
+                    workspace.engine,
+                    by=by,  # type: ignore[arg-type]
+                    since=parse_since(since),
+                    bad_ratings=settings.logs.flagging.bad_ratings,
+                    coverage_n=settings.retrieval.candidate_pool,
+                    kb=settings.kb.name,
+                )
+                path = write_health(health, out)
+            else:
+                from ragtriage.service.report import write_report
+
+                path = write_report(workspace.engine, str(run_ref), out, compare=compare)
         click.echo(f"wrote {path}", err=True)

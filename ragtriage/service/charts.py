@@ -173,3 +173,24 @@ def rank_shift_chart(series: Mapping[str, tuple[Sequence[int], int]]) -> str:
         if len(series) > 1:
             ax.legend(frameon=False)
         return _svg(figure, "rank-shift histogram")
+
+
+def trend_chart(keys: Sequence[str], series: Mapping[str, Sequence[float | None]]) -> str:
+    """One small line chart per figure over the groups (days or pipeline versions); gaps where a
+    group has no value."""
+    with _style():
+        names = list(series)
+        columns = 2
+        rows = max(1, (len(names) + columns - 1) // columns)
+        figure = _figure(9.0, 1.9 * rows + 0.4)
+        axes = figure.subplots(rows, columns, squeeze=False).ravel()
+        positions = list(range(len(keys)))
+        step = max(1, len(keys) // 6)
+        for ax, name in zip(axes, names, strict=False):
+            values = [float("nan") if v is None else v for v in series[name]]
+            ax.plot(positions, values, marker="o", markersize=3, color=COLOR_B, linewidth=1.4)
+            ax.set_title(name, fontsize=9)
+            ax.set_xticks(positions[::step], [keys[i] for i in positions[::step]], fontsize=7)
+        for ax in axes[len(names) :]:
+            ax.set_visible(False)
+        return _svg(figure, "retrieval health by group: " + ", ".join(names))

@@ -61,6 +61,11 @@ _ENV.filters["num"] = _number
 _ENV.filters["signed"] = _signed
 
 
+def template_environment() -> Environment:
+    """The autoescaping Jinja2 environment of every service page and report."""
+    return _ENV
+
+
 def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     """`{"retrieval": {"bm25_k": 10}}` → `{"retrieval.bm25_k": "10"}` (lists shown inline)."""
     flat: dict[str, str] = {}
