@@ -11,13 +11,17 @@ API (stable; fidelity and diagnosis call it):
 
     resolve_profile(settings, pipeline_version, profile=None) -> ResolvedProfile
         # profile given: that one (matched_by "requested"); else the [replay.versions] match
-    get_profile(settings, name) -> ResolvedProfile          # matched_by "requested"
+        # ("exact" / "glob", `pattern` = the key), else [replay] default_profile ("default")
+    get_profile(settings, name) -> ResolvedProfile          # matched_by "requested"; cached per settings
     ResolvedProfile(name, settings, source, config_hash, matched_by, pattern, pipeline_version,
-                    description).ref() -> ProfileRef        # what a Trace records in `profile`
-    list_profiles(settings) -> list[ProfileInfo]            # `ragtriage profiles`
-    workspace.pipeline_for(resolved) -> Pipeline            # shares the opened indexes
-    replay_request(workspace, request_id, use_logged_rewrite=False, profile=None) -> Trace
+                    description); .fallback (no mapping); .ref() -> ProfileRef (types.py)
+    workspace.pipeline_for(resolved) -> Pipeline            # one per (name, hash); shares the indexes;
+        # its traces carry `profile` (set `trace.profile = resolved.ref()` for matched_by/version)
+        # and `config_hash == resolved.config_hash`
+    compare_request / replay_request(workspace, request_id, use_logged_rewrite=False, profile=None)
         # (ragtriage.logs.replay_logged) profile=None: the one mapped to the request's version
+    explain(ref) -> str                                     # one line: which profile and why
+    list_profiles(settings) -> list[ProfileInfo]            # `ragtriage profiles`
 
 Errors are `ConfigError`s naming the profile's file and table, the key, and the nearest valid one.
 """
