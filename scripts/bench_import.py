@@ -188,7 +188,8 @@ def main() -> None:
         f"ratio={first_seconds / baseline:.1f} baseline=pyarrow_read chunks={args.chunks}"
     )
     print(
-        f"RESULT name=import_peak_memory value={own_mb:.0f} unit=MB target=<=600 children_mb={children_mb:.0f}"
+        f"RESULT name=import_peak_memory value={own_mb:.0f} unit=MB target=<=600 scope={scope} "
+        f"children_mb={children_mb:.0f}"
     )
     print(
         f"RESULT name=reimport_unchanged value={again_seconds:.1f} unit=s "
