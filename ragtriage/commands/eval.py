@@ -23,6 +23,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "ragtriage.commands.eval_runs",
     "ragtriage.commands.eval_show",
     "ragtriage.commands.eval_refusal",
+    "ragtriage.commands.eval_sweep",
 ]
 
 

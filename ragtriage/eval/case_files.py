@@ -5,6 +5,11 @@
 * cases-jsonl: one object per line, `{"query", "positive_doc_ids", "must_have_constraints",
   "intent_type", "difficulty"}` (optional: `case_id`, `positive_chunk_ids`, `grades`, `tags`, `k`).
 
+Both forms take optional `gold_refs`: gold that survives re-chunking, a list of
+`{"doc_id", "anchor"}` or `{"doc_id", "start", "end"}` objects (both may be given; optional `grade`,
+default 1, and `chunk_id`, the chunk the span was taken from). With `gold_refs` the chunk/doc id list
+may be left out.
+
 Every parse error names the file, the line and the field, and says how to fix it.
 """
 
@@ -15,8 +20,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ragtriage.errors import InputError
-from ragtriage.eval.cases import EvalCase, did_you_mean, grades_from_mapping
+from ragtriage.eval.cases import EvalCase, GoldRef, did_you_mean, grades_from_mapping
 
 __all__ = ["read_cases_json", "read_cases_jsonl", "write_cases_json", "write_cases_jsonl"]
 
@@ -31,6 +38,7 @@ JSON_FIELDS = (
     "intent_type",
     "difficulty",
     "tags",
+    "gold_refs",
 )
 JSONL_FIELDS = (
     "case_id",
@@ -43,6 +51,7 @@ JSONL_FIELDS = (
     "grades",
     "tags",
     "k",
+    "gold_refs",
 )
 
 
@@ -119,6 +128,28 @@ class _Record:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise self.fail(name, f"must be a positive integer, got {value!r}")
         return value
+
+    def refs(self, name: str = "gold_refs") -> list[GoldRef]:
+        value = self.data.get(name)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.fail(
+                name, 'must be a list of {"doc_id", "anchor"} or {"doc_id", "start", "end"} objects'
+            )
+        refs: list[GoldRef] = []
+        for index, item in enumerate(value):
+            try:
+                refs.append(GoldRef.model_validate(item))
+            except ValidationError as error:
+                first = error.errors()[0]
+                where = ".".join(str(part) for part in first["loc"]) or "entry"
+                raise self.fail(
+                    f"{name}[{index}]",
+                    f"is invalid ({where}: {first['msg']}); "
+                    'write {"doc_id": "...", "anchor": "..."} or {"doc_id": "...", "start": 0, "end": 120}',
+                ) from None
+        return refs
 
     def difficulty(self) -> str | None:
         value = self.data.get("difficulty")
@@ -216,7 +247,8 @@ def read_cases_json(path: Path, *, warnings: list[str] | None = None) -> list[Ev
     for line, item in _json_array_items(path, _read_text(path)):
         record = _Record(path, line, item, JSON_FIELDS, warnings)
         gold, granularity = _gold(record, "relevant_chunk_ids", "relevant_doc_ids")
-        if "relevant_chunk_ids" not in record.data and "relevant_doc_ids" not in record.data:
+        refs = record.refs()
+        if not refs and "relevant_chunk_ids" not in record.data and "relevant_doc_ids" not in record.data:
             raise record.fail("relevant_chunk_ids", "is missing; use [] for a case the KB cannot answer")
         case = EvalCase(
             case_id=record.text("case_id", required=True) or "",
@@ -228,6 +260,7 @@ def read_cases_json(path: Path, *, warnings: list[str] | None = None) -> list[Ev
             intent_type=record.text("intent_type"),
             difficulty=record.difficulty(),
             tags=record.strings("tags"),
+            gold_refs=refs,
         )
         cases.append(_unique(path, line, case, seen))
     return cases
@@ -242,8 +275,13 @@ def read_cases_jsonl(path: Path, *, warnings: list[str] | None = None) -> list[E
             continue
         record = _Record(path, line, _loads(path, raw, line - 1), JSONL_FIELDS, warnings)
         gold, granularity = _gold(record, "positive_chunk_ids", "positive_doc_ids")
-        if "positive_doc_ids" not in record.data and "positive_chunk_ids" not in record.data:
+        refs = record.refs()
+        if not refs and "positive_doc_ids" not in record.data and "positive_chunk_ids" not in record.data:
             raise record.fail("positive_doc_ids", "is missing; use [] for a case the KB cannot answer")
+        if refs and granularity == "doc":
+            raise record.fail(
+                "gold_refs", "needs chunk granularity; use positive_chunk_ids, not positive_doc_ids"
+            )
         case = EvalCase(
             case_id=record.text("case_id") or f"L{line}",
             query=record.text("query", required=True, alternatives=("question",)) or "",
@@ -254,6 +292,7 @@ def read_cases_jsonl(path: Path, *, warnings: list[str] | None = None) -> list[E
             difficulty=record.difficulty(),
             tags=record.strings("tags"),
             k=record.cutoff("k"),
+            gold_refs=refs,
         )
         cases.append(_unique(path, line, case, seen))
     return cases
@@ -271,6 +310,8 @@ def _optional_fields(case: EvalCase) -> dict[str, Any]:
         extra["difficulty"] = case.difficulty
     if case.tags:
         extra["tags"] = list(case.tags)
+    if case.gold_refs:
+        extra["gold_refs"] = [ref.model_dump(mode="json", exclude_none=True) for ref in case.gold_refs]
     return extra
 
 

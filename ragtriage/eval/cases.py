@@ -6,11 +6,48 @@ import difflib
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["EvalCase", "Granularity", "cases_to_qrels", "did_you_mean"]
+__all__ = ["EvalCase", "GoldRef", "Granularity", "cases_to_qrels", "did_you_mean"]
 
 Granularity = Literal["chunk", "doc"]
+
+
+class GoldRef(BaseModel):
+    """Gold that survives re-chunking: a section (`anchor`) or a character span of one document.
+
+    `start`/`end` are character offsets (end exclusive) into the document's text as ragtriage reads
+    it: every block of every section, stripped, joined with a blank line (`kb.chunking.document_text`).
+    At evaluation time the ref maps to the chunks of the current KB that overlap the span (when the
+    document's chunks carry offsets) or else that carry the anchor. `chunk_id` is the chunk the ref
+    was taken from (`promote`), kept for the record only.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    doc_id: str
+    anchor: str | None = None
+    start: int | None = Field(default=None, ge=0)
+    end: int | None = Field(default=None, ge=0)
+    grade: int = 1
+    chunk_id: str | None = None
+
+    @property
+    def label(self) -> str:
+        """`doc_id#anchor`, `doc_id[start:end]` or both, for messages and tables."""
+        span = f"[{self.start}:{self.end}]" if self.start is not None else ""
+        anchor = f"#{self.anchor}" if self.anchor is not None else ""
+        return f"{self.doc_id}{anchor}{span}"
+
+    @model_validator(mode="after")
+    def _has_target(self) -> GoldRef:
+        if (self.start is None) != (self.end is None):
+            raise ValueError("give both start and end of the span, or neither")
+        if self.start is not None and self.end is not None and self.end <= self.start:
+            raise ValueError(f"span end ({self.end}) must be greater than start ({self.start})")
+        if self.anchor is None and self.start is None:
+            raise ValueError("needs an anchor or a span (start, end)")
+        return self
 
 
 class EvalCase(BaseModel):
@@ -31,6 +68,9 @@ class EvalCase(BaseModel):
     tags: list[str] = Field(default_factory=list)
     k: int | None = Field(default=None, gt=0)
     """Cutoff the case was written for, when the source format has one."""
+    gold_refs: list[GoldRef] = Field(default_factory=list)
+    """Gold as (doc_id, anchor) or (doc_id, span): mapped to the current KB's chunks when evaluated
+    (`eval.gold_map.resolve_case`), so it survives re-chunking. Chunk granularity only."""
 
     @property
     def relevant_ids(self) -> list[str]:
@@ -40,7 +80,7 @@ class EvalCase(BaseModel):
     @property
     def has_gold(self) -> bool:
         """True when at least one id is relevant; cases without gold score refusal accuracy instead."""
-        return any(grade > 0 for grade in self.gold.values())
+        return any(grade > 0 for grade in self.gold.values()) or any(r.grade > 0 for r in self.gold_refs)
 
 
 def cases_to_qrels(cases: Iterable[EvalCase]) -> dict[str, dict[str, int]]:

@@ -1,7 +1,8 @@
 """Eval-set doctor: why metrics come out all zero or wrong, each finding with its case ids and the fix.
 
 Checks, in the order a triager should fix them: gold ids that are document ids (at chunk
-granularity) or chunk ids (at doc granularity), unknown gold ids, gold chunks from another KB,
+granularity) or chunk ids (at doc granularity), unknown gold ids, gold refs (doc_id with anchor or
+span) that map to no live chunk, gold chunks from another KB,
 unpublished gold, deleted gold, gold lost after re-chunking (with the live chunk of the same
 document whose content overlaps most), gold missing from the indexes, duplicate cases, conflicting
 gold for one query, and cases without gold.
@@ -140,9 +141,19 @@ def run_doctor(workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET) 
 
     indexed = _indexed_chunk_ids(workspace)
     rechunked: dict[str, list[tuple[str, str]]] = {}
-    for stored in cases:
+    from ragtriage.eval.gold_map import resolve_cases
+
+    mappings = resolve_cases(workspace.engine, [stored.case for stored in cases])
+    for stored, mapping in zip(cases, mappings, strict=True):
         case = stored.case
-        for gold_id, grade in case.gold.items():
+        for ref in mapping.unmapped:
+            add("unmapped_gold", FindingItem(case_id=case.case_id, gold_id=ref.label, note=_ref_note(ref)))
+        # With every ref mapped, the refs carry the gold: check the chunks they map to, not the
+        # stored chunk ids (which re-chunking is expected to replace).
+        gold = mapping.case.gold if case.gold_refs and not mapping.unmapped else case.gold
+        for gold_id, grade in gold.items():
+            if gold_id not in chunks and gold_id not in documents:
+                _fetch(workspace, gold_id, chunks, documents)
             if grade <= 0:
                 continue
             chunk, document = chunks.get(gold_id), documents.get(gold_id)
@@ -237,6 +248,27 @@ def _duplicates(cases: list[eval_store.StoredCase], add: Any) -> None:
                 )
 
 
+def _ref_note(ref: Any) -> str:
+    if ref.chunk_id:
+        return f"taken from chunk {ref.chunk_id}"
+    return (
+        "no live chunk of the document overlaps it"
+        if ref.start is not None
+        else "no live chunk has the anchor"
+    )
+
+
+def _fetch(workspace: Workspace, chunk_id: str, chunks: dict[str, Any], documents: dict[str, Any]) -> None:
+    """Load one chunk (and its document) that only a ref mapping named."""
+    with read_session(workspace.engine) as session:
+        row = session.get(ChunkRow, chunk_id)
+        if row is not None:
+            chunks[chunk_id] = row
+            owner = session.get(DocumentRow, row.doc_id)
+            if owner is not None:
+                documents[row.doc_id] = owner
+
+
 def _live_chunks(workspace: Workspace, doc_id: str) -> list[tuple[str, str]]:
     with read_session(workspace.engine) as session:
         rows = session.exec(
@@ -294,6 +326,12 @@ _KINDS: dict[str, tuple[str, str, str]] = {
         "gold chunks disappeared when their document was re-chunked",
         "replace each gold id with the proposed chunk (largest content overlap) after checking it, "
         "then re-import",
+        "error",
+    ),
+    "unmapped_gold": (
+        "gold refs (doc_id with anchor or span) that map to no live chunk of the KB",
+        "check the document still has that section (`ragtriage kb chunks DOC_ID`); fix the anchor or "
+        "span in the eval file and re-import, or turn the case into a refusal case",
         "error",
     ),
     "not_indexed": (

@@ -323,6 +323,7 @@ def run_eval(
         run = _open_run(workspace, dataset, cases, version, name, options, workers)
     run_id = int(run.id or 0)
     engine = workspace.engine
+    cases = _with_mapped_gold(engine, cases)
     done_ids = eval_store.stored_case_ids(engine, run_id)
     pending = [c for c in cases if c.case.case_id not in done_ids]
     specs = metric_specs(workspace.settings)
@@ -401,6 +402,16 @@ def run_eval(
     finally:
         _close_run(engine, run_id, len(cases), stored_now, time.perf_counter() - started)
     return run_summary(eval_store.get_run(engine, run_id), stored_now)
+
+
+def _with_mapped_gold(engine: Any, cases: list[eval_store.StoredCase]) -> list[eval_store.StoredCase]:
+    """Cases whose gold refs are mapped onto the current KB's chunks (`eval.gold_map`)."""
+    from ragtriage.eval.gold_map import resolve_cases
+
+    if not any(c.case.gold_refs for c in cases):
+        return cases
+    mappings = resolve_cases(engine, [c.case for c in cases])
+    return [c.model_copy(update={"case": m.case}) for c, m in zip(cases, mappings, strict=True)]
 
 
 def _close_run(engine: Any, run_id: int, case_count: int, stored_now: int, wall_s: float) -> None:

@@ -19,7 +19,7 @@ from sqlalchemy.orm import defer
 from sqlmodel import Session, col, or_, select
 
 from ragtriage.errors import InputError, NotFoundError
-from ragtriage.eval.cases import EvalCase
+from ragtriage.eval.cases import EvalCase, GoldRef
 from ragtriage.pipeline.normalize import normalize_text
 from ragtriage.store.db import read_session, write_session
 from ragtriage.store.eval_tables import EvalCaseRow, EvalDatasetRow, EvalRunCaseRow, EvalRunRow
@@ -59,7 +59,8 @@ def gold_key(gold: dict[str, int]) -> str:
 
 
 def _content_hash(case: EvalCase) -> str:
-    body = case.model_dump(mode="json", exclude={"case_id"})
+    # Without refs the hash stays what it was before refs existed: old cases do not look changed.
+    body = case.model_dump(mode="json", exclude={"case_id"} if case.gold_refs else {"case_id", "gold_refs"})
     return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
@@ -83,6 +84,7 @@ def _to_stored(row: EvalCaseRow) -> StoredCase:
         difficulty=row.difficulty,
         tags=list(row.tags or []),
         k=row.k,
+        gold_refs=[GoldRef.model_validate(ref) for ref in row.gold_refs or []],
     )
     return StoredCase(
         case=case,
@@ -227,6 +229,7 @@ def _new_row(
         difficulty=case.difficulty,
         tags=list(case.tags),
         k=case.k,
+        gold_refs=[ref.model_dump(mode="json", exclude_none=True) for ref in case.gold_refs] or None,
         provenance=provenance,
     )
 

@@ -11,6 +11,10 @@
 
 Sentence ends: 。！？； anywhere, `. ! ?` before whitespace or the end, and line breaks.
 
+Every chunk records its character span (`char_start`, `char_end`) in the document text: every block of
+every section, stripped as chunking strips it, joined with a blank line (`document_text`). The text
+does not depend on the chunk sizes, so a span of gold taken under one chunking maps onto another.
+
 Chunk ids are `{doc_id}#{sha1(heading_path, content)[:10]}`, with `-2`, `-3`, … for repeats inside one
 document. They depend only on the section's heading path and the chunk's text, so chunks of an
 unchanged section keep their ids when other sections of the document change.
@@ -133,31 +137,70 @@ def _trailing_overlap(pieces: list[str], overlap_chars: int) -> list[str]:
 
 def section_chunk_texts(section: Section, params: ChunkingParams) -> list[str]:
     """The chunk contents of one section: blocks packed up to target, long blocks windowed."""
-    units: list[str] = []
-    for block in section.blocks:
-        units.extend(_block_units(block, params))
-    chunks: list[str] = []
-    current: list[str] = []
+    return [content for content, _, _ in section_chunk_spans(section, params)]
+
+
+def section_chunk_spans(
+    section: Section, params: ChunkingParams, offset: int = 0
+) -> list[tuple[str, int, int]]:
+    """`(content, start, end)` of each chunk of one section; offsets count from `offset`, the
+    section's first block in the document text (end exclusive)."""
+    units: list[tuple[str, int, int]] = []
+    for text, start, kind in _section_blocks(section, offset):
+        units.extend(_unit_spans(text, start, params, by_lines=kind in ("code", "table")))
+    chunks: list[tuple[str, int, int]] = []
+    current: list[tuple[str, int, int]] = []
     length = 0
     for unit in units:
-        joined = length + len(_BLOCK_SEPARATOR) + len(unit) if current else len(unit)
+        joined = length + len(_BLOCK_SEPARATOR) + len(unit[0]) if current else len(unit[0])
         if current and joined > params.target_chars:
-            chunks.append(_BLOCK_SEPARATOR.join(current))
-            current, joined = [], len(unit)
+            chunks.append(_packed(current))
+            current, joined = [], len(unit[0])
         current.append(unit)
         length = joined
     if current:
-        chunks.append(_BLOCK_SEPARATOR.join(current))
+        chunks.append(_packed(current))
     return chunks
 
 
-def _block_units(block: Block, params: ChunkingParams) -> list[str]:
-    text = block.text.strip("\n") if block.kind in ("code", "table") else block.text.strip()
-    if not text:
-        return []
+def _packed(units: list[tuple[str, int, int]]) -> tuple[str, int, int]:
+    return _BLOCK_SEPARATOR.join(text for text, _, _ in units), units[0][1], units[-1][2]
+
+
+def _stripped(block: Block) -> str:
+    return block.text.strip("\n") if block.kind in ("code", "table") else block.text.strip()
+
+
+def _section_blocks(section: Section, offset: int) -> Iterator[tuple[str, int, str]]:
+    """`(stripped text, start offset, kind)` of each non-empty block (a blank line between blocks)."""
+    for block in section.blocks:
+        text = _stripped(block)
+        if text:
+            yield text, offset, block.kind
+            offset += len(text) + len(_BLOCK_SEPARATOR)
+
+
+def _unit_spans(
+    text: str, start: int, params: ChunkingParams, *, by_lines: bool
+) -> list[tuple[str, int, int]]:
     if len(text) <= params.max_chars:
-        return [text]
-    return sentence_windows(text, params, by_lines=block.kind in ("code", "table"))
+        return [(text, start, start + len(text))]
+    spans: list[tuple[str, int, int]] = []
+    cursor = 0
+    for window in sentence_windows(text, params, by_lines=by_lines):
+        # Windows are stripped runs of the block's sentences, in order (they may overlap).
+        at = text.find(window, cursor)
+        at = cursor if at < 0 else at
+        spans.append((window, start + at, start + at + len(window)))
+        cursor = at
+    return spans
+
+
+def document_text(document: LoadedDocument) -> str:
+    """The text chunk offsets refer to: every non-empty block, stripped, blank-line separated."""
+    return _BLOCK_SEPARATOR.join(
+        text for section in document.sections for text, _, _ in _section_blocks(section, 0)
+    )
 
 
 def chunk_id(doc_id: str, heading_path: list[str], content: str) -> str:
@@ -188,8 +231,13 @@ def chunk_document(
     """
     records: list[ChunkRecord] = []
     seen: dict[str, int] = {}
+    offset = 0
     for section in document.sections:
-        for content in section_chunk_texts(section, params):
+        blocks = list(_section_blocks(section, offset))
+        spans = section_chunk_spans(section, params, offset)
+        if blocks:
+            offset = blocks[-1][1] + len(blocks[-1][0]) + len(_BLOCK_SEPARATOR)
+        for content, char_start, char_end in spans:
             base_id = chunk_id(doc_id, section.heading_path, content)
             seen[base_id] = seen.get(base_id, 0) + 1
             unique_id = base_id if seen[base_id] == 1 else f"{base_id}-{seen[base_id]}"
@@ -210,6 +258,8 @@ def chunk_document(
                     product_line=document.meta.product_line,
                     doc_version=document.meta.doc_version,
                     source_path=document.source_path,
+                    char_start=char_start,
+                    char_end=char_end,
                 )
             )
     return records

@@ -26,7 +26,7 @@ DELETED = "deleted"
 #: ChunkRow fields that must match for a stored chunk to count as unchanged.
 _CHUNK_FIELDS = (
     *("ordinal", "content_hash", "title", "heading_path", "anchor", "status", "version"),
-    *("product_line", "doc_version", "updated_at"),
+    *("product_line", "doc_version", "updated_at", "char_start", "char_end"),
 )
 
 
@@ -197,6 +197,8 @@ def _write_chunks(session: Session, plan: _Plan) -> None:
         row.updated_at = datetime.fromisoformat(chunk.updated_at) if chunk.updated_at else row.updated_at
         row.product_line = chunk.product_line
         row.doc_version = chunk.doc_version
+        row.char_start = chunk.char_start
+        row.char_end = chunk.char_end
         session.add(row)
     for chunk_id in plan.stale_chunk_ids:
         stale = existing[chunk_id]
@@ -268,4 +270,6 @@ def to_record(row: ChunkRow, *, source_path: str | None = None, include_content:
         doc_version=row.doc_version,
         source_path=source_path,
         meta=dict(row.meta) if row.meta is not None else None,
+        char_start=row.char_start,
+        char_end=row.char_end,
     )

@@ -46,6 +46,11 @@ class ChunkRecord(BaseModel):
     source_path: str | None = None
     meta: dict[str, Any] | None = None
     """An imported chunk's source columns that map to no field (`kb import`); None otherwise."""
+    char_start: int | None = None
+    """Offset of the chunk's first character in the document text (`kb.chunking.document_text`);
+    None for imported chunks, whose document text ragtriage never saw."""
+    char_end: int | None = None
+    """Offset just past the chunk's last character (end exclusive); None when `char_start` is."""
 
 
 class ScoredChunk(BaseModel):

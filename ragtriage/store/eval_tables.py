@@ -58,6 +58,8 @@ class EvalCaseRow(SQLModel, table=True):
     """Gold id → grade (grade > 0 relevant)."""
     gold_granularity: str = "chunk"
     """`chunk` or `doc`: the granularity the case is evaluated at."""
+    gold_refs: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    """Gold as `{doc_id, anchor?, start?, end?, grade, chunk_id?}` (`eval.cases.GoldRef`); None: none."""
     must_have: list[str] = Field(default_factory=list, sa_column=json_list_column(nullable=False))
     intent_type: str | None = None
     difficulty: str | None = None

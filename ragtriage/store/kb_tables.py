@@ -58,6 +58,10 @@ class ChunkRow(SQLModel, table=True):
     doc_version: str | None = None
     meta: dict[str, Any] | None = Field(default=None, sa_column=json_dict_column(nullable=True))
     """Columns of an imported row that map to no chunk field, kept as they came (None: none)."""
+    char_start: int | None = None
+    """Offset of the chunk in its document's text (`kb.chunking.document_text`); None when imported."""
+    char_end: int | None = None
+    """End offset (exclusive); None when imported."""
     source_hash: str | None = None
     """sha256 of an imported row as mapped (with its vector's hash): equal means nothing to write."""
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from ragtriage.errors import InputError, NotFoundError
 from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
+from ragtriage.eval.gold_map import refs_for_chunks
 from ragtriage.store.db import read_session
 from ragtriage.triage.redact import redact_pii
 from ragtriage.triage.sampling import SAMPLED_REASON
@@ -188,6 +189,8 @@ def promote_request(
         intent_type=intent_type,
         difficulty=difficulty,
         tags=list(dict.fromkeys(tags)),
+        # The chunks' (doc_id, anchor, span) too, so the case still scores after re-chunking.
+        gold_refs=refs_for_chunks(workspace.engine, gold),
     )
     report = eval_store.add_cases(workspace.engine, dataset, [case], provenance=provenance)
     return PromoteResult(

@@ -1,0 +1,143 @@
+"""`ragtriage eval sweep`: one throwaway KB per chunk size, the same eval set on each, one table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ragtriage.commands.common import (
+    echo_json,
+    open_workspace,
+    progress_bar,
+    stdout_console,
+    workspace_options,
+)
+from ragtriage.eval import store as eval_store
+from ragtriage.render.fit import Col, FitTable
+from ragtriage.render.text import plural
+
+
+def _sizes(_ctx: click.Context, _param: click.Parameter, value: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in value.replace(" ", "").split(",") if part]
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r}: give sizes in characters separated by commas, e.g. 400,800"
+        ) from None
+    if not sizes:
+        raise click.BadParameter("give at least one size, e.g. 400,800")
+    return sizes
+
+
+def print_sweep(table: object) -> None:
+    """One row per chunk size: KB size, cases mapped, Hit@K / Recall@K / MRR, refusal; best marked."""
+    from ragtriage.eval.chunk_sweep import SweepTable
+
+    assert isinstance(table, SweepTable)
+    console = stdout_console()
+    view = FitTable(
+        [
+            Col("chars", "number", justify="right"),
+            Col("chunks", "number", justify="right"),
+            Col("cases", "number", justify="right"),
+            Col("unmapped", "number", justify="right"),
+            *[Col(metric, "number", justify="right") for metric in table.metrics],
+            Col("refusal acc", "number", justify="right"),
+            Col("best", "label"),
+        ],
+        title=f"chunk-size sweep on {table.dataset}@{table.dataset_version} (best: highest MRR)",
+    )
+    for row in table.rows:
+        refusal = "-" if row.refusal_accuracy is None else f"{row.refusal_accuracy:.4f}"
+        view.add_row(
+            str(row.target_chars),
+            str(row.chunks),
+            str(row.ranking_cases),
+            str(row.unmapped_cases),
+            *[f"{row.metrics.get(metric, 0.0):.4f}" for metric in table.metrics],
+            refusal,
+            "◀ best" if row.best else "",
+        )
+    console.print(view)
+    first = table.rows[0] if table.rows else None
+    if first is not None:
+        console.print(
+            f"{plural(first.documents, 'document')}; chars = target, max = 1.5 × target, overlap ≤ target/4; "
+            f"{plural(first.refusal_cases, 'no-gold case')} scored for refusal"
+        )
+    skipped = table.skipped_chunk_id_gold
+    if skipped:
+        shown = ", ".join(skipped[:5]) + (
+            f", … ({len(skipped) - 5} more, see --json)" if len(skipped) > 5 else ""
+        )
+        console.print(
+            f"skipped {plural(len(skipped), 'case')} of {table.cases}: gold is chunk ids only, which cannot "
+            f"map onto another chunking ({shown}); promote them again or add gold_refs to the eval file"
+        )
+    if any(row.unmapped_cases for row in table.rows):
+        console.print(
+            "unmapped: cases whose gold refs map to no chunk in that setting (scored as misses); "
+            "see `ragtriage eval doctor`"
+        )
+    if table.skipped_documents:
+        console.print(
+            f"left out {plural(len(table.skipped_documents), 'document')} without a readable source file "
+            "(imported chunks cannot be re-chunked)"
+        )
+    for note in table.notes:
+        console.print(note)
+
+
+def register_eval(group: click.Group) -> None:
+    """Attach `sweep` to the `eval` group."""
+
+    @group.command("sweep")
+    @click.option(
+        "--chunk-chars",
+        "chunk_chars",
+        required=True,
+        callback=_sizes,
+        help="Chunk target sizes in characters, comma-separated (e.g. 400,800,1200,2000).",
+    )
+    @click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True)
+    @click.option(
+        "--workdir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Folder for the throwaway homes [a temporary folder]; they are removed at the end.",
+    )
+    @click.option("--json", "as_json", is_flag=True)
+    @workspace_options
+    def sweep_command(
+        chunk_chars: list[int],
+        dataset: str,
+        workdir: Path | None,
+        as_json: bool,
+        home: Path | None,
+        config_file: Path | None,
+    ) -> None:
+        """Build a throwaway KB per chunk size from the KB's source files, run the eval set on each,
+        and print one table with the best size marked (highest MRR).
+
+        Gold must survive re-chunking: cases with gold refs (doc_id with anchor or span, as
+        `promote` stores them), document-level gold or no gold run in every setting; cases whose
+        gold is chunk ids only are skipped and counted. The throwaway homes share this home's
+        embedding cache, so repeated chunk texts are embedded once.
+        """
+        from ragtriage.eval.chunk_sweep import run_chunk_sweep
+
+        if workdir is not None:
+            workdir.mkdir(parents=True, exist_ok=True)
+        with open_workspace(home, config_file) as workspace, progress_bar(not as_json) as bar:
+            table = run_chunk_sweep(
+                workspace,
+                chunk_chars,
+                dataset,
+                workdir=workdir,
+                on_progress=lambda label, done, total: (bar(label) or (lambda *_: None))(done, total),
+            )
+        if as_json:
+            echo_json(table)
+            return
+        print_sweep(table)

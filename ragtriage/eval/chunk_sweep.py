@@ -1,0 +1,281 @@
+"""Chunk-size sweep: one throwaway KB per chunk setting, the same eval set on each, one table.
+
+For each `target_chars` N the sweep builds a KB in a temporary home from the same source files
+(same document ids, status and dates), chunked with target N, max ⌊1.5·N⌋ and overlap
+min(configured overlap, ⌊N/4⌋), indexes it locally (Whoosh + Qdrant local mode, whatever engines
+the settings name for production routes), and runs the eval set there with the configured pipeline.
+Every throwaway home links the source home's embedding cache, so a chunk text that repeats across
+settings (a short section is one chunk at every size) is embedded once.
+
+Gold given as chunk ids cannot map across chunkings: such cases are skipped and counted. Cases with
+gold refs (doc_id with anchor or span, `eval.gold_map`), document-granularity cases and refusal cases
+(no gold) run in every setting. The best setting is the highest MRR (ties: Hit@K, then the smaller N).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+from sqlmodel import select
+
+from ragtriage import locations
+from ragtriage.errors import InputError
+from ragtriage.eval import store as eval_store
+from ragtriage.eval.gold_map import resolve_cases
+from ragtriage.store.db import read_session
+from ragtriage.store.kb_tables import DocumentRow
+
+if TYPE_CHECKING:
+    from ragtriage.workspace import Workspace
+
+__all__ = ["SweepRow", "SweepTable", "chunk_params_for", "run_chunk_sweep", "sweep_metrics"]
+
+_DELETED = "deleted"
+
+
+class SweepRow(BaseModel):
+    """One chunk setting: its KB size, how many cases mapped, and the run's means."""
+
+    target_chars: int
+    max_chars: int
+    overlap_chars: int
+    documents: int
+    chunks: int
+    ranking_cases: int
+    """Cases with gold scored in this setting."""
+    unmapped_cases: int = 0
+    """Ranking cases with a gold ref that maps to no chunk here (scored as misses)."""
+    refusal_cases: int = 0
+    metrics: dict[str, float] = Field(default_factory=dict)
+    refusal_accuracy: float | None = None
+    best: bool = False
+    wall_s: float = 0.0
+
+
+class SweepTable(BaseModel):
+    """All settings on one dataset version, and what was left out."""
+
+    dataset: str
+    dataset_version: int
+    metrics: list[str]
+    rows: list[SweepRow] = Field(default_factory=list)
+    cases: int = 0
+    """Cases in the dataset version."""
+    skipped_chunk_id_gold: list[str] = Field(default_factory=list)
+    """Case ids whose gold is chunk ids only (no refs): they cannot map onto another chunking."""
+    skipped_documents: list[str] = Field(default_factory=list)
+    """Document ids with no readable source file (imported chunks, moved files): not in the throwaway KBs."""
+    notes: list[str] = Field(default_factory=list)
+
+
+def chunk_params_for(target: int, overlap: int) -> tuple[int, int, int]:
+    """(target, max, overlap) for a sweep setting: max ⌊1.5·target⌋, overlap ≤ ⌊target/4⌋."""
+    if target < 20:
+        raise InputError(f"--chunk-chars {target} is too small; use sizes of at least 20 characters")
+    return target, target * 3 // 2, min(overlap, target // 4)
+
+
+def sweep_metrics(ks: Sequence[int]) -> list[str]:
+    """Hit@5 (or the smallest K), Recall@10 (or the largest K) and MRR: the columns of the table."""
+    ordered = sorted(set(ks))
+    hit_k = 5 if 5 in ordered else ordered[0]
+    recall_k = 10 if 10 in ordered else ordered[-1]
+    return [f"hit@{hit_k}", f"recall@{recall_k}", "mrr"]
+
+
+def _source_documents(workspace: Workspace) -> tuple[list[DocumentRow], list[str]]:
+    kb = workspace.settings.kb.name
+    with read_session(workspace.engine) as session:
+        rows = list(
+            session.exec(
+                select(DocumentRow).where(DocumentRow.kb == kb, DocumentRow.status != _DELETED)
+            ).all()
+        )
+    readable = [r for r in rows if r.source_path and Path(r.source_path).is_file()]
+    skipped = sorted(r.doc_id for r in rows if r not in readable)
+    return sorted(readable, key=lambda r: r.doc_id), skipped
+
+
+def _throwaway(workspace: Workspace, home: Path, target: int, max_chars: int, overlap: int) -> Workspace:
+    from ragtriage.workspace import Workspace
+
+    settings = workspace.settings
+    copy = settings.model_copy(
+        update={
+            "kb": settings.kb.model_copy(
+                update={"target_chars": target, "max_chars": max_chars, "overlap_chars": overlap}
+            ),
+            "store": settings.store.model_copy(update={"url": None}),
+            "index": settings.index.model_copy(update={"qdrant_url": None}),
+            "retrieval": settings.retrieval.model_copy(update={"route_engine": {}}),
+        }
+    )
+    home.mkdir(parents=True)
+    shared = locations.cache_dir(workspace.home)
+    shared.mkdir(parents=True, exist_ok=True)
+    locations.cache_dir(home).symlink_to(shared.resolve(), target_is_directory=True)
+    return Workspace(home=home, settings=copy, config_file=workspace.config_file)
+
+
+def _build_kb(
+    throwaway: Workspace, documents: Sequence[DocumentRow], on_progress: Callable[[int, int], None] | None
+) -> int:
+    """Load, chunk and store every document under its own id; index; return the chunk count."""
+    from ragtriage.kb.chunking import ChunkingParams
+    from ragtriage.kb.loaders import load_document
+    from ragtriage.kb.repository import store_document
+    from ragtriage.pipeline.indexer import sync_indexes
+
+    params = ChunkingParams.from_settings(throwaway.settings.kb)
+    chunks = 0
+    for row in documents:
+        document = load_document(Path(str(row.source_path)))
+        _, stored = store_document(
+            throwaway.engine,
+            document,
+            doc_id=row.doc_id,
+            kb=row.kb,
+            status=row.status,  # type: ignore[arg-type]
+            updated_at=row.updated_at,
+            params=params,
+            source_root=None,
+        )
+        chunks += len(stored)
+    sync_indexes(throwaway, on_progress)
+    return chunks
+
+
+def run_chunk_sweep(
+    workspace: Workspace,
+    chunk_chars: Sequence[int],
+    dataset: str = eval_store.DEFAULT_DATASET,
+    *,
+    workdir: Path | None = None,
+    on_progress: Callable[[str, int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> SweepTable:
+    """Build a throwaway KB per `chunk_chars` target, evaluate `dataset` on each, tabulate.
+
+    `workdir` keeps the throwaway homes there (for inspection); by default they go in a temporary
+    folder removed at the end.
+
+    Raises:
+        NotFoundError: no such dataset.
+        InputError: no sizes, a size below 20, no readable source document, or no case that can map.
+    """
+    sizes = list(dict.fromkeys(chunk_chars))
+    if not sizes:
+        raise InputError("--chunk-chars needs at least one size, e.g. --chunk-chars 400,800")
+    settings_list = [chunk_params_for(n, workspace.settings.kb.overlap_chars) for n in sizes]
+    version = eval_store.dataset_version(workspace.engine, dataset)
+    stored = eval_store.dataset_cases(workspace.engine, dataset, version)
+    metrics = sweep_metrics(workspace.settings.eval.ks)
+    table = SweepTable(dataset=dataset, dataset_version=version, metrics=metrics, cases=len(stored))
+    usable: list[eval_store.StoredCase] = []
+    for case in stored:
+        chunk_ids_only = case.case.gold_granularity == "chunk" and case.case.gold and not case.case.gold_refs
+        if chunk_ids_only and case.case.has_gold:
+            table.skipped_chunk_id_gold.append(case.case.case_id)
+        else:
+            usable.append(case)
+    if not usable:
+        raise InputError(
+            f"none of the {len(stored)} cases of {dataset!r} can map onto another chunking: their gold is "
+            "chunk ids; promote them again (promote stores doc_id, anchor and span) or add `gold_refs` "
+            "to the eval file and re-import"
+        )
+    documents, table.skipped_documents = _source_documents(workspace)
+    if not documents:
+        raise InputError(
+            "no document of the KB has a readable source file (imported chunks cannot be re-chunked); "
+            "add the documents with `ragtriage kb add` first"
+        )
+    if workspace.settings.retrieval.route_engine or workspace.settings.index.qdrant_url:
+        table.notes.append(
+            "production engines and the Qdrant server are replaced by local indexes in the sweep"
+        )
+    with tempfile.TemporaryDirectory(prefix="ragtriage-sweep-", dir=workdir) as scratch:
+        for target, max_chars, overlap in settings_list:
+            if should_stop is not None and should_stop():
+                table.notes.append(f"stopped before chunk size {target}")
+                break
+            table.rows.append(
+                _one_setting(
+                    workspace,
+                    Path(scratch),
+                    (target, max_chars, overlap),
+                    documents,
+                    usable,
+                    dataset,
+                    on_progress,
+                )
+            )
+    _mark_best(table)
+    return table
+
+
+def _one_setting(
+    workspace: Workspace,
+    scratch: Path,
+    setting: tuple[int, int, int],
+    documents: Sequence[DocumentRow],
+    cases: Sequence[eval_store.StoredCase],
+    dataset: str,
+    on_progress: Callable[[str, int, int], None] | None,
+) -> SweepRow:
+    from ragtriage.eval.runner import run_eval
+
+    target, max_chars, overlap = setting
+
+    def progress(stage: str) -> Callable[[int, int], None]:
+        return lambda done, total: on_progress(f"{stage} {target}", done, total) if on_progress else None
+
+    throwaway = _throwaway(workspace, scratch / f"chars-{target}", target, max_chars, overlap)
+    try:
+        chunks = _build_kb(throwaway, documents, progress("index"))
+        eval_store.add_cases(
+            throwaway.engine,
+            dataset,
+            [c.case for c in cases],
+            provenances=[dict(c.provenance) for c in cases],
+        )
+        mappings = resolve_cases(throwaway.engine, [c.case for c in cases])
+        summary = run_eval(throwaway, dataset, name=f"sweep:{target}", on_progress=progress("eval"))
+    finally:
+        throwaway.close()
+    aggregates: dict[str, Any] = summary.aggregates or {}
+    means = aggregates.get("means", {})
+    no_gold = aggregates.get("no_gold", {})
+    return SweepRow(
+        target_chars=target,
+        max_chars=max_chars,
+        overlap_chars=overlap,
+        documents=len(documents),
+        chunks=chunks,
+        ranking_cases=int(aggregates.get("cases", 0)),
+        unmapped_cases=sum(1 for m in mappings if m.case.gold_refs and not m.case.gold),
+        refusal_cases=int(no_gold.get("cases", 0)),
+        metrics={m: float(means.get(m, 0.0)) for m in table_metrics(summary)},
+        refusal_accuracy=no_gold.get("refusal_accuracy"),
+        wall_s=float((summary.timings or {}).get("wall_s", 0.0)),
+    )
+
+
+def table_metrics(summary: Any) -> list[str]:
+    """Every mean the run stored (the table picks its columns from them)."""
+    return list((summary.aggregates or {}).get("means", {}))
+
+
+def _mark_best(table: SweepTable) -> None:
+    if not table.rows:
+        return
+    hit = table.metrics[0]
+    best = max(
+        table.rows,
+        key=lambda r: (r.metrics.get("mrr", 0.0), r.metrics.get(hit, 0.0), -r.target_chars),
+    )
+    best.best = True
