@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
@@ -98,18 +99,19 @@ def load_places(engine: Engine, doc_ids: Iterable[str]) -> dict[str, list[ChunkP
     places: dict[str, list[ChunkPlace]] = defaultdict(list)
     with read_session(engine) as session:
         for start in range(0, len(wanted), 500):
+            # Five columns: sqlmodel's typed `select` stops at four.
             statement = (
-                select(
-                    ChunkRow.chunk_id,
-                    ChunkRow.doc_id,
-                    ChunkRow.anchor,
-                    ChunkRow.char_start,
-                    ChunkRow.char_end,
+                sa_select(
+                    col(ChunkRow.chunk_id),
+                    col(ChunkRow.doc_id),
+                    col(ChunkRow.anchor),
+                    col(ChunkRow.char_start),
+                    col(ChunkRow.char_end),
                 )
-                .where(col(ChunkRow.doc_id).in_(wanted[start : start + 500]), ChunkRow.status != _DELETED)
+                .where(col(ChunkRow.doc_id).in_(wanted[start : start + 500]), col(ChunkRow.status) != _DELETED)
                 .order_by(col(ChunkRow.doc_id), col(ChunkRow.ordinal))
             )
-            for chunk_id, doc_id, anchor, char_start, char_end in session.exec(statement):
+            for chunk_id, doc_id, anchor, char_start, char_end in session.execute(statement).all():
                 places[doc_id].append(ChunkPlace(chunk_id, doc_id, anchor, char_start, char_end))
     return dict(places)
 

@@ -166,7 +166,8 @@ def test_anchor_gold_maps_and_doctor_flags_a_lost_anchor(tmp_path: Path, home: P
 def test_bad_gold_refs_in_a_case_file_name_line_and_field(tmp_path: Path, home: Path) -> None:
     cases = tmp_path / "bad.jsonl"
     cases.write_text(
-        '{"query": "ok", "gold_refs": [{"doc_id": "a", "anchor": "x"}]}\n{"query": "q", "gold_refs": [{"doc_id": "a"}]}\n',
+        '{"query": "ok", "gold_refs": [{"doc_id": "a", "anchor": "x"}]}\n'
+        '{"query": "q", "gold_refs": [{"doc_id": "a"}]}\n',
         encoding="utf-8",
     )
     result = CliRunner().invoke(cli, ["eval", "import", str(cases), "--format", "cases-jsonl"])
