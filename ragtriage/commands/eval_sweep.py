@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,6 +18,9 @@ from ragtriage.eval import store as eval_store
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.text import plural
 
+if TYPE_CHECKING:
+    from ragtriage.eval.chunk_sweep import SweepTable
+
 
 def _sizes(_ctx: click.Context, _param: click.Parameter, value: str) -> list[int]:
     try:
@@ -30,11 +34,8 @@ def _sizes(_ctx: click.Context, _param: click.Parameter, value: str) -> list[int
     return sizes
 
 
-def print_sweep(table: object) -> None:
+def print_sweep(table: SweepTable) -> None:
     """One row per chunk size: KB size, cases mapped, Hit@K / Recall@K / MRR, refusal; best marked."""
-    from ragtriage.eval.chunk_sweep import SweepTable
-
-    assert isinstance(table, SweepTable)
     console = stdout_console()
     view = FitTable(
         [

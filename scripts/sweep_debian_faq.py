@@ -1,0 +1,62 @@
+"""Chunk-size sweep on the Debian FAQ (zh-cn): `ragtriage eval sweep` over its question headings.
+
+Each FAQ question heading (without its number) is a query whose gold is `(page doc id, heading
+anchor)`, so the gold maps onto every chunking. The FAQ is added with `kb add --no-index` to a
+fresh home (the sweep indexes its own throwaway KBs), the cases imported as `cases-jsonl` with
+`gold_refs`, then the sweep runs and prints its table (the command is printed too).
+
+    python scripts/sweep_debian_faq.py [--sizes 400,800,1200,2000] [--work DIR] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import debian_faq  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="400,800,1200,2000", help="chunk target sizes [%(default)s]")
+    parser.add_argument("--work", type=Path, default=None, help="folder kept for the home [a temporary one]")
+    parser.add_argument("--json", action="store_true", help="print the sweep as JSON")
+    args = parser.parse_args(argv)
+    if not debian_faq.debs_available():
+        print(f"no Debian FAQ package in {debian_faq.DEFAULT_DEBS_DIR}; see scripts/extract_debian_docs.py")
+        return 2
+    work = args.work or Path(tempfile.mkdtemp(prefix="ragtriage-faq-sweep-"))
+    extracted = debian_faq.ensure_extracted(work / "extracted")
+    faq_dir = extracted / "faq"
+    cases = work / "faq_headings.jsonl"
+    questions = debian_faq.faq_questions(faq_dir)
+    with cases.open("w", encoding="utf-8") as out:
+        for index, q in enumerate(questions, start=1):
+            case = {
+                "case_id": f"faq{index:03d}",
+                "query": q.query,
+                "gold_refs": [{"doc_id": q.doc_id, "anchor": q.anchor}],
+            }
+            out.write(json.dumps(case, ensure_ascii=False) + "\n")
+    home = work / "home"
+    env = {**os.environ, "RAGTRIAGE_HOME": str(home)}
+    ragtriage = [sys.executable, "-m", "ragtriage"]
+    for step in (
+        ["kb", "add", str(faq_dir), "--no-index"],
+        ["eval", "import", str(cases), "--format", "cases-jsonl"],
+    ):
+        subprocess.run([*ragtriage, *step], env=env, check=True, stdout=subprocess.DEVNULL)
+    sweep = ["eval", "sweep", "--chunk-chars", args.sizes, *(["--json"] if args.json else [])]
+    print(f"$ ragtriage {' '.join(sweep)}   ({len(questions)} FAQ question headings, gold = doc#anchor)")
+    return subprocess.run([*ragtriage, *sweep], env=env).returncode
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
