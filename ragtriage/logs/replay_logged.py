@@ -49,16 +49,21 @@ class StageDiff(BaseModel):
     """Logged chunk ids the KB does not know (a stale index or another KB)."""
     logged_missing: bool = False
     """True when the request did not log this stage (everything replayed counts as gained)."""
+    not_replayed: str | None = None
+    """Why the replay has no such stage (its profile runs no rerank, or no route of that kind);
+    the logged chunks are then not `lost`, nothing was compared. None: the stage was replayed."""
 
 
 def stage_diff(
     logged_ids: Sequence[str] | None,
     replayed_ids: Sequence[str],
     known_ids: Collection[str] | None = None,
+    not_replayed: str | None = None,
 ) -> StageDiff:
     """Diff two ranked lists (duplicates count at their first rank).
 
-    `logged_ids=None` means the stage was not logged. With `known_ids`, logged ids outside it are
+    `logged_ids=None` means the stage was not logged; `not_replayed` (a reason) that the replay
+    did not run it, so no logged chunk is `lost`. With `known_ids`, logged ids outside it are
     reported as `unknown`; without it no id is.
     """
     logged = list(dict.fromkeys(logged_ids or ()))
@@ -80,10 +85,11 @@ def stage_diff(
         replayed=replayed,
         kept=[c for c in logged if c in replayed_rank],
         gained=[c for c in replayed if c not in logged_rank],
-        lost=[c for c in logged if c not in replayed_rank],
+        lost=[] if not_replayed else [c for c in logged if c not in replayed_rank],
         rank_changes=changes,
         unknown=[c for c in logged if known_ids is not None and c not in known_ids],
         logged_missing=logged_ids is None,
+        not_replayed=not_replayed,
     )
 
 
@@ -121,6 +127,18 @@ def replayed_stage_ids(trace: Trace, stage: str) -> list[str]:
     raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(STAGE_NAMES)}")
 
 
+def not_replayed_reason(trace: Trace, stage: str) -> str | None:
+    """Why a replayed trace has no list for a logged stage name, or None when it ran the stage."""
+    runner = f"profile {trace.profile.name}" if trace.profile is not None else "the replay"
+    if stage in STAGE_ROUTES:
+        preferred, kind = STAGE_ROUTES[stage]
+        if trace.route(preferred) is None and not any(r.kind == kind for r in trace.routes):
+            return f"{runner} runs no {kind} route"
+    elif stage == "reranked" and trace.rerank_mode == "off":
+        return f"{runner} runs no rerank"
+    return None
+
+
 def logged_stage_ids(record: RequestLog, stage: str) -> list[str] | None:
     """The logged list of one stage, or None when the request did not log it."""
     from ragtriage.logs.schema import stage_ids
@@ -134,7 +152,12 @@ def diff_request(
 ) -> dict[str, StageDiff]:
     """Every stage of `STAGE_NAMES`, logged vs replayed."""
     return {
-        stage: stage_diff(logged_stage_ids(record, stage), replayed_stage_ids(replayed, stage), known_ids)
+        stage: stage_diff(
+            logged_stage_ids(record, stage),
+            replayed_stage_ids(replayed, stage),
+            known_ids,
+            not_replayed_reason(replayed, stage),
+        )
         for stage in STAGE_NAMES
     }
 

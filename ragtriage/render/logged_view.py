@@ -58,6 +58,8 @@ def stage_table(stage: str, diff: StageDiff, gold: set[str]) -> FitTable:
     title = Text(stage, style="bold")
     if diff.logged_missing:
         title.append("  (not logged: nothing to compare)", style="dim")
+    elif diff.not_replayed:
+        title.append(f"  (not replayed: {diff.not_replayed}; nothing to compare)", style="dim")
     logged_cells = [_logged_cell(c, diff, gold) for c in diff.logged]
     replayed_cells = [_replayed_cell(c, i, diff, gold) for i, c in enumerate(diff.replayed)]
 
@@ -89,6 +91,8 @@ def stage_summary(diff: StageDiff) -> Text:
     """`kept 3, new 1, lost 1, moved 2` for one stage, and what was not compared."""
     if diff.logged_missing:
         return Text(f"{len(diff.replayed)} replayed, none logged", style="dim")
+    if diff.not_replayed:
+        return Text(f"{len(diff.logged)} logged, none replayed ({diff.not_replayed})", style="dim")
     depth = len(diff.logged)
     new = [c for c in diff.gained if diff.replayed.index(c) < depth]
     text = Text(f"kept {len(diff.kept)}, new {len(new)}, lost {len(diff.lost)}, ")

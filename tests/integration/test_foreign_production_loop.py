@@ -107,8 +107,19 @@ def test_diagnose_replays_with_the_profile_of_the_logged_version(
 
     code, out, err = run(["replay", *base, REQUEST_ID, "--json"], monkeypatch, capsys)
     assert code == 0, err
-    replayed = json.loads(out)["replayed"]
+    comparison = json.loads(out)
+    replayed = comparison["replayed"]
     assert replayed["profile"]["name"] == "prod-hybrid"
+    # The preset runs no rerank: production's reranked list is not "lost", it was not replayed.
+    reranked = comparison["diffs"]["reranked"]
+    assert reranked["lost"] == [] and reranked["not_replayed"] == "profile prod-hybrid runs no rerank"
+    assert comparison["diffs"]["final_context"]["not_replayed"] is None
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = run(["replay", *base, REQUEST_ID], monkeypatch, capsys)
+    assert code == 0, err
+    reranked_view = out[out.index("\nreranked") : out.index("\nfinal_context")]
+    assert "not replayed: profile prod-hybrid runs no rerank" in reranked_view
+    assert "lost" not in reranked_view and IDS[2] in reranked_view
     replay_routes = [route["name"] for route in replayed["routes"]]
 
     code, out, err = run(["diagnose", *base, REQUEST_ID, "--json"], monkeypatch, capsys)
