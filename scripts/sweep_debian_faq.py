@@ -5,7 +5,10 @@ anchor)`, so the gold maps onto every chunking. The FAQ is added with `kb add --
 fresh home (the sweep indexes its own throwaway KBs), the cases imported as `cases-jsonl` with
 `gold_refs`, then the sweep runs and prints its table (the command is printed too).
 
-    python scripts/sweep_debian_faq.py [--sizes 400,800,1200,2000] [--work DIR] [--json]
+    python scripts/sweep_debian_faq.py [--sizes 400,800,1200,2000] [--pages kernel,faqinfo] [--work DIR] [--json]
+
+`--pages` keeps only those FAQ pages (file names without `.zh-cn.html`): the bundled embedder is
+slow on a busy machine, and a sweep embeds every chunk text that differs between sizes.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="400,800,1200,2000", help="chunk target sizes [%(default)s]")
     parser.add_argument("--work", type=Path, default=None, help="folder kept for the home [a temporary one]")
+    parser.add_argument("--pages", default=None, help="comma-separated FAQ page names [all]")
     parser.add_argument("--json", action="store_true", help="print the sweep as JSON")
     args = parser.parse_args(argv)
     if not debian_faq.debs_available():
@@ -35,6 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="ragtriage-faq-sweep-"))
     extracted = debian_faq.ensure_extracted(work / "extracted")
     faq_dir = extracted / "faq"
+    if args.pages:
+        subset = work / "subset" / "faq"  # the folder name is the doc id prefix
+        subset.mkdir(parents=True, exist_ok=True)
+        for name in args.pages.split(","):
+            shutil.copy(faq_dir / f"{name.strip()}.zh-cn.html", subset)
+        faq_dir = subset
     cases = work / "faq_headings.jsonl"
     questions = debian_faq.faq_questions(faq_dir)
     with cases.open("w", encoding="utf-8") as out:
@@ -54,7 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     ):
         subprocess.run([*ragtriage, *step], env=env, check=True, stdout=subprocess.DEVNULL)
     sweep = ["eval", "sweep", "--chunk-chars", args.sizes, *(["--json"] if args.json else [])]
-    print(f"$ ragtriage {' '.join(sweep)}   ({len(questions)} FAQ question headings, gold = doc#anchor)")
+    pages = len(list(faq_dir.glob("*.html")))
+    print(
+        f"$ ragtriage {' '.join(sweep)}   ({pages} FAQ pages, {len(questions)} question headings, gold = doc#anchor)"
+    )
     return subprocess.run([*ragtriage, *sweep], env=env).returncode
 
 

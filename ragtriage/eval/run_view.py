@@ -231,6 +231,12 @@ def _case_result(row: EvalRunCaseRow, case: eval_store.StoredCase | None, detail
     snapshot = row.snapshot or {}
     candidates = [_candidate(item) for item in snapshot.get("candidates", [])] if detail else []
     relevant = list(case.case.relevant_ids) if case is not None else []
+    if case is not None and case.case.gold_refs:
+        # Refs were mapped onto the KB of the run: the snapshot marks the chunks they mapped to.
+        marked = [
+            str(item.get("chunk_id")) for item in snapshot.get("candidates", []) if item.get("is_relevant")
+        ]
+        relevant = list(dict.fromkeys([*relevant, *marked]))
     granularity = case.case.gold_granularity if case is not None else "chunk"
     return CaseResult(
         case_id=row.case_id,

@@ -148,6 +148,18 @@ def test_anchor_gold_maps_and_doctor_flags_a_lost_anchor(tmp_path: Path, home: P
     result = runner.invoke(cli, ["eval", "run", "--name", "anchors", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["aggregates"]["means"]["hit@10"] == 1.0
+    workspace = Workspace.open(home, None)
+    try:
+        from ragtriage.eval.run_view import run_detail
+
+        shown = {c.case_id: c for c in run_detail(workspace.engine, "anchors").cases.items}
+    finally:
+        workspace.close()
+    # The run view lists the chunks the anchor mapped to as the case's relevant chunks.
+    assert all(
+        c.relevant_chunk_ids and set(c.relevant_chunk_ids) & set(c.retrieved_chunk_ids)
+        for c in shown.values()
+    )
     result = runner.invoke(cli, ["doctor", "--json"])
     assert "unmapped_gold" not in result.output
     # The Hotel section is renamed: its anchor is gone, the case no longer maps.
