@@ -44,6 +44,7 @@ __all__ = [
     "RemoveReport",
     "add_paths",
     "get_chunks",
+    "chunks_containing",
     "kb_stats",
     "list_chunks",
     "neighbours",
@@ -286,6 +287,25 @@ def get_chunks(engine: Engine, chunk_ids: Sequence[str]) -> dict[str, ChunkRecor
             sources = _source_paths(session, {row.doc_id for row in rows})
             found.update({row.chunk_id: to_record(row, source_path=sources.get(row.doc_id)) for row in rows})
     return found
+
+
+def chunks_containing(engine: Engine, kb: str, term: str, limit: int) -> list[ChunkRecord]:
+    """Up to `limit` published chunks of `kb` with `term` in their title or text (case-insensitive
+    for ASCII; a scan, meant for a few terms per diagnosis)."""
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    pattern = f"%{escaped}%"
+    with read_session(engine) as session:
+        rows = session.exec(
+            select(ChunkRow)
+            .where(col(ChunkRow.kb) == kb, col(ChunkRow.status) == "published")
+            .where(
+                col(ChunkRow.content).ilike(pattern, escape="\\")
+                | col(ChunkRow.title).ilike(pattern, escape="\\")
+            )
+            .order_by(col(ChunkRow.chunk_id))
+            .limit(limit)
+        ).all()
+        return [to_record(row) for row in rows]
 
 
 def neighbours(engine: Engine, chunk_id: str) -> list[ChunkRecord]:

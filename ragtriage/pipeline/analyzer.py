@@ -292,3 +292,9 @@ def tokenize(text: str) -> list[str]:
 @functools.lru_cache(maxsize=4096)
 def _tokenize_cached(text: str) -> tuple[str, ...]:
     return tuple(token.text for token in _ANALYZER(text))
+
+
+def in_dictionary(word: str) -> bool:
+    """True when jieba's dictionary lists `word` (its HMM may still emit words it does not list)."""
+    frequency = _segmenter().FREQ.get(word)
+    return bool(frequency)

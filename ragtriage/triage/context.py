@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ragtriage.config import Settings
 from ragtriage.pipeline.types import ChunkRecord, RunOptions, Trace
 
+#: Chunks `kb_texts_with` returns at most (enough to tell a glossary mention from real use).
+KB_TEXTS_LIMIT = 20
+
 if TYPE_CHECKING:
     from ragtriage.pipeline.pipeline import Pipeline
     from ragtriage.pipeline.profiles import ResolvedProfile
@@ -54,6 +57,15 @@ class DiagnosisContext(Protocol):
         """Cosine similarity of the query to each text with the embedder, or None without one."""
         ...
 
+    def in_dictionary(self, term: str) -> bool:
+        """True when the tokenizer's dictionary has `term` as a word (not a guess of its HMM)."""
+        ...
+
+    def kb_texts_with(self, term: str) -> list[str]:
+        """Normalised texts (title, headings, content) of published chunks that contain `term`;
+        at most `KB_TEXTS_LIMIT`."""
+        ...
+
 
 class WorkspaceContext:
     """`DiagnosisContext` over a `Workspace`: the KB in SQL, the derived indexes and the pipeline.
@@ -67,6 +79,7 @@ class WorkspaceContext:
         self._chunks: dict[str, ChunkRecord | None] = {}
         self._aliases: dict[str, dict[str, list[str]]] = {}
         self._indexes: Any = None
+        self._containing: dict[str, list[str]] = {}
         self._profile: ResolvedProfile | None = None
 
     def use_profile(self, profile: ResolvedProfile | None) -> None:
@@ -154,6 +167,22 @@ class WorkspaceContext:
         from ragtriage.pipeline.analyzer import tokenize
 
         return list(tokenize(text))
+
+    def in_dictionary(self, term: str) -> bool:
+        """jieba's dictionary, as the analyzer loads it."""
+        from ragtriage.pipeline.analyzer import in_dictionary
+
+        return in_dictionary(term)
+
+    def kb_texts_with(self, term: str) -> list[str]:
+        """A LIKE search over the published chunks' titles and text (cached per term)."""
+        if term not in self._containing:
+            from ragtriage.kb.service import chunks_containing
+            from ragtriage.triage.facts import chunk_text
+
+            found = chunks_containing(self.workspace.engine, self.settings.kb.name, term, KB_TEXTS_LIMIT)
+            self._containing[term] = [chunk_text(chunk) for chunk in found]
+        return self._containing[term]
 
     def similarity(self, query: str, texts: Sequence[str]) -> list[float] | None:
         """Query-vs-passage cosine with the configured embedder (vectors are L2-normalised)."""

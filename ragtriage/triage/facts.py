@@ -151,24 +151,52 @@ def near_each_other(text: str, term: str, synonym: str) -> bool:
     return re.search(pattern, text) is not None
 
 
+def is_whole_term(ctx: DiagnosisContext, term: str, known: Iterable[str] = ()) -> bool:
+    """True when `term` is a word, not a tokenizer mis-split.
+
+    A word is in the tokenizer's dictionary or the alias dictionary (`known`), or is ASCII. jieba's
+    HMM also joins characters the dictionary does not know; such a guess counts as a word (a
+    coined term like 代批 or 全电票) unless it starts or ends with a function word, as 能设
+    (能 + 设, from 最长能设多少天) does.
+    """
+    if not _CJK.search(term) or term in known or ctx.in_dictionary(term):
+        return True
+    return term[0] not in STOPWORDS and term[-1] not in STOPWORDS
+
+
+def _alias_terms(known_aliases: dict[str, list[str]]) -> set[str]:
+    return {normalize_text(t) for term, syns in known_aliases.items() for t in (term, *syns)}
+
+
 def propose_alias_pairs(
     ctx: DiagnosisContext, facts: Facts, applied: dict[str, list[str]]
 ) -> list[AliasPair]:
     """Pair query terms missing from gold with gold title/heading terms the query lacks.
 
-    Sources, each adding to the pair's score: the alias dictionary lists them the other way round
-    or together (reverse entry), a retrieved non-gold chunk contains both (co-occurrence), they
-    share a character, the embedder finds the gold term nearest, or exactly one term is missing
-    and one heading term unmatched. A title/heading position alone is never enough.
+    Both sides must be whole terms (`is_whole_term`); the query term must not occur in the KB
+    except where a chunk names the two as one thing (a glossary line such as `报账即报销`: else the
+    KB already uses the term, and an alias is not what is missing); the synonym must occur in the
+    gold chunk. Sources, each adding to the pair's score: the alias dictionary lists
+    them the other way round or together (reverse entry), a retrieved non-gold chunk contains both
+    (co-occurrence), they share a character that is not a function word, the embedder finds the
+    gold term nearest, or exactly one term is missing and one heading term unmatched. A
+    title/heading position alone is never enough.
     """
-    missing = [t for t in facts.terms if t not in facts.gold_text]
+    known = _alias_terms(facts.known_aliases)
+    missing = [
+        t
+        for t in facts.terms
+        if t not in facts.gold_text and is_whole_term(ctx, t, known)
+    ]
     if not missing or not facts.gold_chunks:
         return []
     query_text = normalize_text(facts.query)
     heading_terms: list[str] = []
     for chunk in facts.gold_chunks.values():
         for term in key_terms(ctx.tokenize(" ".join([chunk.title, *chunk.heading_path]))):
-            if term not in query_text and term not in heading_terms:
+            if term in query_text or term in heading_terms or term not in facts.gold_text:
+                continue
+            if is_whole_term(ctx, term, known):
                 heading_terms.append(term)
     if not heading_terms:
         return []
@@ -176,8 +204,11 @@ def propose_alias_pairs(
     pairs: list[AliasPair] = []
     for term in missing:
         scored: list[tuple[str, float, list[str]]] = []
+        in_kb = ctx.kb_texts_with(term)
         for synonym in heading_terms:
             if synonym in applied.get(term, []):
+                continue
+            if any(not near_each_other(text, term, synonym) for text in in_kb):
                 continue
             sources: list[str] = []
             score = 0.2
@@ -193,7 +224,8 @@ def propose_alias_pairs(
                 sources.append(
                     f"named as one thing in {cooccur} retrieved chunk{'' if cooccur == 1 else 's'}"
                 )
-            if set(term) & set(synonym) and (_CJK.search(term) or len(set(term) & set(synonym)) > 2):
+            shared = (set(term) & set(synonym)) - STOPWORDS
+            if shared and (_CJK.search(term) or len(shared) > 2):
                 score += 0.15
                 sources.append("shared characters")
             if len(missing) == 1 and len(heading_terms) == 1:

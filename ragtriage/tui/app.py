@@ -16,7 +16,8 @@ class TriageApp(App[None]):
 
     CSS_PATH = "app.tcss"
     TITLE = "ragtriage"
-    SUB_TITLE = "triage queue"
+    SUB_TITLE = ""
+    """Each screen names itself in the header (`queue`, `case REQUEST_ID`, `eval runs`)."""
     BINDINGS = [
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
         Binding("f1,question_mark", "help", "Help", id="help", tooltip="Show every key and its binding id"),

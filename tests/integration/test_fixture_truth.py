@@ -71,21 +71,30 @@ def test_fixture_logs_have_the_promised_shape() -> None:
     assert no_answer and all(not line["fixture"]["gold_chunk_ids"] for line in no_answer)
 
 
-def test_diagnose_all_agrees_with_the_fixture_truth(
-    truth_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setattr(
-        sys,
-        "argv",
-        ["ragtriage", "--home", str(truth_home), "--config", str(PRODUCTION), "diagnose", "--all", "--json"],
-    )
+@pytest.fixture(scope="module")
+def all_report(truth_home: Path) -> tuple[dict, float]:
+    """`diagnose --all --json` over the fixture truth home (run once for the module)."""
+    import contextlib
+    import io
+
+    argv = ["ragtriage", "--home", str(truth_home), "--config", str(PRODUCTION), "diagnose", "--all", "--json"]
+    saved, sys.argv = sys.argv, argv
+    out = io.StringIO()
     started = time.perf_counter()
     try:
-        main()
+        with contextlib.redirect_stdout(out):
+            main()
     except SystemExit as stop:
         assert not stop.code
-    seconds = time.perf_counter() - started
-    report = json.loads(capsys.readouterr().out)
+    finally:
+        sys.argv = saved
+    return json.loads(out.getvalue()), time.perf_counter() - started
+
+
+def test_diagnose_all_agrees_with_the_fixture_truth(
+    all_report: tuple[dict, float], capsys: pytest.CaptureFixture[str]
+) -> None:
+    report, seconds = all_report
     with capsys.disabled():
         print(
             f"\nagreement {report['agreement']} over {report['labelled_cases']} tuning cases; "
@@ -138,3 +147,29 @@ def test_fidelity_reproduces_every_stage_not_served_by_a_stale_index(
     assert missed and all(s["reason"]["kind"] in ("stale_index", "upstream") for s in missed)
     assert all("permission/sso-login" in s["reason"]["text"] for s in missed)
     assert report["faithful_requests"] >= 0.8 * report["replayed"]
+
+
+#: Function words jieba's HMM glues to a neighbour (能设 from 最长能设多少天); the oracle below
+#: cuts an out-of-dictionary term with jieba's dictionary only and refuses a piece from this list.
+FUNCTION_WORDS = set("能可会要想该的了吗呢吧在是有和与及把被给对从到让用就都也还")
+
+
+def test_no_proposed_alias_pair_shares_a_tokenizer_mis_split(all_report: tuple[dict, float]) -> None:
+    """Every fixture badcase: each proposed alias pair is two whole terms, never an HMM fragment."""
+    import jieba
+
+    report, _ = all_report
+    pairs = [
+        (d["request_id"], p["term"], p["synonym"])
+        for d in report["diagnoses"]
+        for p in d["suggestion"]["alias_pairs"]
+    ]
+    assert pairs, "the fixture's alias_missing cases should propose pairs"
+    dictionary = jieba.Tokenizer()
+    for request_id, term, synonym in pairs:
+        for word in (term, synonym):
+            pieces = dictionary.lcut(word, HMM=False)
+            glued = [p for p in pieces if p in FUNCTION_WORDS] if len(pieces) > 1 else []
+            assert not glued, f"{request_id}: {term} → {synonym}: {word} is a mis-split ({pieces})"
+        assert not (set(term) & set(synonym) & FUNCTION_WORDS), f"{request_id}: {term} → {synonym}"
+    assert all(term != "能设" for _, term, _ in pairs)

@@ -194,6 +194,38 @@ def test_query_term_absent_from_gold_with_a_synonym_in_its_heading_is_alias_miss
     assert found[0].counterfactuals[0] == "alias_added"
 
 
+def test_a_tokenizer_mis_split_is_never_an_alias_term() -> None:
+    # 能设 is jieba's HMM gluing the modal 能 to 设 (最长能设多少天): not a word, so no pair, even
+    # though it shares 能 with the heading term 功能.
+    gold = chunk("g", "委托 期限 最长 三十 天", title="功能", doc_id="release", ordinal=0)
+    ctx = FakeContext([gold, OTHER])
+    ctx.not_in_dictionary = {"能设"}
+    trace = make_trace("委托 最长 能设", routes={"bm25_raw": ["a"]}, final=["a"])
+    facts = collect_facts(ctx, "委托 最长 能设", replay=trace, logged=None, gold=["g"])
+    assert facts.alias_pairs == []
+    assert "alias_missing" not in labels(run_rules(ctx, "委托 最长 能设", replay=trace))
+
+
+def test_a_coined_term_outside_the_dictionary_can_still_be_an_alias() -> None:
+    ctx = FakeContext([GOLD, OTHER, HINT])
+    ctx.not_in_dictionary = {"报账"}  # an HMM guess that is a real word: no function word at its ends
+    trace = make_trace(
+        "报账 流程", routes={"bm25_raw": ["h", "a"], "dense_raw": ["a"]}, rerank_input=["h"], final=["h"]
+    )
+    assert run_rules(ctx, "报账 流程", replay=trace)[0].label == "alias_missing"
+
+
+def test_a_query_term_the_kb_already_uses_is_not_an_alias_gap() -> None:
+    # The KB says 报账 in a chunk that does not name it as 报销: the term is there, an alias is not missing.
+    plain = chunk("p", "报账 系统 维护 通知", title="通知", doc_id="notice", ordinal=0)
+    ctx = FakeContext([GOLD, OTHER, HINT, plain])
+    trace = make_trace(
+        "报账 流程", routes={"bm25_raw": ["h", "a"], "dense_raw": ["a"]}, rerank_input=["h"], final=["h"]
+    )
+    facts = collect_facts(ctx, "报账 流程", replay=trace, logged=None, gold=["g"])
+    assert [p.term for p in facts.alias_pairs] == []
+
+
 def test_near_miss_alias_already_applied_by_the_rewrite_is_not_alias_missing() -> None:
     ctx = FakeContext([GOLD, OTHER, HINT])
     trace = make_trace(

@@ -16,6 +16,7 @@ from ragtriage.pipeline.types import (
     ScoredChunk,
     Trace,
 )
+from ragtriage.triage.facts import chunk_text
 
 
 def scored(ids: Sequence[str]) -> list[ScoredChunk]:
@@ -103,6 +104,8 @@ class FakeContext:
         self._indexed = dict(indexed or {})
         self._similarity = similarity
         self.runs: list[RunOptions] = []
+        self.not_in_dictionary: set[str] = set()
+        """Terms the fake tokenizer dictionary lacks (HMM guesses in the real one)."""
 
     @property
     def aliases(self) -> Mapping[str, Sequence[str]]:
@@ -134,3 +137,9 @@ class FakeContext:
 
     def similarity(self, query: str, texts: Sequence[str]) -> list[float] | None:
         return self._similarity(query, texts) if self._similarity is not None else None
+
+    def in_dictionary(self, term: str) -> bool:
+        return term not in self.not_in_dictionary
+
+    def kb_texts_with(self, term: str) -> list[str]:
+        return [text for c in self._chunks.values() if term in (text := chunk_text(c))]

@@ -67,6 +67,7 @@ class CaseScreen(CaseActions, WorkerFailures, Screen[None]):
     def __init__(self, request_id: str) -> None:
         super().__init__()
         self.request_id = request_id
+        self.sub_title = f"case {request_id}"
         self.case: CaseData | None = None
         self.source = "logged"
         self.replay_worker: Worker[None] | None = None

@@ -87,6 +87,8 @@ class EvalScreen(WorkerFailures, Screen[None]):
         self.metric = PLOT_METRICS[0]
         self.eval_worker: Worker[None] | None = None
 
+    SUB_TITLE = "eval runs"
+
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         yield DataTable(id="runs-table", cursor_type="row")

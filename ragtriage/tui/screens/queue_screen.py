@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input
+from textual.widgets import DataTable, Footer, Header, Input, Static
 from textual.worker import get_current_worker
 
 from ragtriage.logs.flagging import REASONS
@@ -87,11 +88,14 @@ class QueueScreen(WorkerFailures, Screen[None]):
         self.total = 0
         self.counts = QueueCounts()
 
+    SUB_TITLE = "queue"
+
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         yield CountsBar(id="queue-counts")
         yield Input(placeholder="filter by query text (enter applies, escape clears)", id="queue-filter")
         yield QueueTable(id="queue-table")
+        yield Static(id="queue-preview", markup=False)
         yield Footer()
 
     @property
@@ -166,9 +170,27 @@ class QueueScreen(WorkerFailures, Screen[None]):
         page = message.page
         self.total, self.counts, self.page_offset = page.total, message.counts, page.offset
         self.queue_table.show_page(page.items)
+        self.show_preview(self.queue_table.highlighted_request_id)
         self.query_one(CountsBar).show(
             message.counts, page.total, page.offset, len(page.items), self.filters_text()
         )
+
+    @on(DataTable.RowHighlighted, "#queue-table")
+    def _preview_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.show_preview(str(event.row_key.value) if event.row_key is not None else None)
+
+    def show_preview(self, request_id: str | None) -> None:
+        """The full query (and suggested cause) of the highlighted row on the line under the table."""
+        preview = self.query_one("#queue-preview", Static)
+        item = self.queue_table.item(request_id) if request_id is not None else None
+        if item is None:
+            preview.update(Text("no flagged request matches; escape clears the filters", style="dim"))
+            return
+        line = Text(f"{item.request_id}: ", style="bold")
+        line.append(item.raw_query)
+        if item.suggested_label:
+            line.append(f"  (suggested {item.suggested_label})", style="italic")
+        preview.update(line)
 
     @on(DataTable.RowSelected, "#queue-table")
     def _open_selected(self, event: DataTable.RowSelected) -> None:
