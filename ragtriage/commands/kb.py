@@ -17,6 +17,7 @@ from ragtriage.commands.common import (
 )
 from ragtriage.errors import NotFoundError, RagtriageError
 from ragtriage.kb import service
+from ragtriage.render.text import plural
 from ragtriage.workspace import Workspace
 
 ProgressCallback = Callable[[int, int], None]
@@ -211,7 +212,7 @@ def remove_command(
     if as_json:
         echo_json(report)
         return
-    click.echo(f"removed: {', '.join(report.removed) or 'none'} ({report.chunks_deleted} chunks)")
+    click.echo(f"removed: {', '.join(report.removed) or 'none'} ({plural(report.chunks_deleted, 'chunk')})")
     if report.already_deleted:
         click.echo(f"already deleted: {', '.join(report.already_deleted)}")
     click.echo(f"KB revision: {report.kb_revision}")
@@ -232,7 +233,7 @@ def reindex_command(as_json: bool, home: Path | None, config_file: Path | None) 
         echo_json(report)
         return
     click.echo(
-        f"reindexed: {report.added + report.updated + report.unchanged} chunks "
+        f"reindexed: {plural(report.added + report.updated + report.unchanged, 'chunk')} "
         f"({report.embedded} embedded, {report.cache_hits} from the embedding cache, "
         f"{report.imported_vectors} with their imported vectors); "
         f"embedding {report.embed_seconds:.1f} s, other {report.other_seconds:.1f} s"

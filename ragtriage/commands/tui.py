@@ -11,6 +11,7 @@ from rich.text import Text
 from ragtriage.commands.common import stderr_console, stdout_console, workspace_options
 from ragtriage.errors import InputError
 from ragtriage.render.fit import Col, FitTable
+from ragtriage.render.text import plural
 
 SUMMARY_METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10", "hit@1", "coverage@30")
 
@@ -34,7 +35,6 @@ def print_summary(home: Path) -> None:
     """The headless demo summary: flagged by suggested label, one replayed case's gold journey, the eval table."""
     from ragtriage.demo import NOT_DIAGNOSED, demo_summary
     from ragtriage.render.journey_view import journey_table
-    from ragtriage.render.text import plural
 
     summary = demo_summary(home)
     console = stdout_console()
@@ -53,11 +53,15 @@ def print_summary(home: Path) -> None:
         )
     journey = summary.case_journey
     if journey is not None:
+        verdict = (
+            f"confirmed by the {summary.case_confirmed_by} replay"
+            if summary.case_confirmed_by
+            else "no replay confirmed it: an unconfirmed lead"
+        )
         console.print(
             Text(
                 f"\nshowcase {summary.case_request_id}: {summary.case_query} "
-                f"(suggested {summary.case_suggested_label}, "
-                f"{'confirmed' if summary.case_confirmed_by else 'not confirmed'} by its counterfactual)"
+                f"(suggested {summary.case_suggested_label}, {verdict})"
             )
         )
         console.print(journey_table(journey, "gold journey (replay)"))
@@ -118,8 +122,8 @@ def register(cli: click.Group) -> None:
         report = prepare_demo(home, real=real, on_step=lambda step: err.print(f"demo: {step} …"))
         reused = f" (reused: {', '.join(report.reused)})" if report.reused else ""
         err.print(
-            f"demo home {report.home}: {report.chunks} chunks, {report.flagged} flagged, "
-            f"{report.eval_cases} eval cases, run {report.eval_run_id}{reused}; took "
+            f"demo home {report.home}: {plural(report.chunks, 'chunk')}, {report.flagged} flagged, "
+            f"{plural(report.eval_cases, 'eval case')}, run {report.eval_run_id}{reused}; took "
             + ", ".join(f"{step} {seconds:.1f} s" for step, seconds in report.seconds.items())
         )
         if not headless and not _is_terminal():

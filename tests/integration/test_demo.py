@@ -37,6 +37,8 @@ def test_first_run_builds_everything_and_prints_the_summary(demo_runs) -> None: 
     stdout = " ".join(first.stdout.split())  # Rich wraps table titles
     assert "flagged requests by suggested root cause" in stdout
     assert "gold journey (replay)" in stdout
+    # The case the demo points a new user to is one whose suggestion its own replay confirms.
+    assert "replay)" in stdout.split("showcase", 1)[1] and "confirmed by the" in stdout
     assert "eval run 1" in stdout and "recall@5" in stdout
     assert (home / "config.toml").exists() and (home / "aliases.toml").exists()
 

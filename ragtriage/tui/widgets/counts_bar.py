@@ -11,8 +11,12 @@ from ragtriage.logs.queue import QueueCounts
 def counts_text(counts: QueueCounts, total: int, offset: int, shown: int, filters: str) -> Text:
     """`1–50 of 100,000 matching · new 90,000 · confirmed 10 … · labels: …`."""
     text = Text()
-    first = offset + 1 if shown else 0
-    text.append(f"{first:,}–{offset + shown:,} of {total:,} matching", style="bold")
+    if shown:
+        text.append(f"{offset + 1:,}–{offset + shown:,} of {total:,} matching", style="bold")
+    elif total:
+        text.append(f"no requests past {total:,} matching ([ goes back)", style="bold")
+    else:
+        text.append("no requests match" + (" (escape clears the filters)" if filters else ""), style="bold")
     text.append(f" ({counts.total:,} flagged)")
     for status, count in sorted(counts.by_status.items()):
         text.append(f" · {status} {count:,}")

@@ -14,27 +14,38 @@ def diagnosis_text(diagnosis: Diagnosis | None) -> Text:
         return Text("no diagnosis yet: press r to replay and diagnose", style="dim")
     suggestion = diagnosis.suggestion
     text = Text()
-    text.append("suggested root cause: ", style="bold")
-    text.append(suggestion.label or "none", style="bold magenta")
+    if suggestion.unconfirmed:
+        # Its own replays did not bring gold back: a lead, never the headline.
+        text.append("no confirmed root cause; unconfirmed lead: ", style="bold")
+        text.append(suggestion.label or "none", style="magenta")
+    else:
+        text.append("suggested root cause: ", style="bold")
+        text.append(suggestion.label or "none", style="bold magenta")
     text.append(f"  (confidence {suggestion.confidence:.2f}")
     if suggestion.confirmed_by:
-        text.append(f", confirmed by {suggestion.confirmed_by}")
+        text.append(f", confirmed by the {suggestion.confirmed_by} replay")
+    elif suggestion.unconfirmed:
+        text.append("; its replays still miss gold")
     text.append(")\n")
     for line in suggestion.evidence:
         text.append(f"  • {line}\n")
+    state = "confirmed" if suggestion.confirmed_by == "alias_added" else "unconfirmed"
     for pair in suggestion.alias_pairs:
         text.append(
-            f"  alias proposal: {pair.term} ↔ {pair.synonym} (score {pair.score:.2f}; press a)\n",
-            style="cyan",
+            f"  alias proposal ({state}): {pair.term} ↔ {pair.synonym} (score {pair.score:.2f}; press a)\n",
+            style="cyan" if state == "confirmed" else "",
         )
     if suggestion.alternatives:
         also = ", ".join(f"{f.label} {f.confidence:.2f}" for f in suggestion.alternatives)
         text.append(f"  also fired: {also}\n", style="dim")
+    if suggestion.refuted:
+        refuted = ", ".join(f"{f.label} {f.confidence:.2f}" for f in suggestion.refuted)
+        text.append(f"  fired but not confirmed (replays still miss gold): {refuted}\n", style="dim")
     for result in diagnosis.counterfactuals:
         if not result.available:
             text.append(f"  ○ {result.name}: not run ({result.reason})\n", style="dim")
             continue
-        verdict = "fixes it" if result.improves else "no fix"
+        verdict = "brings gold back" if result.improves else "does not bring gold back"
         text.append(
             f"  {'✔' if result.improves else '✘'} {result.name}: {verdict}",
             style="green" if result.improves else "",
