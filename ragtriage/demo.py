@@ -347,26 +347,20 @@ class DemoSummary(BaseModel):
 
 
 #: Flagged cases with gold the summary diagnoses at most while looking for a confirmed showcase.
-SHOWCASE_TRIES = 12
+SHOWCASE_TRIES = 24
 
 
 def demo_summary(home: Path, preferred_label: str = "alias_missing") -> DemoSummary:
     """Summarize a prepared demo home and pick a showcase: a flagged case with gold whose suggested
     root cause (preferably `preferred_label`) its own counterfactual replay confirms."""
     from ragtriage.eval import store as eval_store
-    from ragtriage.logs.queue import list_queue, queue_counts
+    from ragtriage.logs.queue import queue_counts
 
     workspace = Workspace.open(home.expanduser().resolve())
     try:
         counts = queue_counts(workspace.engine)
         summary = DemoSummary(flagged=counts.total, by_suggested_label=dict(counts.by_suggested))
-        preferred = list_queue(workspace.engine, suggested=preferred_label, limit=SHOWCASE_TRIES).items
-        others = [
-            item
-            for item in list_queue(workspace.engine, limit=10 * SHOWCASE_TRIES).items
-            if item.suggested_label not in (None, preferred_label, "generation_error", "no_answer_in_kb")
-        ]
-        _pick_showcase(workspace, [*preferred, *others][:SHOWCASE_TRIES], summary)
+        _pick_showcase(workspace, _showcase_candidates(workspace, preferred_label), summary)
         runs = eval_store.list_runs(workspace.engine)
         if runs:
             summary.run_id, summary.run_cases = int(runs[0].id or 0), runs[0].case_count
@@ -376,39 +370,73 @@ def demo_summary(home: Path, preferred_label: str = "alias_missing") -> DemoSumm
     return summary
 
 
-def _pick_showcase(workspace: Workspace, items: Sequence[Any], summary: DemoSummary) -> None:
-    """Diagnose `items` in order; the first confirmed one (else the first diagnosed) is the showcase."""
+#: Labels outside retrieval: a showcase of the triage loop is a retrieval failure.
+_NOT_RETRIEVAL = ("generation_error", "no_answer_in_kb", "label_error", "unknown")
+
+
+def _showcase_candidates(
+    workspace: Workspace, preferred_label: str
+) -> list[tuple[Any, list[str], str | None]]:
+    """Flagged requests with gold, as (item, gold, the fixture's intended label or None), most
+    promising first: designed `preferred_label` cases, stored suggestions of it, other causes."""
+    from ragtriage.logs.queue import list_queue
+    from ragtriage.logs.requests import get_requests
+    from ragtriage.store.triage_repo import find_record
+
+    items = list_queue(workspace.engine, limit=500).items
+    records = get_requests(workspace.engine, [item.request_id for item in items])
+    ranked: list[tuple[int, Any, list[str], str | None]] = []
+    for item in items:
+        record = records.get(item.request_id)
+        fixture = ((record.model_extra or {}).get("fixture") or {}) if record is not None else {}
+        triage = find_record(workspace.engine, item.request_id)
+        marked = triage.gold_chunk_ids if triage is not None else []
+        stored = [g if isinstance(g, str) else str(g["chunk_id"]) for g in marked]
+        gold = stored or [str(g) for g in fixture.get("gold_chunk_ids") or []]
+        intended = fixture.get("intended_label")
+        if not gold or intended in _NOT_RETRIEVAL or item.suggested_label in _NOT_RETRIEVAL:
+            continue
+        rank = 0 if intended == preferred_label else 1 if item.suggested_label == preferred_label else 2
+        ranked.append((rank, item, gold, intended))
+    ranked.sort(key=lambda entry: entry[0])
+    return [(item, gold, intended) for _, item, gold, intended in ranked[:SHOWCASE_TRIES]]
+
+
+def _pick_showcase(
+    workspace: Workspace, candidates: Sequence[tuple[Any, list[str], str | None]], summary: DemoSummary
+) -> None:
+    """Diagnose the candidates in order; the first confirmed one (else the first diagnosed) is the
+    showcase. An alias_missing suggestion counts as confirmed only by its own alias replay, and a
+    fixture case only when the suggestion is its designed label (the answer key)."""
     from ragtriage.logs.replay_logged import logged_trace
-    from ragtriage.logs.requests import request_view
+    from ragtriage.logs.requests import get_request
     from ragtriage.triage.context import WorkspaceContext
     from ragtriage.triage.diagnose import diagnose
 
     context = WorkspaceContext(workspace)
     try:
-        for item in items:
-            view = request_view(workspace.engine, item.request_id)
-            gold = [
-                g if isinstance(g, str) else str(g["chunk_id"])
-                for g in (view.triage.gold_chunk_ids if view.triage else [])
-            ]
-            if not gold:
-                continue
+        for item, gold, intended in candidates:
             diagnosis = diagnose(
                 context,
                 item.raw_query,
-                logged=logged_trace(view.request.record),
+                logged=logged_trace(get_request(workspace.engine, item.request_id)),
                 gold=gold,
                 request_id=item.request_id,
             )
             suggestion = diagnosis.suggestion
-            if summary.case_request_id is not None and not suggestion.confirmed_by:
+            confirmed = (
+                bool(suggestion.confirmed_by)
+                and (suggestion.label != "alias_missing" or suggestion.confirmed_by == "alias_added")
+                and intended in (None, suggestion.label)
+            )
+            if summary.case_request_id is not None and not confirmed:
                 continue
             summary.case_request_id, summary.case_query = item.request_id, item.raw_query
             summary.case_suggested_label = suggestion.label
             summary.case_journey = diagnosis.journeys.get("replay")
-            summary.case_confirmed_by = suggestion.confirmed_by
+            summary.case_confirmed_by = suggestion.confirmed_by if confirmed else None
             summary.case_fix = _fix_of(diagnosis)
-            if suggestion.confirmed_by:
+            if confirmed:
                 return
     finally:
         context.close()
