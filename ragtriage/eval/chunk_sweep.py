@@ -184,7 +184,7 @@ def run_chunk_sweep(
             usable.append(case)
     if not usable:
         raise InputError(
-            f"none of the {len(stored)} cases of {dataset!r} can map onto another chunking: their gold is "
+            f"no case of {dataset!r} can map onto another chunking ({len(stored)} checked): the gold is "
             "chunk ids; promote them again (promote stores doc_id, anchor and span) or add `gold_refs` "
             "to the eval file and re-import"
         )

@@ -192,3 +192,21 @@ def test_bad_gold_refs_in_a_case_file_name_line_and_field(tmp_path: Path, home: 
         assert eval_store.list_datasets(workspace.engine) == []  # nothing half-done
     finally:
         workspace.close()
+
+
+def test_sweep_refuses_an_eval_set_whose_gold_is_only_chunk_ids(home: Path) -> None:
+    workspace = Workspace.open(home, None)
+    try:
+        eval_store.add_cases(
+            workspace.engine, "prod", [EvalCase(case_id="7", query="重置密码", gold={"42": 1})]
+        )
+    finally:
+        workspace.close()
+    runner = CliRunner()
+    result = runner.invoke(cli, ["eval", "sweep", "--chunk-chars", "400,800", "--dataset", "prod"])
+    assert isinstance(result.exception, InputError)
+    assert "no case of 'prod' can map onto another chunking (1 checked)" in str(result.exception)
+    result = runner.invoke(cli, ["eval", "sweep", "--chunk-chars", "10", "--dataset", "prod"])
+    assert isinstance(result.exception, InputError) and "too small" in str(result.exception)
+    result = runner.invoke(cli, ["eval", "sweep", "--chunk-chars", "400,big"])
+    assert result.exit_code == 2 and "give sizes in characters separated by commas" in result.output
