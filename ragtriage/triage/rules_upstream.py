@@ -9,17 +9,26 @@ from ragtriage.triage.rules_common import Finding, gold_lost, route_ran, short_i
 
 
 def rule_label_error_unknown(facts: Facts) -> Finding | None:
-    """Gold ids the KB does not know: the label itself is wrong (or names another KB)."""
-    if not facts.unknown_gold:
+    """Gold ids the KB does not know, or knows as deleted (never indexed, so no replay can find
+    them): the label itself is wrong (or names another KB or a retired chunk)."""
+    deleted = [c for c, chunk in facts.gold_chunks.items() if chunk.status == "deleted"]
+    if not facts.unknown_gold and not deleted:
         return None
-    return Finding(
-        label="label_error",
-        confidence=0.9,
-        evidence=[
+    evidence = []
+    if facts.unknown_gold:
+        evidence.append(
             f"gold chunk {'id' if len(facts.unknown_gold) == 1 else 'ids'} unknown to the KB: "
             f"{short_ids(facts.unknown_gold)}; re-mark gold from `kb chunks`"
-        ],
-    )
+        )
+    if deleted:
+        docs = sorted({facts.gold_chunks[c].doc_id for c in deleted})
+        evidence.append(
+            f"gold chunk {'id' if len(deleted) == 1 else 'ids'} {short_ids(deleted)} deleted in the KB "
+            f"(removed, or a status that is not retrievable), so no index holds "
+            f"{'it' if len(deleted) == 1 else 'them'}; re-mark gold "
+            f"from `kb chunks --doc {docs[0]}`, or re-import the chunk if production still serves it"
+        )
+    return Finding(label="label_error", confidence=0.9, evidence=evidence)
 
 
 def rule_index_stale(facts: Facts) -> Finding | None:
@@ -28,6 +37,8 @@ def rule_index_stale(facts: Facts) -> Finding | None:
         return None
     evidence: list[str] = []
     for chunk_id, hashes in facts.indexed.items():
+        if facts.gold_chunks[chunk_id].status == "deleted":
+            continue  # never indexed on purpose: rule_label_error_unknown says so
         kb_hash = facts.gold_chunks[chunk_id].content_hash
         for index_name, label in (("bm25", "BM25"), ("dense", "dense")):
             held = hashes.get(index_name)

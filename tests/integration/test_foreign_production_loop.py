@@ -23,9 +23,11 @@ CHUNKS = [
     ("加签的限制", "每个审批节点最多加签三次，已结束的审批单不能加签。"),
     ("转审规则", "转审把当前节点交给另一位同事处理，转审后原审批人不再参与。"),
     ("撤回操作", "在我发起的审批中找到审批单，点击撤回，已审批完成的单据不能撤回。"),
+    ("旧版加签说明", "旧版本中加签只能在 PC 端操作。"),  # archived: stored as deleted
 ]
 IDS = [str(uuid.UUID(int=0x5EED0000 + i, version=4)) for i in range(len(CHUNKS))]
 DOC_ID = "0b6f3c1e-2d4a-4e5b-9c7d-8e9f0a1b2c3d"
+ARCHIVED = IDS[-1]
 REQUEST_ID = "4f9c2a1e-8d3b-4c6a-9e71-2b5d0c3f8a11"
 CONFIG = """
 [kb.import]
@@ -64,7 +66,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "section_title": title,
             "text": text,
             "embedding": [float(x) for x in vec],
-            "status": "published",
+            "status": "published" if cid != ARCHIVED else "archived",
         }
         for cid, (title, text), vec in zip(IDS, CHUNKS, vectors, strict=True)
     ]
@@ -128,3 +130,19 @@ def test_diagnose_replays_with_the_profile_of_the_logged_version(
     # The diagnosis replays what `replay` replays: the preset's two raw routes, no rewritten ones.
     assert journey["route_names"] == replay_routes == ["bm25_raw", "dense_raw"]
     assert [g["chunk_id"] for g in journey["gold"]] == [IDS[0]]
+
+    # Gold on a chunk production archived: the KB holds it as deleted and no index has it, so the
+    # label is the problem (not a stale index), and the evidence says how to re-mark it.
+    code, out, err = run(["label", *base, REQUEST_ID, "bm25_miss", "--gold", ARCHIVED], monkeypatch, capsys)
+    assert code == 0, err
+    code, out, err = run(
+        ["diagnose", *base, REQUEST_ID, "--no-counterfactuals", "--json"], monkeypatch, capsys
+    )
+    assert code == 0, err
+    suggestion = json.loads(out)["suggestion"]
+    assert suggestion["label"] == "label_error", out
+    assert any(
+        f"{ARCHIVED} deleted in the KB" in line and f"--doc {DOC_ID}" in line
+        for line in suggestion["evidence"]
+    )
+    assert not any("missing from the" in line for line in suggestion["evidence"])
