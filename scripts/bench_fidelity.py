@@ -36,6 +36,7 @@ from ragtriage.demo import seed_embedding_cache  # noqa: E402
 from ragtriage.kb.service import add_paths  # noqa: E402
 from ragtriage.logs.fidelity_run import measure_fidelity, plan_replays, select_requests  # noqa: E402
 from ragtriage.logs.ingest import ingest_lines  # noqa: E402
+from ragtriage.pipeline.route_plan import route_k  # noqa: E402
 from ragtriage.pipeline.types import RunOptions  # noqa: E402
 from ragtriage.workspace import Workspace  # noqa: E402
 
@@ -95,7 +96,7 @@ def replay_floor(workspace: Workspace) -> tuple[float, int, int]:
             for item, option in zip(batch, options[start : start + BATCH], strict=True):
                 for route in item.routes:
                     if route.skip_flag is None:
-                        pipeline._search(route, vectors, pipeline._route_k(route, option))
+                        pipeline._search(route, vectors, route_k(pipeline.settings.retrieval, route, option))
                         searches += 1
     return time.perf_counter() - started, embedded, searches
 
