@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ BATCH = 64
 
 def build_home(home: Path, requests: int) -> None:
     """Index the fixture KB and ingest `requests` lines cycled from the fixture traffic (once per home)."""
-    marker = home / f"bench-fidelity-{requests}.done"
+    marker = home / f"bench-fidelity-{requests}-v2.done"
     if marker.exists():
         return
     workspace = Workspace.open(home, PRODUCTION)
@@ -61,8 +62,13 @@ def build_home(home: Path, requests: int) -> None:
         ]
         lines = []
         for number in range(requests):
-            line = dict(source[number % len(source)])
+            cycle, index = divmod(number, len(source))
+            line = dict(source[index])
             line["request_id"] = f"b{number:06d}-{line['request_id']}"
+            # Each cycle a few days later, so requests in time order keep the traffic's own mix of
+            # queries (copies with one timestamp would sit together and share their embeddings).
+            ts = datetime.fromisoformat(str(line["ts"]).replace("Z", "+00:00")) + timedelta(days=3 * cycle)
+            line["ts"] = ts.isoformat()
             lines.append(json.dumps(line, ensure_ascii=False))
         report = ingest_lines(workspace.engine, lines)
         assert report.reconciles(), report
