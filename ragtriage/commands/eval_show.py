@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.table import Table
 from rich.text import Text
 
 from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
 from ragtriage.eval.run_view import MAX_PAGE, RunDetail, run_detail
+from ragtriage.render.fit import Col, FitTable
 
 #: Per-case metrics shown in the table (every metric is in --json).
 CASE_METRICS = ("recall@5", "mrr", "ndcg@10")
@@ -17,7 +17,6 @@ CASE_METRICS = ("recall@5", "mrr", "ndcg@10")
 
 def _print_detail(detail: RunDetail) -> None:
     console = stdout_console()
-    console.width = max(console.width, 120)
     console.print(
         Text(
             f"run {detail.run_id} ({detail.name or 'unnamed'}) of KB {detail.kb} on "
@@ -26,9 +25,16 @@ def _print_detail(detail: RunDetail) -> None:
         )
     )
     page = detail.cases
-    table = Table(title_justify="left", show_edge=False)
-    for column in ("case", *CASE_METRICS, "retrieved", "relevant", "dropped at"):
-        table.add_column(column, no_wrap=column not in ("retrieved", "relevant"), overflow="fold")
+    # Ids wrap only between ids, never inside one (FitTable goes vertical when narrow).
+    table = FitTable(
+        [
+            Col("case", "id"),
+            *(Col(metric, "number", justify="right") for metric in CASE_METRICS),
+            Col("retrieved", "ids"),
+            Col("relevant", "ids"),
+            Col("dropped at", "text"),
+        ]
+    )
     for case in page.items:
         drops = sorted({g.dropped_at for g in case.gold_journey if g.dropped_at})
         table.add_row(

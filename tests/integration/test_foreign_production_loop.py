@@ -6,6 +6,7 @@ recorded with the real OpenTelemetry SDK whose retriever documents carry those U
 from __future__ import annotations
 
 import json
+import re
 import sys
 import uuid
 from pathlib import Path
@@ -146,3 +147,22 @@ def test_diagnose_replays_with_the_profile_of_the_logged_version(
         for line in suggestion["evidence"]
     )
     assert not any("missing from the" in line for line in suggestion["evidence"])
+
+    # Promote with a live gold and evaluate: `eval show` at 80 columns keeps every UUID whole.
+    for args in (
+        ["label", REQUEST_ID, "bm25_miss", "--gold", IDS[0]],
+        ["confirm", REQUEST_ID],
+        ["promote", REQUEST_ID],
+        ["eval", "run", "--name", "base"],
+    ):
+        code, out, err = run(
+            [*args[:2], *base, *args[2:]] if args[0] == "eval" else [args[0], *base, *args[1:]],
+            monkeypatch,
+            capsys,
+        )
+        assert code == 0, err
+    code, out, err = run(["eval", "show", *base, "base"], monkeypatch, capsys)
+    assert code == 0, err
+    words = set(out.split())
+    assert IDS[0] in words
+    assert all(len(w) == 36 for w in words if re.fullmatch(r"[0-9a-f-]{8,}", w) and "-" in w), out
