@@ -19,13 +19,17 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 
 @pytest.fixture(autouse=True)
 def isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point RAGTRIAGE_HOME and the config file into tmp_path and drop RAGTRIAGE__ overrides."""
+    """Point RAGTRIAGE_HOME and the config file into tmp_path; drop RAGTRIAGE__ overrides and COLUMNS."""
     home = tmp_path / "home"
     monkeypatch.setenv("RAGTRIAGE_HOME", str(home))
     monkeypatch.delenv("RAGTRIAGE_CONFIG_FILE", raising=False)
     for name in list(os.environ):
         if name.startswith("RAGTRIAGE__"):
             monkeypatch.delenv(name, raising=False)
+    # xdist workers inherit COLUMNS=80 from somewhere in their start-up; output width must come
+    # from each test (CliRunner env or monkeypatch), not from how the suite was launched.
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
     return home
 
 
