@@ -80,6 +80,30 @@ def stage_table(trace: Trace) -> FitTable:
     return table
 
 
+def final_table(trace: Trace) -> FitTable:
+    """The final context in order: chunk id, document and title (the ids alone do not say what a
+    production chunk is about)."""
+    gold = set(trace.gold)
+    table = FitTable(
+        [
+            Col("#", "number", justify="right"),
+            Col("chunk_id", "id"),
+            Col("doc_id", "id", drop_order=1),
+            Col("title", "clip", min_width=12),
+        ],
+        title=Text("Final context (★ = gold)"),
+    )
+    for rank, chunk_id in enumerate(trace.final, start=1):
+        candidate = trace.candidate(chunk_id)
+        is_gold = chunk_id in gold
+        chunk_cell = Text(GOLD_MARK if is_gold else "", style=GOLD_STYLE)
+        chunk_cell.append(chunk_id, style=GOLD_STYLE if is_gold else "")
+        doc_id = candidate.doc_id if candidate is not None else None
+        title = candidate.title if candidate is not None else None
+        table.add_row(Text(str(rank)), chunk_cell, Text(doc_id or "—"), Text(title or "—"))
+    return table
+
+
 def rewrite_panel(trace: Trace) -> Text:
     """The query, its normalization and the rewrite (mode, aliases, keywords, sub-queries)."""
     rewrite = trace.rewrite
@@ -172,6 +196,8 @@ def trace_renderables(trace: Trace) -> Iterator[RenderableType]:
     """The parts of the trace view, top to bottom."""
     yield rewrite_panel(trace)
     yield stage_table(trace)
+    if trace.final:
+        yield final_table(trace)
     if trace.gold:
         yield gold_table(trace)
     yield summary_text(trace)

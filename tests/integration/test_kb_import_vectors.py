@@ -78,7 +78,11 @@ def test_imported_vectors_are_served_as_given_and_the_loop_speaks_production_ids
     assert dense["hits"][0]["chunk_id"] == IDS["invoice"]
     candidate = next(c for c in trace["candidates"] if c["chunk_id"] == IDS["invoice"])
     assert candidate["title"] == "发票开具" and candidate["known"] is True
-    assert IDS["invoice"] in _run("replay", "--query", "红字发票怎么开").stdout
+    text_view = _run("replay", "--query", "红字发票怎么开").stdout
+    assert IDS["invoice"] in text_view
+    # The final context names each production chunk by its title, not only by its UUID.
+    final_section = text_view.split("Final context", 1)[1]
+    assert IDS["invoice"] in final_section and "发票开具" in final_section
 
     cases = [
         {"case_id": "prod-1", "question": "红字发票怎么开", "relevant_chunk_ids": [IDS["invoice"]], "k": 5},
