@@ -50,25 +50,27 @@ class Span:
     status: str | None = None
     """`ERROR` when the span failed, else None."""
 
+    def _values(self) -> tuple[Any, ...]:
+        """The fields in declaration order (what `from_bytes` and `unpack` pass back to the constructor)."""
+        return (
+            self.trace_id,
+            self.span_id,
+            self.parent_id,
+            self.name,
+            self.kind,
+            self.start_ns,
+            self.end_ns,
+            self.attributes,
+            self.source,
+            self.line_no,
+            self.resource,
+            self.links,
+            self.status,
+        )
+
     def to_bytes(self) -> bytes:
         """Compact JSON of the span (spill storage and quarantine bodies)."""
-        return orjson.dumps(
-            [
-                self.trace_id,
-                self.span_id,
-                self.parent_id,
-                self.name,
-                self.kind,
-                self.start_ns,
-                self.end_ns,
-                self.attributes,
-                self.source,
-                self.line_no,
-                self.resource,
-                self.links,
-                self.status,
-            ]
-        )
+        return orjson.dumps(self._values())
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Span:
@@ -79,23 +81,7 @@ class Span:
 
     def pack(self) -> bytes:
         """The span as MessagePack (the spill format: faster to read back than JSON)."""
-        return _PACK(
-            (
-                self.trace_id,
-                self.span_id,
-                self.parent_id,
-                self.name,
-                self.kind,
-                self.start_ns,
-                self.end_ns,
-                self.attributes,
-                self.source,
-                self.line_no,
-                self.resource,
-                self.links,
-                self.status,
-            )
-        )
+        return _PACK(self._values())
 
     @classmethod
     def unpack(cls, data: bytes) -> Span:
