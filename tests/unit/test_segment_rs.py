@@ -1,0 +1,113 @@
+"""jieba-rs (`rjieba`) segments exactly as Python jieba: every token, offset and position.
+
+The index built with one and queried with the other must see the same terms, so the check is
+equality of `analyzer.segments` under `RAGTRIAGE_SEGMENTER=rust` and `=python` on real Chinese text
+(the fixture KB, and the Debian Reference when `../shared/data` is present) and on generated
+strings full of the ASCII joiners where jieba-rs differs before `segment_rs` corrects it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ragtriage.pipeline import analyzer
+from ragtriage.pipeline.segment_rs import search_segments, search_words
+from tests.conftest import FIXTURES_DIR, SHARED_DIR
+
+Segments = list[tuple[str, int, int]]
+
+
+def _segments(text: str, mode: str, monkeypatch: pytest.MonkeyPatch) -> Segments:
+    monkeypatch.setenv("RAGTRIAGE_SEGMENTER", mode)
+    return list(analyzer.segments(text))
+
+
+def _chunks(texts: Iterator[str], size: int = 400) -> list[str]:
+    chunks: list[str] = []
+    for text in texts:
+        flat = " ".join(re.sub(r"<[^>]+>", " ", text).split())
+        chunks.extend(flat[start : start + size] for start in range(0, len(flat), size))
+    return chunks
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "设置background-repeat为no-repeat",
+        "访问www.debian.org下载，或ftp.us.debian.org镜像",
+        "posix 1003.1-1990标准与lsb_release命令",
+        "foo.tar.gz文件和a-b-c以及c++、c#、3.5%的用户",
+        "升级到v2.3.1后报错E1001，sources.list里写了non-free",
+        "扩展字㐀㐁和兼容字﨎与新字鿖鿗混在中文里",
+        "中华人民共和国的研究生命起源，上海自来水来自海上",
+    ],
+)
+def test_rust_segments_equal_python_segments(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = _segments(text, "python", monkeypatch)
+    assert _segments(text, "rust", monkeypatch) == expected
+    assert sorted(search_words(text, analyzer._python_search)) == sorted(
+        word for word, _, _ in analyzer._python_search(text)
+    )
+
+
+def test_jieba_rs_alone_differs_where_corrected() -> None:
+    """The correction is needed: raw jieba-rs keeps a dotted host name whole, Python jieba splits it."""
+    import rjieba
+
+    raw = [word for word, _, _ in rjieba.tokenize("访问www.debian.org下载", mode="search", hmm=True)]
+    assert "www.debian.org" in raw
+    fixed = [word for word, _, _ in search_segments("访问www.debian.org下载", analyzer._python_search)]
+    assert "www.debian.org" not in fixed and {"www", "debian", "org"} <= set(fixed)
+
+
+def test_fixture_kb_tokens_are_identical(monkeypatch: pytest.MonkeyPatch) -> None:
+    files = sorted(path for path in (FIXTURES_DIR / "kb").rglob("*") if path.suffix in (".md", ".html"))
+    chunks = _chunks(path.read_text(encoding="utf-8") for path in files)
+    assert len(chunks) > 50
+    python = [_segments(chunk, "python", monkeypatch) for chunk in chunks]
+    rust = [_segments(chunk, "rust", monkeypatch) for chunk in chunks]
+    assert rust == python
+
+
+@pytest.mark.realdata
+def test_debian_reference_tokens_are_identical(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    debs = SHARED_DIR / "data" / "debian-docs-zh"
+    if not debs.is_dir():
+        pytest.skip(f"{debs} is absent (the Debian documentation packages)")
+    from ragtriage.kb.debian_docs import extract
+
+    extract(debs, tmp_path)
+    pages = sorted((tmp_path / "reference").glob("*.zh-cn.html"))[:6]
+    chunks = _chunks(page.read_text(encoding="utf-8") for page in pages)
+    assert len(chunks) > 100
+    python = [_segments(chunk, "python", monkeypatch) for chunk in chunks]
+    rust = [_segments(chunk, "rust", monkeypatch) for chunk in chunks]
+    mismatched = [n for n, (a, b) in enumerate(zip(python, rust, strict=True)) if a != b]
+    assert mismatched == []
+    assert sum(map(len, python)) > 10_000
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text(
+        alphabet=st.sampled_from(list("软件包安装中华人民共和国 abcdeorgwx.-_+#&%0123459的㐀﨎")), max_size=60
+    )
+)
+def test_generated_text_segments_identically(text: str) -> None:
+    python = analyzer._python_search(text)
+    assert search_segments(text, analyzer._python_search) == python
+
+
+def test_auto_mode_starts_on_python_jieba(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A single query does not import rjieba (its dictionary load is cold-start time)."""
+    monkeypatch.setenv("RAGTRIAGE_SEGMENTER", "auto")
+    monkeypatch.setattr(analyzer, "_segmented", 0)
+    assert analyzer._use_rust() is False
+    monkeypatch.setattr(analyzer, "_segmented", analyzer.RUST_AFTER)
+    assert analyzer._use_rust() is True
