@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["DoctorReport", "Finding", "FindingItem", "best_overlap", "run_doctor"]
 
 DELETED = "deleted"
+#: `ChunkRow.deletion` of a chunk that went without a replacement in its (live) document.
+REMOVED = "removed"
 
 
 class FindingItem(BaseModel):
@@ -179,11 +181,21 @@ def run_doctor(workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET) 
             elif chunk.kb != kb:
                 add(
                     "other_kb",
-                    FindingItem(case_id=case.case_id, gold_id=gold_id, note=f"chunk of KB {chunk.kb!r}"),
+                    FindingItem(case_id=case.case_id, gold_id=gold_id, note=f"chunk of KB {chunk.kb}"),
                 )
             elif chunk.status == DELETED:
                 owner = documents.get(chunk.doc_id)
-                if owner is not None and owner.status != DELETED:
+                if owner is not None and owner.status != DELETED and chunk.deletion == REMOVED:
+                    add(
+                        "deleted_gold",
+                        FindingItem(
+                            case_id=case.case_id,
+                            gold_id=gold_id,
+                            note=f"chunk deleted; its document {chunk.doc_id} is live: "
+                            f"ragtriage kb chunks --doc {chunk.doc_id}",
+                        ),
+                    )
+                elif owner is not None and owner.status != DELETED:
                     if chunk.doc_id not in rechunked:
                         rechunked[chunk.doc_id] = _live_chunks(workspace, chunk.doc_id)
                     proposal, score = best_overlap(chunk.content, rechunked[chunk.doc_id])
@@ -194,14 +206,14 @@ def run_doctor(workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET) 
                             gold_id=gold_id,
                             proposal=proposal,
                             overlap=round(score, 3),
-                            note=f"document {chunk.doc_id!r} is now at version {owner.version}",
+                            note=f"document {chunk.doc_id} was re-chunked",
                         ),
                     )
                 else:
                     add(
                         "deleted_gold",
                         FindingItem(
-                            case_id=case.case_id, gold_id=gold_id, note=f"document {chunk.doc_id!r} deleted"
+                            case_id=case.case_id, gold_id=gold_id, note=f"document {chunk.doc_id} deleted"
                         ),
                     )
             elif chunk.status != "published":
@@ -293,7 +305,7 @@ _KINDS: dict[str, tuple[str, str, str]] = {
     "doc_id_as_chunk": (
         "gold ids are document ids but the case is evaluated at chunk granularity: every metric is 0",
         "re-import the file with `--granularity doc` (or `cases-jsonl` positive_doc_ids), "
-        "or replace the ids with chunk ids from `ragtriage kb chunks DOC_ID`",
+        "or replace the ids with chunk ids from `ragtriage kb chunks --doc DOC_ID`",
         "error",
     ),
     "chunk_id_as_doc": (
@@ -318,8 +330,10 @@ _KINDS: dict[str, tuple[str, str, str]] = {
         "error",
     ),
     "deleted_gold": (
-        "gold chunks (or documents) were deleted from the KB",
-        "restore the documents, or turn the cases into refusal cases / remove them",
+        "gold chunks (or documents) were deleted from the KB, with nothing replacing them",
+        "when the document is live, pick its current chunk that answers the query "
+        "(`ragtriage kb chunks --doc DOC_ID`, `ragtriage kb show CHUNK_ID`) and replace the gold id; "
+        "otherwise restore the document, or turn the cases into refusal cases / remove them",
         "error",
     ),
     "rechunked_gold": (
@@ -330,7 +344,7 @@ _KINDS: dict[str, tuple[str, str, str]] = {
     ),
     "unmapped_gold": (
         "gold refs (doc_id with anchor or span) that map to no live chunk of the KB",
-        "check the document still has that section (`ragtriage kb chunks DOC_ID`); fix the anchor or "
+        "check the document still has that section (`ragtriage kb chunks --doc DOC_ID`); fix the anchor or "
         "span in the eval file and re-import, or turn the case into a refusal case",
         "error",
     ),

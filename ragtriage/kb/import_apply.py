@@ -26,7 +26,7 @@ from ragtriage.errors import InputError
 from ragtriage.kb.import_mapping import FieldMapper
 from ragtriage.kb.import_report import ImportReport, RejectedRow
 from ragtriage.kb.import_rows import ImportedChunk, RowError, SourceRow
-from ragtriage.kb.repository import DELETED, bump_revision, kb_revision
+from ragtriage.kb.repository import DELETED, RECHUNKED, REMOVED, bump_revision, kb_revision
 from ragtriage.store.db import read_session, write_session
 from ragtriage.store.kb_tables import ChunkRow, ChunkVectorRow, DocumentRow
 from ragtriage.workspace import Workspace
@@ -67,6 +67,8 @@ class _Plan:
     dim: int | None
     known: set[str]
     """Ids in `todo` that the store already holds."""
+    grown_docs: set[str]
+    """Documents that gain a chunk they did not have live: their deleted chunks count as re-chunked."""
 
 
 def import_chunks(
@@ -149,6 +151,7 @@ def _plan(
     seen: dict[str, str] = {}
     kept_ids: set[str] = set()
     todo: dict[str, str] = {}
+    grown_docs: set[str] = set()
     columns_checked = False
     for batch in source.batches(on_progress):
         if not columns_checked and not source.schemaless and source.columns is not None:
@@ -173,7 +176,7 @@ def _plan(
                     kept_ids.add(chunk_id)  # with --full its stored version stays
                 continue
             seen[chunk.chunk_id] = row.where
-            _classify(chunk, stored.get(chunk.chunk_id), report, todo)
+            _classify(chunk, stored.get(chunk.chunk_id), report, todo, grown_docs)
     if not columns_checked and source.columns is not None and not source.schemaless:
         mapper.check_columns(source.columns)
     if source.schemaless and report.read > report.rejected:
@@ -195,11 +198,21 @@ def _plan(
         ]
     report.missing = len(missing)
     known = {chunk_id for chunk_id in todo if chunk_id in stored}
-    return _Plan(todo=todo, missing=missing, dim=mapper.dim if report.vectors else None, known=known)
+    return _Plan(
+        todo=todo,
+        missing=missing,
+        dim=mapper.dim if report.vectors else None,
+        known=known,
+        grown_docs=grown_docs,
+    )
 
 
 def _classify(
-    chunk: ImportedChunk, stored: _Stored | None, report: ImportReport, todo: dict[str, str]
+    chunk: ImportedChunk,
+    stored: _Stored | None,
+    report: ImportReport,
+    todo: dict[str, str],
+    grown_docs: set[str],
 ) -> None:
     source_hash = chunk.source_hash()
     if chunk.vector is not None:
@@ -212,6 +225,7 @@ def _classify(
         return
     if stored is None or stored.status == DELETED:
         report.added += 1
+        grown_docs.add(chunk.doc_id)
     elif same and stored.status == PUBLISHED:
         report.unchanged += 1
         return
@@ -258,7 +272,7 @@ def _write(
                     raise _source_changed(source, row.where)
                 chunks.append(chunk)
             if chunks:
-                _write_chunks(session, chunks, plan.known, kb, now, report.vector_embedder)
+                _write_chunks(session, chunks, plan, kb, now, report.vector_embedder)
                 report.written += len(chunks)
                 for chunk in chunks:
                     touched_docs[chunk.doc_id] = chunk
@@ -266,7 +280,7 @@ def _write(
                 on_progress(total - len(remaining), total)
         if remaining:
             raise _source_changed(source, f"chunk {next(iter(remaining))}")
-        missing_docs = _mark_missing(session, plan.missing)
+        missing_docs = _mark_missing(session, plan.missing, plan.grown_docs)
         _write_documents(session, touched_docs, missing_docs, kb, source.name, now)
         bump_revision(session, kb)
 
@@ -281,14 +295,14 @@ def _source_changed(source: ChunkSource, where: str) -> InputError:
 def _write_chunks(
     session: Session,
     chunks: list[ImportedChunk],
-    known: set[str],
+    plan: _Plan,
     kb: str,
     now: datetime,
     embedder: str | None,
 ) -> None:
     """Replace the chunk rows (and vectors) of `chunks`: delete + bulk insert inside the transaction."""
     # Only ids stored before need a lookup and a delete (none on a first import).
-    ids = [chunk.chunk_id for chunk in chunks if chunk.chunk_id in known]
+    ids = [chunk.chunk_id for chunk in chunks if chunk.chunk_id in plan.known]
     previous: dict[str, tuple[int, str, str]] = {}
     for start in range(0, len(ids), _IN_BATCH):
         part = ids[start : start + _IN_BATCH]
@@ -324,6 +338,7 @@ def _write_chunks(
                 "doc_version": chunk.doc_version,
                 "meta": chunk.meta or None,
                 "source_hash": chunk.source_hash(),
+                "deletion": None if chunk.retrievable else _deletion(chunk.doc_id, plan.grown_docs),
             }
         )
         if chunk.vector is not None and chunk.vector_hash is not None:
@@ -344,13 +359,29 @@ def _write_chunks(
         connection.execute(insert(tables[ChunkVectorRow.__tablename__]), vector_values)
 
 
-def _mark_missing(session: Session, chunk_ids: list[str]) -> set[str]:
-    """Mark `chunk_ids` deleted; returns their documents."""
+def _deletion(doc_id: str, grown_docs: set[str]) -> str:
+    """A chunk deleted while its document gained chunks was replaced (re-chunked); else removed."""
+    return RECHUNKED if doc_id in grown_docs else REMOVED
+
+
+def _mark_missing(session: Session, chunk_ids: list[str], grown_docs: set[str]) -> set[str]:
+    """Mark `chunk_ids` deleted (re-chunked or removed, see `_deletion`); returns their documents."""
     doc_ids: set[str] = set()
     for start in range(0, len(chunk_ids), _IN_BATCH):
         part = chunk_ids[start : start + _IN_BATCH]
-        doc_ids.update(session.exec(select(ChunkRow.doc_id).where(col(ChunkRow.chunk_id).in_(part))).all())
-        session.execute(update(ChunkRow).where(col(ChunkRow.chunk_id).in_(part)).values(status=DELETED))
+        by_deletion: dict[str, list[str]] = {RECHUNKED: [], REMOVED: []}
+        for chunk_id, doc_id in session.exec(
+            select(ChunkRow.chunk_id, ChunkRow.doc_id).where(col(ChunkRow.chunk_id).in_(part))
+        ).all():
+            doc_ids.add(doc_id)
+            by_deletion[_deletion(doc_id, grown_docs)].append(chunk_id)
+        for deletion, ids in by_deletion.items():
+            if ids:
+                session.execute(
+                    update(ChunkRow)
+                    .where(col(ChunkRow.chunk_id).in_(ids))
+                    .values(status=DELETED, deletion=deletion)
+                )
     return doc_ids
 
 

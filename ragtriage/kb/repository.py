@@ -23,6 +23,10 @@ from ragtriage.store.kb_tables import ChunkRow, DocumentRow, KBStateRow
 
 Outcome = Literal["added", "changed", "unchanged"]
 DELETED = "deleted"
+#: `ChunkRow.deletion`: the write that deleted the chunk gave its document new chunks (a re-chunking).
+RECHUNKED = "rechunked"
+#: `ChunkRow.deletion`: the chunk went without a replacement in its document (or with the document).
+REMOVED = "removed"
 #: ChunkRow fields that must match for a stored chunk to count as unchanged.
 _CHUNK_FIELDS = (
     *("ordinal", "content_hash", "title", "heading_path", "anchor", "status", "version"),
@@ -39,6 +43,8 @@ class _Plan:
     chunks: list[ChunkRecord]
     stale_chunk_ids: list[str] = field(default_factory=list)
     """Live chunks of the previous version that the new chunking no longer produces."""
+    stale_deletion: str = REMOVED
+    """`RECHUNKED` when the new chunking has chunk ids the document did not have live."""
 
 
 def store_document(
@@ -111,6 +117,9 @@ def _plan(
         live_rows = list(session.exec(statement).all())
     new_ids = {chunk.chunk_id for chunk in chunks}
     stale = [chunk_row.chunk_id for chunk_row in live_rows if chunk_row.chunk_id not in new_ids]
+    # Chunk ids hash the text, so an edited section gets a new id (a replacement) while a
+    # removed section leaves only a stale one.
+    replaced = bool(new_ids - {chunk_row.chunk_id for chunk_row in live_rows})
     if (
         row is not None
         and row.status == status
@@ -122,7 +131,13 @@ def _plan(
         and _same_chunks(live_rows, chunks)
     ):
         outcome = "unchanged"
-    return _Plan(outcome=outcome, version=version, chunks=chunks, stale_chunk_ids=stale)
+    return _Plan(
+        outcome=outcome,
+        version=version,
+        chunks=chunks,
+        stale_chunk_ids=stale,
+        stale_deletion=RECHUNKED if replaced else REMOVED,
+    )
 
 
 def _same_chunks(rows: Sequence[ChunkRow], chunks: Sequence[ChunkRecord]) -> bool:
@@ -199,10 +214,12 @@ def _write_chunks(session: Session, plan: _Plan) -> None:
         row.doc_version = chunk.doc_version
         row.char_start = chunk.char_start
         row.char_end = chunk.char_end
+        row.deletion = REMOVED if chunk.status == DELETED else None
         session.add(row)
     for chunk_id in plan.stale_chunk_ids:
         stale = existing[chunk_id]
         stale.status = DELETED
+        stale.deletion = plan.stale_deletion
         session.add(stale)
 
 
@@ -224,6 +241,7 @@ def mark_deleted(engine: Engine, doc_ids: Iterable[str], kb: str) -> tuple[list[
         ).all()
         for chunk_row in chunk_rows:
             chunk_row.status = DELETED
+            chunk_row.deletion = REMOVED
             session.add(chunk_row)
         if changed:
             bump_revision(session, kb)

@@ -64,6 +64,10 @@ class ChunkRow(SQLModel, table=True):
     """End offset (exclusive); None when imported."""
     source_hash: str | None = None
     """sha256 of an imported row as mapped (with its vector's hash): equal means nothing to write."""
+    deletion: str | None = None
+    """Why a deleted chunk is deleted: `rechunked` (the write that deleted it gave its document
+    new chunks) or `removed` (it did not, or the document went); None while live, or when deleted
+    by a version that did not record it."""
 
 
 class ChunkVectorRow(SQLModel, table=True):

@@ -119,3 +119,98 @@ def test_best_overlap_prefers_the_edited_chunk() -> None:
         old, [("a", "会议室可以提前七天预订。"), ("b", "出差结束后十五天内提交发票原件、行程单。")]
     )
     assert best == "b" and score > 0.8
+
+
+IMPORT_MAP = "chunk_id=id,doc_id=document_id,content=text,title=section_title"
+# Production ids: UUID chunks of integer documents.
+U_LATE, U_ARCHIVED, U_KEPT, U_OLD_VPN, U_VPN_1, U_VPN_2 = (
+    f"5d0c3a8e-0000-4000-8000-00000000000{n}" for n in range(1, 7)
+)
+VPN_TEXT = "VPN 连接失败时先检查客户端版本，再确认账号没有被锁定。"
+
+
+def _row(chunk_id: str, doc: int, text: str, status: str = "published") -> dict[str, object]:
+    return {"id": chunk_id, "document_id": doc, "text": text, "section_title": "s", "status": status}
+
+
+def _import_rows(path: Path, rows: list[dict[str, object]], *extra: str) -> None:
+    import json
+
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    result = CliRunner().invoke(
+        cli, ["kb", "import", str(path), "--map", IMPORT_MAP, "--no-index", "--json", *extra]
+    )
+    assert result.exit_code == 0, result.output
+
+
+def test_import_full_tells_deleted_gold_from_rechunked_gold(home: Path, tmp_path: Path) -> None:
+    source = tmp_path / "chunks.jsonl"
+    _import_rows(
+        source,
+        [
+            _row(U_LATE, 7, "逾期报销需要部门负责人审批。"),
+            _row(U_ARCHIVED, 7, "旧的纸质报销单已经停用。"),
+            _row(U_KEPT, 7, "出差结束后十五天内提交发票原件。"),
+            _row(U_OLD_VPN, 8, VPN_TEXT),
+        ],
+    )
+    workspace = Workspace.open(home, None)
+    try:
+        eval_store.add_cases(
+            workspace.engine,
+            "default",
+            [
+                EvalCase(case_id="late", query="逾期报销谁审批", gold={U_LATE: 1}),
+                EvalCase(case_id="archived", query="纸质报销单", gold={U_ARCHIVED: 1}),
+                EvalCase(case_id="vpn", query="VPN 连不上", gold={U_OLD_VPN: 1}),
+                EvalCase(case_id="kept", query="报销时限", gold={U_KEPT: 1}),
+            ],
+        )
+    finally:
+        workspace.close()
+    # Production dropped one chunk of document 7, archived another, and re-chunked document 8.
+    _import_rows(
+        source,
+        [
+            _row(U_ARCHIVED, 7, "旧的纸质报销单已经停用。", status="ARCHIVED"),
+            _row(U_KEPT, 7, "出差结束后十五天内提交发票原件。"),
+            _row(U_VPN_1, 8, VPN_TEXT[:16]),
+            _row(U_VPN_2, 8, VPN_TEXT[16:]),
+        ],
+        "--full",
+    )
+
+    workspace = Workspace.open(home, None)
+    try:
+        report = run_doctor(workspace, "default")
+    finally:
+        workspace.close()
+    by_kind = {f.kind: f for f in report.findings}
+    assert set(by_kind) == {"deleted_gold", "rechunked_gold"}
+    deleted = {item.case_id: item for item in by_kind["deleted_gold"].items}
+    assert set(deleted) == {"late", "archived"}
+    assert deleted["late"].gold_id == U_LATE and deleted["late"].proposal is None
+    assert "ragtriage kb chunks --doc 7" in (deleted["late"].note or "")
+    assert "kb chunks --doc" in by_kind["deleted_gold"].fix and "kb show" in by_kind["deleted_gold"].fix
+    (rechunked,) = by_kind["rechunked_gold"].items
+    assert (rechunked.case_id, rechunked.proposal) == ("vpn", U_VPN_1)
+
+    result = CliRunner().invoke(cli, ["doctor"], env={"COLUMNS": "200"})
+    assert result.exit_code == 1
+    assert "'" not in result.output  # ids as they are, no Python repr
+    assert U_LATE in result.output and U_OLD_VPN in result.output
+
+
+def test_kb_add_of_a_removed_section_is_deleted_gold(workspace: Workspace, tmp_path: Path) -> None:
+    from ragtriage.kb.service import add_paths
+
+    standard = _chunks(workspace, "travel")[-1]
+    eval_store.add_cases(
+        workspace.engine, "default", [EvalCase(case_id="standard", query="住宿标准", gold={standard: 1})]
+    )
+    (tmp_path / "docs" / "travel.md").write_text(TRAVEL.split("## 标准")[0], encoding="utf-8")
+    add_paths(workspace, [tmp_path / "docs"])
+
+    by_kind = {f.kind: f for f in run_doctor(workspace, "default").findings}
+    assert "rechunked_gold" not in by_kind
+    assert [(i.case_id, i.gold_id) for i in by_kind["deleted_gold"].items] == [("standard", standard)]
