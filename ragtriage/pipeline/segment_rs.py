@@ -34,19 +34,13 @@ PythonTokenize = Callable[[str], list[Segment]]
 
 # Characters jieba-rs segments as Han and Python jieba does not (see the module docstring).
 _PYTHON_ONLY = re.compile("[\u3400-\u4dbf\u9fd6-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]")
-# An ASCII token Python jieba keeps as it is: a dictionary-free alphanumeric run (finalseg's re_skip).
-_PLAIN_ASCII = re.compile(r"[a-zA-Z0-9]+(?:\.\d+)?%?")
-# An ASCII token with a joiner jieba-rs may keep whole and Python jieba splits.
-_JOINED_ASCII = re.compile(r"[\x21-\x7e]*[-._&+#%][\x21-\x7e]*")
+# A joiner inside an ASCII token: jieba-rs may keep the token whole where Python jieba splits it.
+_JOINER = re.compile(r"[-._&+#%]")
 
 
 def _needs_python(word: str) -> bool:
-    return (
-        len(word) > 1
-        and word.isascii()
-        and not _PLAIN_ASCII.fullmatch(word)
-        and bool(_JOINED_ASCII.fullmatch(word))
-    )
+    # Even a token Python keeps whole (`0a.0`, `3.5%`) may come with extra jieba-rs parts (`0a`).
+    return len(word) > 1 and word.isascii() and bool(_JOINER.search(word))
 
 
 @functools.lru_cache(maxsize=65536)

@@ -93,7 +93,7 @@ def test_debian_reference_tokens_are_identical(tmp_path: Path, monkeypatch: pyte
     assert sum(map(len, python)) > 10_000
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(
     st.text(
         alphabet=st.sampled_from(list("软件包安装中华人民共和国 abcdeorgwx.-_+#&%0123459的㐀﨎")), max_size=60
