@@ -121,7 +121,10 @@ def register(cli: click.Group) -> None:
     @click.option(
         "--allow-unknown-gold",
         is_flag=True,
-        help="With --from: apply gold chunk ids the KB does not know, with a warning (default: reject the row).",
+        help=(
+            "With --from: apply gold chunk ids the KB does not know or holds as deleted, "
+            "with a warning (default: reject the row)."
+        ),
     )
     @user_option
     @revision_option

@@ -8,8 +8,9 @@ holds what it says is `unchanged` (running a file twice applies nothing twice). 
 
     read = applied + unchanged + rejected + blank
 
-Gold ids unknown to the KB reject the row, as with `label`; with `allow_unknown_gold` the row is
-applied and each unknown id is reported as a warning (for labels imported before the KB).
+Gold ids unknown to the KB, or naming a deleted chunk, reject the row, as with `label`; with
+`allow_unknown_gold` the row is applied and each such id is reported as a warning (for labels
+made before the KB was imported or changed).
 """
 
 from __future__ import annotations
@@ -200,6 +201,7 @@ def _checked_gold(
     engine: Engine, row: LabelRow, allow_unknown_gold: bool, report: BulkLabelReport
 ) -> list[str | dict[str, Any]]:
     from ragtriage.kb.service import get_chunks
+    from ragtriage.triage.gold_check import deleted_gold, describe
 
     try:
         gold = triage_repo.clean_gold(row.gold or [])
@@ -208,11 +210,12 @@ def _checked_gold(
     ids = [item if isinstance(item, str) else str(item["chunk_id"]) for item in gold]
     known = get_chunks(engine, ids)
     unknown = [chunk_id for chunk_id in ids if chunk_id not in known]
+    noun = "id" if len(unknown) == 1 else "ids"
     if unknown and not allow_unknown_gold:
         raise _Rejected(
             row,
             "gold",
-            f"chunk id(s) not in the KB: {', '.join(unknown)}",
+            f"chunk {noun} not in the KB: {', '.join(unknown)}",
             "check them with `ragtriage kb chunks`, import production's chunks (`kb import`), "
             "or pass --allow-unknown-gold",
         )
@@ -220,6 +223,12 @@ def _checked_gold(
         report.warnings.append(
             f"{report.file}:{row.row_no}: gold: not in the KB (applied): {', '.join(unknown)}"
         )
+    deleted = deleted_gold(engine, [chunk_id for chunk_id in ids if chunk_id in known])
+    if deleted:
+        reason, fix = describe(deleted)
+        if not allow_unknown_gold:
+            raise _Rejected(row, "gold", reason, f"{fix}; or pass --allow-unknown-gold")
+        report.warnings.append(f"{report.file}:{row.row_no}: gold: {reason} (applied)")
     return gold
 
 

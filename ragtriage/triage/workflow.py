@@ -95,16 +95,23 @@ def validate_label(label: str, allowed: Sequence[str]) -> str:
 
 
 def validate_gold(engine: Engine, chunk_ids: Sequence[str]) -> list[str]:
-    """The gold chunk ids when the KB knows every one; else `InputError` naming the unknown ones."""
+    """The gold chunk ids when the KB holds every one live; else `InputError` naming the unknown
+    ones, or the deleted ones with the chunk to pick instead."""
     from ragtriage.kb.service import get_chunks
+    from ragtriage.triage.gold_check import deleted_gold, describe
 
     cleaned = list(dict.fromkeys(c.strip() for c in chunk_ids if c.strip()))
     known = get_chunks(engine, cleaned)
     unknown = [c for c in cleaned if c not in known]
     if unknown:
+        noun = "id" if len(unknown) == 1 else "ids"
         raise InputError(
-            f"gold chunk id(s) not in the KB: {', '.join(unknown)}; list them with `ragtriage kb chunks`"
+            f"gold chunk {noun} not in the KB: {', '.join(unknown)}; list them with `ragtriage kb chunks`"
         )
+    deleted = deleted_gold(engine, cleaned)
+    if deleted:
+        reason, fix = describe(deleted)
+        raise InputError(f"gold {reason}; fix: {fix}")
     return cleaned
 
 

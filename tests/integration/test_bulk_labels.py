@@ -96,7 +96,7 @@ def test_csv_labels_apply_with_audit_and_bad_rows_named(
     assert errors[0].startswith(
         f"{path}:10: label: unknown label 'rerank_eror'; did you mean 'rerank_error'?"
     )
-    assert errors[1].startswith(f"{path}:11: gold: chunk id(s) not in the KB: leave/no-such#0000000000; fix:")
+    assert errors[1].startswith(f"{path}:11: gold: chunk id not in the KB: leave/no-such#0000000000; fix:")
     assert errors[2] == f"{path}:12: request_id: no logged request 'not-logged-42'; fix: ingest its log first"
     assert "column(s) ignored: annotator" in errors[3]
 

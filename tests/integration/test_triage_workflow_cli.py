@@ -139,7 +139,7 @@ def test_labels_and_gold_are_validated(
     code, _, err = run(["label", "r1", "alias_mising"], monkeypatch, capsys)
     assert code == 2 and "unknown label 'alias_mising'; did you mean 'alias_missing'?" in err
     code, _, err = run(["label", "r1", "alias_missing", "--gold", "nope#1"], monkeypatch, capsys)
-    assert code == 2 and "gold chunk id(s) not in the KB: nope#1" in err
+    assert code == 2 and "gold chunk id not in the KB: nope#1" in err
     code, _, err = run(["label", "nope", "alias_missing"], monkeypatch, capsys)
     assert code == 2 and "'nope'" in err
     code, _, err = run(["confirm", "r2"], monkeypatch, capsys)

@@ -1,0 +1,98 @@
+"""Gold chunk ids that name a deleted chunk: no index returns it, so a case labelled with it can
+never find its gold (diagnosis calls that a `label_error`). `label` refuses them like unknown ids."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy.engine import Engine
+from sqlmodel import col, select
+
+from ragtriage.store.db import read_session
+from ragtriage.store.kb_tables import ChunkRow, DocumentRow
+
+__all__ = ["DeletedGold", "deleted_gold", "describe"]
+
+_DELETED = "deleted"
+_REMOVED = "removed"
+
+
+@dataclass(frozen=True)
+class DeletedGold:
+    """One gold id whose chunk is deleted, and where its content may live now."""
+
+    chunk_id: str
+    doc_id: str
+    document_live: bool
+    replacement: str | None
+    """The live chunk of the same document closest in content, when the document was re-chunked."""
+
+    @property
+    def reason(self) -> str:
+        """Why the chunk cannot be gold, e.g. `chunk X is deleted (document 7 was re-chunked)`."""
+        if not self.document_live:
+            why = f"its document {self.doc_id} was deleted"
+        elif self.replacement is not None:
+            why = f"document {self.doc_id} was re-chunked"
+        else:
+            why = f"removed from document {self.doc_id}, which is live"
+        return f"chunk {self.chunk_id} is deleted in the KB ({why}), so no index returns it"
+
+    @property
+    def fix(self) -> str:
+        """What to label instead."""
+        if not self.document_live:
+            return (
+                "pick a chunk of a live document (`ragtriage kb chunks`), or label the case without "
+                "gold if the KB no longer answers it"
+            )
+        pick = (
+            f"pick the current chunk of document {self.doc_id} that answers the query "
+            f"(`ragtriage kb chunks --doc {self.doc_id}`, then `ragtriage kb show CHUNK_ID`)"
+        )
+        if self.replacement is not None:
+            closest = self.replacement
+            return f"the closest current chunk is {closest} (`ragtriage kb show {closest}`); or {pick}"
+        return pick
+
+
+def deleted_gold(engine: Engine, chunk_ids: Sequence[str]) -> list[DeletedGold]:
+    """The ids among `chunk_ids` whose chunk the KB holds as deleted, in the given order
+    (unknown and live ids are left out)."""
+    from ragtriage.eval.doctor import best_overlap
+
+    wanted = list(dict.fromkeys(chunk_ids))
+    found: list[DeletedGold] = []
+    with read_session(engine) as session:
+        rows: dict[str, ChunkRow] = {}
+        for start in range(0, len(wanted), 500):
+            batch = wanted[start : start + 500]
+            statement = select(ChunkRow).where(
+                col(ChunkRow.chunk_id).in_(batch), col(ChunkRow.status) == _DELETED
+            )
+            rows.update({row.chunk_id: row for row in session.exec(statement)})
+        for chunk_id in wanted:
+            row = rows.get(chunk_id)
+            if row is None:
+                continue
+            document = session.get(DocumentRow, row.doc_id)
+            live = document is not None and document.status != _DELETED
+            replacement = None
+            # A deletion recorded before `deletion` existed counts as a re-chunking (as in `doctor`).
+            if live and row.deletion != _REMOVED:
+                candidates = session.exec(
+                    select(ChunkRow.chunk_id, ChunkRow.content).where(
+                        ChunkRow.doc_id == row.doc_id, col(ChunkRow.status) != _DELETED
+                    )
+                ).all()
+                replacement, _ = best_overlap(row.content, [(c, text) for c, text in candidates])
+            found.append(DeletedGold(chunk_id, row.doc_id, live, replacement))
+    return found
+
+
+def describe(problems: Sequence[DeletedGold]) -> tuple[str, str]:
+    """(reason, fix) for one or more deleted gold ids, each one line."""
+    reasons = "; ".join(problem.reason for problem in problems)
+    fixes = "; ".join(dict.fromkeys(problem.fix for problem in problems))
+    return reasons, fixes
