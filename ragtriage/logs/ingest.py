@@ -80,7 +80,8 @@ def ingest_files(
     `use_workers`: parse and write in forked worker processes (True), in this process (False),
     or decide by file size (None: files of `PARALLEL_MIN_BYTES` or more). Workers need `fork` and a
     store other processes can open; without them this process does the work. Both give identical
-    results (see `ingest_workers`).
+    results (see `ingest_workers`). Trace files are read and assembled by forked processes on the
+    same terms (`formats.parallel`, 8 MB of trace files or more; they need only `fork`).
 
     Raises:
         LogFormatError: strict mode and a bad line; the lines before it are stored.
@@ -96,7 +97,8 @@ def ingest_files(
         with PipelinedWriter(BatchWriter(engine, flagging, report, transaction_lines=batch_size)) as writer:
             trace_files = [p for p in planned if p.is_trace]
             trace_requests = 0
-            for path, numbered in trace_lines(trace_files, otel or OtelSettings()):
+            traces = trace_lines(trace_files, otel or OtelSettings(), parallel=use_workers)
+            for path, numbered in traces:
                 stopped, requests = read.lines(writer, path, numbered)
                 trace_requests += requests
                 if stopped:

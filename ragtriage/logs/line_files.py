@@ -52,12 +52,13 @@ def iter_raw_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
                     line_no += 1
                     yield line_no, part, False
         except (EOFError, gzip.BadGzipFile, OSError) as error:
-            raise InputError(_cut_message(path, line_no, error)) from None
+            raise InputError(cut_message(path, line_no, error)) from None
         if rest:
             yield line_no + 1, rest, True
 
 
-def _cut_message(path: Path, line_no: int, error: BaseException) -> str:
+def cut_message(path: Path, line_no: int, error: BaseException) -> str:
+    """The message for a gzip stream that breaks off after `line_no` lines."""
     return (
         f"{path}: the gzip stream is corrupt or cut off after line {line_no} ({error}); "
         "re-copy the file (lines before that point were read)"
@@ -103,7 +104,7 @@ def iter_line_chunks(path: Path, lines_per_chunk: int) -> Iterator[tuple[int, by
             whole = data[: data.rfind(b"\n") + 1]
             if whole:
                 yield first, whole, False
-            raise InputError(_cut_message(path, first - 1 + counted, error)) from None
+            raise InputError(cut_message(path, first - 1 + counted, error)) from None
     data = b"".join(blocks)
     if data:
         yield first, data, not data.endswith(b"\n")

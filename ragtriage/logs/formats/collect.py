@@ -3,8 +3,12 @@
 Spans of one trace may sit on different lines or in different files of one ingest (the Collector
 writes batches as they come and rotates files), and feedback may arrive long after the trace. So
 no trace is complete before the input ends: spans are kept in memory up to `memory_spans`, then
-spilled to a temporary SQLite file and read back grouped by trace id (one index, one ordered
-scan). Memory is bounded by `memory_spans` plus the largest single trace.
+spilled to a temporary SQLite file, one row per trace and spill (its spans packed together), and
+read back grouped by trace id (one index, one ordered scan). Memory is bounded by `memory_spans`
+plus the largest single trace.
+
+Several processes may spill into one file (`formats.parallel`): each opens it with `attach`, numbers
+its spans from the `order` of the piece of input it reads, and commits each spill on its own.
 """
 
 from __future__ import annotations
@@ -13,25 +17,57 @@ import sqlite3
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import msgspec
 
 from ragtriage.logs.formats.spans import KIND_EVALUATOR, Note, Span
 
-_SPAN, _NOTE = 0, 1
+#: A piece of input numbers its spans from `piece_index << ORDER_BITS`, so that spans spilled by
+#: several processes sort in input order.
+ORDER_BITS = 40
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS item (trace_id TEXT NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS span (span_id TEXT NOT NULL, trace_id TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS reject (seq INTEGER NOT NULL, data BLOB NOT NULL)",
+)
+_PACK = msgspec.msgpack.Encoder().encode
+_UNPACK = msgspec.msgpack.Decoder(list).decode
 
 
 class TraceCollector:
     """Collects spans and notes; `traces()` yields each trace's spans and notes once, in the order
-    of each trace's first span in the input (so requests follow the files they came from)."""
+    of each trace's first span in the input (so requests follow the files they came from).
 
-    def __init__(self, *, memory_spans: int = 5_000, spill_dir: Path | None = None) -> None:
+    `index_spans`: keep a span id → trace id index in the spill file, which notes that name only a
+    span id (Phoenix annotations) need; OTLP alone has no such notes.
+    """
+
+    def __init__(
+        self, *, memory_spans: int = 5_000, spill_dir: Path | None = None, index_spans: bool = True
+    ) -> None:
         self.memory_spans = memory_spans
         self.spill_dir = spill_dir
+        self.index_spans = index_spans
         self._spans: list[tuple[str, Span]] = []
         self._notes: list[Note] = []
         self._db: sqlite3.Connection | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        self._seq = 0
+        self._path: Path | None = None
+        self._shared = False
+        self._rejected: list[tuple[int, bytes]] = []
+        self._parents: tempfile.TemporaryDirectory[str] | None = None
+        self.seq = 0
+        """Order number of the next span read."""
         self.spans_added = 0
+
+    @classmethod
+    def attach(cls, path: Path, *, memory_spans: int, index_spans: bool) -> TraceCollector:
+        """A collector that spills into the file `spill_path()` of another one gave (in another
+        process); it commits each spill, so several may write in turn. It never reads back."""
+        collector = cls(memory_spans=memory_spans, index_spans=index_spans)
+        collector._path, collector._shared = path, True
+        return collector
 
     @staticmethod
     def trace_of(span: Span) -> str:
@@ -45,37 +81,107 @@ class TraceCollector:
         self._spans.append((self.trace_of(span), span))
         self.spans_added += 1
         if len(self._spans) >= self.memory_spans:
-            self._spill()
+            self.flush()
 
     def add_note(self, note: Note) -> None:
         """Keep one note (a Phoenix annotation or a Langfuse score)."""
         self._notes.append(note)
 
+    def add_notes(self, notes: list[Note]) -> None:
+        """Keep notes read elsewhere (by a reading process)."""
+        self._notes.extend(notes)
+
+    @property
+    def notes(self) -> list[Note]:
+        """The notes kept so far."""
+        return self._notes
+
+    def spill_path(self) -> Path:
+        """The spill file (created, empty, on first call), for `attach` in other processes."""
+        if self._path is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="ragtriage-traces-", dir=self.spill_dir)
+            self._path = Path(self._tmp.name) / "spans.sqlite"
+            with self._open() as db:
+                for statement in _SCHEMA:
+                    db.execute(statement)
+            self._db = None
+        return self._path
+
+    def _open(self) -> sqlite3.Connection:
+        assert self._path is not None
+        db = sqlite3.connect(self._path, isolation_level=None, timeout=600)
+        db.execute("PRAGMA journal_mode = OFF")  # a scratch file: nothing to recover
+        db.execute("PRAGMA synchronous = OFF")
+        db.execute("PRAGMA cache_size = -65536")  # 64 MB of page cache
+        return db
+
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="ragtriage-traces-", dir=self.spill_dir)
-            self._db = sqlite3.connect(Path(self._tmp.name) / "spans.sqlite", isolation_level=None)
-            self._db.execute("PRAGMA journal_mode = OFF")
-            self._db.execute("PRAGMA synchronous = OFF")
-            self._db.execute("PRAGMA cache_size = -65536")  # 64 MB of page cache
-            self._db.execute(
-                "CREATE TABLE item (trace_id TEXT NOT NULL, seq INTEGER NOT NULL, span_id TEXT NOT NULL,"
-                " data BLOB NOT NULL)"
-            )
-            self._db.execute("BEGIN")
+            self.spill_path()
+            self._db = self._open()
+            for statement in _SCHEMA:
+                self._db.execute(statement)
+            if not self._shared:
+                self._db.execute("BEGIN")  # one transaction: nobody else writes
         return self._db
 
-    def _spill(self) -> None:
+    def reopen(self) -> None:
+        """In a forked process: forget the parent's connection, and leave the spill file to the
+        parent to remove (the reference is kept: dropping it would remove the file)."""
+        self._db = None
+        if self._tmp is not None:
+            self._parents, self._tmp = self._tmp, None
+
+    def disconnect(self) -> None:
+        """Commit and close this process's connection (before forking a process that reads)."""
+        if self._db is not None:
+            if self._db.in_transaction:
+                self._db.execute("COMMIT")
+            self._db.close()
+            self._db = None
+
+    def add_rejected(self, values: tuple[Any, ...]) -> None:
+        """Keep an unreadable record's quarantine entry (spilled with the spans, in input order)."""
+        self._rejected.append((self.seq + len(self._spans), _PACK(values)))
+
+    def rejected_rows(self, before: int | None = None) -> Iterator[list[Any]]:
+        """The values `add_rejected` kept (in any process), in input order; only those read
+        before order number `before` when given."""
+        if self._path is None:
+            return
         db = self._connect()
-        start = self._seq
+        query = "SELECT data FROM reject WHERE seq < ? ORDER BY seq, rowid"
+        for (data,) in db.execute(query, (1 << 62 if before is None else before,)):
+            yield _UNPACK(data)
+
+    def flush(self) -> None:
+        """Spill the spans (and quarantine entries) held in memory: one row per trace, its spans
+        in input order."""
+        if not self._spans and not self._rejected:
+            return
+        db = self._connect()
+        groups: dict[str, tuple[int, list[Span]]] = {}
+        seq = self.seq
+        for offset, (trace_id, span) in enumerate(self._spans):
+            group = groups.get(trace_id)
+            if group is None:
+                groups[trace_id] = (seq + offset, [span])
+            else:
+                group[1].append(span)
+        self.seq += len(self._spans)
+        if self._shared:
+            db.execute("BEGIN IMMEDIATE")
         db.executemany(
-            "INSERT INTO item VALUES (?, ?, ?, ?)",
-            [
-                (trace_id, start + i, span.span_id, span.pack())
-                for i, (trace_id, span) in enumerate(self._spans)
-            ],
+            "INSERT INTO item VALUES (?, ?, ?)",
+            [(trace_id, first, Span.pack_many(spans)) for trace_id, (first, spans) in groups.items()],
         )
-        self._seq += len(self._spans)
+        if self.index_spans:
+            db.executemany("INSERT INTO span VALUES (?, ?)", [(s.span_id, t) for t, s in self._spans])
+        if self._rejected:
+            db.executemany("INSERT INTO reject VALUES (?, ?)", self._rejected)
+            self._rejected = []
+        if self._shared:
+            db.execute("COMMIT")
         self._spans = []
 
     def traces(self) -> Iterator[tuple[str, list[Span], list[Note]]]:
@@ -103,18 +209,17 @@ class TraceCollector:
             for trace_id, span in self._spans:
                 if span.span_id in unresolved:
                     span_traces[span.span_id] = trace_id
-            if self._db is not None:
+            if self._path is not None:
                 if self._spans:
-                    self._spill()  # one place to look
-                self._db.execute("CREATE INDEX IF NOT EXISTS item_span ON item (span_id)")
+                    self.flush()  # one place to look
+                db = self._connect()
+                db.execute("CREATE INDEX IF NOT EXISTS span_id ON span (span_id)")
                 wanted = sorted(unresolved)
                 for start in range(0, len(wanted), 500):
                     chunk = wanted[start : start + 500]
                     marks = ",".join("?" * len(chunk))
-                    query = f"SELECT trace_id, span_id FROM item WHERE span_id IN ({marks})"
-                    span_traces.update(
-                        (span_id, trace_id) for trace_id, span_id in self._db.execute(query, chunk)
-                    )
+                    query = f"SELECT trace_id, span_id FROM span WHERE span_id IN ({marks})"
+                    span_traces.update((span_id, trace_id) for trace_id, span_id in db.execute(query, chunk))
         grouped: dict[str, list[Note]] = {}
         for note in self._notes:
             trace_id = note.trace_id or span_traces.get(note.span_id or "") or f"span:{note.span_id}"
@@ -122,7 +227,7 @@ class TraceCollector:
         return grouped
 
     def _grouped(self) -> Iterator[tuple[str, list[Span]]]:
-        if self._db is None:
+        if self._path is None:
             by_trace: dict[str, list[Span]] = {}
             for trace_id, span in self._spans:
                 by_trace.setdefault(trace_id, []).append(span)
@@ -130,10 +235,10 @@ class TraceCollector:
             for trace_id in list(by_trace):
                 yield trace_id, by_trace.pop(trace_id)
             return
-        if self._spans:
-            self._spill()
-        db = self._db
-        db.execute("COMMIT")
+        self.flush()
+        db = self._connect()
+        if db.in_transaction:
+            db.execute("COMMIT")
         db.execute("CREATE INDEX item_trace ON item (trace_id, seq)")
         db.execute("CREATE TABLE first AS SELECT trace_id, MIN(seq) AS seq FROM item GROUP BY trace_id")
         current: str | None = None
@@ -147,15 +252,16 @@ class TraceCollector:
                 if current is not None:
                     yield current, group
                 current, group = trace_id, []
-            group.append(Span.unpack(data))
+            group.extend(Span.unpack_many(data))
         if current is not None:
             yield current, group
 
     def close(self) -> None:
-        """Drop the spill file."""
+        """Drop the spill file (the collector that made it) or the connection to it."""
         if self._db is not None:
             self._db.close()
             self._db = None
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+            self._path = None

@@ -23,6 +23,7 @@ from ragtriage.errors import InputError
 from ragtriage.logs.formats.assemble import Assembled
 from ragtriage.logs.formats.csv_table import csv_columns, iter_csv_rows
 from ragtriage.logs.formats.detect import FORMATS, TABLE_FORMATS, TRACE_FORMATS, detect, open_bytes
+from ragtriage.logs.formats.parallel import read_traces_parallel, worth_parallel
 from ragtriage.logs.formats.parquet import iter_parquet_rows
 from ragtriage.logs.formats.read import read_traces
 from ragtriage.logs.log_line import BadLine
@@ -111,9 +112,16 @@ def document_lines(path: Path) -> Iterator[NumberedLine]:
 
 
 def trace_lines(
-    files: Sequence[PlannedFile], otel: OtelSettings, *, spill_dir: Path | None = None
+    files: Sequence[PlannedFile],
+    otel: OtelSettings,
+    *,
+    spill_dir: Path | None = None,
+    parallel: bool | None = None,
 ) -> Iterator[tuple[Path, Iterator[NumberedLine]]]:
     """The requests of all trace-format `files`, as runs of numbered lines per file.
+
+    `parallel`: read with forked processes (`formats.parallel`: same results), in this process
+    (False), or by the files' size (None).
 
     A request's line is the line of its root span; a rejected trace's is the line of the span the
     rejection names. Consume each run before asking for the next.
@@ -122,7 +130,9 @@ def trace_lines(
         InputError: a file cannot be read.
     """
     by_display = {str(f.path): f.path for f in files}
-    items = read_traces([(f.path, f.format, f.layout) for f in files], otel, spill_dir=spill_dir)
+    specs = [(f.path, f.format, f.layout) for f in files]
+    read = read_traces_parallel if worth_parallel(specs, parallel) else read_traces
+    items = read(specs, otel, spill_dir=spill_dir)
     for display, group in itertools.groupby(items, key=lambda item: item.source):
         yield (
             by_display.get(display, Path(display)),

@@ -9,7 +9,9 @@ unreadable record, and `read = assembled + rejected`.
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import gzip
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,12 +20,14 @@ import msgspec
 import orjson
 
 from ragtriage.config import OtelSettings
+from ragtriage.errors import InputError
 from ragtriage.logs.formats import langfuse, otlp, otlp_fast, phoenix
 from ragtriage.logs.formats.assemble import Assembled, Rejected, assemble
 from ragtriage.logs.formats.collect import TraceCollector
 from ragtriage.logs.formats.detect import open_bytes
 from ragtriage.logs.formats.otlp import SpanFormatError
 from ragtriage.logs.formats.spans import Note, Span
+from ragtriage.logs.line_files import cut_message
 
 _BOM = b"\xef\xbb\xbf"
 #: Allocations between young-generation collections while traces are read (CPython's default: 700).
@@ -40,18 +44,22 @@ def iter_raw(path: Path, layout: str) -> Iterator[tuple[int, bytes]]:
     leading byte-order mark is dropped.
 
     Raises:
-        InputError: the file cannot be read.
+        InputError: the file cannot be read, or its gzip stream is corrupt or cut off.
     """
+    line_no = 0
     with open_bytes(path) as handle:
-        if layout == "document":
-            text = handle.read()
-            yield 1, text[len(_BOM) :] if text.startswith(_BOM) else text
-            return
-        for line_no, raw in enumerate(handle, start=1):
-            if line_no == 1 and raw.startswith(_BOM):
-                raw = raw[len(_BOM) :]
-            if raw.strip():
-                yield line_no, raw
+        try:
+            if layout == "document":
+                text = handle.read()
+                yield 1, text[len(_BOM) :] if text.startswith(_BOM) else text
+                return
+            for line_no, raw in enumerate(handle, start=1):
+                if line_no == 1 and raw.startswith(_BOM):
+                    raw = raw[len(_BOM) :]
+                if not raw.isspace():
+                    yield line_no, raw
+        except (EOFError, gzip.BadGzipFile, OSError) as error:
+            raise InputError(cut_message(path, line_no, error)) from None
 
 
 def records_of(
@@ -154,63 +162,94 @@ def read_traces(
     Raises:
         InputError: a file cannot be read.
     """
-    collector = TraceCollector(memory_spans=memory_spans, spill_dir=spill_dir)
-    # Reading makes millions of short-lived dicts and no reference cycles; the cyclic collector's
-    # young-generation passes would cost a fifth of the time. Fewer passes while this runs.
+    collector = TraceCollector(
+        memory_spans=memory_spans, spill_dir=spill_dir, index_spans=needs_span_index(files)
+    )
+    try:
+        with fewer_young_collections():
+            for path, fmt, layout in files:
+                yield from read_into(collector, iter_raw(path, layout), str(path), fmt, layout, otel)
+            yield from assembled(collector, otel)
+    finally:
+        collector.close()
+
+
+def needs_span_index(files: Sequence[tuple[Path, str, str]]) -> bool:
+    """Whether notes naming only a span id may come (Phoenix annotations, Langfuse scores)."""
+    return any(fmt != "otlp" for _, fmt, _ in files)
+
+
+@contextlib.contextmanager
+def fewer_young_collections() -> Iterator[None]:
+    """Reading makes millions of short-lived dicts and no reference cycles; the cyclic
+    collector's young-generation passes would cost a fifth of the time. Fewer passes meanwhile."""
     thresholds = gc.get_threshold()
     gc.set_threshold(max(thresholds[0], GC_YOUNG_THRESHOLD), *thresholds[1:])
     try:
-        for path, fmt, layout in files:
-            display = str(path)
-            for line_no, raw in iter_raw(path, layout):
-                fast = None
-                if fmt == "otlp":
-                    try:
-                        fast = otlp_fast.spans_from_json(raw, display, line_no)
-                    except msgspec.DecodeError:
-                        fast = None  # the dict path below reports the JSON error
-                if fast is not None:
-                    found: Iterable[tuple[int, Any, Sequence[Span | Note | SpanFormatError]]] = [
-                        (line_no, None, fast)
-                    ]
-                else:
-                    found = (
-                        (
-                            number,
-                            record,
-                            []
-                            if isinstance(record, Rejected)
-                            else items_of(fmt, record, otel, display, number),
-                        )
-                        for number, record in records_of(raw, line_no, display, document=layout == "document")
-                    )
-                for number, record, items in found:
-                    if isinstance(record, Rejected):
-                        yield record
-                    for item in items:
-                        if isinstance(item, Span):
-                            collector.add_span(item)
-                        elif isinstance(item, Note):
-                            collector.add_note(item)
-                        else:
-                            yield _rejected_record(
-                                fmt, item, record if record is not None else raw, display, number
-                            )
-        for trace_id, spans, notes in collector.traces():
-            if not spans:
-                first = notes[0]
-                yield Rejected(
-                    "orphan_feedback",
-                    f"{len(notes)} annotation(s)/score(s) for "
-                    + (f"span {trace_id[5:]}" if trace_id.startswith("span:") else f"trace {trace_id}")
-                    + f" ('{first.name}'), which is not in this ingest",
-                    "ingest the feedback together with the trace's spans",
-                    first.source,
-                    first.line_no,
-                    orjson.dumps([n.as_annotation() for n in notes]),
-                )
-                continue
-            yield assemble(trace_id, spans, notes, otel)
+        yield
     finally:
         gc.set_threshold(*thresholds)
-        collector.close()
+
+
+def read_into(
+    collector: TraceCollector,
+    lines: Iterable[tuple[int, bytes]],
+    display: str,
+    fmt: str,
+    layout: str,
+    otel: OtelSettings,
+) -> Iterator[Rejected]:
+    """Read numbered `lines` of one file into `collector`; yield each unreadable record.
+
+    Raises:
+        InputError: the file cannot be read.
+    """
+    for line_no, raw in lines:
+        fast = None
+        if fmt == "otlp":
+            try:
+                fast = otlp_fast.spans_from_json(raw, display, line_no)
+            except msgspec.DecodeError:
+                fast = None  # the dict path below reports the JSON error
+        if fast is not None:
+            found: Iterable[tuple[int, Any, Sequence[Span | Note | SpanFormatError]]] = [
+                (line_no, None, fast)
+            ]
+        else:
+            found = (
+                (
+                    number,
+                    record,
+                    [] if isinstance(record, Rejected) else items_of(fmt, record, otel, display, number),
+                )
+                for number, record in records_of(raw, line_no, display, document=layout == "document")
+            )
+        for number, record, items in found:
+            if isinstance(record, Rejected):
+                yield record
+            for item in items:
+                if isinstance(item, Span):
+                    collector.add_span(item)
+                elif isinstance(item, Note):
+                    collector.add_note(item)
+                else:
+                    yield _rejected_record(fmt, item, record if record is not None else raw, display, number)
+
+
+def assembled(collector: TraceCollector, otel: OtelSettings) -> Iterator[Assembled | Rejected]:
+    """Each collected trace assembled into a request (or rejected), in order of first appearance."""
+    for trace_id, spans, notes in collector.traces():
+        if not spans:
+            first = notes[0]
+            yield Rejected(
+                "orphan_feedback",
+                f"{len(notes)} annotation(s)/score(s) for "
+                + (f"span {trace_id[5:]}" if trace_id.startswith("span:") else f"trace {trace_id}")
+                + f" ('{first.name}'), which is not in this ingest",
+                "ingest the feedback together with the trace's spans",
+                first.source,
+                first.line_no,
+                orjson.dumps([n.as_annotation() for n in notes]),
+            )
+            continue
+        yield assemble(trace_id, spans, notes, otel)

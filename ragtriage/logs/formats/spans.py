@@ -90,6 +90,21 @@ class Span:
         values[11] = [tuple(link) for link in values[11]]
         return cls(*values)
 
+    @staticmethod
+    def pack_many(spans: list[Span]) -> bytes:
+        """Several spans as one MessagePack value (one spill row per trace and spill)."""
+        return _PACK([span._values() for span in spans])
+
+    @classmethod
+    def unpack_many(cls, data: bytes) -> list[Span]:
+        """The spans `pack_many` wrote, in the same order."""
+        spans = []
+        for values in _UNPACK(data):
+            if values[11]:
+                values[11] = [tuple(link) for link in values[11]]
+            spans.append(cls(*values))
+        return spans
+
     @property
     def duration_ms(self) -> float | None:
         """End minus start in milliseconds, None when either is missing."""

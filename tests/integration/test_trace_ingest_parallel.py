@@ -1,0 +1,148 @@
+"""Trace files read by forked readers and assembled by a forked assembler (`formats.parallel`)
+give exactly what one process gives: the same requests and rejections in the same order, the same
+stored rows, notes that name only a span id resolved across processes, and the same errors.
+
+Pieces are made tiny here (two lines), so that traces cross pieces, readers and spill rows.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragtriage.config import OtelSettings
+from ragtriage.errors import InputError
+from ragtriage.logs.formats import parallel
+from ragtriage.logs.formats.assemble import Assembled, Rejected
+from ragtriage.logs.formats.detect import detect
+from ragtriage.logs.formats.read import read_traces
+from ragtriage.logs.ingest import ingest_files
+from ragtriage.store.db import make_engine, sqlite_url
+from tests.conftest import FIXTURES_DIR
+from tests.trace_producers import make_tracer, otlp_lines, phoenix_annotations, phoenix_page, record_request
+
+OTLP_FIXTURE = FIXTURES_DIR / "logs" / "requests.otlp.jsonl.gz"
+
+pytestmark = pytest.mark.skipif(not parallel.FORK_AVAILABLE, reason="needs fork")
+
+
+@pytest.fixture(autouse=True)
+def _tiny_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "PIECE_LINES", 2)
+
+
+def _spans(count: int, seed: int = 5) -> Any:
+    tracer, exporter = make_tracer(seed=seed, service_version="svc-2")
+    for i in range(count):
+        record_request(
+            tracer,
+            {
+                "request_id": f"7d0c{i:04d}-5b7e-4c1e-9a51-3d2f8e6b7c10",
+                "ts": f"2026-11-03T09:{i % 60:02d}:00.5Z",
+                "session": f"s-{i % 3}",
+                "raw_query": f"年假怎么休 {i}",
+                "answer": "见制度第三条。",
+                "stages": {
+                    "bm25": [
+                        {"chunk_id": f"hr/leave#{i % 7}", "score": 3.5},
+                        {"chunk_id": 40 + i, "score": 1.0},
+                    ],
+                    "dense": [{"chunk_id": f"hr/leave#{i % 5}", "score": 0.8}],
+                    "fused": [f"hr/leave#{i % 7}", f"hr/leave#{i % 5}"],
+                    "reranked": [{"chunk_id": f"hr/leave#{i % 5}", "score": 0.7}],
+                    "final_context": [f"hr/leave#{i % 5}"],
+                },
+                "feedback": {"rating": "thumbs_down" if i % 4 == 0 else "up"},
+            },
+        )
+    return exporter.get_finished_spans()
+
+
+def _both(files: list[Path], **kw: Any) -> tuple[list[Assembled | Rejected], list[Assembled | Rejected]]:
+    specs = [(f, *detect(f)) for f in files]
+    serial = list(read_traces(specs, OtelSettings(), **kw))
+    forked = list(parallel.read_traces_parallel(specs, OtelSettings(), **kw))
+    return serial, forked
+
+
+def test_split_files_bad_lines_and_gzip_read_the_same(tmp_path: Path) -> None:
+    spans = _spans(12)
+    lines = otlp_lines(spans, per_line=4).splitlines(keepends=True)
+    part_a, part_b, zipped = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl.gz"
+    # Odd lines in one file, even in another (every trace crosses files); a bad line and a blank
+    # line in the middle, a byte-order mark first.
+    part_a.write_bytes(b"\xef\xbb\xbf" + "".join(lines[0:8:2]).encode() + b"{not json\n\n")
+    part_b.write_text("".join(lines[1::2]) + '{"hello": 1}\n' + "".join(lines[8::2]))
+    with gzip.open(zipped, "wt") as handle:  # one piece: a gzip file is read in order
+        handle.write(otlp_lines(_spans(3, seed=9), per_line=2))
+    serial, forked = _both([part_a, part_b, zipped], memory_spans=5)
+    assert forked == serial
+    assert sum(isinstance(i, Assembled) for i in serial) == 15
+    assert [(i.kind, i.source, i.line_no) for i in serial if isinstance(i, Rejected)] == [
+        ("invalid_json", str(part_a), 5),
+        ("not_otlp", str(part_b), len(lines[1::2]) + 1),
+    ]
+
+
+def test_span_id_notes_find_their_trace_across_processes(tmp_path: Path) -> None:
+    spans = _spans(6)
+    kept, notes = phoenix_annotations(spans)
+    phoenix_spans, phoenix_notes = tmp_path / "spans.json", tmp_path / "annotations.json"
+    phoenix_spans.write_text(json.dumps(phoenix_page(kept), ensure_ascii=False, indent=2))
+    phoenix_notes.write_text(json.dumps(notes, indent=2))
+    # The annotations file is read by the other reader, and the spans are spilled by the first.
+    serial, forked = _both([phoenix_spans, phoenix_notes], memory_spans=3)
+    assert forked == serial
+    assert len(serial) == 6 and all(isinstance(i, Assembled) for i in serial)
+    assert sum(b'"rating":"down"' in i.body for i in serial if isinstance(i, Assembled)) == 2
+
+
+def _rows(db: Path) -> dict[str, list[tuple[Any, ...]]]:
+    with sqlite3.connect(db) as connection:
+        return {
+            "requests": connection.execute(
+                "SELECT request_id, ts, session_hash, raw_query, rating, body, source_file, source_line "
+                "FROM request_log ORDER BY rowid"
+            ).fetchall(),
+            "quarantine": connection.execute(
+                "SELECT source_file, line_no, kind, reason FROM log_quarantine ORDER BY id"
+            ).fetchall(),
+            "flags": connection.execute(
+                "SELECT request_id, status, reasons, request_ts FROM triage_record ORDER BY request_id"
+            ).fetchall(),
+        }
+
+
+def test_ingest_in_processes_stores_the_same_rows(tmp_path: Path) -> None:
+    path = tmp_path / "traces.jsonl"
+    path.write_text(otlp_lines(_spans(20), per_line=7) + "{cut\n")
+    results = {}
+    for use_workers in (False, True):
+        db = tmp_path / f"store-{use_workers}.db"
+        engine = make_engine(sqlite_url(db))
+        report = ingest_files(engine, [path, OTLP_FIXTURE], use_workers=use_workers)
+        again = ingest_files(engine, [path, OTLP_FIXTURE], use_workers=use_workers)
+        engine.dispose()
+        assert report.reconciles() and again.reconciles()
+        assert (report.ingested, report.quarantined, again.duplicates) == (287, 1, 287)
+        results[use_workers] = (_rows(db), report.flagged, report.quarantined_by_kind)
+    assert results[True] == results[False]
+
+
+def test_unreadable_gzip_raises_the_same_error(tmp_path: Path) -> None:
+    good = tmp_path / "good.jsonl"
+    good.write_text(otlp_lines(_spans(4), per_line=2))
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(gzip.compress(otlp_lines(_spans(8, seed=4), per_line=2).encode())[:-200])
+    specs = [(good, "otlp", "lines"), (cut, "otlp", "lines")]
+    messages = []
+    for read in (read_traces, parallel.read_traces_parallel):
+        with pytest.raises(InputError, match="gzip stream is corrupt or cut off") as caught:
+            list(read(specs, OtelSettings()))
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1]
