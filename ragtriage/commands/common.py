@@ -116,3 +116,20 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[str], Callable[[int, int],
 
     with progress:
         yield bar
+
+
+def index_summary(index: dict[str, Any]) -> str:
+    """`index: 3 chunks added, 1 updated, …` from an `IndexSyncReport` as a dict (what `--json` prints)."""
+    from ragtriage.wording import plural
+
+    changes = [
+        f"{plural(index.get('added', 0), 'chunk')} added",
+        f"{index.get('updated', 0):,} updated",
+        f"{index.get('deleted', 0):,} deleted",
+        f"{index.get('unchanged', 0):,} unchanged",
+    ]
+    vectors = [f"{plural(index.get('embedded', 0), 'passage')} embedded"]
+    if index.get("imported_vectors"):
+        vectors.append(f"{plural(index['imported_vectors'], 'imported vector')} used as given")
+    total = f"{plural(index.get('chunk_count', 0), 'chunk')} in the indexes"
+    return f"index: {', '.join(changes)}; {', '.join(vectors)}; {total}"

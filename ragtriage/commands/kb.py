@@ -11,6 +11,7 @@ import click
 
 from ragtriage.commands.common import (
     echo_json,
+    index_summary,
     open_workspace,
     progress_bar,
     workspace_options,
@@ -75,10 +76,7 @@ def _add_summary(report: service.AddReport) -> str:
         f"KB revision: {report.kb_revision}",
     ]
     if report.index is not None:
-        fields = ("added", "updated", "deleted", "unchanged", "embedded", "chunk_count")
-        lines.append(
-            "index: " + ", ".join(f"{name} {report.index[name]}" for name in fields if name in report.index)
-        )
+        lines.append(index_summary(report.index))
     else:
         lines.append(f"index: not updated ({report.index_skipped})")
     return "\n".join(lines)

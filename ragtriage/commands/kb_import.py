@@ -6,8 +6,15 @@ from pathlib import Path
 
 import click
 
-from ragtriage.commands.common import echo_json, open_workspace, progress_bar, workspace_options
+from ragtriage.commands.common import (
+    echo_json,
+    index_summary,
+    open_workspace,
+    progress_bar,
+    workspace_options,
+)
 from ragtriage.kb.import_report import ImportReport
+from ragtriage.wording import plural
 
 
 @click.command("import")
@@ -107,18 +114,15 @@ def import_command(
 def _summary(report: ImportReport) -> str:
     lines = [f"source: {report.source}", f"rows: {report.counts_line()}"]
     if report.missing:
-        lines.append(f"missing from the source (--full): {report.missing} chunks marked deleted")
-    lines.append(f"chunks written: {report.written}")
+        lines.append(f"missing from the source (--full): {plural(report.missing, 'chunk')} marked deleted")
+    lines.append(f"chunks written: {report.written:,}")
     if report.vectors:
         lines.append(
-            f"vectors: {report.vectors} given ({report.vector_dim}-d, recorded as {report.vector_embedder})"
+            f"vectors: {report.vectors:,} given ({report.vector_dim}-d, recorded as {report.vector_embedder})"
         )
     lines.append(f"KB revision: {report.kb_revision}")
     if report.index is not None:
-        fields = ("added", "updated", "deleted", "unchanged", "embedded", "imported_vectors", "chunk_count")
-        lines.append(
-            "index: " + ", ".join(f"{name} {report.index[name]}" for name in fields if name in report.index)
-        )
+        lines.append(index_summary(report.index))
     else:
         lines.append(f"index: not updated ({report.index_skipped})")
     lines.append(f"time: read {report.read_seconds:.1f} s, write {report.write_seconds:.1f} s")

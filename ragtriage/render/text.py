@@ -1,32 +1,7 @@
-"""Small wording helpers for user-facing text: counts with the right plural, page ranges."""
+"""Wording helpers for the CLI's output (`ragtriage.wording`, re-exported where the renderers look)."""
 
 from __future__ import annotations
 
-__all__ = ["page_range", "plural"]
+from ragtriage.wording import page_range, plural, plural_noun
 
-_ES_ENDINGS = ("s", "x", "z", "ch", "sh")
-
-
-def _plural_noun(noun: str) -> str:
-    last_word = noun.rsplit(" ", 1)[-1]
-    if last_word.endswith("y") and len(last_word) > 1 and last_word[-2] not in "aeiou":
-        return noun[:-1] + "ies"
-    if last_word.endswith(_ES_ENDINGS):
-        return noun + "es"
-    return noun + "s"
-
-
-def plural(count: int, noun: str, plural_form: str | None = None) -> str:
-    """`1 run`, `2 runs`, `0 runs`, `3 queries` (the count with thousands separators)."""
-    if count == 1:
-        return f"{count:,} {noun}"
-    return f"{count:,} {plural_form or _plural_noun(noun)}"
-
-
-def page_range(offset: int, shown: int, total: int, noun: str) -> str:
-    """`21–40 of 137 requests`, `none of 0 requests`, `no requests past 137` for a page of a list."""
-    if total == 0:
-        return f"no {_plural_noun(noun)}"
-    if shown == 0:
-        return f"no {_plural_noun(noun)} past {total:,} (offset {offset:,})"
-    return f"{offset + 1:,}–{offset + shown:,} of {plural(total, noun)}"
+__all__ = ["page_range", "plural", "plural_noun"]

@@ -29,6 +29,7 @@ from ragtriage.store.log_tables import RequestLogRow
 from ragtriage.store.triage_repo import ConflictError, TriageRecord
 from ragtriage.triage.label_file import ROW_FIELDS, LabelFile, LabelRow, RowError
 from ragtriage.triage.workflow import TRANSITIONS, validate_label
+from ragtriage.wording import plural_noun
 
 #: Statuses a row may ask for (`new` is where ingest puts a case, not a triage decision).
 ROW_STATUSES = ("in_progress", "confirmed", "dismissed")
@@ -101,7 +102,8 @@ def apply_label_file(
             report.unchanged += 1
     if label_file.ignored_columns:
         report.warnings.append(
-            f"{path}: column(s) ignored: {', '.join(label_file.ignored_columns)} "
+            f"{path}: {plural_noun('column', len(label_file.ignored_columns))} ignored: "
+            f"{', '.join(label_file.ignored_columns)} "
             f"(a row has {', '.join(ROW_FIELDS)})"
         )
     return report

@@ -16,11 +16,12 @@ from pydantic import BaseModel, Field
 from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.triage.context import DiagnosisContext
 from ragtriage.triage.facts import Facts, chunk_text, covered
+from ragtriage.wording import plural_noun
 
 #: Counterfactual name → what it changes (shown to the triager).
 DESCRIPTIONS = {
     "current_index": "the logged request vs a replay against today's KB, index and configuration",
-    "alias_added": "replay with the proposed alias pair(s) added to the dictionary",
+    "alias_added": "replay with the proposed alias pairs added to the dictionary",
     "rewrite_off": "replay with the rewrite turned off (rewritten routes search the normalised raw query)",
     "llm_rewrite": "replay with the other rewrite (LLM instead of rules, or rules instead of LLM)",
     "larger_k": "replay with 5× the hits per route and 5× the reranker's candidate pool",
@@ -176,7 +177,9 @@ def run_counterfactuals(
     """Run the named counterfactuals (unknown names are a ValueError), in `ORDER`."""
     unknown = [n for n in names if n not in DESCRIPTIONS]
     if unknown:
-        raise ValueError(f"unknown counterfactual(s) {unknown}; known: {', '.join(ORDER)}")
+        raise ValueError(
+            f"unknown {plural_noun('counterfactual', len(unknown))} {', '.join(unknown)}; known: {', '.join(ORDER)}"
+        )
     gold = facts.gold or []
     baseline_reaches = any(rank is not None for rank in _final_ranks(baseline, gold).values())
     results: list[CounterfactualResult] = []

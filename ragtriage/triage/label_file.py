@@ -191,7 +191,8 @@ def _gold(value: Any, text: bool) -> list[str | dict[str, Any]] | None:
     if isinstance(value, (str, int)) and not isinstance(value, bool):
         value = [value]
     if not isinstance(value, list):
-        raise _FieldError("gold", f"not a list of chunk ids ({value!r})", 'write ["c1", "c2"]')
+        shown = orjson.dumps(value, default=str).decode()
+        raise _FieldError("gold", f"not a list of chunk ids ({shown})", 'write ["c1", "c2"]')
     gold: list[str | dict[str, Any]] = []
     for item in value:
         if isinstance(item, bool) or not isinstance(item, (str, int, dict)):

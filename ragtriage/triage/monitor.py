@@ -102,11 +102,12 @@ def ratio(count: int, total: int, reason: str) -> Figure:
 
 def _shift_figure(tally: logged.ShiftTally) -> Figure:
     if not tally.shifts:
-        reason = (
-            f"the rerank cut all {tally.dropped} judged chunk(s)"
-            if tally.dropped
-            else "no read request logged both fused and reranked lists containing a gold or cited chunk"
-        )
+        if tally.dropped > 1:
+            reason = f"the rerank cut all {tally.dropped:,} judged chunks"
+        elif tally.dropped:
+            reason = "the rerank cut the only judged chunk"
+        else:
+            reason = "no read request logged both fused and reranked lists containing a gold or cited chunk"
         return Figure(reason=reason, detail={"dropped": tally.dropped})
     moved_up = sum(1 for s in tally.shifts if s > 0)
     return Figure(

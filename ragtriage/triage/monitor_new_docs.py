@@ -26,6 +26,7 @@ from ragtriage.store.log_tables import RequestLogRow
 from ragtriage.store.monitor_tables import MonitorDocRecallRow
 from ragtriage.triage import monitor_logged as logged
 from ragtriage.triage import monitor_sql as sql
+from ragtriage.wording import plural
 
 if TYPE_CHECKING:
     from ragtriage.triage.monitor import Figure
@@ -159,7 +160,7 @@ def first_day_recall(
         if chunks_by_day[key] == 0:
             waiting = pending_by_day[key]
             reason = (
-                f"{waiting} new document(s) still in their first 24 h"
+                f"{plural(waiting, 'new document')} still in their first 24 h"
                 if waiting
                 else "no document was added or updated in this group"
             )

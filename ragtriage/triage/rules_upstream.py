@@ -6,6 +6,7 @@ from __future__ import annotations
 from ragtriage.triage.facts import Facts, chunk_text, covered, gold_route_reach, is_raw_route, normalize_text
 from ragtriage.triage.fidelity_facts import stage_note
 from ragtriage.triage.rules_common import Finding, gold_lost, route_ran, short_ids, words
+from ragtriage.wording import plural_noun
 
 
 def rule_label_error_unknown(facts: Facts) -> Finding | None:
@@ -81,7 +82,8 @@ def rule_index_stale(facts: Facts) -> Finding | None:
 def _stale_lines(facts: Facts, stale_docs: dict[str, list[str]]) -> list[str]:
     """Which documents the unknown logged ids belong to, and which ids no document can be named for."""
     lines = [
-        f"logged chunk id(s) {short_ids(ids)} belong to an older version of document {doc_id}, whose "
+        f"logged chunk {plural_noun('id', len(ids))} {short_ids(ids)} "
+        f"{'belongs' if len(ids) == 1 else 'belong'} to an older version of document {doc_id}, whose "
         "current version has other ids: production searched a stale index"
         for doc_id, ids in sorted(stale_docs.items())
     ]
@@ -168,7 +170,8 @@ def _replaced_terms(facts: Facts, raw: str, rewritten: str) -> list[str]:
     if not swapped:
         return []
     return [
-        f"the rewrite replaced the query's own term(s) ({'; '.join(swapped)}) with alias(es) the gold "
+        f"the rewrite replaced the query's own {plural_noun('term', len(swapped))} ({'; '.join(swapped)}) "
+        f"with {'an alias' if len(swapped) == 1 else 'aliases'} the gold "
         "does not contain, so the rewritten query asks another question (an over-broad alias entry)"
     ]
 

@@ -37,7 +37,8 @@ def check_transition(record: TriageRecord, target: str) -> None:
         ("dismissed", "confirmed"): "reopen it with `ragtriage label REQUEST_ID LABEL --reopen` first",
     }
     hint = hints.get(
-        (record.status, target), f"allowed from {record.status}: {sorted(TRANSITIONS[record.status])}"
+        (record.status, target),
+        f"allowed from {record.status}: {', '.join(sorted(TRANSITIONS[record.status]))}",
     )
     raise InputError(f"case {record.request_id!r} is {record.status}; it cannot become {target}: {hint}")
 
@@ -57,7 +58,18 @@ def _their_change(engine: Engine, request_id: str) -> str:
     if not entries:
         return ""
     last = entries[-1]
-    return f"; their change: {last.action} → {last.change.get('after')!r}"
+    return f"; their change: {last.action} → {_shown(last.change.get('after'))}"
+
+
+def _shown(value: object) -> str:
+    """An audit value as a person reads it: `a, b` for a list, `key: value; …` for an object."""
+    if value is None or value == []:
+        return "none"
+    if isinstance(value, list):
+        return ", ".join(_shown(item) for item in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{key}: {_shown(item)}" for key, item in value.items())
+    return str(value)
 
 
 def _explain_conflicts(engine: Engine, request_id: str, step: Callable[[], T]) -> T:

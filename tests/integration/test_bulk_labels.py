@@ -98,7 +98,7 @@ def test_csv_labels_apply_with_audit_and_bad_rows_named(
     )
     assert errors[1].startswith(f"{path}:11: gold: chunk id not in the KB: leave/no-such#0000000000; fix:")
     assert errors[2] == f"{path}:12: request_id: no logged request 'not-logged-42'; fix: ingest its log first"
-    assert "column(s) ignored: annotator" in errors[3]
+    assert "column ignored: annotator" in errors[3]
 
     first, third = _record(home, cases[0]["request_id"]), _record(home, cases[2]["request_id"])
     assert (first.status, first.primary_label) == ("confirmed", cases[0]["fixture"]["designed_label"])

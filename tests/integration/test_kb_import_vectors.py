@@ -140,6 +140,16 @@ def test_reimport_embeds_nothing_and_a_changed_vector_reindexes_only_its_chunk(
         1,
     )
 
+    # The text summary words the same counts for people (no internal keys, plurals by count).
+    rows[1]["embedding"] = list(np.roll(np.asarray(rows[1]["embedding"]), 1))
+    text = _run("kb", "import", str(_parquet(path, rows)), "--map", MAP, "--vector-field", "embedding")
+    assert text.exit_code == 0, text.output
+    assert (
+        "index: 0 chunks added, 1 updated, 0 deleted, 5 unchanged; 0 passages embedded, "
+        "1 imported vector used as given; 6 chunks in the indexes"
+    ) in text.stdout
+    assert "imported_vectors" not in text.stdout and "_" not in text.stdout.split("index:", 1)[1]
+
     # The vectors are KB data in SQL, not cache: a rebuild after clearing the cache embeds nothing.
     shutil.rmtree(home / "cache", ignore_errors=True)
     rebuilt = json.loads(_run("kb", "reindex", "--json").stdout)

@@ -175,7 +175,7 @@ def test_figures_by_day_match_the_hand_computation(engine: Engine) -> None:
         "first_day_recall": round(2 / 3, 4),  # n1#0 (bm25), n1#1 (dense) of 3
     }
     assert "no confirmed case" in (day3.figures["coverage"].reason or "")
-    assert day4.figures["first_day_recall"].reason == "1 new document(s) still in their first 24 h"
+    assert day4.figures["first_day_recall"].reason == "1 new document still in their first 24 h"
     assert day4.figures["empty_result_rate"].reason == "no stored request in this group"
     assert {k: (f.count, f.total) for k, f in day2.bad_feedback_by_label.items()} == {
         "bm25_miss": (1, 2),

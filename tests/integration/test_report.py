@@ -89,6 +89,7 @@ def test_report_has_metrics_config_dataset_significance_and_worst_cases(
     assert "recall@5 1.0000 0.8333 -0.1667" in text  # metric table: A, B, delta over 6 paired cases
     assert "mrr 0 5 1 -0.0833 1.0000 not significant (exact, n = 6)" in text  # win/tie/loss + test
     assert "rerank.top_n 6 1" in text  # the setting that differs between the runs
+    assert "2 settings differ between A and B:" in text and "(s)" not in text
     # The regressed case with its gold journey in both runs: reached the final context in A, cut in B.
     travel = eval_home.chunks["travel"]
     assert "Regressed cases on mrr" in text and "出差回来发票多久内要交 &lt;script&gt;" in text

@@ -232,3 +232,16 @@ def test_copies_of_tracked_json_are_plain_and_detached(engine: Engine) -> None:
             assert clone == row.notes
             clone[0]["text"] = "changed only in the copy"
     assert triage_repo.get_record(engine, "r1").notes[0].text == "n"
+
+
+def test_a_conflict_spells_out_their_change_as_text(engine: Engine) -> None:
+    from ragtriage.triage.workflow import label_case
+
+    triage_repo.set_labels(engine, "r1", ["alias_missing", "bm25_miss"], expected_revision=1, user="alice")
+    with pytest.raises(ConflictError) as caught:
+        label_case(engine, "r1", "rerank_error", allowed=["rerank_error"], expected_revision=1, user="bob")
+    message = str(caught.value)
+    assert message.endswith(
+        "their change: labels → labels: alias_missing, bm25_miss; primary: alias_missing"
+    ), message
+    assert "['" not in message

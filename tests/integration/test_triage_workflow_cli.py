@@ -188,5 +188,5 @@ def test_a_concurrent_edit_is_refused_naming_who_changed_what(
         ["label", "r1", "rerank_error", "--user", "bo", "--revision", str(seen)], monkeypatch, capsys
     )
     assert code == 2
-    assert "conflict:" in err and "changed by ann" in err and "status → 'in_progress'" in err
+    assert "conflict:" in err and "changed by ann" in err and "status → in_progress" in err
     assert _record(home, "r1").labels == ["dense_drift"]

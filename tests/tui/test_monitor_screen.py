@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from textual.app import App
+from textual.widgets import Static
 
 from ragtriage.demo_real import TRAFFIC_START
 from ragtriage.tui.app import TriageApp
@@ -39,9 +40,17 @@ async def test_monitor_screen_from_the_queue(workspace: Workspace, monkeypatch: 
         report = screen.panel.report
         assert report is not None and report.overall.requests > 0
         assert report.overall.figures["bad_feedback_share"].value is not None
+        assert str(screen.query_one("#monitor-title", Static).content).startswith(
+            "monitor: last 30 days by day"
+        )
         await pilot.press("g")
         await _settle(app, pilot)
         assert screen.panel.report is not None and screen.panel.report.by == "version"
+        await pilot.press("t")  # 1 day: the count reads in the singular
+        await _settle(app, pilot)
+        assert str(screen.query_one("#monitor-title", Static).content).startswith(
+            "monitor: last 1 day by version"
+        )
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app.screen, QueueScreen)

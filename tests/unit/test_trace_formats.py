@@ -418,3 +418,4 @@ def test_gen_ai_evaluation_events_and_orphan_feedback(tmp_path: Path) -> None:
         and orphan.source == str(notes)
         and "00000000000000aa" in orphan.message
     )
+    assert orphan.message.startswith("1 annotation or score for span 00000000000000aa"), orphan.message

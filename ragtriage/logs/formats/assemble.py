@@ -35,6 +35,7 @@ from ragtriage.logs.formats.spans import (
     text_value,
 )
 from ragtriage.logs.formats.stages import Reject, documents, final_context, routes
+from ragtriage.wording import plural
 
 #: Root `metadata` keys that fill the v1 field of the same name.
 V1_METADATA_FIELDS = ("kb", "citations", "rewrite", "config_hash", "confidence")
@@ -97,7 +98,7 @@ def _assemble(trace_id: str, spans: list[Span], notes: list[Note], otel: OtelSet
     if not roots:
         raise Reject(
             "no_root_span",
-            f"trace {trace_id}: no root span among {len(spans)} span(s) ({_names(spans)})",
+            f"trace {trace_id}: no root span among {plural(len(spans), 'span')} ({_names(spans)})",
             "export the whole trace (its root span may be in a file not given to this ingest)",
         )
     # The span without a parent id wins over an orphan whose parent was not exported.

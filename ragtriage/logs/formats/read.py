@@ -243,7 +243,7 @@ def assembled(collector: TraceCollector, otel: OtelSettings) -> Iterator[Assembl
             first = notes[0]
             yield Rejected(
                 "orphan_feedback",
-                f"{len(notes)} annotation(s)/score(s) for "
+                f"{len(notes)} {'annotation or score' if len(notes) == 1 else 'annotations or scores'} for "
                 + (f"span {trace_id[5:]}" if trace_id.startswith("span:") else f"trace {trace_id}")
                 + f" ('{first.name}'), which is not in this ingest",
                 "ingest the feedback together with the trace's spans",

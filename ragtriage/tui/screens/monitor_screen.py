@@ -16,6 +16,7 @@ from textual.worker import get_current_worker
 from ragtriage.triage.monitor import MonitorReport, compute_monitor
 from ragtriage.tui.screens.worker_failures import WorkerFailures
 from ragtriage.tui.widgets.monitor_panel import MonitorPanel
+from ragtriage.wording import plural
 
 #: Windows the `t` key cycles through (days back from now).
 WINDOWS_DAYS = (7, 30, 1)
@@ -42,7 +43,9 @@ class MonitorScreen(WorkerFailures, Screen[None]):
         Binding(
             "g", "toggle_by", "Day/version", id="monitor-group-by", tooltip="Group by day or pipeline_version"
         ),
-        Binding("t", "cycle_window", "Window", id="monitor-window", tooltip="Last 7, 30 or 1 day(s)"),
+        Binding(
+            "t", "cycle_window", "Window", id="monitor-window", tooltip="The last 7 days, 30 days or 1 day"
+        ),
         Binding("f5,ctrl+r", "reload", "Reload", id="reload-monitor"),
     ]
 
@@ -68,7 +71,7 @@ class MonitorScreen(WorkerFailures, Screen[None]):
     def reload(self) -> None:
         """Compute the report for the current grouping and window in a worker."""
         self.query_one("#monitor-title", Static).update(
-            f"monitor: last {self.window_days} day(s) by {self.by} (definitions: ragtriage monitor --help)"
+            f"monitor: last {plural(self.window_days, 'day')} by {self.by} (definitions: ragtriage monitor --help)"
         )
         self.compute(self.by, self.window_days)
 
