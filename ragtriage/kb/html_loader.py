@@ -5,6 +5,8 @@ the heading or just before it (DocBook output such as the Debian FAQ writes `<h2
 else the `id` of the enclosing element whose first heading it is (`<section id>`, `<div class="section" id>`).
 Navigation is dropped: `<nav>`, page-level `<header>`/`<footer>`, and DocBook's `navheader`,
 `navfooter` and table-of-contents blocks.
+A footnote's text goes right after the block that cites it (first citation in reading order), so it
+lands in that section rather than in the page's last one (`html_footnotes` says what counts as one).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from bs4 import (
 from bs4.element import NavigableString
 
 from ragtriage.kb.document import BlockKind, LoadedDocument, SectionBuilder
+from ragtriage.kb.html_footnotes import Footnotes, find_footnotes, labelled_text
 from ragtriage.kb.text import clean_inline, clean_preformatted, decode_bytes
 
 _HEADINGS = {f"h{level}": level for level in range(1, 7)}
@@ -78,8 +81,9 @@ def load_html(text: str, path: Path | str, *, default_title: str) -> LoadedDocum
     page_title = clean_inline(title_tag.get_text()) if title_tag else ""
     builder = SectionBuilder()
     root = soup.body or soup
-    walker = _Walker(builder, root)
+    walker = _Walker(builder, root, find_footnotes(root, _is_skipped))
     walker.walk(root)
+    walker.place_leftover_footnotes()
     first_h1 = soup.find("h1")
     title = page_title or (clean_inline(first_h1.get_text()) if first_h1 else "") or default_title
     load_warnings: list[str] = []
@@ -98,8 +102,15 @@ def load_html(text: str, path: Path | str, *, default_title: str) -> LoadedDocum
 class _Walker:
     """Depth-first walk in reading order, emitting headings and blocks to a `SectionBuilder`."""
 
-    def __init__(self, builder: SectionBuilder, root: Tag) -> None:
+    def __init__(self, builder: SectionBuilder, root: Tag, footnotes: Footnotes) -> None:
         self.builder = builder
+        self.footnotes = footnotes
+        self.placed: set[int] = set()
+        """ids of the footnote bodies already emitted after their marker."""
+        self.placing: int | None = None
+        """id of the footnote body being emitted (the one relocated body `walk` does not skip)."""
+        self.pending_label: str | None = None
+        """Label the next block gets as `[label] ` unless it already starts with it."""
         self.block_holders = _block_holders(root)
         """ids of the elements that contain a block-level element (computed once, bottom-up)."""
         self.list_depth = 0
@@ -110,22 +121,27 @@ class _Walker:
         """Emit `element`'s headings and blocks."""
         if _is_skipped(element):
             return
+        if self.footnotes.relocated(element) and id(element) != self.placing:
+            return
         name = element.name
         if name in _HEADINGS:
             self.builder.heading(_HEADINGS[name], clean_inline(element.get_text()), heading_anchor(element))
+            self._emit_citing("paragraph", "", [element])
             return
         if name == "pre":
-            self._emit("code", clean_preformatted(element.get_text()))
+            self._emit_citing("code", clean_preformatted(element.get_text()), [element])
             return
         if name == "table" and not _has_block_content(element):
-            self._emit("table", _table_text(element))
+            self._emit_citing("table", _table_text(element), [element])
             return
         if name == "li":
             self.list_depth += 1
             self.pending_marker = True
         try:
             if id(element) not in self.block_holders:
-                self._emit(_LEAF_KINDS.get(name, "paragraph"), clean_inline(element.get_text()))
+                self._emit_citing(
+                    _LEAF_KINDS.get(name, "paragraph"), clean_inline(element.get_text()), [element]
+                )
             else:
                 self._walk_children(element)
         finally:
@@ -133,23 +149,68 @@ class _Walker:
                 self.list_depth -= 1
                 self.pending_marker = False
 
+    def place_leftover_footnotes(self) -> None:
+        """Emit relocated footnotes whose marker the walk never reached (markers citing each other)."""
+        for body in self.footnotes.bodies:
+            if id(body) not in self.placed:
+                self._walk_footnote(body)
+
     def _walk_children(self, element: Tag) -> None:
         inline_run: list[str] = []
+        inline_tags: list[Tag] = []
         for child in element.children:
             if isinstance(child, Tag) and (child.name in _BLOCK_TAGS or id(child) in self.block_holders):
-                self._emit("paragraph", clean_inline("".join(inline_run)))
-                inline_run = []
+                self._emit_citing("paragraph", clean_inline("".join(inline_run)), inline_tags)
+                inline_run, inline_tags = [], []
                 self.walk(child)
             elif isinstance(child, Tag):
                 if not _is_skipped(child):
                     inline_run.append(child.get_text())
+                    inline_tags.append(child)
             elif isinstance(child, NavigableString) and not isinstance(child, _IGNORED_STRINGS):
                 inline_run.append(str(child))
-        self._emit("paragraph", clean_inline("".join(inline_run)))
+        self._emit_citing("paragraph", clean_inline("".join(inline_run)), inline_tags)
+
+    def _emit_citing(self, kind: BlockKind, text: str, elements: list[Tag]) -> None:
+        """Emit a block made of `elements`, then the footnotes it is the first to cite."""
+        bodies = []
+        marker_text = ""
+        for element in elements:
+            for marker in self.footnotes.markers_in(element):
+                marker_text += marker.get_text()
+                body = self.footnotes.body_of_marker[id(marker)]
+                if self.footnotes.relocated(body) and id(body) not in self.placed and body not in bodies:
+                    bodies.append(body)
+        # A paragraph holding nothing but the markers (DocBook puts one after a list) would only repeat
+        # the labels the footnotes start with.
+        if not bodies or "".join(text.split()) != "".join(marker_text.split()):
+            self._emit(kind, text)
+        for body in bodies:
+            self._walk_footnote(body)
+
+    def _walk_footnote(self, body: Tag) -> None:
+        self.placed.add(id(body))
+        # A footnote cited from a list item is not itself part of the list.
+        saved = (self.list_depth, self.pending_marker, self.placing)
+        self.list_depth, self.pending_marker, self.placing = 0, False, id(body)
+        self.pending_label = self.footnotes.label_of_body[id(body)]
+        try:
+            if body.name == "li":
+                self._walk_children(body)
+            else:
+                self.walk(body)
+        finally:
+            self.list_depth, self.pending_marker, self.placing = saved
+            self.pending_label = None
 
     def _emit(self, kind: BlockKind, text: str) -> None:
         if not text.strip():
             return
+        if self.pending_label is not None:
+            labelled = labelled_text(self.pending_label, text)
+            if labelled is None:
+                return
+            text, self.pending_label = labelled, None
         if self.pending_marker:
             indent = "  " * max(self.list_depth - 1, 0)
             text, kind = f"{indent}- {text}", "list_item"
