@@ -173,19 +173,19 @@ class _Walker:
 
     def _emit_citing(self, kind: BlockKind, text: str, elements: list[Tag]) -> None:
         """Emit a block made of `elements`, then the footnotes it is the first to cite."""
-        bodies = []
+        bodies: dict[int, Tag] = {}  # by id(): bs4 compares tags by their markup, and two notes may match
         marker_text = ""
         for element in elements:
             for marker in self.footnotes.markers_in(element):
                 marker_text += marker.get_text()
                 body = self.footnotes.body_of_marker[id(marker)]
-                if self.footnotes.relocated(body) and id(body) not in self.placed and body not in bodies:
-                    bodies.append(body)
+                if self.footnotes.relocated(body) and id(body) not in self.placed:
+                    bodies.setdefault(id(body), body)
         # A paragraph holding nothing but the markers (DocBook puts one after a list) would only repeat
         # the labels the footnotes start with.
         if not bodies or "".join(text.split()) != "".join(marker_text.split()):
             self._emit(kind, text)
-        for body in bodies:
+        for body in bodies.values():
             self._walk_footnote(body)
 
     def _walk_footnote(self, body: Tag) -> None:

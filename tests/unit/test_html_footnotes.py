@@ -220,3 +220,12 @@ def test_chunks_carry_the_footnote_under_the_citing_anchor(tmp_path: Path) -> No
     assert list(by_anchor) == ["booting", "diverse"]
     assert "systemd" in by_anchor["booting"] and "历史上" in by_anchor["booting"]
     assert "systemd" not in by_anchor["diverse"] and "[6]" not in by_anchor["diverse"]
+
+
+def test_two_footnotes_with_the_same_text_cited_together_are_both_kept(tmp_path: Path) -> None:
+    html = """<h2 id="a">甲</h2><p>一<a href="#fn1" class="footnote-ref"><sup>1</sup></a>二<a href="#fn2"
+    class="footnote-ref"><sup>2</sup></a>。</p><h2 id="b">乙</h2><p>三。</p>
+    <section class="footnotes"><ol><li id="fn1"><p>同上。</p></li><li id="fn2"><p>同上。</p></li></ol></section>"""
+    document = load_document(_write(tmp_path, "twins.html", html))
+
+    assert [b.text for b in document.sections[0].blocks] == ["一1二2。", "[1] 同上。", "[2] 同上。"]
