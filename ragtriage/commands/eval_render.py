@@ -27,6 +27,10 @@ def print_comparison(comparison: Comparison) -> None:
     console = stdout_console()
     for warning in comparison.warnings:
         console.print(f"warning: {warning}")
+    console.print(
+        f"run {comparison.run_a}: profile {comparison.profile_a} (config {comparison.config_hash_a}); "
+        f"run {comparison.run_b}: profile {comparison.profile_b} (config {comparison.config_hash_b})"
+    )
     table = FitTable(
         _numbers("metric", f"run {comparison.run_a}", f"run {comparison.run_b}", "delta"),
         title=f"run {comparison.run_b} vs run {comparison.run_a} on "

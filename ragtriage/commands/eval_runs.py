@@ -30,7 +30,7 @@ def _print_summary(summary: Any) -> None:
     table = FitTable(
         [Col("metric", "label"), Col("mean", "number", justify="right")],
         title=f"run {summary.run_id} ({summary.name or 'unnamed'}) on "
-        f"{summary.dataset}@{summary.dataset_version}: {summary.status}, "
+        f"{summary.dataset}@{summary.dataset_version}, profile {summary.profile}: {summary.status}, "
         f"{summary.cases_done}/{plural(summary.case_count, 'case')}, granularity {summary.granularity}",
     )
     for name, value in means.items():
@@ -164,6 +164,14 @@ def register_eval(group: click.Group) -> None:
     )
     @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
     @click.option("--resume", "resume", default=None, metavar="RUN", help="Finish the missing cases of RUN.")
+    @click.option(
+        "--profile",
+        "profile",
+        default=None,
+        metavar="NAME",
+        help="Replay profile to run (see `ragtriage profiles`), as `replay --profile`; "
+        "default: the settings file as it is.",
+    )
     @click.option("--json", "as_json", is_flag=True)
     @workspace_options
     def run_command(
@@ -172,6 +180,7 @@ def register_eval(group: click.Group) -> None:
         workers: int,
         batch_size: int,
         resume: str | None,
+        profile: str | None,
         as_json: bool,
         home: Path | None,
         config_file: Path | None,
@@ -189,6 +198,7 @@ def register_eval(group: click.Group) -> None:
                     resume_run_id=resume,
                     batch_size=batch_size,
                     on_progress=bar("evaluating"),
+                    profile=profile,
                 )
             except KeyboardInterrupt:
                 runs = eval_store.list_runs(workspace.engine)
@@ -237,6 +247,7 @@ def register_eval(group: click.Group) -> None:
                 Col("dataset", "label"),
                 Col("status", "label"),
                 Col("cases", "number", justify="right"),
+                Col("profile", "label", drop_order=4),
                 Col("config", "id", drop_order=1),
                 Col("recall@5", "number", justify="right"),
                 Col("mrr", "number", justify="right"),
@@ -251,6 +262,7 @@ def register_eval(group: click.Group) -> None:
                 f"{row['dataset']}@{row['dataset_version']}",
                 row["status"],
                 f"{row['cases_done']}/{row['case_count']}",
+                row["profile"],
                 row["config_hash"],
                 _fmt(row["means"]["recall@5"]),
                 _fmt(row["means"]["mrr"]),

@@ -68,6 +68,11 @@ class Comparison(BaseModel):
     run_b: int
     dataset_a: str
     dataset_b: str
+    profile_a: str = "default"
+    """Replay profile run A used (`eval run --profile`; `default`: the settings file as it is)."""
+    profile_b: str = "default"
+    config_hash_a: str = ""
+    config_hash_b: str = ""
     warnings: list[str] = Field(default_factory=list)
     paired_cases: int
     only_in_a: list[str] = Field(default_factory=list)
@@ -145,6 +150,10 @@ def compare_runs(
         run_b=int(run_b.id or 0),
         dataset_a=f"{run_a.dataset}@{run_a.dataset_version}",
         dataset_b=f"{run_b.dataset}@{run_b.dataset_version}",
+        profile_a=run_a.profile or "default",
+        profile_b=run_b.profile or "default",
+        config_hash_a=run_a.config_hash,
+        config_hash_b=run_b.config_hash,
         warnings=warnings,
         paired_cases=len(paired),
         only_in_a=sorted(set(ranked_a) - set(ranked_b)),

@@ -53,6 +53,8 @@ class RunListItem(BaseModel):
     cases_done: int
     case_count: int
     config_hash: str
+    profile: str = "default"
+    """Replay profile of the run's pipeline (`default`: the settings file as it is)."""
     kb_revision: int | None
     started_at: str
     means: dict[str, float | None] = Field(default_factory=dict)
@@ -150,6 +152,7 @@ def list_run_items(engine: Engine, dataset: str | None = None, kb: str | None = 
                 cases_done=run.cases_done,
                 case_count=run.case_count,
                 config_hash=run.config_hash,
+                profile=run.profile or "default",
                 kb_revision=run.kb_revision,
                 started_at=run.started_at.isoformat(timespec="seconds"),
                 means={m: means.get(m) for m in HEADLINE_METRICS},

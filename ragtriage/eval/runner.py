@@ -27,6 +27,7 @@ from ragtriage.eval.metrics import rank_shift, refusal_accuracy
 from ragtriage.eval.scoring import score_case
 from ragtriage.eval.specs import MetricSpec, default_specs
 from ragtriage.pipeline.pipeline import RunCancelled
+from ragtriage.pipeline.profiles import DEFAULT_PROFILE, ResolvedProfile, get_profile, resolve_profile
 from ragtriage.pipeline.refusal import refusal_scores
 from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.store.eval_tables import EvalRunCaseRow, EvalRunRow
@@ -67,6 +68,8 @@ class RunSummary(BaseModel):
     cases_done: int
     cases_this_attempt: int = 0
     config_hash: str
+    profile: str = "default"
+    """Replay profile of the pipeline (`default`: the settings file as it is)."""
     kb_revision: int | None = None
     aggregates: dict[str, Any] = Field(default_factory=dict)
     bucket_aggregates: dict[str, Any] = Field(default_factory=dict)
@@ -226,6 +229,7 @@ def run_summary(run: EvalRunRow, this_attempt: int = 0) -> RunSummary:
         cases_done=run.cases_done,
         cases_this_attempt=this_attempt,
         config_hash=run.config_hash,
+        profile=run.profile or DEFAULT_PROFILE,
         kb_revision=run.kb_revision,
         aggregates=run.aggregates,
         bucket_aggregates=run.bucket_aggregates,
@@ -242,11 +246,12 @@ def _open_run(
     name: str | None,
     options: RunOptions,
     workers: int,
+    profile: ResolvedProfile | None,
 ) -> EvalRunRow:
     from ragtriage.kb.repository import kb_revision
     from ragtriage.triage.promote import index_manifest_summary
 
-    settings = workspace.settings
+    settings = profile.settings if profile is not None else workspace.settings
     granularities = sorted({c.case.gold_granularity for c in cases if c.case.has_gold}) or ["chunk"]
     run = EvalRunRow(
         name=name,
@@ -254,7 +259,8 @@ def _open_run(
         dataset_version=version,
         granularity=granularities[0] if len(granularities) == 1 else "mixed",
         config=settings.model_dump(mode="json", exclude={"store"}),
-        config_hash=settings.config_hash(),
+        config_hash=profile.config_hash if profile is not None else settings.config_hash(),
+        profile=profile.name if profile is not None else None,
         run_options=options.model_dump(mode="json", exclude_defaults=True),
         kb_revision=kb_revision(workspace.engine, settings.kb.name),
         index_manifest=index_manifest_summary(workspace),
@@ -265,8 +271,17 @@ def _open_run(
     return eval_store.create_run(workspace.engine, run)
 
 
-def _resume_run(workspace: Workspace, run_ref: str | int) -> tuple[EvalRunRow, RunOptions]:
+def _resume_run(
+    workspace: Workspace, run_ref: str | int, profile: str | None
+) -> tuple[EvalRunRow, RunOptions, ResolvedProfile | None]:
     run = eval_store.get_run(workspace.engine, run_ref)
+    if profile is not None and profile != (run.profile or DEFAULT_PROFILE):
+        raise InputError(
+            f"run {run.id} was made with profile {run.profile or DEFAULT_PROFILE}, not {profile}; "
+            "resume without --profile (or start a new run with it)"
+        )
+    resolved = get_profile(workspace.settings, run.profile) if run.profile is not None else None
+    expected_hash = resolved.config_hash if resolved is not None else workspace.settings.config_hash()
     status = effective_status(run)
     if status == "complete":
         raise InputError(f"run {run.id} is already complete; nothing to resume")
@@ -274,14 +289,14 @@ def _resume_run(workspace: Workspace, run_ref: str | int) -> tuple[EvalRunRow, R
         raise InputError(
             f"run {run.id} is still running in process {run.timings.get('pid')}; wait for it or stop it"
         )
-    if run.config_hash != workspace.settings.config_hash():
+    if run.config_hash != expected_hash:
         raise InputError(
             f"run {run.id} was made with config {run.config_hash} but the settings now hash to "
-            f"{workspace.settings.config_hash()}; resume with the same --config (or start a new run)"
+            f"{expected_hash}; resume with the same --config (or start a new run)"
         )
     timings = {**(run.timings or {}), "pid": os.getpid()}
     run = eval_store.update_run(workspace.engine, int(run.id or 0), status="running", timings=timings)
-    return run, RunOptions.model_validate(run.run_options or {})
+    return run, RunOptions.model_validate(run.run_options or {}), resolved
 
 
 def run_eval(
@@ -297,30 +312,40 @@ def run_eval(
     batch_size: int = 32,
     pipeline: BatchPipeline | None = None,
     on_started: Callable[[int], None] | None = None,
+    profile: str | None = None,
 ) -> RunSummary:
     """Evaluate `dataset` (its current version) or resume run `resume_run_id`; returns the stored run.
 
     The run is `complete` only when every case of its dataset version has a stored result; a stop
     leaves it `incomplete` with the finished cases kept. `on_started(run_id)` is called once the run
-    row exists (the REST API answers with the id then, while the run goes on).
+    row exists (the REST API answers with the id then, while the run goes on). `profile` names a
+    replay profile (`ragtriage profiles`, resolved as `replay --profile` does): the run uses its
+    pipeline and records its name, settings and config hash; None uses the settings file as it is.
+    A resumed run uses the profile it was started with.
 
     Raises:
         NotFoundError: unknown dataset or run.
-        InputError: resuming a complete or live run, or with a different config.
+        InputError: resuming a complete or live run, or with a different config or profile.
+        NotFoundError: `profile` names no profile.
         IndexStateError: the indexes cannot be opened (before any run row is written).
     """
     if workers < 1:
         raise InputError(f"--workers must be at least 1, got {workers}")
     version = eval_store.dataset_version(workspace.engine, dataset) if resume_run_id is None else 0
-    # Open the indexes before writing: a locked or missing index must not leave a run row behind.
-    active = pipeline if pipeline is not None else workspace.pipeline
+    resolved: ResolvedProfile | None = None
     if resume_run_id is not None:
-        run, options = _resume_run(workspace, resume_run_id)
+        run, options, resolved = _resume_run(workspace, resume_run_id, profile)
+    elif profile is not None:
+        resolved = resolve_profile(workspace.settings, None, profile)
+    # Open the indexes before writing: a locked or missing index must not leave a run row behind.
+    own = workspace.pipeline_for(resolved) if resolved is not None and pipeline is None else None
+    active = pipeline if pipeline is not None else (own if own is not None else workspace.pipeline)
+    if resume_run_id is not None:
         cases = eval_store.dataset_cases(workspace.engine, run.dataset, run.dataset_version)
     else:
         options = options or RunOptions()
         cases = eval_store.dataset_cases(workspace.engine, dataset, version)
-        run = _open_run(workspace, dataset, cases, version, name, options, workers)
+        run = _open_run(workspace, dataset, cases, version, name, options, workers, resolved)
     run_id = int(run.id or 0)
     engine = workspace.engine
     cases = _with_mapped_gold(engine, cases)

@@ -57,18 +57,30 @@ class EvalJobs:
         self._stopping = threading.Event()
 
     def start(
-        self, dataset: str, *, name: str | None = None, workers: int = 1, batch_size: int = 32
+        self,
+        dataset: str,
+        *,
+        name: str | None = None,
+        workers: int = 1,
+        batch_size: int = 32,
+        profile: str | None = None,
     ) -> EvalJob:
         """Start evaluating `dataset` and return once the run has an id.
 
         Raises:
-            NotFoundError: unknown dataset. IndexLockedError: the indexes are held by another process.
+            NotFoundError: unknown dataset or profile. IndexLockedError: the indexes are held by
+                another process.
             RagtriageError: anything else the runner refuses before the run exists.
         """
         workspace = self._open_workspace()
         try:
             eval_store.dataset_version(workspace.engine, dataset)
-            _ = workspace.pipeline  # opens the indexes now: a held folder is a 409, not a dead run
+            if profile is not None:
+                from ragtriage.pipeline.profiles import resolve_profile
+
+                workspace.pipeline_for(resolve_profile(workspace.settings, None, profile))
+            else:
+                _ = workspace.pipeline  # opens the indexes now: a held folder is a 409, not a dead run
         except BaseException:
             workspace.close()
             raise
@@ -92,6 +104,7 @@ class EvalJobs:
                     name=name,
                     workers=workers,
                     batch_size=batch_size,
+                    profile=profile,
                     on_started=on_started,
                     on_progress=on_progress,
                     should_stop=self._stopping.is_set,

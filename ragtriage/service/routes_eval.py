@@ -26,6 +26,9 @@ class EvaluateRequest(BaseModel):
     name: str | None = Field(default=None, description="A name for the run (compare and gate accept it).")
     workers: int = Field(default=1, ge=1, le=16, description="Threads over batches of queries.")
     batch_size: int = Field(default=32, ge=1, le=1024, description="Queries per embedding batch.")
+    profile: str | None = Field(
+        default=None, min_length=1, description="Replay profile to run (`ragtriage profiles`); default: the settings."
+    )
 
 
 class Progress(BaseModel):
@@ -95,7 +98,11 @@ def evaluate(kb: str, state: State, body: EvaluateRequest | None = None) -> Eval
     _check_kb(state, kb)
     request = body or EvaluateRequest()
     job = state.jobs.start(
-        request.dataset, name=request.name, workers=request.workers, batch_size=request.batch_size
+        request.dataset,
+        name=request.name,
+        workers=request.workers,
+        batch_size=request.batch_size,
+        profile=request.profile,
     )
     run_id = int(job.run_id or 0)
     run = eval_store.get_run(state.workspace.engine, run_id)

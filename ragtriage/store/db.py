@@ -90,7 +90,7 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
 
 #: Bumped whenever a release adds a column to an existing table: a SQLite store stamped with an
 #: older number (`PRAGMA user_version`) gets the missing columns on open.
-STORE_SCHEMA_VERSION = 6
+STORE_SCHEMA_VERSION = 7
 
 
 def create_all(engine: Engine) -> None:

@@ -86,6 +86,8 @@ class EvalRunRow(SQLModel, table=True):
     config: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     """Snapshot of the settings (store section left out)."""
     config_hash: str = ""
+    profile: str | None = None
+    """Replay profile the pipeline came from (`eval run --profile`); None: the settings file as it is."""
     run_options: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     kb_revision: int | None = None
     index_manifest: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))

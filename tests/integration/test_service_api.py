@@ -180,6 +180,20 @@ def test_evaluate_returns_at_once_and_the_run_finishes_in_the_background(
     assert done["config_hash"] == base["config_hash"]
 
 
+def test_evaluate_with_a_profile_records_it_and_an_unknown_one_is_404(
+    client: TestClient, built: EvalHome
+) -> None:
+    url = f"{API}/knowledge-bases/default/retrieval/evaluate"
+    response = client.post(url, json={"name": "weighted", "profile": "hybrid-weighted"})
+    assert response.status_code == 202, response.text
+    done = _wait_complete(client, response.json()["run_id"])
+    assert (done["status"], done["profile"]) == ("complete", "hybrid-weighted")
+    assert done["config"]["retrieval"]["fusion"]["method"] == "weighted"
+    missing = client.post(url, json={"profile": "no-such-profile"})
+    assert missing.status_code == 404
+    assert missing.json()["detail"] == _cli_error(built.home, "eval", "run", "--profile", "no-such-profile")
+
+
 HOLD_QDRANT = textwrap.dedent(
     """
     import sys, time
