@@ -34,18 +34,21 @@ PythonTokenize = Callable[[str], list[Segment]]
 
 # Characters jieba-rs segments as Han and Python jieba does not (see the module docstring).
 _PYTHON_ONLY = re.compile("[\u3400-\u4dbf\u9fd6-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]")
-# A joiner inside an ASCII token: jieba-rs may keep the token whole where Python jieba splits it.
-_JOINER = re.compile(r"[-._&+#%]")
-
-
-def _needs_python(word: str) -> bool:
-    # Even a token Python keeps whole (`0a.0`, `3.5%`) may come with extra jieba-rs parts (`0a`).
-    return len(word) > 1 and word.isascii() and bool(_JOINER.search(word))
+# An ASCII run with a joiner, as jieba's `re_han` delimits ASCII: jieba-rs may keep it whole (or
+# yield extra parts) where Python jieba splits it with finalseg's `re_skip` rule.
+_JOINED_RUN = re.compile(r"[a-zA-Z0-9+#&._%-]*[-._&+#%][a-zA-Z0-9+#&._%-]*")
 
 
 @functools.lru_cache(maxsize=65536)
-def _python_split(word: str, python: PythonTokenize) -> tuple[Segment, ...]:
-    return tuple(python(word))
+def _python_split(run: str, python: PythonTokenize) -> tuple[Segment, ...]:
+    return tuple(python(run))
+
+
+def _joined_runs(text: str) -> dict[int, int]:
+    """start → end of every ASCII run with a joiner longer than one character."""
+    return {
+        match.start(): match.end() for match in _JOINED_RUN.finditer(text) if match.end() - match.start() > 1
+    }
 
 
 def search_segments(text: str, python: PythonTokenize) -> list[Segment]:
@@ -53,33 +56,41 @@ def search_segments(text: str, python: PythonTokenize) -> list[Segment]:
     if _PYTHON_ONLY.search(text):
         return python(text)
     segments: list[Segment] = rjieba.tokenize(text, mode="search", hmm=True)
-    joined = [(start, end) for word, start, end in segments if _needs_python(word)]
-    if not joined:
-        return segments
-    # Only the outermost joined tokens: what lies inside one is replaced with it.
-    outer = [
-        span for span in joined if not any(o != span and o[0] <= span[0] and span[1] <= o[1] for o in joined)
-    ]
-    return _rejoin(segments, outer, python)
+    runs = _joined_runs(text)
+    return _rejoin(text, segments, runs, python) if runs else segments
 
 
-def _rejoin(segments: list[Segment], joined: list[tuple[int, int]], python: PythonTokenize) -> list[Segment]:
-    """Replace each joined ASCII token by Python jieba's split of it, dropping jieba-rs's parts."""
-    spans = set(joined)
+def _rejoin(
+    text: str, segments: list[Segment], runs: dict[int, int], python: PythonTokenize
+) -> list[Segment]:
+    """Replace what jieba-rs emitted inside each joined run by Python jieba's split of the run.
+
+    The run segments alone as in context: its characters are single DAG nodes, buffered and split
+    by `re_skip` either way, unless a dictionary word spans ASCII and Han (`江南style`); then the
+    whole text goes to Python jieba.
+    """
+    inside = bytearray(len(text))
+    for start, end in runs.items():
+        inside[start:end] = b"\x01" * (end - start)
     out: list[Segment] = []
-    for word, start, end in segments:
-        if (start, end) in spans:
-            out.extend((part, start + s, start + e) for part, s, e in _python_split(word, python))
-        elif not any(s <= start and end <= e for s, e in joined):
-            out.append((word, start, end))
+    for segment in segments:
+        start = segment[1]
+        if inside[start] != inside[segment[2] - 1]:
+            # A dictionary word across the run's edge (`江南style`, `4s店`): Python jieba alone.
+            return python(text)
+        if not inside[start]:
+            out.append(segment)
+        elif start in runs:
+            end = runs.pop(start)
+            out.extend((part, start + s, start + e) for part, s, e in _python_split(text[start:end], python))
     return out
 
 
 def search_words(text: str, python: PythonTokenize) -> list[str]:
-    """The words of `search_segments(text, python)`, without offsets (the order may differ)."""
+    """The words of `search_segments(text, python)`, without offsets (in the same order)."""
     if _PYTHON_ONLY.search(text):
         return [word for word, _, _ in python(text)]
-    words: list[str] = rjieba.cut_for_search(text, hmm=True)
-    if any(_needs_python(word) for word in words):
+    if _JOINED_RUN.search(text):
         return [word for word, _, _ in search_segments(text, python)]
+    words: list[str] = rjieba.cut_for_search(text, hmm=True)
     return words

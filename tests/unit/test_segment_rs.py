@@ -46,6 +46,7 @@ def _chunks(texts: Iterator[str], size: int = 400) -> list[str]:
         "升级到v2.3.1后报错E1001，sources.list里写了non-free",
         "扩展字㐀㐁和兼容字﨎与新字鿖鿗混在中文里",
         "中华人民共和国的研究生命起源，上海自来水来自海上",
+        "江南style-x和4s店.com",
     ],
 )
 def test_rust_segments_equal_python_segments(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,7 +97,8 @@ def test_debian_reference_tokens_are_identical(tmp_path: Path, monkeypatch: pyte
 @settings(max_examples=600, deadline=None)
 @given(
     st.text(
-        alphabet=st.sampled_from(list("软件包安装中华人民共和国 abcdeorgwx.-_+#&%0123459的㐀﨎")), max_size=60
+        alphabet=st.sampled_from(list("软件包安装中华人民共和国江南店 abcdeorgwxsty.-_+#&%0123459的㐀﨎")),
+        max_size=60,
     )
 )
 def test_generated_text_segments_identically(text: str) -> None:
