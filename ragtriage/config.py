@@ -132,8 +132,11 @@ class IndexSettings(StrictModel):
     collection: str = "ragtriage_chunks"
     title_boost: float = Field(default=2.0, gt=0)
     """BM25F field boost of the chunk title over its content."""
+    bm25_engine: Literal["whoosh", "bm25s"] = "whoosh"
+    """The local BM25 index: `whoosh` (BM25F, incremental writes) or `bm25s` (numpy sparse
+    matrices; builds 100k chunks in seconds, rebuilt on every change). Same analyzer, same terms."""
     bm25_procs: int = Field(default=2, ge=1)
-    """Whoosh writer processes for big builds (one segment per process)."""
+    """Processes for big builds: Whoosh writers (one segment each) or bm25s segmenters."""
     bm25_multiproc_min_docs: int = Field(default=2000, ge=1)
     """Use `bm25_procs` processes only when a sync adds at least this many chunks."""
     writer_timeout_s: float = Field(default=5.0, ge=0)

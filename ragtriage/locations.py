@@ -46,6 +46,10 @@ def whoosh_dir(home: Path) -> Path:
     return index_dir(home) / "whoosh"
 
 
+def bm25s_dir(home: Path) -> Path:
+    return index_dir(home) / "bm25s"
+
+
 def qdrant_dir(home: Path) -> Path:
     return index_dir(home) / "qdrant"
 

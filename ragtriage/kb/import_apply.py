@@ -452,4 +452,5 @@ def _indexes_current(workspace: Workspace, revision: int) -> bool:
         manifest is not None
         and manifest.kb_revision == revision
         and manifest.kb == workspace.settings.kb.name
+        and manifest.bm25_engine == workspace.settings.index.bm25_engine
     )

@@ -229,8 +229,8 @@ def _python_search(text: str) -> list[tuple[str, int, int]]:
     return list(_segmenter().tokenize(text, mode="search"))
 
 
-def _use_rust() -> bool:
-    """jieba-rs after the first `RUST_AFTER` texts, unless `RAGTRIAGE_SEGMENTER=python`.
+def _use_rust(bulk: bool = False) -> bool:
+    """jieba-rs for bulk work and after the first `RUST_AFTER` texts, unless `RAGTRIAGE_SEGMENTER=python`.
 
     Both give the same tokens (`segment_rs`); importing rjieba loads its whole dictionary (about
     0.3 s), so a handful of queries stay on Python jieba's lazy dictionary and indexing switches.
@@ -240,7 +240,7 @@ def _use_rust() -> bool:
     if setting == "python":
         return False
     _segmented += 1
-    return setting == "rust" or _segmented > RUST_AFTER
+    return bulk or setting == "rust" or _segmented > RUST_AFTER
 
 
 def _jieba_segments(
@@ -348,7 +348,7 @@ def terms(text: str) -> list[str]:
 def _terms_between(piece: str) -> list[str]:
     if not piece:
         return []
-    if _use_rust():
+    if _use_rust(bulk=True):
         from ragtriage.pipeline.segment_rs import search_words
 
         words = search_words(piece, _python_search)

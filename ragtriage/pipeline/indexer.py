@@ -23,6 +23,7 @@ from sqlmodel import col, select
 
 from ragtriage import locations
 from ragtriage.pipeline.bm25 import BM25Document, WhooshIndex
+from ragtriage.pipeline.bm25s_index import BM25sIndex
 from ragtriage.pipeline.dense import DenseDocument, QdrantIndex
 from ragtriage.pipeline.embed import embedder_name, get_embedder, passage_text
 from ragtriage.pipeline.embed_cache import EmbeddingCache, text_hash
@@ -88,7 +89,7 @@ class IndexReport:
 class Indexes:
     """The opened BM25 and dense indexes, the embedder they were built with and the manifest."""
 
-    bm25: WhooshIndex
+    bm25: WhooshIndex | BM25sIndex
     dense: QdrantIndex
     embedder: Embedder
     manifest: IndexManifest | None
@@ -171,10 +172,12 @@ def _load_chunks(workspace: Workspace) -> tuple[dict[str, _KBChunk], int]:
     return chunks, revision
 
 
-def _open_bm25(workspace: Workspace) -> WhooshIndex:
+def _open_bm25(workspace: Workspace) -> WhooshIndex | BM25sIndex:
     index = workspace.settings.index
-    return WhooshIndex(
-        locations.whoosh_dir(workspace.home),
+    engine = BM25sIndex if index.bm25_engine == "bm25s" else WhooshIndex
+    folder = locations.bm25s_dir if index.bm25_engine == "bm25s" else locations.whoosh_dir
+    return engine(
+        folder(workspace.home),
         title_boost=index.title_boost,
         procs=min(index.bm25_procs, os.cpu_count() or 1),
         multiproc_min_docs=index.bm25_multiproc_min_docs,
@@ -253,6 +256,7 @@ def _sync(
     if rebuild:
         manifest_file.unlink(missing_ok=True)
         shutil.rmtree(locations.whoosh_dir(workspace.home), ignore_errors=True)
+        shutil.rmtree(locations.bm25s_dir(workspace.home), ignore_errors=True)
     previous = read_manifest(manifest_file)
     check_embedder(previous, embedder, manifest_file)
     bm25 = _open_bm25(workspace)
@@ -414,6 +418,7 @@ def _write(
         imported_vectors=sum(1 for chunk in chunks.values() if chunk.imported_vector is not None),
         last_sync_seconds=round(report.total_seconds, 3),
         last_embed_seconds=round(report.embed_seconds, 3),
+        bm25_engine=workspace.settings.index.bm25_engine,
     )
     if previous is not None:
         manifest.created_at = previous.created_at

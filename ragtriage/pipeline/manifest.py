@@ -63,6 +63,8 @@ class IndexManifest(BaseModel):
     """Chunks whose vector was imported with them (`kb import`) under `embedder`, not embedded here."""
     last_sync_seconds: float = 0.0
     last_embed_seconds: float = 0.0
+    bm25_engine: str = "whoosh"
+    """`[index] bm25_engine` the BM25 index was built with (a change means a sync builds the other)."""
 
 
 def read_manifest(path: Path) -> IndexManifest | None:

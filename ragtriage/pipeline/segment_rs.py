@@ -21,6 +21,7 @@ same order, and `search_words` the same words without offsets.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Callable
@@ -34,9 +35,11 @@ PythonTokenize = Callable[[str], list[Segment]]
 
 # Characters jieba-rs segments as Han and Python jieba does not (see the module docstring).
 _PYTHON_ONLY = re.compile("[\u3400-\u4dbf\u9fd6-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]")
-# An ASCII run with a joiner, as jieba's `re_han` delimits ASCII: jieba-rs may keep it whole (or
-# yield extra parts) where Python jieba splits it with finalseg's `re_skip` rule.
-_JOINED_RUN = re.compile(r"[a-zA-Z0-9+#&._%-]*[-._&+#%][a-zA-Z0-9+#&._%-]*")
+# A whole ASCII run (as jieba's `re_han` delimits ASCII) holding a joiner and a letter or digit:
+# jieba-rs may keep it whole (or yield extra parts) where Python jieba splits it with finalseg's
+# `re_skip` rule. Runs of joiners alone (`##`, `---`) only make tokens the analyzer drops.
+_ASCII = "a-zA-Z0-9+#&._%-"
+_JOINED_RUN = re.compile(rf"(?<![{_ASCII}])(?=[{_ASCII}]*[a-zA-Z0-9])(?=[{_ASCII}]*[-._&+#%])[{_ASCII}]+")
 
 
 @functools.lru_cache(maxsize=65536)
@@ -44,45 +47,44 @@ def _python_split(run: str, python: PythonTokenize) -> tuple[Segment, ...]:
     return tuple(python(run))
 
 
-def _joined_runs(text: str) -> dict[int, int]:
-    """start → end of every ASCII run with a joiner longer than one character."""
-    return {
-        match.start(): match.end() for match in _JOINED_RUN.finditer(text) if match.end() - match.start() > 1
-    }
-
-
 def search_segments(text: str, python: PythonTokenize) -> list[Segment]:
-    """(word, start, end) of jieba search mode over `text`; `python` is Python jieba's tokenize."""
+    """(word, start, end) of jieba search mode over `text`; `python` is Python jieba's tokenize.
+
+    Equal to `python(text)` except for tokens without a letter or digit (punctuation), which the
+    analyzer drops anyway.
+    """
     if _PYTHON_ONLY.search(text):
         return python(text)
     segments: list[Segment] = rjieba.tokenize(text, mode="search", hmm=True)
-    runs = _joined_runs(text)
+    runs = [(match.start(), match.end()) for match in _JOINED_RUN.finditer(text)]
     return _rejoin(text, segments, runs, python) if runs else segments
 
 
 def _rejoin(
-    text: str, segments: list[Segment], runs: dict[int, int], python: PythonTokenize
+    text: str, segments: list[Segment], runs: list[tuple[int, int]], python: PythonTokenize
 ) -> list[Segment]:
     """Replace what jieba-rs emitted inside each joined run by Python jieba's split of the run.
 
-    The run segments alone as in context: its characters are single DAG nodes, buffered and split
+    A run segments alone as in context: its characters are single DAG nodes, buffered and split
     by `re_skip` either way, unless a dictionary word spans ASCII and Han (`江南style`); then the
-    whole text goes to Python jieba.
+    whole text goes to Python jieba. Tokens come out word by word, so every token before a run
+    starts before it and every later one starts inside or after it: a binary search over the
+    start offsets finds each run's block.
     """
-    inside = bytearray(len(text))
-    for start, end in runs.items():
-        inside[start:end] = b"\x01" * (end - start)
+    starts = [segment[1] for segment in segments]
     out: list[Segment] = []
-    for segment in segments:
-        start = segment[1]
-        if inside[start] != inside[segment[2] - 1]:
+    done = 0
+    for start, end in runs:
+        first = bisect.bisect_left(starts, start, lo=done)
+        last = bisect.bisect_left(starts, end, lo=first)
+        block = segments[first:last]
+        if (first > 0 and segments[first - 1][2] > start) or any(segment[2] > end for segment in block):
             # A dictionary word across the run's edge (`江南style`, `4s店`): Python jieba alone.
             return python(text)
-        if not inside[start]:
-            out.append(segment)
-        elif start in runs:
-            end = runs.pop(start)
-            out.extend((part, start + s, start + e) for part, s, e in _python_split(text[start:end], python))
+        out.extend(segments[done:first])
+        out.extend((part, start + s, start + e) for part, s, e in _python_split(text[start:end], python))
+        done = last
+    out.extend(segments[done:])
     return out
 
 

@@ -9,7 +9,7 @@ strings full of the ASCII joiners where jieba-rs differs before `segment_rs` cor
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +26,11 @@ Segments = list[tuple[str, int, int]]
 def _segments(text: str, mode: str, monkeypatch: pytest.MonkeyPatch) -> Segments:
     monkeypatch.setenv("RAGTRIAGE_SEGMENTER", mode)
     return list(analyzer.segments(text))
+
+
+def _words(words: Iterable[str]) -> list[str]:
+    """Words with a letter or digit (punctuation-only tokens are dropped by the analyzer)."""
+    return [word for word in words if any(ch.isalnum() for ch in word)]
 
 
 def _chunks(texts: Iterator[str], size: int = 400) -> list[str]:
@@ -52,7 +57,7 @@ def _chunks(texts: Iterator[str], size: int = 400) -> list[str]:
 def test_rust_segments_equal_python_segments(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
     expected = _segments(text, "python", monkeypatch)
     assert _segments(text, "rust", monkeypatch) == expected
-    assert sorted(search_words(text, analyzer._python_search)) == sorted(
+    assert _words(search_words(text, analyzer._python_search)) == _words(
         word for word, _, _ in analyzer._python_search(text)
     )
 
@@ -102,8 +107,10 @@ def test_debian_reference_tokens_are_identical(tmp_path: Path, monkeypatch: pyte
     )
 )
 def test_generated_text_segments_identically(text: str) -> None:
-    python = analyzer._python_search(text)
-    assert search_segments(text, analyzer._python_search) == python
+    def kept(segments: Iterable[tuple[str, int, int]]) -> Segments:
+        return [segment for segment in segments if any(ch.isalnum() for ch in segment[0])]
+
+    assert kept(search_segments(text, analyzer._python_search)) == kept(analyzer._python_search(text))
 
 
 def test_auto_mode_starts_on_python_jieba(monkeypatch: pytest.MonkeyPatch) -> None:

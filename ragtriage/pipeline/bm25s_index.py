@@ -1,0 +1,379 @@
+"""BM25 route on `bm25s` (sparse score matrices in numpy): builds 100k chunks in seconds, not minutes.
+
+`[index] bm25_engine = "bm25s"` selects it; Whoosh (`bm25.py`) stays the default, and a home
+keeps its Whoosh index until the engine is changed. Both take their terms from the same analyzer
+(`analyzer.terms` equals `analyzer.tokenize`), so a query matches the same words in either.
+
+Scoring: two BM25 models, one over chunk content and one over the title (title + heading path),
+summed with the title boost, as Whoosh's BM25F sums its fields. Per field, for term t in chunk d
+(the Lucene variant, Kamphuis et al. 2020 "Which BM25 do you mean?", as `bm25s`, Lù 2024):
+`idf(t) · tf / (tf + k1 · (1 − b + b · |d| / avgdl))` with `idf = ln(1 + (N − df + 0.5) / (df + 0.5))`,
+k1 = 1.2, b = 0.75. Scores differ from Whoosh's (idf and length quantization differ); rankings
+mostly agree. Only chunks sharing at least one query term are returned; ties keep the order in
+which chunks were indexed.
+
+On disk, `<folder>/current/` holds both bm25s models (`bm25s.BM25.save`, memory-mapped on load),
+the term ids of every chunk (so a change rebuilds the models without segmenting unchanged chunks
+again: the token cache, keyed by content hash), the vocabulary and each chunk's ids and hashes. A
+write builds a new folder and swaps it in with renames; a lock file keeps writers to one at a time.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import bm25s
+import numpy as np
+
+from ragtriage.errors import IndexLockedError
+from ragtriage.pipeline.analyzer import tokenize
+from ragtriage.pipeline.bm25 import FLAG_INDEX_EMPTY, FLAG_TOKENIZES_TO_NOTHING, BM25Document
+from ragtriage.pipeline.bulk_terms import iter_term_ids
+from ragtriage.pipeline.types import ScoredChunk
+
+__all__ = ["BM25sIndex"]
+
+FIELDS = ("content", "title")
+K1 = 1.2
+B = 0.75
+_CURRENT = "current"
+_STALENESS_CHECK_S = 1.0
+_BLOCK = 10_000
+
+
+@dataclass
+class _State:
+    """Everything one version of the index holds (term ids as int32 runs per chunk and field)."""
+
+    chunk_ids: list[str]
+    doc_ids: list[str]
+    content_hashes: list[str]
+    index_hashes: list[str]
+    vocab: dict[str, int]
+    terms: dict[str, list[np.ndarray]]
+    """field → one int32 array of term ids per chunk."""
+
+    @classmethod
+    def empty(cls) -> _State:
+        return cls([], [], [], [], {}, {field: [] for field in FIELDS})
+
+
+class BM25sIndex:
+    """Create/open the chunk index in a folder, apply changes by chunk id, and search it."""
+
+    kind: Literal["bm25", "dense"] = "bm25"
+
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        title_boost: float = 2.0,
+        procs: int = 1,
+        multiproc_min_docs: int = 2000,
+        writer_timeout_s: float = 5.0,
+    ) -> None:
+        self.folder = folder
+        self.title_boost = title_boost
+        self.procs = procs
+        self.multiproc_min_docs = multiproc_min_docs
+        self.writer_timeout_s = writer_timeout_s
+        folder.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._models: dict[str, bm25s.BM25] | None = None
+        self._meta: dict[str, Any] | None = None
+        self._stamp: str | None = None
+        self._checked_at = 0.0
+
+    # ------------------------------------------------------------ writing
+
+    def apply(
+        self,
+        upserts: Sequence[BM25Document],
+        deletes: Iterable[str] = (),
+        on_progress: Callable[[int], None] | None = None,
+    ) -> None:
+        """Add or replace `upserts` and remove `deletes` (chunk ids), then rebuild both models.
+
+        Chunks whose content hash the index already holds are not segmented again. Big additions
+        are segmented by `procs` processes.
+
+        Raises:
+            IndexLockedError: another process holds the write lock for `writer_timeout_s`.
+        """
+        delete_ids = set(deletes)
+        if not upserts and not delete_ids:
+            return
+        with self._write_lock():
+            state = self._read_state()
+            self._write_state(self._changed(state, upserts, delete_ids, on_progress))
+        if on_progress is not None:
+            on_progress(len(upserts))
+        self._invalidate()
+
+    def delete(self, chunk_ids: Iterable[str]) -> None:
+        """Remove chunks by id."""
+        self.apply([], chunk_ids)
+
+    def clear(self) -> None:
+        """Drop every document."""
+        with self._write_lock():
+            self._write_state(_State.empty())
+        self._invalidate()
+
+    def _changed(
+        self,
+        state: _State,
+        upserts: Sequence[BM25Document],
+        deletes: set[str],
+        on_progress: Callable[[int], None] | None,
+    ) -> _State:
+        replaced = deletes | {doc.chunk_id for doc in upserts}
+        keep = [n for n, chunk_id in enumerate(state.chunk_ids) if chunk_id not in replaced]
+        cached = {state.content_hashes[n]: state.terms["content"][n] for n in range(len(state.chunk_ids))}
+        todo = [doc for doc in upserts if doc.content_hash not in cached]
+        procs = self.procs if len(todo) >= self.multiproc_min_docs else 1
+        vocab = state.vocab
+        contents = iter_term_ids([doc.content for doc in todo], vocab, procs)
+        for done, (doc, ids) in enumerate(zip(todo, contents, strict=True), start=1):
+            cached[doc.content_hash] = ids
+            if on_progress is not None and done % 500 == 0:
+                on_progress(done)
+        titles = list(iter_term_ids([doc.title for doc in upserts], vocab))
+        return _State(
+            chunk_ids=[state.chunk_ids[n] for n in keep] + [doc.chunk_id for doc in upserts],
+            doc_ids=[state.doc_ids[n] for n in keep] + [doc.doc_id for doc in upserts],
+            content_hashes=[state.content_hashes[n] for n in keep] + [doc.content_hash for doc in upserts],
+            index_hashes=[state.index_hashes[n] for n in keep] + [doc.index_hash for doc in upserts],
+            vocab=vocab,
+            terms={
+                "content": [state.terms["content"][n] for n in keep]
+                + [cached[doc.content_hash] for doc in upserts],
+                "title": [state.terms["title"][n] for n in keep] + titles,
+            },
+        )
+
+    def _write_lock(self) -> _FileLock:
+        return _FileLock(self.folder / "write.lock", self.writer_timeout_s, self.folder)
+
+    def _write_state(self, state: _State) -> None:
+        """Build both models and swap the new version in (`current` is replaced by a rename)."""
+        staging = self.folder / f"staging-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        for field in FIELDS:
+            runs = state.terms[field]
+            lengths = np.fromiter((len(run) for run in runs), dtype=np.int64, count=len(runs))
+            offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+            flat = np.concatenate(runs).astype(np.int32) if runs else np.zeros(0, np.int32)
+            np.save(staging / f"{field}.terms.npy", flat)
+            np.save(staging / f"{field}.offsets.npy", offsets)
+            if runs:
+                _build(runs, state.vocab).save(str(staging / field))
+        meta = {
+            "chunk_ids": state.chunk_ids,
+            "doc_ids": state.doc_ids,
+            "content_hashes": state.content_hashes,
+            "index_hashes": state.index_hashes,
+            "vocab": list(state.vocab),
+            "stamp": f"{time.time_ns()}-{os.getpid()}",
+        }
+        (staging / "meta.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+        current, old = self.folder / _CURRENT, self.folder / f"old-{os.getpid()}"
+        if current.exists():
+            current.rename(old)
+        staging.rename(current)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def _read_state(self) -> _State:
+        current = self.folder / _CURRENT
+        meta = self._read_meta()
+        if meta is None:
+            return _State.empty()
+        terms: dict[str, list[np.ndarray]] = {}
+        for field in FIELDS:
+            flat = np.load(current / f"{field}.terms.npy")
+            offsets = np.load(current / f"{field}.offsets.npy")
+            terms[field] = np.split(flat, offsets[1:-1]) if len(offsets) > 1 else []
+        vocab = {term: n for n, term in enumerate(meta["vocab"])}
+        return _State(
+            meta["chunk_ids"], meta["doc_ids"], meta["content_hashes"], meta["index_hashes"], vocab, terms
+        )
+
+    def _read_meta(self) -> dict[str, Any] | None:
+        path = self.folder / _CURRENT / "meta.json"
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+        except FileNotFoundError:
+            return None
+
+    # ------------------------------------------------------------ reading
+
+    def _invalidate(self) -> None:
+        with self._lock:
+            self._models, self._meta, self._stamp = None, None, None
+
+    def _current(self) -> tuple[dict[str, bm25s.BM25], dict[str, Any]]:
+        """The loaded models and metadata, reloaded (checked once a second) after any write."""
+        now = time.monotonic()
+        if self._meta is not None and now - self._checked_at <= _STALENESS_CHECK_S:
+            return self._models or {}, self._meta
+        self._checked_at = now
+        meta = self._read_meta() or {
+            "chunk_ids": [],
+            "doc_ids": [],
+            "content_hashes": [],
+            "index_hashes": [],
+            "vocab": [],
+            "stamp": None,
+        }
+        if self._meta is None or meta["stamp"] != self._stamp:
+            models = {}
+            if meta["chunk_ids"]:
+                for field in FIELDS:
+                    models[field] = bm25s.BM25.load(str(self.folder / _CURRENT / field), mmap=True)
+            self._models, self._meta, self._stamp = models, meta, meta["stamp"]
+            self._vocab = {term: n for n, term in enumerate(meta["vocab"])}
+        return self._models or {}, self._meta
+
+    def search(self, query: str, k: int) -> tuple[list[ScoredChunk], list[str]]:
+        """Top-k chunks by summed field BM25 (ranks from 1) and flags such as `query-tokenizes-to-nothing`."""
+        words = list(dict.fromkeys(tokenize(query)))
+        if not words:
+            return [], [FLAG_TOKENIZES_TO_NOTHING]
+        with self._lock:
+            models, meta = self._current()
+            if not meta["chunk_ids"]:
+                return [], [FLAG_INDEX_EMPTY]
+            ids = [self._vocab[word] for word in words if word in self._vocab]
+            if not ids:
+                return [], []
+            scores = models["content"].get_scores_from_ids(ids).astype(np.float64)
+            scores += self.title_boost * models["title"].get_scores_from_ids(ids)
+            chunk_ids = meta["chunk_ids"]
+        matched = np.flatnonzero(scores > 0)
+        order = matched[np.lexsort((matched, -scores[matched]))][:k]
+        hits = [
+            ScoredChunk(chunk_id=chunk_ids[n], rank=rank, score=float(scores[n]))
+            for rank, n in enumerate(order, start=1)
+        ]
+        return hits, []
+
+    def indexed_hashes(self) -> dict[str, tuple[str, str]]:
+        """chunk_id → (content_hash, index_hash) of every indexed chunk."""
+        meta = self._read_meta()
+        if meta is None:
+            return {}
+        return dict(
+            zip(
+                meta["chunk_ids"], zip(meta["content_hashes"], meta["index_hashes"], strict=True), strict=True
+            )
+        )
+
+    def content_hash(self, chunk_id: str) -> str | None:
+        """The content hash the index holds for `chunk_id`, or None if it is not indexed."""
+        return self.indexed_hashes().get(chunk_id, (None, None))[0]
+
+    def doc_count(self) -> int:
+        """Number of indexed chunks."""
+        with self._lock:
+            return len(self._current()[1]["chunk_ids"])
+
+    def lexicon(self, field: str = "content") -> list[str]:
+        """Every term of `field` (for inspection and tests), in vocabulary order."""
+        state = self._read_state()
+        if not state.terms[field]:
+            return []
+        vocab = list(state.vocab)
+        return [vocab[n] for n in np.unique(np.concatenate(state.terms[field]))]
+
+    def close(self) -> None:
+        """Drop the loaded models (the index needs no other cleanup)."""
+        self._invalidate()
+
+    def __repr__(self) -> str:
+        return f"BM25sIndex(folder={str(self.folder)!r})"
+
+
+def _build(runs: list[np.ndarray], vocab: dict[str, int]) -> bm25s.BM25:
+    """A bm25s model over term-id runs; every vocabulary id is a column (unused ones score 0).
+
+    The score matrix is computed here with numpy (`score_matrix`), the same matrix `bm25s.BM25.index`
+    builds (a test checks it against bm25s) in a tenth of the time and memory: bm25s counts each
+    chunk's terms with a Python `Counter` (about 30 s for 100k chunks here).
+    """
+    model = bm25s.BM25(k1=K1, b=B, method="lucene")
+    model.scores = score_matrix(runs, len(vocab), k1=K1, b=B)
+    model.vocab_dict = vocab
+    model.unique_token_ids_set = set(vocab.values())
+    model.nonoccurrence_array = None
+    return model
+
+
+def score_matrix(runs: list[np.ndarray], vocab_size: int, *, k1: float, b: float) -> dict[str, Any]:
+    """bm25s's Lucene BM25 score matrix of chunks × terms in CSC form (`data`, `indices`, `indptr`,
+    `num_docs`): entry (d, t) = `idf(t) · tf / (tf + k1 · (1 − b + b · |d| / avgdl))`.
+
+    Term counts are taken per block of 10,000 chunks (sort the block's (term, chunk) keys, count
+    runs), then ordered by term with a stable sort, so rows stay in chunk order within a column.
+    """
+    num_docs = len(runs)
+    lengths = np.fromiter((len(run) for run in runs), dtype=np.int64, count=num_docs)
+    terms, docs, counts = [], [], []
+    for first in range(0, num_docs, _BLOCK):
+        block = runs[first : first + _BLOCK]
+        size = len(block)
+        flat = np.concatenate(block).astype(np.int64) if block else np.zeros(0, np.int64)
+        keys = flat * size + np.repeat(np.arange(size), lengths[first : first + size])
+        keys.sort()
+        starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]])) if len(keys) else keys
+        unique = keys[starts]
+        terms.append((unique // size).astype(np.int32))
+        docs.append((unique % size + first).astype(np.int32))
+        counts.append(np.diff(np.append(starts, len(keys))).astype(np.float32))
+    term = np.concatenate(terms) if terms else np.zeros(0, np.int32)
+    order = np.argsort(term, kind="stable")
+    term, doc, tf = term[order], np.concatenate(docs)[order], np.concatenate(counts)[order]
+    df = np.bincount(term, minlength=vocab_size)
+    idf = np.log(1 + (num_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
+    avgdl = np.float32(lengths.mean() if num_docs else 1.0)
+    norm = (k1 * ((1 - b) + b * lengths[doc].astype(np.float32) / avgdl)).astype(np.float32)
+    data = (idf[term] * (tf / (norm + tf))).astype(np.float32)
+    indptr = np.concatenate([[0], np.cumsum(df)]).astype(np.int64)
+    return {"data": data, "indices": doc, "indptr": indptr, "num_docs": num_docs}
+
+
+class _FileLock:
+    """An exclusive `flock` on a file, waited for up to `timeout_s` (one writer per index folder)."""
+
+    def __init__(self, path: Path, timeout_s: float, folder: Path) -> None:
+        self.path, self.timeout_s, self.folder = path, timeout_s, folder
+        self._handle: Any = None
+
+    def __enter__(self) -> _FileLock:
+        self._handle = self.path.open("a")
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                fcntl.flock(self._handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    self._handle.close()
+                    raise IndexLockedError(
+                        f"{self.folder}: another ragtriage process is writing the BM25 index; "
+                        "wait for it to finish (or stop it) and try again"
+                    ) from None
+                time.sleep(0.05)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._handle, fcntl.LOCK_UN)
+        self._handle.close()
