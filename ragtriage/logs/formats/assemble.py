@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+import msgspec
 import orjson
 
 from ragtriage.config import OtelSettings
@@ -62,6 +63,29 @@ class Rejected:
     source: str
     line_no: int
     raw: bytes
+
+
+_PACK = msgspec.msgpack.Encoder().encode
+_UNPACK = msgspec.msgpack.Decoder(list).decode
+
+
+def pack_result(item: Assembled | Rejected) -> bytes:
+    """An assembled or rejected trace as MessagePack (a spill row's digest)."""
+    if isinstance(item, Assembled):
+        return _PACK((0, item.request_id, item.body, item.source, item.line_no))
+    return _PACK((1, item.kind, item.message, item.fix, item.source, item.line_no, item.raw))
+
+
+def unpack_result(data: bytes) -> Assembled | Rejected:
+    """The item `pack_result` wrote."""
+    values = _UNPACK(data)
+    return Assembled(*values[1:]) if values[0] == 0 else Rejected(*values[1:])
+
+
+def digest(trace_id: str, spans: list[Span], otel: OtelSettings) -> bytes:
+    """`pack_result` of the request a trace of exactly `spans` and no notes comes to (the
+    collector's `digest`)."""
+    return pack_result(assemble(trace_id, spans, (), otel))
 
 
 def assemble(
@@ -170,8 +194,8 @@ def _assemble(trace_id: str, spans: list[Span], notes: list[Note], otel: OtelSet
     if reranker is not None:
         stages["fused"] = documents(reranker, "reranker.input_documents", otel)
         stages["reranked"] = documents(reranker, "reranker.output_documents", otel)
-        if reranker.duration_ms is not None:
-            latencies["rerank"] = reranker.duration_ms
+        if (duration := reranker.duration_ms) is not None:
+            latencies["rerank"] = duration
     final = final_context(spans, reranker, stages, metadata, consumed_metadata, otel)
     if final is not None:
         stages["final_context"] = final
@@ -184,8 +208,8 @@ def _assemble(trace_id: str, spans: list[Span], notes: list[Note], otel: OtelSet
     feedback = feedback_of(annotations, otel)
     if feedback:
         body["feedback"] = feedback
-    if root.duration_ms is not None:
-        body["latency_ms"] = root.duration_ms
+    if (duration := root.duration_ms) is not None:
+        body["latency_ms"] = duration
     if latencies:
         body["stage_latency_ms"] = latencies
     body["otel"] = _kept(trace_id, root, spans, metadata, consumed_metadata, annotations)
@@ -231,8 +255,8 @@ def _rewrite(
         text = text_value(span.attributes, "output", ("rewritten_query", "query", "output", "text"))
         if text is not None:
             rewrite.setdefault("rewritten_query", text)
-        if span.duration_ms is not None:
-            latencies["rewrite"] = span.duration_ms
+        if (duration := span.duration_ms) is not None:
+            latencies["rewrite"] = duration
         break
     return rewrite
 
@@ -277,8 +301,8 @@ def _kept(
             entry["parent_id"] = span.parent_id
         if start is not None and span.start_ns is not None:
             entry["start_offset_ms"] = round((span.start_ns - start) / 1e6, 3)
-        if span.duration_ms is not None:
-            entry["duration_ms"] = span.duration_ms
+        if (duration := span.duration_ms) is not None:
+            entry["duration_ms"] = duration
         if span.status:
             entry["status"] = span.status
         unknown = {k: v for k, v in span.attributes.items() if not k.startswith(_READ_PREFIXES)}

@@ -7,6 +7,11 @@ spilled to a temporary SQLite file, one row per trace and spill (its spans packe
 read back grouped by trace id (one index, one ordered scan). Memory is bounded by `memory_spans`
 plus the largest single trace.
 
+A spill row also holds the `digest` of its spans (the assembled request): when the row turns out
+to hold all of its trace's spans and no note names the trace, which is the usual case, the digest
+is the result and the spans are not read back. So the assembly happens where the spans are read,
+in parallel when several processes read (`formats.parallel`).
+
 Several processes may spill into one file (`formats.parallel`): each opens it with `attach`, numbers
 its spans from the `order` of the piece of input it reads, and commits each spill on its own.
 """
@@ -15,7 +20,7 @@ from __future__ import annotations
 
 import sqlite3
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +32,13 @@ from ragtriage.logs.formats.spans import KIND_EVALUATOR, Note, Span
 #: several processes sort in input order.
 ORDER_BITS = 40
 _SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS item (trace_id TEXT NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS item (trace_id TEXT NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL,"
+    " digest BLOB)",
     "CREATE TABLE IF NOT EXISTS span (span_id TEXT NOT NULL, trace_id TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS reject (seq INTEGER NOT NULL, data BLOB NOT NULL)",
 )
 _PACK = msgspec.msgpack.Encoder().encode
+Digest = Callable[[str, list[Span]], bytes]
 _UNPACK = msgspec.msgpack.Decoder(list).decode
 
 
@@ -41,14 +48,23 @@ class TraceCollector:
 
     `index_spans`: keep a span id → trace id index in the spill file, which notes that name only a
     span id (Phoenix annotations) need; OTLP alone has no such notes.
+
+    `digest(trace_id, spans)`: what a trace with exactly these spans and no notes comes to (bytes),
+    computed for each spill row; `traces()` hands it over instead of the spans when it holds.
     """
 
     def __init__(
-        self, *, memory_spans: int = 5_000, spill_dir: Path | None = None, index_spans: bool = True
+        self,
+        *,
+        memory_spans: int = 5_000,
+        spill_dir: Path | None = None,
+        index_spans: bool = True,
+        digest: Digest | None = None,
     ) -> None:
         self.memory_spans = memory_spans
         self.spill_dir = spill_dir
         self.index_spans = index_spans
+        self.digest = digest
         self._spans: list[tuple[str, Span]] = []
         self._notes: list[Note] = []
         self._db: sqlite3.Connection | None = None
@@ -56,16 +72,17 @@ class TraceCollector:
         self._path: Path | None = None
         self._shared = False
         self._rejected: list[tuple[int, bytes]] = []
-        self._parents: tempfile.TemporaryDirectory[str] | None = None
         self.seq = 0
         """Order number of the next span read."""
         self.spans_added = 0
 
     @classmethod
-    def attach(cls, path: Path, *, memory_spans: int, index_spans: bool) -> TraceCollector:
+    def attach(
+        cls, path: Path, *, memory_spans: int, index_spans: bool, digest: Digest | None
+    ) -> TraceCollector:
         """A collector that spills into the file `spill_path()` of another one gave (in another
         process); it commits each spill, so several may write in turn. It never reads back."""
-        collector = cls(memory_spans=memory_spans, index_spans=index_spans)
+        collector = cls(memory_spans=memory_spans, index_spans=index_spans, digest=digest)
         collector._path, collector._shared = path, True
         return collector
 
@@ -125,21 +142,6 @@ class TraceCollector:
                 self._db.execute("BEGIN")  # one transaction: nobody else writes
         return self._db
 
-    def reopen(self) -> None:
-        """In a forked process: forget the parent's connection, and leave the spill file to the
-        parent to remove (the reference is kept: dropping it would remove the file)."""
-        self._db = None
-        if self._tmp is not None:
-            self._parents, self._tmp = self._tmp, None
-
-    def disconnect(self) -> None:
-        """Commit and close this process's connection (before forking a process that reads)."""
-        if self._db is not None:
-            if self._db.in_transaction:
-                self._db.execute("COMMIT")
-            self._db.close()
-            self._db = None
-
     def add_rejected(self, values: tuple[Any, ...]) -> None:
         """Keep an unreadable record's quarantine entry (spilled with the spans, in input order)."""
         self._rejected.append((self.seq + len(self._spans), _PACK(values)))
@@ -169,12 +171,14 @@ class TraceCollector:
             else:
                 group[1].append(span)
         self.seq += len(self._spans)
+        digest = self.digest
+        rows = []
+        for trace_id, (first, spans) in groups.items():
+            data = Span.pack_many(spans)
+            rows.append((trace_id, first, data, None if digest is None else digest(trace_id, spans)))
         if self._shared:
-            db.execute("BEGIN IMMEDIATE")
-        db.executemany(
-            "INSERT INTO item VALUES (?, ?, ?)",
-            [(trace_id, first, Span.pack_many(spans)) for trace_id, (first, spans) in groups.items()],
-        )
+            db.execute("BEGIN IMMEDIATE")  # only now: the other readers spill meanwhile
+        db.executemany("INSERT INTO item VALUES (?, ?, ?, ?)", rows)
         if self.index_spans:
             db.executemany("INSERT INTO span VALUES (?, ?)", [(s.span_id, t) for t, s in self._spans])
         if self._rejected:
@@ -184,18 +188,20 @@ class TraceCollector:
             db.execute("COMMIT")
         self._spans = []
 
-    def traces(self) -> Iterator[tuple[str, list[Span], list[Note]]]:
-        """Every trace once, in order of first appearance: `(trace_id, spans, notes)`.
+    def traces(self) -> Iterator[tuple[str, list[Span], list[Note], bytes | None]]:
+        """Every trace once, in order of first appearance: `(trace_id, spans, notes, digest)`.
 
-        Notes that name only a span id join the trace of that span; notes whose trace has no span
-        are yielded with an empty span list (the caller quarantines them).
+        `digest` is the `digest` of the trace's spans when one spill row holds them all and no
+        note names the trace; then `spans` and `notes` are empty. Notes that name only a span id
+        join the trace of that span; notes whose trace has no span are yielded with an empty span
+        list and no digest (the caller quarantines them).
         """
         notes_by_trace = self._notes_by_trace()
         try:
-            for trace_id, spans in self._grouped():
-                yield trace_id, spans, notes_by_trace.pop(trace_id, [])
+            for trace_id, spans, digest in self._grouped(notes_by_trace):
+                yield trace_id, spans, notes_by_trace.pop(trace_id, []), digest
             for trace_id in sorted(notes_by_trace):
-                yield trace_id, [], notes_by_trace[trace_id]
+                yield trace_id, [], notes_by_trace[trace_id], None
         finally:
             self.close()
 
@@ -226,35 +232,43 @@ class TraceCollector:
             grouped.setdefault(trace_id, []).append(note)
         return grouped
 
-    def _grouped(self) -> Iterator[tuple[str, list[Span]]]:
+    def _grouped(self, noted: dict[str, list[Note]]) -> Iterator[tuple[str, list[Span], bytes | None]]:
         if self._path is None:
             by_trace: dict[str, list[Span]] = {}
             for trace_id, span in self._spans:
                 by_trace.setdefault(trace_id, []).append(span)
             self._spans = []
             for trace_id in list(by_trace):
-                yield trace_id, by_trace.pop(trace_id)
+                yield trace_id, by_trace.pop(trace_id), None
             return
         self.flush()
         db = self._connect()
         if db.in_transaction:
             db.execute("COMMIT")
         db.execute("CREATE INDEX item_trace ON item (trace_id, seq)")
-        db.execute("CREATE TABLE first AS SELECT trace_id, MIN(seq) AS seq FROM item GROUP BY trace_id")
+        db.execute(
+            "CREATE TABLE first AS SELECT trace_id, MIN(seq) AS seq, COUNT(*) AS rows FROM item GROUP BY trace_id"
+        )
         current: str | None = None
         group: list[Span] = []
+        # A trace in one row: its digest, and its spans only when notes name it.
         query = (
-            "SELECT item.trace_id, item.data FROM first JOIN item ON item.trace_id = first.trace_id "
-            "ORDER BY first.seq, item.seq"
+            "SELECT item.trace_id, first.rows, item.digest, "
+            "CASE WHEN first.rows > 1 OR item.digest IS NULL OR ? THEN item.data END "
+            "FROM first JOIN item ON item.trace_id = first.trace_id ORDER BY first.seq, item.seq"
         )
-        for trace_id, data in db.execute(query):
+        for trace_id, rows, digest, data in db.execute(query, (bool(noted),)):
             if trace_id != current:
                 if current is not None:
-                    yield current, group
-                current, group = trace_id, []
+                    yield current, group, None
+                current, group = None, []
+                if rows == 1 and digest is not None and trace_id not in noted:
+                    yield trace_id, [], digest
+                    continue
+                current = trace_id
             group.extend(Span.unpack_many(data))
         if current is not None:
-            yield current, group
+            yield current, group, None
 
     def close(self) -> None:
         """Drop the spill file (the collector that made it) or the connection to it."""

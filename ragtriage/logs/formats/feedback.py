@@ -9,6 +9,14 @@ from ragtriage.config import OtelSettings
 from ragtriage.logs.formats.spans import Note, Span, indexed
 
 _TRUE_LABELS = frozenset(("true", "yes", "1", "escalated"))
+#: Flattened lists of feedback on a span: prefix, and the prefix of each item's fields.
+_LISTS = (
+    ("annotations", "annotation."),
+    ("evaluations", "evaluation."),
+    ("trace.annotations", "annotation."),
+    ("trace.evaluations", "evaluation."),
+)
+_LIST_STARTS = tuple(prefix + "." for prefix, _ in _LISTS)
 
 
 def root_annotations(root: Span, carriers: list[Span], notes: list[Note]) -> list[dict[str, Any]]:
@@ -16,13 +24,11 @@ def root_annotations(root: Span, carriers: list[Span], notes: list[Note]) -> lis
     carrier spans linked to it, and notes on the root span or the whole trace."""
     found: list[dict[str, Any]] = []
     for span in [root, *(c for c in carriers if any(sid == root.span_id for _, sid in c.links))]:
-        for prefix, suffix in (
-            ("annotations", "annotation."),
-            ("evaluations", "evaluation."),
-            ("trace.annotations", "annotation."),
-            ("trace.evaluations", "evaluation."),
-        ):
-            for item in indexed(span.attributes, prefix):
+        listed = {k: v for k, v in span.attributes.items() if k.startswith(_LIST_STARTS)}
+        if not listed:
+            continue
+        for prefix, suffix in _LISTS:
+            for item in indexed(listed, prefix):
                 fields = {k[len(suffix) :]: v for k, v in item.items() if k.startswith(suffix)}
                 if "name" in fields:
                     fields.pop("metadata", None)

@@ -1,21 +1,21 @@
-"""Read trace files on both cores: `read_traces` with forked processes, the same results.
+"""Read trace files on both cores: `read_traces` with forked readers, the same results.
 
-1. Reading. The files are cut into pieces of whole lines (`line_files.iter_line_ranges`; a gzip
-   file or a whole JSON document is one piece). `READERS` forked readers take alternate pieces,
-   decode them into spans (`read.read_into`) and spill them into one spill file, numbered from
-   their piece's place in the input (`collect.ORDER_BITS`), so "order of first appearance" is the
-   input's as when one process reads. Unreadable records are spilled the same way and come out
-   first, in input order; the readers' notes come back through their pipes.
-2. Assembly. A forked assembler reads the traces back and assembles each (`read.assembled`),
-   handing results over in batches through a pipe while this process parses and stores the ones
-   before (the caller's writer): both cores work, and the pipe bounds what is in flight.
+The files are cut into pieces of whole lines (`line_files.iter_line_ranges`; a gzip file or a
+whole JSON document is one piece). `READERS` forked readers take alternate pieces, decode them
+into spans (`read.read_into`), assemble each spill row's trace (its digest: see `collect`) and
+spill both into one spill file, numbered from their piece's place in the input
+(`collect.ORDER_BITS`), so "order of first appearance" is the input's as when one process reads.
+Unreadable records are spilled the same way and come out first, in input order; the readers'
+notes come back through their pipes. This process then reads the traces back in order
+(`read.assembled`: a digest where one row holds the whole trace, else the spans, assembled here).
 
-A reader's or the assembler's failure is raised here: `InputError` as it was raised there,
-anything else as `RuntimeError` with the child's traceback.
+A reader's failure is raised here: `InputError` as it was raised there, anything else as
+`RuntimeError` with the reader's traceback.
 """
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import traceback
 from collections.abc import Iterator, Sequence
@@ -29,6 +29,7 @@ from ragtriage.logs.formats.assemble import Assembled, Rejected
 from ragtriage.logs.formats.collect import ORDER_BITS, TraceCollector
 from ragtriage.logs.formats.read import (
     assembled,
+    digester,
     fewer_young_collections,
     iter_raw,
     needs_span_index,
@@ -44,8 +45,6 @@ PIECE_LINES = 128
 #: Trace files of at least this many bytes together are read in parallel (smaller: not worth the
 #: processes).
 PARALLEL_MIN_BYTES = 8 << 20
-#: Results per batch the assembler sends.
-BATCH_ITEMS = 200
 _BOM = b"\xef\xbb\xbf"
 
 #: `(path, format, layout, first line number, offset, length)`; offset -1: read the whole file.
@@ -120,7 +119,9 @@ def _reader(
     out: Connection,
 ) -> None:
     """A reader process: read `pieces` (`(place in input, piece)`) into the spill file."""
-    collector = TraceCollector.attach(spill, memory_spans=memory_spans, index_spans=index)
+    collector = TraceCollector.attach(
+        spill, memory_spans=memory_spans, index_spans=index, digest=digester(otel)
+    )
     place = -1
     try:
         with fewer_young_collections():
@@ -142,23 +143,16 @@ def _rejected_values(rejected: Rejected) -> tuple[Any, ...]:
     return (rejected.kind, rejected.message, rejected.fix, rejected.source, rejected.line_no, rejected.raw)
 
 
-def _assembler(collector: TraceCollector, otel: OtelSettings, out: Connection) -> None:
-    """The assembler process: every trace of the spill file, in batches."""
-    collector.reopen()
+def _start(context: Any, target: Any, args: tuple[Any, ...]) -> Any:
+    """A started forked process. Objects that exist now are left out of its garbage collector's
+    passes, so it does not copy the pages it shares with this process by touching them."""
+    gc.freeze()
     try:
-        batch: list[Assembled | Rejected] = []
-        with fewer_young_collections():
-            for item in assembled(collector, otel):
-                batch.append(item)
-                if len(batch) >= BATCH_ITEMS:
-                    out.send(("items", batch))
-                    batch = []
-        out.send(("items", batch))
-        out.send(("done", None))
-    except BaseException as error:  # noqa: BLE001 (reported to the parent, which raises it)
-        out.send((*_failure(error), None))
+        proc = context.Process(target=target, args=args, daemon=True)
+        proc.start()
     finally:
-        out.close()
+        gc.unfreeze()
+    return proc
 
 
 def _raise(kind: str, message: str) -> None:
@@ -174,8 +168,8 @@ def read_traces_parallel(
     spill_dir: Path | None = None,
     memory_spans: int = 5_000,
 ) -> Iterator[Assembled | Rejected]:
-    """`read.read_traces` with forked readers and assembler (see the module docstring): the same
-    items in the same order. Needs `fork` (`FORK_AVAILABLE`).
+    """`read.read_traces` with forked readers (see the module docstring): the same items in the
+    same order. Needs `fork` (`FORK_AVAILABLE`).
 
     Raises:
         InputError: a file cannot be read.
@@ -191,10 +185,7 @@ def read_traces_parallel(
         for reader in range(READERS):
             receive, send = context.Pipe(duplex=False)
             share = numbered[reader::READERS]
-            proc = context.Process(
-                target=_reader, args=(spill, share, otel, memory_spans, index, send), daemon=True
-            )
-            proc.start()
+            proc = _start(context, _reader, (spill, share, otel, memory_spans, index, send))
             send.close()
             procs.append(proc)
             pipes.append(receive)
@@ -212,20 +203,8 @@ def read_traces_parallel(
             yield Rejected(*values)
         if failed is not None:
             _raise(failed[0], failed[1])
-        collector.disconnect()  # the assembler opens its own
-        receive, send = context.Pipe(duplex=False)
-        proc = context.Process(target=_assembler, args=(collector, otel, send), daemon=True)
-        proc.start()
-        send.close()
-        procs.append(proc)
-        while True:
-            kind, payload, *_ = _receive(receive)
-            if kind == "done":
-                break
-            if kind != "items":
-                _raise(kind, payload)
-            yield from payload
-        proc.join()
+        with fewer_young_collections():
+            yield from assembled(collector, otel)
     finally:
         for proc in procs:
             if proc.is_alive():

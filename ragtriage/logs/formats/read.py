@@ -10,6 +10,7 @@ unreadable record, and `read = assembled + rejected`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import gzip
 from collections.abc import Iterable, Iterator, Sequence
@@ -22,8 +23,8 @@ import orjson
 from ragtriage.config import OtelSettings
 from ragtriage.errors import InputError
 from ragtriage.logs.formats import langfuse, otlp, otlp_fast, phoenix
-from ragtriage.logs.formats.assemble import Assembled, Rejected, assemble
-from ragtriage.logs.formats.collect import TraceCollector
+from ragtriage.logs.formats.assemble import Assembled, Rejected, assemble, digest, unpack_result
+from ragtriage.logs.formats.collect import Digest, TraceCollector
 from ragtriage.logs.formats.detect import open_bytes
 from ragtriage.logs.formats.otlp import SpanFormatError
 from ragtriage.logs.formats.spans import Note, Span
@@ -163,7 +164,10 @@ def read_traces(
         InputError: a file cannot be read.
     """
     collector = TraceCollector(
-        memory_spans=memory_spans, spill_dir=spill_dir, index_spans=needs_span_index(files)
+        memory_spans=memory_spans,
+        spill_dir=spill_dir,
+        index_spans=needs_span_index(files),
+        digest=digester(otel),
     )
     try:
         with fewer_young_collections():
@@ -172,6 +176,11 @@ def read_traces(
             yield from assembled(collector, otel)
     finally:
         collector.close()
+
+
+def digester(otel: OtelSettings) -> Digest:
+    """The collector's `digest`: assemble a spill row's spans where they are read."""
+    return functools.partial(digest, otel=otel)
 
 
 def needs_span_index(files: Sequence[tuple[Path, str, str]]) -> bool:
@@ -238,7 +247,10 @@ def read_into(
 
 def assembled(collector: TraceCollector, otel: OtelSettings) -> Iterator[Assembled | Rejected]:
     """Each collected trace assembled into a request (or rejected), in order of first appearance."""
-    for trace_id, spans, notes in collector.traces():
+    for trace_id, spans, notes, result in collector.traces():
+        if result is not None:
+            yield unpack_result(result)
+            continue
         if not spans:
             first = notes[0]
             yield Rejected(

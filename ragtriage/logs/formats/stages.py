@@ -28,11 +28,14 @@ def documents(span: Span, prefix: str, otel: OtelSettings) -> list[Any]:
     append = hits.append
     for position, doc in enumerate(documents):
         chunk_id = doc.get("document.id")
+        score = doc.get("document.score")
+        if chunk_id.__class__ is str and score.__class__ is float and chunk_id:
+            append({"chunk_id": chunk_id, "score": score})  # the usual document
+            continue
         if chunk_id is None or chunk_id == "":
             chunk_id = _id_from_metadata(span, prefix, position, doc, otel)
         elif chunk_id.__class__ is not str:
             chunk_id = str(chunk_id)
-        score = doc.get("document.score")
         if score.__class__ is float or score.__class__ is int:
             append({"chunk_id": chunk_id, "score": float(score)})
         elif score.__class__ is str and _is_number(score):
@@ -89,8 +92,8 @@ def routes(retrievers: list[Span], otel: OtelSettings, latencies: dict[str, floa
         query = text_value(span.attributes, "input", QUERY_KEYS)
         if query is not None:
             route["query"] = query
-        if span.duration_ms is not None:
-            route["latency_ms"] = latencies[name] = span.duration_ms
+        if (duration := span.duration_ms) is not None:
+            route["latency_ms"] = latencies[name] = duration
         route["hits"] = documents(span, "retrieval.documents", otel)
         routes.append(route)
     return routes
