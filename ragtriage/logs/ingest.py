@@ -14,6 +14,7 @@ body it is a conflict (the stored request is kept, the new body goes to `log_con
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -35,10 +36,12 @@ from ragtriage.logs.formats.dispatch import (
     table_lines,
     trace_lines,
 )
+from ragtriage.logs.formats.parallel import worth_parallel
 from ragtriage.logs.ingest_workers import can_use_workers, ingest_file_in_workers
 from ragtriage.logs.line_files import iter_raw_lines
 from ragtriage.logs.pipelined_writer import PipelinedWriter
 from ragtriage.logs.report import IngestReport, ProgressCallback
+from ragtriage.logs.trace_child import parsed_traces
 from ragtriage.store.db import write_session
 from ragtriage.store.log_tables import OLD_REQUEST_LOG_SESSION_INDEX, REQUEST_LOG_TS_INDEX
 
@@ -96,14 +99,10 @@ def ingest_files(
     try:
         with PipelinedWriter(BatchWriter(engine, flagging, report, transaction_lines=batch_size)) as writer:
             trace_files = [p for p in planned if p.is_trace]
-            trace_requests = 0
-            traces = trace_lines(trace_files, otel or OtelSettings(), parallel=use_workers)
-            for path, numbered in traces:
-                stopped, requests = read.lines(writer, path, numbered)
-                trace_requests += requests
-                if stopped:
-                    report.stopped = True
-                    return report
+            stopped, trace_requests = read.traces(writer, trace_files, otel or OtelSettings())
+            if stopped:
+                report.stopped = True
+                return report
             if trace_requests == 0:
                 # One trace's spans and scores may sit in different files: judged together.
                 report.files_without_requests.extend(str(p.path) for p in trace_files if _non_empty(p.path))
@@ -159,6 +158,35 @@ class _Reading:
             should_stop=self.should_stop,
         )
         return stopped, report.ingested + report.duplicates + report.conflicts - before
+
+    def traces(
+        self, writer: PipelinedWriter, files: list[PlannedFile], otel: OtelSettings
+    ) -> tuple[bool, int]:
+        """Ingest the trace-format files together: `(stopped on request, valid requests read)`.
+        Big inputs are read and parsed in a child process while this one stores (`trace_child`)."""
+        if not files:
+            return False, 0
+        requests = 0
+        specs = [(f.path, f.format, f.layout) for f in files]
+        if not worth_parallel(specs, self.use_workers):
+            for path, numbered in trace_lines(files, otel, parallel=False):
+                stopped, count = self.lines(writer, path, numbered)
+                requests += count
+                if stopped:
+                    return True, requests
+            return False, requests
+        rules = LineRules(self.flagging)
+        parse_lines = min(self.batch_size, PARSE_BATCH_LINES)
+        with contextlib.closing(parsed_traces(files, otel, rules, self.strict, parse_lines)) as parsed:
+            for path, batches in parsed:
+                source = str(path.resolve())
+                stopped, count = _consume(
+                    writer, batches, source, str(path), self.on_progress, self.should_stop
+                )
+                requests += count
+                if stopped:
+                    return True, requests
+        return False, requests
 
     def lines(
         self, writer: PipelinedWriter, path: Path, numbered: Iterable[NumberedLine]

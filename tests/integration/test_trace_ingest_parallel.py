@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ragtriage.config import OtelSettings
-from ragtriage.errors import InputError
+from ragtriage.errors import InputError, LogFormatError
 from ragtriage.logs.formats import parallel
 from ragtriage.logs.formats.assemble import Assembled, Rejected
 from ragtriage.logs.formats.detect import detect
@@ -149,3 +149,24 @@ def test_unreadable_gzip_raises_the_same_error(tmp_path: Path) -> None:
             list(read(specs, OtelSettings()))
         messages.append(str(caught.value))
     assert messages[0] == messages[1]
+
+
+def test_strict_mode_and_a_stop_request_end_the_same_way(tmp_path: Path) -> None:
+    tracer, exporter = make_tracer(seed=8)
+    good = {"request_id": "ok-1", "ts": "2026-11-02T08:00:00Z", "raw_query": "q", "stages": {"bm25": ["c1"]}}
+    record_request(tracer, good)
+    record_request(tracer, {**good, "request_id": "no-retriever", "stages": {}})
+    path = tmp_path / "traces.jsonl"
+    path.write_text(otlp_lines(exporter.get_finished_spans(), per_line=3))
+    messages = []
+    for use_workers in (False, True):
+        engine = make_engine(sqlite_url(tmp_path / f"strict-{use_workers}.db"))
+        with pytest.raises(LogFormatError, match="no RETRIEVER") as caught:
+            ingest_files(engine, [path], strict=True, use_workers=use_workers)
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1]
+    # A stop request after the first batch: that batch is stored, the reading process ends.
+    path.write_text(otlp_lines(_spans(30), per_line=4))
+    engine = make_engine(sqlite_url(tmp_path / "stop.db"))
+    report = ingest_files(engine, [path], batch_size=10, use_workers=True, should_stop=lambda: True)
+    assert report.stopped and (report.read, report.ingested) == (10, 10) and report.reconciles()

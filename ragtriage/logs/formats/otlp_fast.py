@@ -21,15 +21,15 @@ from ragtriage.logs.formats.otlp import (
 from ragtriage.logs.formats.spans import DOCUMENT_KEY_PREFIXES, DROPPED_DOCUMENT_FIELDS, Span
 
 
-class _ArrayValue(msgspec.Struct):
+class _ArrayValue(msgspec.Struct, gc=False):
     values: list[_AnyValue] = []
 
 
-class _KvList(msgspec.Struct):
+class _KvList(msgspec.Struct, gc=False):
     values: list[_KeyValue] = []
 
 
-class _AnyValue(msgspec.Struct):
+class _AnyValue(msgspec.Struct, gc=False):
     stringValue: Union[str, None] = None
     intValue: Union[int, str, None] = None
     doubleValue: Union[float, str, None] = None
@@ -39,26 +39,26 @@ class _AnyValue(msgspec.Struct):
     bytesValue: Union[str, None] = None
 
 
-class _KeyValue(msgspec.Struct):
+class _KeyValue(msgspec.Struct, gc=False):
     key: str
     value: Union[_AnyValue, None] = None
 
 
-class _Link(msgspec.Struct):
+class _Link(msgspec.Struct, gc=False):
     traceId: str = ""
     spanId: str = ""
 
 
-class _Status(msgspec.Struct):
+class _Status(msgspec.Struct, gc=False):
     code: Union[int, str] = 0
 
 
-class _Event(msgspec.Struct):
+class _Event(msgspec.Struct, gc=False):
     name: str = ""
     attributes: list[_KeyValue] = []
 
 
-class _Span(msgspec.Struct):
+class _Span(msgspec.Struct, gc=False):
     traceId: Union[str, None] = None
     spanId: Union[str, None] = None
     parentSpanId: str = ""
@@ -71,20 +71,20 @@ class _Span(msgspec.Struct):
     status: Union[_Status, None] = None
 
 
-class _Resource(msgspec.Struct):
+class _Resource(msgspec.Struct, gc=False):
     attributes: list[_KeyValue] = []
 
 
-class _ScopeSpans(msgspec.Struct):
+class _ScopeSpans(msgspec.Struct, gc=False):
     spans: list[_Span] = []
 
 
-class _ResourceSpans(msgspec.Struct):
+class _ResourceSpans(msgspec.Struct, gc=False):
     resource: Union[_Resource, None] = None
     scopeSpans: list[_ScopeSpans] = []
 
 
-class _Export(msgspec.Struct):
+class _Export(msgspec.Struct, gc=False):
     resourceSpans: list[_ResourceSpans] = []
 
 

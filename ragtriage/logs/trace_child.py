@@ -1,0 +1,115 @@
+"""Trace files read and parsed in a forked process while this one stores: `ingest_files` for big
+trace inputs.
+
+The child reads the trace files (`formats.dispatch.trace_lines`, which forks the readers of
+`formats.parallel`) and parses each request into rows (`batches.parse_batches`, the same parse,
+flag rules and quarantine as every other line), and sends the parsed batches through a pipe; this
+process hands them to the writer as they come. So parsing one batch overlaps storing the one
+before, on the other core, instead of taking turns with it. The pipe holds at most a batch in
+flight, so memory stays bounded.
+
+A failure in the child is raised here: `InputError` as it was, anything else as `RuntimeError`
+with the child's traceback. Closing the iterator early (a stop request, a strict-mode error)
+ends the child.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import traceback
+from collections.abc import Generator, Iterator, Sequence
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from ragtriage.config import OtelSettings
+from ragtriage.errors import InputError
+from ragtriage.logs.batches import ParsedBatch, parse_batches
+from ragtriage.logs.flagging import LineRules
+from ragtriage.logs.formats.dispatch import PlannedFile, trace_lines
+
+
+def _child(
+    files: Sequence[PlannedFile],
+    otel: OtelSettings,
+    rules: LineRules,
+    strict: bool,
+    parse_lines: int,
+    out: Connection,
+) -> None:
+    try:
+        for path, numbered in trace_lines(files, otel, parallel=True):
+            out.send(("file", path))
+            for batch in parse_batches(numbered, rules, strict, parse_lines, str(path.resolve())):
+                out.send(("batch", batch))
+                if batch.strict_error is not None or batch.input_error is not None:
+                    out.send(("end", None))  # the parent raises it: nothing more is stored
+                    return
+        out.send(("end", None))
+    except InputError as error:
+        out.send(("input_error", str(error)))
+    except BaseException as error:  # noqa: BLE001 (reported to the parent, which raises it)
+        out.send(("error", "".join(traceback.format_exception(error))))
+    finally:
+        out.close()
+
+
+def parsed_traces(
+    files: Sequence[PlannedFile], otel: OtelSettings, rules: LineRules, strict: bool, parse_lines: int
+) -> Generator[tuple[Path, Iterator[ParsedBatch]], None, None]:
+    """The parsed batches of the requests in trace `files`, per file in the order the readers
+    give them (see `formats.dispatch.trace_lines`). Consume each file's batches before asking for
+    the next file.
+
+    Raises:
+        InputError: a file cannot be read.
+    """
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    gc.freeze()  # the child's collector leaves this process's objects (and their pages) alone
+    try:
+        child = context.Process(
+            target=_child, args=(files, otel, rules, strict, parse_lines, send)
+        )  # it forks readers
+        child.start()
+    finally:
+        gc.unfreeze()
+    send.close()
+    pending: list[tuple[str, Any]] = []
+
+    def batches() -> Iterator[ParsedBatch]:
+        while True:
+            message = _receive(receive)
+            if message[0] != "batch":
+                pending.append(message)
+                return
+            yield message[1]
+
+    try:
+        message = _receive(receive)
+        while message[0] == "file":
+            yield message[1], batches()
+            while not pending:  # batches the consumer left (it only leaves them when stopping)
+                message = _receive(receive)
+                if message[0] != "batch":
+                    pending.append(message)
+            message = pending.pop()
+        if message[0] == "input_error":
+            raise InputError(message[1])
+        if message[0] == "error":
+            raise RuntimeError(f"the trace reading process failed:\n{message[1]}")
+        child.join()
+    finally:
+        if child.is_alive():
+            child.terminate()
+        child.join()
+        receive.close()
+
+
+def _receive(pipe: Connection) -> tuple[str, Any]:
+    try:
+        message: tuple[str, Any] = pipe.recv()
+    except EOFError:
+        raise RuntimeError("the trace reading process stopped without a result") from None
+    return message
