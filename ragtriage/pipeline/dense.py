@@ -13,12 +13,13 @@ doc id and content hash live in the payload and results are read from the payloa
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import sqlite3
 import sys
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,6 +146,22 @@ def _close_all() -> None:
         _registry.clear()
 
 
+class _DeferredCommits:
+    """A sqlite3 connection whose `with` blocks neither commit nor roll back (see `_one_commit`)."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    def __enter__(self) -> sqlite3.Connection:
+        return self._connection
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._connection, name)
+
+
 # ---------------------------------------------------------------- the index
 
 
@@ -239,8 +256,42 @@ class QdrantIndex:
 
     # ------------------------------------------------------------ writing
 
+    def _local_persistence(self) -> object | None:
+        """Local mode's per-collection SQLite persistence (its `storage` is a sqlite3 connection)."""
+        local = getattr(self._client, "_client", None)
+        collections = getattr(local, "collections", None)
+        collection = collections.get(self.collection) if isinstance(collections, dict) else None
+        persistence = getattr(collection, "storage", None)
+        return persistence if isinstance(getattr(persistence, "storage", None), sqlite3.Connection) else None
+
+    @contextlib.contextmanager
+    def _one_commit(self) -> Iterator[None]:
+        """Local mode commits each point on its own (`with connection:` per point, a quarter of
+        upsert time); during a bulk upsert its connection is stood in for by `_DeferredCommits`, and
+        the whole upsert is committed once. A failure rolls the unwritten points back; the points
+        already applied in memory are then missing on disk until the next sync repairs them (the
+        index is derived from SQL, diffed by index hash)."""
+        persistence = self._local_persistence()
+        if persistence is None:
+            yield
+            return
+        connection: sqlite3.Connection = persistence.storage  # type: ignore[attr-defined]
+        persistence.storage = _DeferredCommits(connection)  # type: ignore[attr-defined]
+        try:
+            yield
+            connection.commit()
+        except BaseException:
+            connection.rollback()
+            raise
+        finally:
+            persistence.storage = connection  # type: ignore[attr-defined]
+
     def upsert(self, documents: Sequence[DenseDocument]) -> None:
-        """Add or replace chunk vectors."""
+        """Add or replace chunk vectors (in local mode, committed once per call)."""
+        with self._one_commit():
+            self._upsert(documents)
+
+    def _upsert(self, documents: Sequence[DenseDocument]) -> None:
         for start in range(0, len(documents), _UPSERT_BATCH):
             batch = documents[start : start + _UPSERT_BATCH]
             for doc in batch:

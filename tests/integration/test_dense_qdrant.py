@@ -146,3 +146,35 @@ def test_a_folder_held_by_another_process_names_its_pid(tmp_path: Path, embedder
         holder.wait(timeout=30)
     assert not (tmp_path / "qdrant.pid").exists()
     QdrantIndex.open(embedder, path=folder).close()
+
+
+class RandomEmbedder:
+    """384-dim like the bundled embedder; vectors are given, nothing is embedded (imported vectors)."""
+
+    name = "imported/384"
+    dim = 384
+
+
+def test_a_bulk_upsert_commits_once_and_survives_a_reopen(tmp_path: Path) -> None:
+    import sqlite3
+
+    rng = np.random.default_rng(7)
+    docs = [
+        DenseDocument(str(uuid.UUID(int=int(n) + 1)), f"doc-{n // 20}", f"h{n}", f"i{n}", vector)
+        for n, vector in enumerate(rng.normal(size=(700, 384)).astype(np.float32))
+    ]
+    index = QdrantIndex.open(RandomEmbedder(), path=tmp_path / "qdrant")  # type: ignore[arg-type]
+    connection = index._local_persistence().storage  # type: ignore[union-attr]
+    commits: list[str] = []
+    connection.set_trace_callback(lambda sql: commits.append(sql) if sql.startswith("COMMIT") else None)
+    index.upsert(docs)
+    connection.set_trace_callback(None)
+    assert len(commits) == 1, "one commit for 700 points, not one per point"
+    assert isinstance(index._local_persistence().storage, sqlite3.Connection)  # type: ignore[union-attr]
+    index.close()
+    reopened = QdrantIndex.open(RandomEmbedder(), path=tmp_path / "qdrant")  # type: ignore[arg-type]
+    try:
+        assert len(reopened.indexed_hashes()) == 700
+        assert reopened.search_vector(docs[123].vector, 1)[0].chunk_id == docs[123].chunk_id
+    finally:
+        reopened.close()
