@@ -69,6 +69,8 @@ class _Plan:
     """Ids in `todo` that the store already holds."""
     grown_docs: set[str]
     """Documents that gain a chunk they did not have live: their deleted chunks count as re-chunked."""
+    retired: set[str]
+    """Live chunks that rows of this source mark deleted (a row that arrives deleted was never live)."""
 
 
 def import_chunks(
@@ -152,6 +154,7 @@ def _plan(
     kept_ids: set[str] = set()
     todo: dict[str, str] = {}
     grown_docs: set[str] = set()
+    retired: set[str] = set()
     columns_checked = False
     for batch in source.batches(on_progress):
         if not columns_checked and not source.schemaless and source.columns is not None:
@@ -176,7 +179,7 @@ def _plan(
                     kept_ids.add(chunk_id)  # with --full its stored version stays
                 continue
             seen[chunk.chunk_id] = row.where
-            _classify(chunk, stored.get(chunk.chunk_id), report, todo, grown_docs)
+            _classify(chunk, stored.get(chunk.chunk_id), report, todo, grown_docs, retired)
     if not columns_checked and source.columns is not None and not source.schemaless:
         mapper.check_columns(source.columns)
     if source.schemaless and report.read > report.rejected:
@@ -204,6 +207,7 @@ def _plan(
         dim=mapper.dim if report.vectors else None,
         known=known,
         grown_docs=grown_docs,
+        retired=retired,
     )
 
 
@@ -213,6 +217,7 @@ def _classify(
     report: ImportReport,
     todo: dict[str, str],
     grown_docs: set[str],
+    retired: set[str],
 ) -> None:
     source_hash = chunk.source_hash()
     if chunk.vector is not None:
@@ -220,6 +225,8 @@ def _classify(
     same = stored is not None and stored.source_hash == source_hash
     if not chunk.retrievable:
         report.deleted += 1
+        if stored is not None and stored.status != DELETED:
+            retired.add(chunk.chunk_id)
         if not (same and stored is not None and stored.status == DELETED):
             todo[chunk.chunk_id] = source_hash
         return
@@ -338,7 +345,7 @@ def _write_chunks(
                 "doc_version": chunk.doc_version,
                 "meta": chunk.meta or None,
                 "source_hash": chunk.source_hash(),
-                "deletion": None if chunk.retrievable else _deletion(chunk.doc_id, plan.grown_docs),
+                "deletion": None if chunk.retrievable else _deletion(chunk, plan),
             }
         )
         if chunk.vector is not None and chunk.vector_hash is not None:
@@ -359,9 +366,9 @@ def _write_chunks(
         connection.execute(insert(tables[ChunkVectorRow.__tablename__]), vector_values)
 
 
-def _deletion(doc_id: str, grown_docs: set[str]) -> str:
-    """A chunk deleted while its document gained chunks was replaced (re-chunked); else removed."""
-    return RECHUNKED if doc_id in grown_docs else REMOVED
+def _deletion(chunk: ImportedChunk, plan: _Plan) -> str:
+    """A live chunk deleted while its document gained chunks was replaced (re-chunked); else removed."""
+    return RECHUNKED if chunk.chunk_id in plan.retired and chunk.doc_id in plan.grown_docs else REMOVED
 
 
 def _mark_missing(session: Session, chunk_ids: list[str], grown_docs: set[str]) -> set[str]:
@@ -374,7 +381,8 @@ def _mark_missing(session: Session, chunk_ids: list[str], grown_docs: set[str]) 
             select(ChunkRow.chunk_id, ChunkRow.doc_id).where(col(ChunkRow.chunk_id).in_(part))
         ).all():
             doc_ids.add(doc_id)
-            by_deletion[_deletion(doc_id, grown_docs)].append(chunk_id)
+            # Every missing chunk was live (`_plan` picks only those).
+            by_deletion[RECHUNKED if doc_id in grown_docs else REMOVED].append(chunk_id)
         for deletion, ids in by_deletion.items():
             if ids:
                 session.execute(

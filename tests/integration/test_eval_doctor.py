@@ -123,8 +123,8 @@ def test_best_overlap_prefers_the_edited_chunk() -> None:
 
 IMPORT_MAP = "chunk_id=id,doc_id=document_id,content=text,title=section_title"
 # Production ids: UUID chunks of integer documents.
-U_LATE, U_ARCHIVED, U_KEPT, U_OLD_VPN, U_VPN_1, U_VPN_2 = (
-    f"5d0c3a8e-0000-4000-8000-00000000000{n}" for n in range(1, 7)
+U_LATE, U_ARCHIVED, U_KEPT, U_OLD_VPN, U_VPN_1, U_VPN_2, U_BORN_ARCHIVED, U_WIFI = (
+    f"5d0c3a8e-0000-4000-8000-00000000000{n}" for n in range(1, 9)
 )
 VPN_TEXT = "VPN 连接失败时先检查客户端版本，再确认账号没有被锁定。"
 
@@ -152,6 +152,9 @@ def test_import_full_tells_deleted_gold_from_rechunked_gold(home: Path, tmp_path
             _row(U_ARCHIVED, 7, "旧的纸质报销单已经停用。"),
             _row(U_KEPT, 7, "出差结束后十五天内提交发票原件。"),
             _row(U_OLD_VPN, 8, VPN_TEXT),
+            # Archived before ragtriage ever saw it, in a document that is new here too.
+            _row(U_BORN_ARCHIVED, 9, "旧无线网络已经下线。", status="ARCHIVED"),
+            _row(U_WIFI, 9, "无线网络名称为 corp，使用域账号登录。"),
         ],
     )
     workspace = Workspace.open(home, None)
@@ -164,6 +167,7 @@ def test_import_full_tells_deleted_gold_from_rechunked_gold(home: Path, tmp_path
                 EvalCase(case_id="archived", query="纸质报销单", gold={U_ARCHIVED: 1}),
                 EvalCase(case_id="vpn", query="VPN 连不上", gold={U_OLD_VPN: 1}),
                 EvalCase(case_id="kept", query="报销时限", gold={U_KEPT: 1}),
+                EvalCase(case_id="born-archived", query="旧无线网络", gold={U_BORN_ARCHIVED: 1}),
             ],
         )
     finally:
@@ -176,6 +180,8 @@ def test_import_full_tells_deleted_gold_from_rechunked_gold(home: Path, tmp_path
             _row(U_KEPT, 7, "出差结束后十五天内提交发票原件。"),
             _row(U_VPN_1, 8, VPN_TEXT[:16]),
             _row(U_VPN_2, 8, VPN_TEXT[16:]),
+            _row(U_BORN_ARCHIVED, 9, "旧无线网络已经下线。", status="ARCHIVED"),
+            _row(U_WIFI, 9, "无线网络名称为 corp，使用域账号登录。"),
         ],
         "--full",
     )
@@ -188,7 +194,7 @@ def test_import_full_tells_deleted_gold_from_rechunked_gold(home: Path, tmp_path
     by_kind = {f.kind: f for f in report.findings}
     assert set(by_kind) == {"deleted_gold", "rechunked_gold"}
     deleted = {item.case_id: item for item in by_kind["deleted_gold"].items}
-    assert set(deleted) == {"late", "archived"}
+    assert set(deleted) == {"late", "archived", "born-archived"}
     assert deleted["late"].gold_id == U_LATE and deleted["late"].proposal is None
     assert "ragtriage kb chunks --doc 7" in (deleted["late"].note or "")
     assert "kb chunks --doc" in by_kind["deleted_gold"].fix and "kb show" in by_kind["deleted_gold"].fix
