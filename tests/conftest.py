@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
+
+if TYPE_CHECKING:
+    from ragtriage.store import triage_repo
+    from ragtriage.workspace import Workspace
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DIR = REPO_ROOT.parent / "shared"
 FIXTURES_DIR = REPO_ROOT / "fixtures"
 TEST_DATA_DIR = Path(__file__).resolve().parent / "data"
+#: Settings that load the fixture KB's alias dictionary.
+ALIASES_CONFIG = f'[rewrite]\nalias_file = "{(FIXTURES_DIR / "aliases.toml").as_posix()}"\n'
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -48,3 +60,79 @@ def eval_home(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-unty
     root = tmp_path_factory.mktemp("eval_home")
     with isolated_env(root / "home"):
         return build_eval_home(root)
+
+
+class CliOutcome(NamedTuple):
+    """What one run of the console entry point gave."""
+
+    code: int
+    out: str
+    err: str
+
+
+RunCli = Callable[[list[str]], CliOutcome]
+
+
+@pytest.fixture
+def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> RunCli:
+    """Run the console entry point on `args` as a shell would (`cli.main`: a `RagtriageError` is one
+    stderr line and exit 2); returns (exit code, stdout, stderr)."""
+    from ragtriage.cli import main
+
+    def run(args: list[str]) -> CliOutcome:
+        monkeypatch.setattr(sys, "argv", ["ragtriage", *args])
+        try:
+            main()
+            code = 0
+        except SystemExit as stop:
+            code = int(stop.code or 0)
+        captured = capsys.readouterr()
+        return CliOutcome(code, captured.out, captured.err)
+
+    return run
+
+
+def copy_fixture_docs(folder: Path, relatives: Iterable[str]) -> Path:
+    """Copy the fixture KB's documents `relatives` (paths under fixtures/kb) into `folder`; returns it."""
+    for relative in relatives:
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(FIXTURES_DIR / "kb" / relative, folder / relative)
+    return folder
+
+
+def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
+    """Write `rows` as UTF-8 JSON Lines (Chinese kept as is); returns `path`."""
+    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+@contextmanager
+def fixture_workspace(root: Path, docs: Iterable[str], config: str = ALIASES_CONFIG) -> Iterator[Workspace]:
+    """`root/home` with settings `config`, whose KB is the fixture documents `docs` (copied to
+    `root/kb`) added and indexed, the embedding cache seeded; the workspace is open inside the block."""
+    from ragtriage.demo import seed_embedding_cache
+    from ragtriage.kb.service import add_paths
+    from ragtriage.workspace import Workspace
+
+    home, kb = root / "home", copy_fixture_docs(root / "kb", docs)
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(config, encoding="utf-8")
+    workspace = Workspace.open(home)
+    try:
+        seed_embedding_cache(workspace)
+        add_paths(workspace, [kb])
+        yield workspace
+    finally:
+        workspace.close()
+
+
+def triage_record(home: Path, request_id: str) -> triage_repo.TriageRecord:
+    """The triage record of `request_id` as stored in `home` now."""
+    from ragtriage.store import triage_repo
+    from ragtriage.workspace import Workspace
+
+    workspace = Workspace.open(home)
+    try:
+        return triage_repo.get_record(workspace.engine, request_id)
+    finally:
+        workspace.close()

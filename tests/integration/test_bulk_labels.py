@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ragtriage.cli import main
 from ragtriage.kb.service import add_paths
 from ragtriage.logs.ingest import ingest_files
 from ragtriage.store import triage_repo
 from ragtriage.workspace import Workspace
-from tests.conftest import FIXTURES_DIR
+from tests.conftest import FIXTURES_DIR, RunCli, triage_record
 
 LOG = FIXTURES_DIR / "logs" / "requests.jsonl"
 LABEL_FIELDS = ["request_id", "label", "gold", "note", "status", "annotator"]
@@ -42,29 +40,8 @@ def cases(home: Path) -> list[dict[str, Any]]:
     ][:6]
 
 
-def run(
-    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["ragtriage", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _record(home: Path, request_id: str) -> triage_repo.TriageRecord:
-    workspace = Workspace.open(home)
-    try:
-        return triage_repo.get_record(workspace.engine, request_id)
-    finally:
-        workspace.close()
-
-
 def test_csv_labels_apply_with_audit_and_bad_rows_named(
-    tmp_path: Path, home: Path, cases: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, capsys: Any
+    tmp_path: Path, home: Path, cases: list[dict[str, Any]], run_cli: RunCli
 ) -> None:
     path = tmp_path / "labels.csv"
     with path.open("w", encoding="utf-8-sig", newline="") as handle:  # Excel's UTF-8 has a BOM
@@ -89,7 +66,7 @@ def test_csv_labels_apply_with_audit_and_bad_rows_named(
         )
         writer.writerow({"request_id": "not-logged-42", "label": "bm25_miss"})  # row 12
 
-    code, out, err = run(["label", "--from", str(path), "--user", "ann"], monkeypatch, capsys)
+    code, out, err = run_cli(["label", "--from", str(path), "--user", "ann"])
     assert code == 2  # a row was rejected
     assert [line.split()[-1] for line in out.splitlines()] == ["7", "4", "0", "3", "0"]  # read … blank
     errors = err.splitlines()
@@ -100,7 +77,7 @@ def test_csv_labels_apply_with_audit_and_bad_rows_named(
     assert errors[2] == f"{path}:12: request_id: no logged request 'not-logged-42'; fix: ingest its log first"
     assert "column ignored: annotator" in errors[3]
 
-    first, third = _record(home, cases[0]["request_id"]), _record(home, cases[2]["request_id"])
+    first, third = triage_record(home, cases[0]["request_id"]), triage_record(home, cases[2]["request_id"])
     assert (first.status, first.primary_label) == ("confirmed", cases[0]["fixture"]["designed_label"])
     assert first.gold_chunk_ids == cases[0]["fixture"]["gold_chunk_ids"]
     assert first.notes[0].text.startswith("第1条：答案在") and "\n换行也保留" in first.notes[0].text
@@ -117,18 +94,18 @@ def test_csv_labels_apply_with_audit_and_bad_rows_named(
         ("status", "ann"),  # new → in_progress
         ("status", "ann"),  # → confirmed
     ]
-    assert _record(home, cases[4]["request_id"]).labels == []  # the rejected rows changed nothing
+    assert triage_record(home, cases[4]["request_id"]).labels == []  # the rejected rows changed nothing
 
     # The same file again: the applied rows are unchanged (no duplicate notes), the bad ones still named.
-    code, out, _ = run(["label", "--from", str(path), "--json"], monkeypatch, capsys)
+    code, out, _ = run_cli(["label", "--from", str(path), "--json"])
     report = json.loads(out)
     assert code == 2
     assert (report["read"], report["applied"], report["unchanged"], report["rejected"]) == (7, 0, 4, 3)
-    assert len(_record(home, cases[0]["request_id"]).notes) == 1
+    assert len(triage_record(home, cases[0]["request_id"]).notes) == 1
 
 
 def test_jsonl_rows_with_bad_fields_are_rejected_one_line_each(
-    tmp_path: Path, home: Path, cases: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, capsys: Any
+    tmp_path: Path, home: Path, cases: list[dict[str, Any]], run_cli: RunCli
 ) -> None:
     ids = [case["request_id"] for case in cases]
     gold = cases[0]["fixture"]["gold_chunk_ids"]
@@ -157,7 +134,7 @@ def test_jsonl_rows_with_bad_fields_are_rejected_one_line_each(
         + "\n",
         encoding="utf-8",
     )
-    code, out, err = run(["label", "--from", str(path), "--json"], monkeypatch, capsys)
+    code, out, err = run_cli(["label", "--from", str(path), "--json"])
     report = json.loads(out)
     assert code == 2
     assert (report["read"], report["applied"], report["rejected"], report["blank"]) == (11, 2, 8, 1)
@@ -167,25 +144,21 @@ def test_jsonl_rows_with_bad_fields_are_rejected_one_line_each(
     assert fields == ["-", "primary", "status", "gold", "status", "gold", "revision", "-"]
     assert "add --reopen" in report["errors"][4] and "4711" in report["errors"][5]
     assert err.count("\n") == len(report["errors"])
-    assert _record(home, ids[4]).status == "confirmed"  # no gold is fine for no_answer_in_kb
+    assert triage_record(home, ids[4]).status == "confirmed"  # no gold is fine for no_answer_in_kb
 
     # Unknown ids accepted on request, with a warning; a closed case relabelled with --reopen.
-    code, out, err = run(
-        ["label", "--from", str(path), "--json", "--allow-unknown-gold", "--reopen"], monkeypatch, capsys
-    )
+    code, out, err = run_cli(["label", "--from", str(path), "--json", "--allow-unknown-gold", "--reopen"])
     report = json.loads(out)
     assert f"{path}:8: gold: not in the KB (applied): 4711" in report["warnings"]
-    assert _record(home, ids[5]).gold_chunk_ids == ["4711"]
-    assert _record(home, ids[0]).labels == ["chunk_split_bad", "rerank_error"]
-    assert _record(home, ids[0]).status == "in_progress"
+    assert triage_record(home, ids[5]).gold_chunk_ids == ["4711"]
+    assert triage_record(home, ids[0]).labels == ["chunk_split_bad", "rerank_error"]
+    assert triage_record(home, ids[0]).status == "in_progress"
 
 
-def test_label_needs_an_id_and_label_or_a_file(
-    monkeypatch: pytest.MonkeyPatch, capsys: Any, tmp_path: Path
-) -> None:
-    code, _, err = run(["label"], monkeypatch, capsys)
+def test_label_needs_an_id_and_label_or_a_file(run_cli: RunCli, tmp_path: Path) -> None:
+    code, _, err = run_cli(["label"])
     assert code == 2 and "give REQUEST_ID and LABEL, or --from FILE" in err
     empty = tmp_path / "empty.csv"
     empty.write_text("label,gold\n", encoding="utf-8")
-    code, _, err = run(["label", "--from", str(empty)], monkeypatch, capsys)
+    code, _, err = run_cli(["label", "--from", str(empty)])
     assert code == 2 and "no request_id column" in err

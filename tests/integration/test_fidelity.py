@@ -6,19 +6,18 @@ unexplained; results are stored and the queue sorts and filters by them."""
 from __future__ import annotations
 
 import json
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ragtriage.cli import main
 from ragtriage.kb.service import add_paths
 from ragtriage.logs.fidelity_run import get_fidelity
 from ragtriage.logs.ingest import ingest_lines
 from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.workspace import Workspace
+from tests.conftest import RunCli
 from tests.tiny_kb import TINY_DOCS, write_markdown_docs
 
 QUERIES = ["会议室怎么预订", "VPN 连不上怎么办", "请假要谁审批", "红字发票怎么开"]
@@ -102,25 +101,10 @@ def fidelity_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
-def run(
-    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["ragtriage", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as stop:
-        code = int(stop.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 def test_fidelity_reproduces_names_the_stale_document_and_keeps_foreign_ids_unknown(
-    fidelity_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    fidelity_home: Path, run_cli: RunCli
 ) -> None:
-    code, out, err = run(
-        ["--home", str(fidelity_home), "fidelity", "--json", "--least", "10"], monkeypatch, capsys
-    )
+    code, out, err = run_cli(["--home", str(fidelity_home), "fidelity", "--json", "--least", "10"])
     assert code == 0, err
     report = json.loads(out)
     assert report["selected"] == report["replayed"] == report["stored"] == 4
@@ -148,25 +132,17 @@ def test_fidelity_reproduces_names_the_stale_document_and_keeps_foreign_ids_unkn
     assert {s["route"] for s in report["by_route"]} == {"bm25_raw", "dense_raw"}
 
 
-def test_stored_fidelity_drives_the_queue_and_the_case_line(
-    fidelity_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, _, err = run(["--home", str(fidelity_home), "fidelity", "--version", "v*"], monkeypatch, capsys)
+def test_stored_fidelity_drives_the_queue_and_the_case_line(fidelity_home: Path, run_cli: RunCli) -> None:
+    code, _, err = run_cli(["--home", str(fidelity_home), "fidelity", "--version", "v*"])
     assert code == 0, err
-    code, out, err = run(
-        ["--home", str(fidelity_home), "queue", "--sort", "fidelity", "--json"], monkeypatch, capsys
-    )
+    code, out, err = run_cli(["--home", str(fidelity_home), "queue", "--sort", "fidelity", "--json"])
     assert code == 0, err
     items = json.loads(out)["items"]
     assert items[0]["request_id"] == "f-foreign" and items[-1]["request_id"] == "f-invoice"
     assert all(i["fidelity"] for i in items)
-    code, out, _ = run(
-        ["--home", str(fidelity_home), "queue", "--fidelity", "exact", "--json"], monkeypatch, capsys
-    )
+    code, out, _ = run_cli(["--home", str(fidelity_home), "queue", "--fidelity", "exact", "--json"])
     assert "f-invoice" in [i["request_id"] for i in json.loads(out)["items"]]
-    code, out, _ = run(
-        ["--home", str(fidelity_home), "queue", "--fidelity", "unexplained"], monkeypatch, capsys
-    )
+    code, out, _ = run_cli(["--home", str(fidelity_home), "queue", "--fidelity", "unexplained"])
     assert "f-foreign" in out and "f-rooms" not in out and "0.00, 1 off" in out
     workspace = Workspace.open(fidelity_home)
     try:
@@ -176,16 +152,10 @@ def test_stored_fidelity_drives_the_queue_and_the_case_line(
     assert stored is not None and stored.line.startswith("bm25 ") and stored.min_rbo == 1.0
 
 
-def test_bad_input_exits_2_with_one_line(
-    fidelity_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, _, err = run(
-        ["--home", str(fidelity_home), "fidelity", "--since", "last tuesday"], monkeypatch, capsys
-    )
+def test_bad_input_exits_2_with_one_line(fidelity_home: Path, run_cli: RunCli) -> None:
+    code, _, err = run_cli(["--home", str(fidelity_home), "fidelity", "--since", "last tuesday"])
     assert code == 2 and "--since 'last tuesday'" in err and "7d" in err
-    code, _, err = run(["--home", str(fidelity_home), "fidelity", "--sample", "0"], monkeypatch, capsys)
+    code, _, err = run_cli(["--home", str(fidelity_home), "fidelity", "--sample", "0"])
     assert code == 2 and "--sample" in err
-    code, out, _ = run(
-        ["--home", str(fidelity_home), "fidelity", "--version", "nope", "--no-store"], monkeypatch, capsys
-    )
+    code, out, _ = run_cli(["--home", str(fidelity_home), "fidelity", "--version", "nope", "--no-store"])
     assert code == 0 and "no logged request matched" in out

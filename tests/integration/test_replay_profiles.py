@@ -6,18 +6,14 @@ them. The logged requests use foreign ids (UUIDs) and a non-default pipeline sha
 from __future__ import annotations
 
 import json
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-from ragtriage.cli import main
-from ragtriage.demo import seed_embedding_cache
-from ragtriage.kb.service import add_paths, list_chunks
+from ragtriage.kb.service import list_chunks
 from ragtriage.logs.ingest import ingest_files
 from ragtriage.workspace import Workspace
-from tests.conftest import FIXTURES_DIR
+from tests.conftest import FIXTURES_DIR, RunCli, fixture_workspace, write_jsonl
 from tests.engine_stubs import stub_server
 
 DOCS = ["errors/e1001.md", "leave/comp-time.md", "permission/account-freeze.md"]
@@ -69,56 +65,29 @@ top_n = 3
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("replay-profiles")
-    home, kb = root / "home", root / "kb"
-    for relative in DOCS:
-        (kb / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(FIXTURES_DIR / "kb" / relative, kb / relative)
+    home = root / "home"
     (home / "profiles").mkdir(parents=True)
-    aliases = (FIXTURES_DIR / "aliases.toml").as_posix()
-    (home / "config.toml").write_text(CONFIG.replace("{aliases}", aliases), encoding="utf-8")
     (home / "profiles" / "canary.toml").write_text(CANARY, encoding="utf-8")
-    workspace = Workspace.open(home)
-    try:
-        seed_embedding_cache(workspace)
-        add_paths(workspace, [kb])
+    aliases = (FIXTURES_DIR / "aliases.toml").as_posix()
+    with fixture_workspace(root, DOCS, CONFIG.replace("{aliases}", aliases)) as workspace:
         lines = [
             {"request_id": OLD_ID, "raw_query": "倒休怎么申请", "pipeline_version": "2026.09"},
             {"request_id": CANARY_ID, "raw_query": "E1001 报错怎么办", "pipeline_version": "canary-7"},
             {"request_id": UNMAPPED_ID, "raw_query": "账号被冻结了", "pipeline_version": "2027.01"},
         ]
-        log = root / "requests.jsonl"
-        log.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
+        log = write_jsonl(root / "requests.jsonl", lines)
         ingest_files(workspace.engine, [log])
-    finally:
-        workspace.close()
     return home
 
 
-def run(
-    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["ragtriage", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as stop:
-        code = int(stop.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def _replay(
-    home: Path, args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> dict:  # type: ignore[type-arg]
-    code, out, err = run(["--home", str(home), "replay", *args, "--json"], monkeypatch, capsys)
+def _replay(run_cli: RunCli, home: Path, args: list[str]) -> dict:  # type: ignore[type-arg]
+    code, out, err = run_cli(["--home", str(home), "replay", *args, "--json"])
     assert code == 0, err
     return dict(json.loads(out))
 
 
-def test_mapped_versions_replay_with_their_profile(
-    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    old = _replay(home, [OLD_ID], monkeypatch, capsys)["replayed"]
+def test_mapped_versions_replay_with_their_profile(home: Path, run_cli: RunCli) -> None:
+    old = _replay(run_cli, home, [OLD_ID])["replayed"]
     assert old["profile"]["name"] == "old" and old["profile"]["matched_by"] == "exact"
     assert old["profile"]["pipeline_version"] == "2026.09"
     assert old["config_hash"] == old["profile"]["config_hash"]
@@ -126,7 +95,7 @@ def test_mapped_versions_replay_with_their_profile(
     # The replacing rewrite swaps the user's 倒休 for the KB's 调休 instead of appending it.
     assert "调休" in old["rewrite"]["rewritten_query"] and "倒休" not in old["rewrite"]["rewritten_query"]
 
-    canary = _replay(home, [CANARY_ID], monkeypatch, capsys)["replayed"]
+    canary = _replay(run_cli, home, [CANARY_ID])["replayed"]
     assert canary["profile"] == {
         **canary["profile"],
         "name": "canary",
@@ -140,21 +109,17 @@ def test_mapped_versions_replay_with_their_profile(
     assert len({canary["config_hash"], old["config_hash"]}) == 2
 
 
-def test_unmapped_version_uses_the_default_and_says_so(
-    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    replayed = _replay(home, [UNMAPPED_ID], monkeypatch, capsys)["replayed"]
+def test_unmapped_version_uses_the_default_and_says_so(home: Path, run_cli: RunCli) -> None:
+    replayed = _replay(run_cli, home, [UNMAPPED_ID])["replayed"]
     assert replayed["profile"]["name"] == "default" and replayed["profile"]["matched_by"] == "default"
-    code, out, err = run(["--home", str(home), "replay", UNMAPPED_ID], monkeypatch, capsys)
+    code, out, err = run_cli(["--home", str(home), "replay", UNMAPPED_ID])
     assert code == 0, err
     text = " ".join(out.split())  # the line wraps at 80 columns
     assert "the default: pipeline_version 2027.01 has no [replay.versions] entry" in text
 
 
-def test_profile_option_overrides_the_mapping_and_runs_a_preset(
-    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    replayed = _replay(home, [OLD_ID, "--profile", "hybrid-weighted"], monkeypatch, capsys)["replayed"]
+def test_profile_option_overrides_the_mapping_and_runs_a_preset(home: Path, run_cli: RunCli) -> None:
+    replayed = _replay(run_cli, home, [OLD_ID, "--profile", "hybrid-weighted"])["replayed"]
     assert (
         replayed["profile"]["name"] == "hybrid-weighted" and replayed["profile"]["matched_by"] == "requested"
     )
@@ -163,11 +128,9 @@ def test_profile_option_overrides_the_mapping_and_runs_a_preset(
     # Weighted fusion with min-max: every fused score lies in [0, 0.7 + 0.3].
     assert all(0.0 <= c["score"] <= 1.0 + 1e-9 for c in replayed["fused"])
 
-    trace = _replay(home, ["--query", "E1001 报错怎么办", "--profile", "canary"], monkeypatch, capsys)
+    trace = _replay(run_cli, home, ["--query", "E1001 报错怎么办", "--profile", "canary"])
     assert trace["profile"]["name"] == "canary" and len(trace["final"]) <= 3
-    code, out, err = run(
-        ["--home", str(home), "replay", "--query", "E1001", "--profile", "canry"], monkeypatch, capsys
-    )
+    code, out, err = run_cli(["--home", str(home), "replay", "--query", "E1001", "--profile", "canry"])
     assert (
         code == 2
         and "no profile 'canry'; did you mean 'canary'" in err
@@ -176,9 +139,9 @@ def test_profile_option_overrides_the_mapping_and_runs_a_preset(
 
 
 def test_profiles_command_lists_sources_and_versions(
-    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    home: Path, monkeypatch: pytest.MonkeyPatch, run_cli: RunCli
 ) -> None:
-    code, out, err = run(["--home", str(home), "profiles", "--json"], monkeypatch, capsys)
+    code, out, err = run_cli(["--home", str(home), "profiles", "--json"])
     assert code == 0, err
     rows = {row["name"]: row for row in json.loads(out)}
     assert list(rows) == [
@@ -193,14 +156,14 @@ def test_profiles_command_lists_sources_and_versions(
     assert rows["old"]["serves"] == ["2026.09"] and rows["canary"]["serves"] == ["canary-*"]
     assert rows["default"]["is_default"] and rows["hybrid-weighted"]["source"] == "preset"
     monkeypatch.setenv("COLUMNS", "80")
-    code, out, err = run(["--home", str(home), "profiles"], monkeypatch, capsys)
+    code, out, err = run_cli(["--home", str(home), "profiles"])
     assert code == 0, err
     assert all(len(line) <= 80 for line in out.splitlines())
     assert "canary-*" in out and "combmnz" in out
 
 
 def test_a_route_can_search_production_elasticsearch(
-    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    home: Path, monkeypatch: pytest.MonkeyPatch, run_cli: RunCli
 ) -> None:
     workspace = Workspace.open(home)
     try:
@@ -215,7 +178,7 @@ def test_a_route_can_search_production_elasticsearch(
     answer = {"took": 1, "timed_out": False, "hits": {"total": {"value": 2, "relation": "eq"}, "hits": hits}}
     with stub_server(lambda *_: (200, answer)) as server:
         monkeypatch.setenv("RAGTRIAGE__ENGINES__PROD_ES__URL", server.url)
-        trace = _replay(home, ["--query", "E1001 报错怎么办", "--profile", "es-prod"], monkeypatch, capsys)
+        trace = _replay(run_cli, home, ["--query", "E1001 报错怎么办", "--profile", "es-prod"])
     bm25 = next(r for r in trace["routes"] if r["name"] == "bm25_raw")
     assert bm25["engine"] == "prod_es" and [h["chunk_id"] for h in bm25["hits"]] == [e1001, foreign]
     assert server.requests[0].body["query"] == {"match": {"content": "E1001 报错怎么办"}}
@@ -223,8 +186,6 @@ def test_a_route_can_search_production_elasticsearch(
     # A chunk id production knows and the KB does not is kept and marked, not dropped.
     assert {c["chunk_id"]: c["known"] for c in trace["candidates"]}[foreign] is False
     # The engine gone: one line naming the route, the URL and the fix, exit 2.
-    code, out, err = run(
-        ["--home", str(home), "replay", "--query", "E1001", "--profile", "es-prod"], monkeypatch, capsys
-    )
+    code, out, err = run_cli(["--home", str(home), "replay", "--query", "E1001", "--profile", "es-prod"])
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert f"route bm25_raw (engine prod_es): {server.url}/kb-prod/_search is unreachable" in err

@@ -4,18 +4,15 @@
 from __future__ import annotations
 
 import json
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-from ragtriage.cli import main
 from ragtriage.kb.service import add_paths, list_chunks
 from ragtriage.logs.ingest import ingest_files
 from ragtriage.store import triage_repo
 from ragtriage.workspace import Workspace
-from tests.conftest import FIXTURES_DIR
+from tests.conftest import RunCli, copy_fixture_docs, triage_record, write_jsonl
 
 DOCS = ["errors/e1001.md", "leave/comp-time.md"]
 
@@ -24,9 +21,7 @@ DOCS = ["errors/e1001.md", "leave/comp-time.md"]
 def gold_ids(tmp_path: Path, home: Path) -> list[str]:
     """Two fixture documents in the store (no indexes: the workflow needs only SQL) and three requests."""
     kb = tmp_path / "kb"
-    for relative in DOCS:
-        (kb / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(FIXTURES_DIR / "kb" / relative, kb / relative)
+    copy_fixture_docs(kb, DOCS)
     lines = [
         {
             "request_id": "r1",
@@ -42,8 +37,7 @@ def gold_ids(tmp_path: Path, home: Path) -> list[str]:
             "feedback": {"rating": "up"},
         },
     ]
-    log = tmp_path / "requests.jsonl"
-    log.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
+    log = write_jsonl(tmp_path / "requests.jsonl", lines)
     workspace = Workspace.open(home)
     try:
         add_paths(workspace, [kb], index=False)
@@ -53,41 +47,19 @@ def gold_ids(tmp_path: Path, home: Path) -> list[str]:
         workspace.close()
 
 
-def run(
-    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> tuple[int, str, str]:
-    """Run the console entry point; (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["ragtriage", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as stop:
-        code = int(stop.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def _record(home: Path, request_id: str) -> triage_repo.TriageRecord:
-    workspace = Workspace.open(home)
-    try:
-        return triage_repo.get_record(workspace.engine, request_id)
-    finally:
-        workspace.close()
-
-
 def test_label_gold_confirm_walks_the_statuses_with_an_audit_trail(
-    home: Path, gold_ids: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    home: Path, gold_ids: list[str], run_cli: RunCli
 ) -> None:
-    assert _record(home, "r1").status == "new"
-    code, out, _ = run(["label", "r1", "alias_missing", "--user", "ann"], monkeypatch, capsys)
+    assert triage_record(home, "r1").status == "new"
+    code, out, _ = run_cli(["label", "r1", "alias_missing", "--user", "ann"])
     assert code == 0 and "r1: in_progress; primary alias_missing" in out
-    code, out, _ = run(["label", "r1", "bm25_miss", "--user", "ann"], monkeypatch, capsys)
+    code, out, _ = run_cli(["label", "r1", "bm25_miss", "--user", "ann"])
     assert code == 0 and "primary alias_missing (also bm25_miss)" in out
 
-    code, _, err = run(["confirm", "r1", "--user", "ann"], monkeypatch, capsys)
+    code, _, err = run_cli(["confirm", "r1", "--user", "ann"])
     assert code == 2 and "has no gold chunk ids" in err and "--gold CHUNK_ID" in err
 
-    code, out, _ = run(
+    code, out, _ = run_cli(
         [
             "label",
             "r1",
@@ -99,12 +71,10 @@ def test_label_gold_confirm_walks_the_statuses_with_an_audit_trail(
             "补休 = 调休",
             "--user",
             "bo",
-        ],
-        monkeypatch,
-        capsys,
+        ]
     )
     assert code == 0 and "primary bm25_miss (also alias_missing)" in out and gold_ids[0] in out
-    code, out, _ = run(["confirm", "r1", "--user", "bo", "--json"], monkeypatch, capsys)
+    code, out, _ = run_cli(["confirm", "r1", "--user", "bo", "--json"])
     record = json.loads(out)
     assert code == 0 and record["status"] == "confirmed" and record["primary_label"] == "bm25_miss"
     assert record["notes"][0]["text"] == "补休 = 调休" and record["notes"][0]["user"] == "bo"
@@ -125,68 +95,58 @@ def test_label_gold_confirm_walks_the_statuses_with_an_audit_trail(
     ]
     assert audit[-1].change == {"before": "in_progress", "after": "confirmed"}
 
-    code, _, err = run(["dismiss", "r1"], monkeypatch, capsys)
+    code, _, err = run_cli(["dismiss", "r1"])
     assert code == 2 and "is confirmed; it cannot become dismissed" in err and "--reopen" in err
-    code, _, err = run(["label", "r1", "rerank_error"], monkeypatch, capsys)
+    code, _, err = run_cli(["label", "r1", "rerank_error"])
     assert code == 2 and "add --reopen" in err
-    code, out, _ = run(["label", "r1", "rerank_error", "--reopen"], monkeypatch, capsys)
+    code, out, _ = run_cli(["label", "r1", "rerank_error", "--reopen"])
     assert code == 0 and "r1: in_progress" in out
 
 
-def test_labels_and_gold_are_validated(
-    gold_ids: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, _, err = run(["label", "r1", "alias_mising"], monkeypatch, capsys)
+def test_labels_and_gold_are_validated(gold_ids: list[str], run_cli: RunCli) -> None:
+    code, _, err = run_cli(["label", "r1", "alias_mising"])
     assert code == 2 and "unknown label 'alias_mising'; did you mean 'alias_missing'?" in err
-    code, _, err = run(["label", "r1", "alias_missing", "--gold", "nope#1"], monkeypatch, capsys)
+    code, _, err = run_cli(["label", "r1", "alias_missing", "--gold", "nope#1"])
     assert code == 2 and "gold chunk id not in the KB: nope#1" in err
-    code, _, err = run(["label", "nope", "alias_missing"], monkeypatch, capsys)
+    code, _, err = run_cli(["label", "nope", "alias_missing"])
     assert code == 2 and "'nope'" in err
-    code, _, err = run(["confirm", "r2"], monkeypatch, capsys)
+    code, _, err = run_cli(["confirm", "r2"])
     assert code == 2 and "is new; it cannot become confirmed: label it first" in err
 
 
-def test_configured_label_set_is_used(
-    home: Path, gold_ids: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_configured_label_set_is_used(home: Path, gold_ids: list[str], run_cli: RunCli) -> None:
     (home / "config.toml").write_text(
         '[triage]\nlabels = ["ocr_error", "no_answer_in_kb"]\n', encoding="utf-8"
     )
-    code, _, err = run(["label", "r1", "alias_missing"], monkeypatch, capsys)
+    code, _, err = run_cli(["label", "r1", "alias_missing"])
     assert code == 2 and "use one of ocr_error, no_answer_in_kb" in err
-    code, out, _ = run(["label", "r2", "no_answer_in_kb", "--primary"], monkeypatch, capsys)
+    code, out, _ = run_cli(["label", "r2", "no_answer_in_kb", "--primary"])
     assert code == 0
-    code, out, _ = run(["confirm", "r2"], monkeypatch, capsys)
+    code, out, _ = run_cli(["confirm", "r2"])
     assert code == 0 and "r2: confirmed" in out
 
 
-def test_dismiss_note_assign_and_unflagged_requests(
-    home: Path, gold_ids: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, out, _ = run(["dismiss", "r2", "--reason", "not a retrieval question"], monkeypatch, capsys)
+def test_dismiss_note_assign_and_unflagged_requests(home: Path, gold_ids: list[str], run_cli: RunCli) -> None:
+    code, out, _ = run_cli(["dismiss", "r2", "--reason", "not a retrieval question"])
     assert code == 0 and "r2: dismissed" in out
-    assert _record(home, "r2").notes[0].text == "dismissed: not a retrieval question"
+    assert triage_record(home, "r2").notes[0].text == "dismissed: not a retrieval question"
     # r3 was never flagged: a note opens a triage record for it.
-    code, out, _ = run(["note", "r3", "看起来没问题", "--user", "cy"], monkeypatch, capsys)
+    code, out, _ = run_cli(["note", "r3", "看起来没问题", "--user", "cy"])
     assert code == 0 and "r3: new" in out
-    assert _record(home, "r3").reasons == ["manual"]
-    code, out, _ = run(["assign", "r3", "dee"], monkeypatch, capsys)
+    assert triage_record(home, "r3").reasons == ["manual"]
+    code, out, _ = run_cli(["assign", "r3", "dee"])
     assert code == 0 and "assigned to dee" in out
-    code, out, _ = run(["assign", "r3", "-"], monkeypatch, capsys)
-    assert code == 0 and _record(home, "r3").assignee is None
+    code, out, _ = run_cli(["assign", "r3", "-"])
+    assert code == 0 and triage_record(home, "r3").assignee is None
 
 
 def test_a_concurrent_edit_is_refused_naming_who_changed_what(
-    home: Path, gold_ids: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    home: Path, gold_ids: list[str], run_cli: RunCli
 ) -> None:
-    seen = _record(home, "r1").revision
-    code, _, _ = run(
-        ["label", "r1", "dense_drift", "--user", "ann", "--revision", str(seen)], monkeypatch, capsys
-    )
+    seen = triage_record(home, "r1").revision
+    code, _, _ = run_cli(["label", "r1", "dense_drift", "--user", "ann", "--revision", str(seen)])
     assert code == 0
-    code, _, err = run(
-        ["label", "r1", "rerank_error", "--user", "bo", "--revision", str(seen)], monkeypatch, capsys
-    )
+    code, _, err = run_cli(["label", "r1", "rerank_error", "--user", "bo", "--revision", str(seen)])
     assert code == 2
     assert "conflict:" in err and "changed by ann" in err and "status → in_progress" in err
-    assert _record(home, "r1").labels == ["dense_drift"]
+    assert triage_record(home, "r1").labels == ["dense_drift"]
