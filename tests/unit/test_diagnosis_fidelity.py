@@ -119,3 +119,21 @@ def test_foreign_unknown_ids_are_said_to_be_unknown() -> None:
         "unknown to the KB" in line and foreign in line and "no document can be named" in line
         for line in top.evidence
     )
+
+
+def test_a_replaced_term_reads_in_the_singular() -> None:
+    ctx = FakeContext([GOLD, OTHER])
+    # The over-broad entry 报销 → 费用 replaced the user's term with one the gold never uses.
+    replay = make_trace(
+        QUERY,
+        routes={"bm25_raw": ["a"], "bm25_rewritten": ["a"]},
+        rewritten="差旅 费用",
+        aliases={"报销": ["费用"]},
+        final=["a"],
+    )
+    facts = collect_facts(ctx, QUERY, logged=None, replay=replay, gold=["g"])
+    rewrite = next(f for f in findings(facts) if f.label == "rewrite_error")
+    assert (
+        "the rewrite replaced the query's own term (报销 → 费用) with an alias the gold does not contain"
+        in rewrite.evidence[-1]
+    )
