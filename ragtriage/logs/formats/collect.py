@@ -129,7 +129,8 @@ class TraceCollector:
         db = sqlite3.connect(self._path, isolation_level=None, timeout=600)
         db.execute("PRAGMA journal_mode = OFF")  # a scratch file: nothing to recover
         db.execute("PRAGMA synchronous = OFF")
-        db.execute("PRAGMA cache_size = -65536")  # 64 MB of page cache
+        # 64 MB of page cache to read back; 8 MB to append (each reading process has one).
+        db.execute(f"PRAGMA cache_size = {-8192 if self._shared else -65536}")
         return db
 
     def _connect(self) -> sqlite3.Connection:

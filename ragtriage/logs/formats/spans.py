@@ -49,6 +49,12 @@ class Span:
     """`(trace_id, span_id)` of linked spans (an EVALUATOR carrier links to the span it judges)."""
     status: str | None = None
     """`ERROR` when the span failed, else None."""
+    duration_ms: float | None = field(init=False, repr=False, compare=False)
+    """End minus start in milliseconds (3 decimals), None when either is missing."""
+
+    def __post_init__(self) -> None:
+        start, end = self.start_ns, self.end_ns
+        self.duration_ms = None if start is None or end is None else round((end - start) / 1e6, 3)
 
     def _values(self) -> tuple[Any, ...]:
         """The fields in declaration order (what `from_bytes` and `unpack` pass back to the constructor)."""
@@ -104,13 +110,6 @@ class Span:
                 values[11] = [tuple(link) for link in values[11]]
             spans.append(cls(*values))
         return spans
-
-    @property
-    def duration_ms(self) -> float | None:
-        """End minus start in milliseconds, None when either is missing."""
-        if self.start_ns is None or self.end_ns is None:
-            return None
-        return round((self.end_ns - self.start_ns) / 1e6, 3)
 
 
 @dataclass(slots=True)
