@@ -47,6 +47,8 @@ from ragtriage.store.log_tables import OLD_REQUEST_LOG_SESSION_INDEX, REQUEST_LO
 
 #: Lines per parsed batch (the unit handed to the writer); transactions group several.
 PARSE_BATCH_LINES = 5000
+#: The same for batches parsed in a child process (`trace_child`) and sent through a pipe.
+PIPED_BATCH_LINES = 1000
 
 #: Files at least this big are ingested by worker processes (`ingest_workers`) when `fork` is
 #: available and the store is not in memory: two cores parse and write. Smaller files are not
@@ -176,7 +178,8 @@ class _Reading:
                     return True, requests
             return False, requests
         rules = LineRules(self.flagging)
-        parse_lines = min(self.batch_size, PARSE_BATCH_LINES)
+        # Smaller batches through the pipe: less in flight in both processes.
+        parse_lines = min(self.batch_size, PIPED_BATCH_LINES)
         with contextlib.closing(parsed_traces(files, otel, rules, self.strict, parse_lines)) as parsed:
             for path, batches in parsed:
                 source = str(path.resolve())

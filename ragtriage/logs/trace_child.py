@@ -10,13 +10,15 @@ flight, so memory stays bounded.
 
 A failure in the child is raised here: `InputError` as it was, anything else as `RuntimeError`
 with the child's traceback. Closing the iterator early (a stop request, a strict-mode error)
-ends the child.
+ends the child and its readers, and removes the spill file.
 """
 
 from __future__ import annotations
 
 import gc
 import multiprocessing
+import signal
+import tempfile
 import traceback
 from collections.abc import Generator, Iterator, Sequence
 from multiprocessing.connection import Connection
@@ -30,16 +32,22 @@ from ragtriage.logs.flagging import LineRules
 from ragtriage.logs.formats.dispatch import PlannedFile, trace_lines
 
 
+def _stop(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # so that `finally` blocks end the readers
+
+
 def _child(
     files: Sequence[PlannedFile],
     otel: OtelSettings,
     rules: LineRules,
     strict: bool,
     parse_lines: int,
+    spill_dir: Path,
     out: Connection,
 ) -> None:
+    signal.signal(signal.SIGTERM, _stop)
     try:
-        for path, numbered in trace_lines(files, otel, parallel=True):
+        for path, numbered in trace_lines(files, otel, spill_dir=spill_dir, parallel=True):
             out.send(("file", path))
             for batch in parse_batches(numbered, rules, strict, parse_lines, str(path.resolve())):
                 out.send(("batch", batch))
@@ -49,6 +57,8 @@ def _child(
         out.send(("end", None))
     except InputError as error:
         out.send(("input_error", str(error)))
+    except SystemExit:
+        pass  # the parent stopped this process
     except BaseException as error:  # noqa: BLE001 (reported to the parent, which raises it)
         out.send(("error", "".join(traceback.format_exception(error))))
     finally:
@@ -67,11 +77,12 @@ def parsed_traces(
     """
     context = multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
+    # The spill file lives in a folder this process removes, however the child ends.
+    spill_dir = tempfile.TemporaryDirectory(prefix="ragtriage-trace-ingest-")
     gc.freeze()  # the child's collector leaves this process's objects (and their pages) alone
     try:
-        child = context.Process(
-            target=_child, args=(files, otel, rules, strict, parse_lines, send)
-        )  # it forks readers
+        args = (files, otel, rules, strict, parse_lines, Path(spill_dir.name), send)
+        child = context.Process(target=_child, args=args)  # not a daemon: it forks the readers
         child.start()
     finally:
         gc.unfreeze()
@@ -105,6 +116,7 @@ def parsed_traces(
             child.terminate()
         child.join()
         receive.close()
+        spill_dir.cleanup()
 
 
 def _receive(pipe: Connection) -> tuple[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import sqlite3
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +152,18 @@ def test_unreadable_gzip_raises_the_same_error(tmp_path: Path) -> None:
     assert messages[0] == messages[1]
 
 
-def test_strict_mode_and_a_stop_request_end_the_same_way(tmp_path: Path) -> None:
+def _child_pids() -> list[str]:
+    return [
+        pid for task in Path("/proc/self/task").iterdir() for pid in (task / "children").read_text().split()
+    ]
+
+
+def test_strict_mode_and_a_stop_request_end_the_same_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     tracer, exporter = make_tracer(seed=8)
     good = {"request_id": "ok-1", "ts": "2026-11-02T08:00:00Z", "raw_query": "q", "stages": {"bm25": ["c1"]}}
     record_request(tracer, good)
@@ -170,3 +182,5 @@ def test_strict_mode_and_a_stop_request_end_the_same_way(tmp_path: Path) -> None
     engine = make_engine(sqlite_url(tmp_path / "stop.db"))
     report = ingest_files(engine, [path], batch_size=10, use_workers=True, should_stop=lambda: True)
     assert report.stopped and (report.read, report.ingested) == (10, 10) and report.reconciles()
+    # The reading processes are gone, and so is their spill file.
+    assert _child_pids() == [] and list(scratch.iterdir()) == []
