@@ -7,7 +7,8 @@ local mode. Prints the time per part, the ratio to reading the same file with py
 memory, and the time of a second import of the unchanged file.
 
 Usage:
-    python scripts/bench_import.py [--chunks 100000] [--workdir DIR] [--keep]
+    python scripts/bench_import.py [--chunks 100000] [--workdir DIR] [--keep] [--no-index]
+                                   [--bm25-engine whoosh|bm25s]
 """
 
 from __future__ import annotations
@@ -137,6 +138,12 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="Keep the export and the home.")
     parser.add_argument("--no-index", action="store_true", help="SQL only: leave Whoosh and Qdrant out.")
+    parser.add_argument(
+        "--bm25-engine",
+        choices=["whoosh", "bm25s"],
+        default="whoosh",
+        help="[index] bm25_engine of the home.",
+    )
     args = parser.parse_args()
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-import-"))
@@ -156,6 +163,8 @@ def main() -> None:
     home = workdir / "home"
     shutil.rmtree(home, ignore_errors=True)
     baseline = pyarrow_read_seconds(export)
+    home.mkdir(parents=True)
+    (home / "config.toml").write_text(f'[index]\nbm25_engine = "{args.bm25_engine}"\n', encoding="utf-8")
     workspace = Workspace.open(home)
     try:
         first_seconds, first = run(workspace, export, not args.no_index)
@@ -167,7 +176,7 @@ def main() -> None:
     parts = {
         "read+check (pass 1)": first.read_seconds,  # type: ignore[attr-defined]
         "SQL write (pass 2)": first.write_seconds,  # type: ignore[attr-defined]
-        "BM25 (Whoosh)": index.get("bm25_seconds", 0.0),
+        f"BM25 ({args.bm25_engine})": index.get("bm25_seconds", 0.0),
         "dense (Qdrant local)": index.get("dense_seconds", 0.0),
         "embedding": index.get("embed_seconds", 0.0),
     }
@@ -182,7 +191,7 @@ def main() -> None:
         f"re-import, unchanged: {again_seconds:.1f} s ({again_seconds / first_seconds * 100:.1f} % of the first);"
         f" {again.counts_line()}, written {again.written}, index: {again.index_skipped}"
     )  # type: ignore[attr-defined]
-    scope = "sql_only" if args.no_index else "end_to_end"
+    scope = "sql_only" if args.no_index else f"end_to_end bm25_engine={args.bm25_engine}"
     print(
         f"RESULT name=import_parquet value={first_seconds:.1f} unit=s target=<=60 scope={scope} "
         f"ratio={first_seconds / baseline:.1f} baseline=pyarrow_read chunks={args.chunks}"

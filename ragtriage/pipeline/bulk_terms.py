@@ -12,6 +12,7 @@ caller's main script.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -58,11 +59,17 @@ def iter_term_ids(texts: Sequence[str], vocab: dict[str, int], procs: int = 1) -
         return
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    with ProcessPoolExecutor(max_workers=procs, mp_context=context) as pool:
-        pending: deque[Future[_Batch]] = deque()
-        for start in starts:
-            pending.append(pool.submit(_local_ids, list(texts[start : start + BATCH])))
-            if len(pending) >= 2 * procs:
+    # A forked worker's garbage collector would walk every object of the parent (100k chunk rows
+    # during a sync), writing to their pages: twice the segmenting time. Frozen objects are skipped.
+    gc.freeze()
+    try:
+        with ProcessPoolExecutor(max_workers=procs, mp_context=context) as pool:
+            pending: deque[Future[_Batch]] = deque()
+            for start in starts:
+                pending.append(pool.submit(_local_ids, list(texts[start : start + BATCH])))
+                if len(pending) >= 2 * procs:
+                    yield from _global_ids(pending.popleft().result(), vocab)
+            while pending:
                 yield from _global_ids(pending.popleft().result(), vocab)
-        while pending:
-            yield from _global_ids(pending.popleft().result(), vocab)
+    finally:
+        gc.unfreeze()
