@@ -15,6 +15,7 @@ ends the child and its readers, and removes the spill file.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import signal
@@ -60,7 +61,8 @@ def _child(
     except SystemExit:
         pass  # the parent stopped this process
     except BaseException as error:  # noqa: BLE001 (reported to the parent, which raises it)
-        out.send(("error", "".join(traceback.format_exception(error))))
+        with contextlib.suppress(OSError):  # the parent may have stopped listening
+            out.send(("error", "".join(traceback.format_exception(error))))
     finally:
         out.close()
 

@@ -18,6 +18,7 @@ its spans from the `order` of the piece of input it reads, and commits each spil
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator
@@ -118,10 +119,9 @@ class TraceCollector:
         if self._path is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="ragtriage-traces-", dir=self.spill_dir)
             self._path = Path(self._tmp.name) / "spans.sqlite"
-            with self._open() as db:
+            with contextlib.closing(self._open()) as db:
                 for statement in _SCHEMA:
                     db.execute(statement)
-            self._db = None
         return self._path
 
     def _open(self) -> sqlite3.Connection:

@@ -15,6 +15,7 @@ A reader's failure is raised here: `InputError` as it was raised there, anything
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import traceback
@@ -133,7 +134,8 @@ def _reader(
                 collector.flush()  # a piece's spans never share a spill row with the next one's
         out.send(("done", collector.notes))
     except BaseException as error:  # noqa: BLE001 (reported to the parent, which raises it)
-        out.send((*_failure(error), place))
+        with contextlib.suppress(OSError):  # the parent may have stopped listening
+            out.send((*_failure(error), place))
     finally:
         collector.close()
         out.close()
