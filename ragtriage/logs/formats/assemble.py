@@ -15,9 +15,9 @@ The mapping (OpenInference conventions; every default is a `[logs.otel]` setting
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 import msgspec
@@ -225,8 +225,7 @@ def _names(spans: list[Span]) -> str:
 
 def _iso(ns: int) -> str:
     seconds, rest = divmod(ns, 1_000_000_000)
-    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{rest // 1000:06d}Z"
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{rest // 1000:06d}Z"
 
 
 def _resolve(path: str, root: Span, metadata: dict[str, Any], tags: list[Any], consumed: set[str]) -> Any:
@@ -283,6 +282,12 @@ _READ_PREFIXES = (
 )
 
 
+#: Attribute key → not read by the mapping (kept). The same keys recur in every trace, so each is
+#: tested once; bounded by `_UNREAD_MAX`.
+_UNREAD: dict[str, bool] = {}
+_UNREAD_MAX = 100_000
+
+
 def _kept(
     trace_id: str,
     root: Span,
@@ -293,6 +298,7 @@ def _kept(
 ) -> dict[str, Any]:
     start = root.start_ns
     kept_spans = []
+    unread = _UNREAD
     for span in spans:
         entry: dict[str, Any] = {"span_id": span.span_id, "name": span.name}
         if span.kind:
@@ -305,7 +311,15 @@ def _kept(
             entry["duration_ms"] = duration
         if span.status:
             entry["status"] = span.status
-        unknown = {k: v for k, v in span.attributes.items() if not k.startswith(_READ_PREFIXES)}
+        unknown = {}
+        for key, value in span.attributes.items():
+            keep = unread.get(key)
+            if keep is None:
+                keep = not key.startswith(_READ_PREFIXES)
+                if len(unread) < _UNREAD_MAX:
+                    unread[key] = keep
+            if keep:
+                unknown[key] = value
         if unknown:
             entry["attributes"] = unknown
         kept_spans.append(entry)
