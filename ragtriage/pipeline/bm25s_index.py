@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 import bm25s
 import numpy as np
+from scipy import sparse
 
 from ragtriage.errors import IndexLockedError
 from ragtriage.pipeline.analyzer import tokenize
@@ -176,6 +177,7 @@ class BM25sIndex:
             flat = np.concatenate(runs).astype(np.int32) if runs else np.zeros(0, np.int32)
             np.save(staging / f"{field}.terms.npy", flat)
             np.save(staging / f"{field}.offsets.npy", offsets)
+            del flat, offsets
             if runs:
                 _build(runs, state.vocab).save(str(staging / field))
         meta = {
@@ -323,32 +325,51 @@ def score_matrix(runs: list[np.ndarray], vocab_size: int, *, k1: float, b: float
     `num_docs`): entry (d, t) = `idf(t) · tf / (tf + k1 · (1 − b + b · |d| / avgdl))`.
 
     Term counts are taken per block of 10,000 chunks (sort the block's (term, chunk) keys, count
-    runs), then ordered by term with a stable sort, so rows stay in chunk order within a column.
+    runs); the scores fill a chunk-major (CSR) matrix that scipy turns into CSC, rows in chunk
+    order within each column. About 20 bytes per (chunk, term) pair at the peak.
     """
     num_docs = len(runs)
     lengths = np.fromiter((len(run) for run in runs), dtype=np.int64, count=num_docs)
-    terms, docs, counts = [], [], []
+    df = np.zeros(vocab_size, dtype=np.int64)
+    blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     for first in range(0, num_docs, _BLOCK):
         block = runs[first : first + _BLOCK]
         size = len(block)
-        flat = np.concatenate(block).astype(np.int64) if block else np.zeros(0, np.int64)
-        keys = flat * size + np.repeat(np.arange(size), lengths[first : first + size])
+        keys = np.repeat(np.arange(size, dtype=np.int64), lengths[first : first + size]) * vocab_size
+        if len(keys):
+            keys += np.concatenate(block)
         keys.sort()
         starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]])) if len(keys) else keys
         unique = keys[starts]
-        terms.append((unique // size).astype(np.int32))
-        docs.append((unique % size + first).astype(np.int32))
-        counts.append(np.diff(np.append(starts, len(keys))).astype(np.float32))
-    term = np.concatenate(terms) if terms else np.zeros(0, np.int32)
-    order = np.argsort(term, kind="stable")
-    term, doc, tf = term[order], np.concatenate(docs)[order], np.concatenate(counts)[order]
-    df = np.bincount(term, minlength=vocab_size)
+        term = (unique % vocab_size).astype(np.int32)
+        tf = np.diff(np.append(starts, len(keys))).astype(np.float32)
+        per_doc = np.bincount(unique // vocab_size, minlength=size)
+        df += np.bincount(term, minlength=vocab_size)
+        blocks.append((term, tf, per_doc))
+        del keys, starts, unique
     idf = np.log(1 + (num_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
     avgdl = np.float32(lengths.mean() if num_docs else 1.0)
-    norm = (k1 * ((1 - b) + b * lengths[doc].astype(np.float32) / avgdl)).astype(np.float32)
-    data = (idf[term] * (tf / (norm + tf))).astype(np.float32)
-    indptr = np.concatenate([[0], np.cumsum(df)]).astype(np.int64)
-    return {"data": data, "indices": doc, "indptr": indptr, "num_docs": num_docs}
+    norm = (k1 * ((1 - b) + b * lengths.astype(np.float32) / avgdl)).astype(np.float32)
+    data_parts, term_parts, row_counts = [], [], []
+    for n, (term, tf, per_doc) in enumerate(blocks):
+        first = n * _BLOCK
+        doc_norm = np.repeat(norm[first : first + len(per_doc)], per_doc)
+        data_parts.append((idf[term] * (tf / (doc_norm + tf))).astype(np.float32))
+        term_parts.append(term)
+        row_counts.append(per_doc)
+        blocks[n] = (term, tf[:0], per_doc)  # the counts are no longer needed
+    data = np.concatenate(data_parts) if data_parts else np.zeros(0, np.float32)
+    indices = np.concatenate(term_parts) if term_parts else np.zeros(0, np.int32)
+    del data_parts, term_parts, blocks
+    counts = np.concatenate(row_counts) if row_counts else np.zeros(0, np.int64)
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    csc = sparse.csr_matrix((data, indices, indptr), shape=(num_docs, vocab_size)).tocsc()
+    return {
+        "data": csc.data.astype(np.float32, copy=False),
+        "indices": csc.indices.astype(np.int32, copy=False),
+        "indptr": csc.indptr.astype(np.int64, copy=False),
+        "num_docs": num_docs,
+    }
 
 
 class _FileLock:
