@@ -56,7 +56,7 @@ def check_imported_vectors(
 
 
 def load_vectors(engine: Engine, chunk_ids: list[str]) -> dict[str, np.ndarray]:
-    """The float32 vectors of `chunk_ids` (at most a few hundred per call: one IN list)."""
+    """The float32 vectors of `chunk_ids` (at most a few thousand per call: one IN list)."""
     with read_session(engine) as session:
         rows = session.exec(
             select(ChunkVectorRow.chunk_id, ChunkVectorRow.vector).where(
