@@ -23,6 +23,7 @@ from sqlalchemy import delete, func, insert, update
 from sqlmodel import Session, SQLModel, col, select
 
 from ragtriage.errors import InputError
+from ragtriage.kb.import_files import release_reader_memory
 from ragtriage.kb.import_mapping import FieldMapper
 from ragtriage.kb.import_report import ImportReport, RejectedRow
 from ragtriage.kb.import_rows import ImportedChunk, RowError, SourceRow
@@ -115,6 +116,7 @@ def import_chunks(
         _write(workspace, source, make_mapper(), plan, report, kb, on_write_progress)
         report.write_seconds = time.perf_counter() - started
     report.kb_revision = kb_revision(workspace.engine, kb)
+    release_reader_memory()
     if not index:
         report.index_skipped = "indexing not requested (--no-index)"
     elif not plan.todo and not plan.missing and _indexes_current(workspace, report.kb_revision):

@@ -253,6 +253,17 @@ class FileSource:
             ) from None
 
 
+def release_reader_memory() -> None:
+    """Hand Arrow's cached free pages back to the system (a no-op when pyarrow was never imported).
+
+    Arrow's allocator keeps freed pages for reuse: after a Parquet import about 85 MB per 30k
+    chunks stayed resident into the index sync.
+    """
+    arrow = sys.modules.get("pyarrow")
+    if arrow is not None:
+        arrow.default_memory_pool().release_unused()
+
+
 def _vector_column(column: Any) -> list[np.ndarray | None] | None:
     """A list column of numbers as float32 rows without a Python float per value (None for nulls).
 
