@@ -33,11 +33,11 @@ from typing import Any, Literal
 
 import bm25s
 import numpy as np
-from scipy import sparse
 
 from ragtriage.errors import IndexLockedError
 from ragtriage.pipeline.analyzer import tokenize
 from ragtriage.pipeline.bm25 import FLAG_INDEX_EMPTY, FLAG_TOKENIZES_TO_NOTHING, BM25Document
+from ragtriage.pipeline.bm25s_matrix import build_model
 from ragtriage.pipeline.bulk_terms import iter_term_ids
 from ragtriage.pipeline.types import ScoredChunk
 
@@ -48,7 +48,14 @@ K1 = 1.2
 B = 0.75
 _CURRENT = "current"
 _STALENESS_CHECK_S = 1.0
-_BLOCK = 10_000
+_EMPTY_META: dict[str, Any] = {
+    "chunk_ids": [],
+    "doc_ids": [],
+    "content_hashes": [],
+    "index_hashes": [],
+    "vocab": [],
+    "stamp": None,
+}
 
 
 @dataclass
@@ -92,6 +99,7 @@ class BM25sIndex:
         self._models: dict[str, bm25s.BM25] | None = None
         self._meta: dict[str, Any] | None = None
         self._stamp: str | None = None
+        self._vocab: dict[str, int] = {}
         self._checked_at = 0.0
 
     # ------------------------------------------------------------ writing
@@ -179,7 +187,7 @@ class BM25sIndex:
             np.save(staging / f"{field}.offsets.npy", offsets)
             del flat, offsets
             if runs:
-                _build(runs, state.vocab).save(str(staging / field))
+                build_model(runs, state.vocab, k1=K1, b=B).save(str(staging / field))
         meta = {
             "chunk_ids": state.chunk_ids,
             "doc_ids": state.doc_ids,
@@ -189,6 +197,7 @@ class BM25sIndex:
             "stamp": f"{time.time_ns()}-{os.getpid()}",
         }
         (staging / "meta.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+        (staging / "stamp").write_text(str(meta["stamp"]), encoding="utf-8")
         current, old = self.folder / _CURRENT, self.folder / f"old-{os.getpid()}"
         if current.exists():
             current.rename(old)
@@ -224,20 +233,15 @@ class BM25sIndex:
             self._models, self._meta, self._stamp = None, None, None
 
     def _current(self) -> tuple[dict[str, bm25s.BM25], dict[str, Any]]:
-        """The loaded models and metadata, reloaded (checked once a second) after any write."""
+        """The loaded models and metadata, reloaded after any write (the stamp file is checked at
+        most once a second; metadata of 100k chunks takes a fraction of a second to read)."""
         now = time.monotonic()
         if self._meta is not None and now - self._checked_at <= _STALENESS_CHECK_S:
             return self._models or {}, self._meta
         self._checked_at = now
-        meta = self._read_meta() or {
-            "chunk_ids": [],
-            "doc_ids": [],
-            "content_hashes": [],
-            "index_hashes": [],
-            "vocab": [],
-            "stamp": None,
-        }
-        if self._meta is None or meta["stamp"] != self._stamp:
+        stamp = self._read_stamp()
+        if self._meta is None or stamp != self._stamp:
+            meta = self._read_meta() or _EMPTY_META
             models = {}
             if meta["chunk_ids"]:
                 for field in FIELDS:
@@ -245,6 +249,12 @@ class BM25sIndex:
             self._models, self._meta, self._stamp = models, meta, meta["stamp"]
             self._vocab = {term: n for n, term in enumerate(meta["vocab"])}
         return self._models or {}, self._meta
+
+    def _read_stamp(self) -> str | None:
+        try:
+            return (self.folder / _CURRENT / "stamp").read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
 
     def search(self, query: str, k: int) -> tuple[list[ScoredChunk], list[str]]:
         """Top-k chunks by summed field BM25 (ranks from 1) and flags such as `query-tokenizes-to-nothing`."""
@@ -303,73 +313,6 @@ class BM25sIndex:
 
     def __repr__(self) -> str:
         return f"BM25sIndex(folder={str(self.folder)!r})"
-
-
-def _build(runs: list[np.ndarray], vocab: dict[str, int]) -> bm25s.BM25:
-    """A bm25s model over term-id runs; every vocabulary id is a column (unused ones score 0).
-
-    The score matrix is computed here with numpy (`score_matrix`), the same matrix `bm25s.BM25.index`
-    builds (a test checks it against bm25s) in a tenth of the time and memory: bm25s counts each
-    chunk's terms with a Python `Counter` (about 30 s for 100k chunks here).
-    """
-    model = bm25s.BM25(k1=K1, b=B, method="lucene")
-    model.scores = score_matrix(runs, len(vocab), k1=K1, b=B)
-    model.vocab_dict = vocab
-    model.unique_token_ids_set = set(vocab.values())
-    model.nonoccurrence_array = None
-    return model
-
-
-def score_matrix(runs: list[np.ndarray], vocab_size: int, *, k1: float, b: float) -> dict[str, Any]:
-    """bm25s's Lucene BM25 score matrix of chunks × terms in CSC form (`data`, `indices`, `indptr`,
-    `num_docs`): entry (d, t) = `idf(t) · tf / (tf + k1 · (1 − b + b · |d| / avgdl))`.
-
-    Term counts are taken per block of 10,000 chunks (sort the block's (term, chunk) keys, count
-    runs); the scores fill a chunk-major (CSR) matrix that scipy turns into CSC, rows in chunk
-    order within each column. About 20 bytes per (chunk, term) pair at the peak.
-    """
-    num_docs = len(runs)
-    lengths = np.fromiter((len(run) for run in runs), dtype=np.int64, count=num_docs)
-    df = np.zeros(vocab_size, dtype=np.int64)
-    blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    for first in range(0, num_docs, _BLOCK):
-        block = runs[first : first + _BLOCK]
-        size = len(block)
-        keys = np.repeat(np.arange(size, dtype=np.int64), lengths[first : first + size]) * vocab_size
-        if len(keys):
-            keys += np.concatenate(block)
-        keys.sort()
-        starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]])) if len(keys) else keys
-        unique = keys[starts]
-        term = (unique % vocab_size).astype(np.int32)
-        tf = np.diff(np.append(starts, len(keys))).astype(np.float32)
-        per_doc = np.bincount(unique // vocab_size, minlength=size)
-        df += np.bincount(term, minlength=vocab_size)
-        blocks.append((term, tf, per_doc))
-        del keys, starts, unique
-    idf = np.log(1 + (num_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
-    avgdl = np.float32(lengths.mean() if num_docs else 1.0)
-    norm = (k1 * ((1 - b) + b * lengths.astype(np.float32) / avgdl)).astype(np.float32)
-    data_parts, term_parts, row_counts = [], [], []
-    for n, (term, tf, per_doc) in enumerate(blocks):
-        first = n * _BLOCK
-        doc_norm = np.repeat(norm[first : first + len(per_doc)], per_doc)
-        data_parts.append((idf[term] * (tf / (doc_norm + tf))).astype(np.float32))
-        term_parts.append(term)
-        row_counts.append(per_doc)
-        blocks[n] = (term, tf[:0], per_doc)  # the counts are no longer needed
-    data = np.concatenate(data_parts) if data_parts else np.zeros(0, np.float32)
-    indices = np.concatenate(term_parts) if term_parts else np.zeros(0, np.int32)
-    del data_parts, term_parts, blocks
-    counts = np.concatenate(row_counts) if row_counts else np.zeros(0, np.int64)
-    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    csc = sparse.csr_matrix((data, indices, indptr), shape=(num_docs, vocab_size)).tocsc()
-    return {
-        "data": csc.data.astype(np.float32, copy=False),
-        "indices": csc.indices.astype(np.int32, copy=False),
-        "indptr": csc.indptr.astype(np.int64, copy=False),
-        "num_docs": num_docs,
-    }
 
 
 class _FileLock:

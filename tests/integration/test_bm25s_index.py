@@ -18,7 +18,8 @@ from ragtriage.errors import IndexLockedError
 from ragtriage.pipeline import bulk_terms
 from ragtriage.pipeline.analyzer import terms, tokenize
 from ragtriage.pipeline.bm25 import FLAG_INDEX_EMPTY, FLAG_TOKENIZES_TO_NOTHING, BM25Document, WhooshIndex
-from ragtriage.pipeline.bm25s_index import K1, B, BM25sIndex, _FileLock, score_matrix
+from ragtriage.pipeline.bm25s_index import K1, B, BM25sIndex, _FileLock
+from ragtriage.pipeline.bm25s_matrix import score_matrix
 from ragtriage.pipeline.indexer import open_indexes
 from ragtriage.workspace import Workspace
 from tests.conftest import FIXTURES_DIR
@@ -161,3 +162,14 @@ def test_a_home_configured_for_bm25s_indexes_and_replays_with_it(tmp_path: Path,
     assert result.exit_code == 0, result.output
     bm25_raw = next(route for route in json.loads(result.output)["routes"] if route["name"] == "bm25_raw")
     assert bm25_raw["hits"][0]["chunk_id"] == invoice and bm25_raw["flags"] == []
+
+
+def test_an_open_index_sees_another_instance_s_write(
+    index: BM25sIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragtriage.pipeline import bm25s_index
+
+    assert index.search("火星", 1) == ([], [])
+    BM25sIndex(tmp_path / "bm25s").apply([doc("mars#1", "火星基地", "火星")])
+    monkeypatch.setattr(bm25s_index, "_STALENESS_CHECK_S", 0.0)
+    assert index.search("火星", 1)[0][0].chunk_id == "mars#1"
