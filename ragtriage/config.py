@@ -421,6 +421,7 @@ HASH_NEUTRAL_WHEN_DEFAULT: tuple[tuple[str, ...], ...] = (
     ("rerank", "min_score"),
     ("rerank", "refusal_score"),
     ("engines",),
+    ("index", "bm25_engine"),
 )
 _HASH_DEFAULTS: dict[str, Any] = {}
 

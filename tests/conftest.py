@@ -13,6 +13,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
+# numba reads this when it is first imported, and re-reads it later: set for the whole session before
+# any test imports it (bm25s imports numba when installed), or kernels compiled with the JIT on call
+# kernels defined with it off. ranx's kernels take minutes of JIT compilation per process on 2 cores
+# for the oracle tests' tiny runs; interpreted they run the same code in a second.
+os.environ["NUMBA_DISABLE_JIT"] = "1"
+
 if TYPE_CHECKING:
     from ragtriage.store import triage_repo
     from ragtriage.workspace import Workspace

@@ -15,7 +15,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sqlalchemy import select as sa_select
@@ -23,7 +23,6 @@ from sqlmodel import col, select
 
 from ragtriage import locations
 from ragtriage.pipeline.bm25 import BM25Document, WhooshIndex
-from ragtriage.pipeline.bm25s_index import BM25sIndex
 from ragtriage.pipeline.dense import DenseDocument, QdrantIndex
 from ragtriage.pipeline.embed import embedder_name, get_embedder, passage_text
 from ragtriage.pipeline.embed_cache import EmbeddingCache, text_hash
@@ -39,6 +38,9 @@ from ragtriage.pipeline.types import Embedder
 from ragtriage.store.db import read_session
 from ragtriage.store.kb_tables import ChunkRow, KBStateRow
 from ragtriage.workspace import Workspace
+
+if TYPE_CHECKING:
+    from ragtriage.pipeline.bm25s_index import BM25sIndex
 
 __all__ = [
     "IndexReport",
@@ -174,7 +176,12 @@ def _load_chunks(workspace: Workspace) -> tuple[dict[str, _KBChunk], int]:
 
 def _open_bm25(workspace: Workspace) -> WhooshIndex | BM25sIndex:
     index = workspace.settings.index
-    engine = BM25sIndex if index.bm25_engine == "bm25s" else WhooshIndex
+    engine: type[WhooshIndex] | type[BM25sIndex] = WhooshIndex
+    if index.bm25_engine == "bm25s":
+        # Imported on demand: bm25s imports numba when it is installed (about a second of start-up).
+        from ragtriage.pipeline.bm25s_index import BM25sIndex
+
+        engine = BM25sIndex
     folder = locations.bm25s_dir if index.bm25_engine == "bm25s" else locations.whoosh_dir
     return engine(
         folder(workspace.home),

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from click.testing import CliRunner, Result
 
 from ragtriage.cli import cli
 from ragtriage.errors import NotFoundError
-from tests.conftest import REPO_ROOT, TEST_DATA_DIR
+from tests.conftest import TEST_DATA_DIR
 
 GUIDE = "# 安装指南\n\n## 准备\n\n先备份数据。\n\n## 安装\n\n运行安装程序。\n"
 
@@ -105,8 +106,11 @@ def test_installed_console_script_exits_2_on_a_bad_file(tmp_path: Path) -> None:
     bad.write_bytes(b"")
     env = {**os.environ, "RAGTRIAGE_HOME": str(tmp_path / "home")}
 
+    # The console script pip installed next to this interpreter (whatever the venv is called).
+    script = Path(sys.executable).parent / "ragtriage"
+    assert script.exists(), f"no installed console script at {script}; run pip install -e ."
     completed = subprocess.run(
-        [str(REPO_ROOT / ".venv" / "bin" / "ragtriage"), "kb", "add", str(bad), "--no-index"],
+        [str(script), "kb", "add", str(bad), "--no-index"],
         capture_output=True,
         text=True,
         env=env,

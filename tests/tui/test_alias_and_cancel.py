@@ -43,6 +43,8 @@ async def _open(app: TriageApp, pilot, request_id: str) -> CaseScreen:  # type: 
     await _settle(app, pilot)
     app.screen.open_case(request_id)  # type: ignore[attr-defined]
     await _settle(app, pilot)
+    # The case loads in a thread worker whose message can arrive after the settle on a busy machine.
+    await _wait_until(pilot, lambda: isinstance(app.screen, CaseScreen) and app.screen.case is not None, 30)
     screen = app.screen
     assert isinstance(screen, CaseScreen)
     assert screen.case is not None and screen.case.request_id == request_id
@@ -172,7 +174,7 @@ async def test_escape_cancels_a_running_replay_and_the_screen_stays_usable(
         assert app.screen is screen, "escape during a replay left the case screen"
         assert [m.request_id for m in seen if isinstance(m, ReplayCancelled)] == ["fx-q006"]
         assert not any(isinstance(m, ReplayFinished) for m in seen)
-        assert "replay cancelled" in _notes(app)
+        await _wait_until(pilot, lambda: "replay cancelled" in _notes(app), 30)
         assert screen.replay_worker is None
         assert not screen.has_class("-replaying") and not screen.progress.display
         assert screen.source == "logged" and screen.case.replayed is None  # type: ignore[union-attr]
