@@ -20,9 +20,10 @@ and the figures are printed for all cases, the `split:tune` and `split:heldout` 
 Settings: `<work>/home/config.toml` (empty: the shipped defaults), or `--config FILE`; `--set
 retrieval.rrf_k=20` overrides one key (the value is read as TOML, else as a string), for tuning.
 `--calibrate` sweeps the refusal threshold over the TUNE split's scores (`eval calibrate-refusal`'s
-sweep, ≤ `--max-wrong-refusals` answerable refused) and prints the proposal; the held-out split is
-never used to choose. `--faq-headings` evaluates the FAQ's own question headings instead (a
-stand-in used before the query files existed).
+sweep, ≤ `--max-wrong-refusals` answerable refused), once per score the run recorded (cross-encoder,
+dense cosine, fused, final), and prints each proposal; the held-out split is never used to choose.
+`--faq-headings` evaluates the FAQ's own question headings instead (a stand-in used before the
+query files existed).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from ragtriage.errors import RagtriageError  # noqa: E402
 from ragtriage.eval import store as eval_store  # noqa: E402
 from ragtriage.eval.aggregate import aggregate_by_bucket, overall  # noqa: E402
 from ragtriage.eval.metrics import refusal_accuracy  # noqa: E402
-from ragtriage.eval.refusal_calibration import calibrate, case_scores  # noqa: E402
+from ragtriage.eval.refusal_calibration import SCORE_KINDS, calibrate, case_scores  # noqa: E402
 from ragtriage.eval.runner import run_eval  # noqa: E402
 from ragtriage.kb import service  # noqa: E402
 from ragtriage.render.fit import Col, FitTable, data_console  # noqa: E402
@@ -153,6 +154,17 @@ def slice_figures(results: list[Any]) -> dict[str, dict[str, Any]]:
     return figures
 
 
+def tune_calibration(run_id: int, results: list[Any], max_wrong: float) -> list[Any]:
+    """`eval calibrate-refusal`'s sweep over the tune split, once per score kind the run recorded."""
+    tune = [(r.has_gold, r.snapshot) for r in results if f"tag:{debian_queries.TUNE}" in r.buckets]
+    reports = []
+    for kind in SCORE_KINDS:
+        _, scored = case_scores(tune, kind)
+        if any(value is not None for _, value in scored):
+            reports.append(calibrate(run_id, kind, scored, max_wrong=max_wrong))
+    return reports
+
+
 def _order(name: str) -> tuple[int, str]:
     rank = {"all": 0, debian_queries.TUNE: 1, debian_queries.HELDOUT: 2}
     return rank.get(name, 3 if name.startswith("style:") else 4), name
@@ -217,17 +229,16 @@ def print_report(report: dict[str, Any]) -> None:
         if met is not None:
             words = [f"{k} {'met' if v else 'MISSED' if v is not None else 'n/a'}" for k, v in met.items()]
             print(f"  {name}: {', '.join(words)}")
-    cal = report.get("calibration")
-    if cal is not None:
+    for cal in report.get("calibration") or []:
         proposed = cal["proposed"]
+        head = f"refusal calibration on split:tune, {cal['score']}"
         if proposed is None:
-            print(f"refusal calibration on split:tune ({cal['score']}): nothing proposed: {cal['reason']}")
+            print(f"{head}: nothing proposed: {cal['reason']}")
         else:
             print(
-                f"refusal calibration on split:tune ({cal['score']}, ≤ {100 * cal['max_wrong']:g}% answerable "
-                f"refused): threshold "
-                f"{proposed['threshold']:g} refuses {_share(proposed['refused_no_answer'], cal['no_answer_cases'])} "
-                f"no-answer, {_share(proposed['refused_answerable'], cal['answerable_cases'])} answerable"
+                f"{head} (≤ {100 * cal['max_wrong']:g}% answerable refused): threshold {proposed['threshold']:g} "
+                f"refuses {_share(proposed['refused_no_answer'], cal['no_answer_cases'])} no-answer, "
+                f"{_share(proposed['refused_answerable'], cal['answerable_cases'])} answerable"
             )
     print(f"per case: ragtriage eval show {report['run_id']} --home {report['home']}")
 
@@ -287,13 +298,9 @@ def main(argv: list[str] | None = None) -> int:
             cases = import_cases(workspace, files, args.dataset)
             summary = run_eval(workspace, args.dataset, name=args.name, on_progress=_progress("evaluating"))
             results = eval_store.run_case_results(workspace.engine, summary.run_id)
-            calibration = None
-            if args.calibrate:
-                tune = [
-                    (r.has_gold, r.snapshot) for r in results if f"tag:{debian_queries.TUNE}" in r.buckets
-                ]
-                kind, scored = case_scores(tune, None)
-                calibration = calibrate(summary.run_id, kind, scored, max_wrong=args.max_wrong_refusals)
+            calibration = (
+                tune_calibration(summary.run_id, results, args.max_wrong_refusals) if args.calibrate else []
+            )
         finally:
             workspace.close()
     except RagtriageError as error:
@@ -317,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in ("all", debian_queries.TUNE, debian_queries.HELDOUT)
             if name in slices
         },
-        "calibration": None if calibration is None else calibration.model_dump(mode="json", exclude={"rows"}),
+        "calibration": [c.model_dump(mode="json", exclude={"rows"}) for c in calibration],
     }
     if args.json:
         print(json.dumps(report, ensure_ascii=False, indent=2))
