@@ -93,7 +93,7 @@ def test_report_has_metrics_config_dataset_significance_and_worst_cases(
     # The regressed case with its gold journey in both runs: reached the final context in A, cut in B.
     travel = eval_home.chunks["travel"]
     assert "Regressed cases on mrr" in text and "出差回来发票多久内要交 &lt;script&gt;" in text
-    assert re.search(rf"{re.escape(travel)} 2 1 2 2 2 reached the final context", text)
+    assert re.search(rf"{re.escape(travel)} 1 1 1 2 2 reached the final context", text)
     assert re.search(rf"{re.escape(travel)} – 1 1 2 – final", text)
 
 
