@@ -133,7 +133,7 @@ class IndexSettings(StrictModel):
     title_boost: float = Field(default=0.3, gt=0)
     """BM25F field boost of the chunk title over its content. A title is a short field, so its term
     scores are already high; 0.3 was chosen on the Debian query set's tune split (2.0 before:
-    Hit@5 0.812 → 0.857, MRR@10 0.641 → 0.720; docs/benchmarks.md)."""
+    Hit@5 0.812 → 0.848, MRR@10 0.642 → 0.724; docs/benchmarks.md)."""
     bm25_engine: Literal["whoosh", "bm25s"] = "whoosh"
     """The local BM25 index: `whoosh` (BM25F, incremental writes) or `bm25s` (numpy sparse
     matrices; builds 100k chunks in seconds, rebuilt on every change). Same analyzer, same terms."""
