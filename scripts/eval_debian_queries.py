@@ -1,7 +1,7 @@
 """Evaluate the pipeline on the Debian query set: Hit@5, MRR@10 and refusal, overall, per split, per style.
 
     python scripts/eval_debian_queries.py [--work DIR] [--config FILE] [--set KEY=VALUE ...]
-                                          [--calibrate] [--faq-headings] [--json]
+                                          [--profile NAME] [--calibrate] [--faq-headings] [--json]
 
 Builds (or, with `--work DIR`, reuses) a home in which the Debian FAQ and the Debian Reference
 (zh-cn, from `../shared/data/debian-docs-zh`) are added and indexed together (`kb add`; the first
@@ -18,7 +18,8 @@ and the figures are printed for all cases, the `split:tune` and `split:heldout` 
 - wrongly refused: refused answerable cases ÷ answerable cases.
 
 Settings: `<work>/home/config.toml` (empty: the shipped defaults), or `--config FILE`; `--set
-retrieval.rrf_k=20` overrides one key (the value is read as TOML, else as a string), for tuning.
+retrieval.rrf_k=20` overrides one key (the value is read as TOML, else as a string), for tuning;
+`--profile NAME` runs a replay profile or shipped preset (as `eval run --profile`).
 `--calibrate` sweeps the refusal threshold over the TUNE split's scores (`eval calibrate-refusal`'s
 sweep, ≤ `--max-wrong-refusals` answerable refused), once per score the run recorded (cross-encoder,
 dense cosine, fused, final), and prints each proposal; the held-out split is never used to choose.
@@ -200,6 +201,8 @@ def print_report(report: dict[str, Any]) -> None:
         f"{report['dataset']}@{report['dataset_version']}: run {report['run_id']}, config {report['config_hash']}, "
         f"{report['cases']} cases; home {report['home']}"
     )
+    if report["profile"]:
+        print(f"profile: {report['profile']}")
     if report["overrides"]:
         print(f"overrides: {json.dumps(report['overrides'], ensure_ascii=False)}")
     table = FitTable(
@@ -251,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--config", type=Path, default=None, help="settings file [<work>/home/config.toml]")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--profile", default=None, help="replay profile or shipped preset to run [the settings]"
+    )
     parser.add_argument("--name", default=None, help="a name for the run")
     parser.add_argument("--dataset", default=DATASET, help="eval set name [%(default)s]")
     parser.add_argument(
@@ -296,7 +302,13 @@ def main(argv: list[str] | None = None) -> int:
         try:
             kb = build_home(workspace, extracted)
             cases = import_cases(workspace, files, args.dataset)
-            summary = run_eval(workspace, args.dataset, name=args.name, on_progress=_progress("evaluating"))
+            summary = run_eval(
+                workspace,
+                args.dataset,
+                name=args.name,
+                profile=args.profile,
+                on_progress=_progress("evaluating"),
+            )
             results = eval_store.run_case_results(workspace.engine, summary.run_id)
             calibration = (
                 tune_calibration(summary.run_id, results, args.max_wrong_refusals) if args.calibrate else []
@@ -317,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         "files": [str(f) for f in files],
         "cases": len(cases),
         "overrides": overrides,
+        "profile": args.profile,
         "kb": kb,
         "slices": slices,
         "targets": {
