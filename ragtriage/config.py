@@ -422,7 +422,6 @@ HASH_NEUTRAL_WHEN_DEFAULT: tuple[tuple[str, ...], ...] = (
     ("rerank", "min_n"),
     ("rerank", "min_score"),
     ("rerank", "refusal_score"),
-    ("index", "bm25_engine"),
     ("engines",),
     ("index", "bm25_engine"),
 )
