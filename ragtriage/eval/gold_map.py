@@ -108,7 +108,9 @@ def load_places(engine: Engine, doc_ids: Iterable[str]) -> dict[str, list[ChunkP
                     col(ChunkRow.char_start),
                     col(ChunkRow.char_end),
                 )
-                .where(col(ChunkRow.doc_id).in_(wanted[start : start + 500]), col(ChunkRow.status) != _DELETED)
+                .where(
+                    col(ChunkRow.doc_id).in_(wanted[start : start + 500]), col(ChunkRow.status) != _DELETED
+                )
                 .order_by(col(ChunkRow.doc_id), col(ChunkRow.ordinal))
             )
             for chunk_id, doc_id, anchor, char_start, char_end in session.execute(statement).all():

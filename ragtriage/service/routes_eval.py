@@ -27,7 +27,9 @@ class EvaluateRequest(BaseModel):
     workers: int = Field(default=1, ge=1, le=16, description="Threads over batches of queries.")
     batch_size: int = Field(default=32, ge=1, le=1024, description="Queries per embedding batch.")
     profile: str | None = Field(
-        default=None, min_length=1, description="Replay profile to run (`ragtriage profiles`); default: the settings."
+        default=None,
+        min_length=1,
+        description="Replay profile to run (`ragtriage profiles`); default: the settings.",
     )
 
 

@@ -183,11 +183,7 @@ def propose_alias_pairs(
     title/heading position alone is never enough.
     """
     known = _alias_terms(facts.known_aliases)
-    missing = [
-        t
-        for t in facts.terms
-        if t not in facts.gold_text and is_whole_term(ctx, t, known)
-    ]
+    missing = [t for t in facts.terms if t not in facts.gold_text and is_whole_term(ctx, t, known)]
     if not missing or not facts.gold_chunks:
         return []
     query_text = normalize_text(facts.query)

@@ -77,7 +77,16 @@ def all_report(truth_home: Path) -> tuple[dict, float]:
     import contextlib
     import io
 
-    argv = ["ragtriage", "--home", str(truth_home), "--config", str(PRODUCTION), "diagnose", "--all", "--json"]
+    argv = [
+        "ragtriage",
+        "--home",
+        str(truth_home),
+        "--config",
+        str(PRODUCTION),
+        "diagnose",
+        "--all",
+        "--json",
+    ]
     saved, sys.argv = sys.argv, argv
     out = io.StringIO()
     started = time.perf_counter()

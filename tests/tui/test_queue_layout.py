@@ -70,7 +70,9 @@ async def test_queue_at_width_shows_whole_ids_times_and_the_query_in_the_spare_w
         await pilot.press("j")
         await pilot.pause()
         following = table.item(table.highlighted_request_id or "")
-        assert following is not None and following.raw_query in str(screen.query_one("#queue-preview").render())
+        assert following is not None and following.raw_query in str(
+            screen.query_one("#queue-preview").render()
+        )
 
 
 async def test_the_header_names_the_case_screen(workspace: Workspace) -> None:
