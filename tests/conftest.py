@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -9,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
@@ -27,6 +29,22 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DIR = REPO_ROOT.parent / "shared"
 FIXTURES_DIR = REPO_ROOT / "fixtures"
 TEST_DATA_DIR = Path(__file__).resolve().parent / "data"
+
+
+def load_script(name: str, module_name: str | None = None) -> ModuleType:
+    """Import `scripts/<name>.py` as module `module_name` (default `name`); scripts/ is not a package,
+    and its modules import each other by name, so scripts/ goes on sys.path."""
+    scripts = str(REPO_ROOT / "scripts")
+    if scripts not in sys.path:
+        sys.path.insert(0, scripts)
+    spec = importlib.util.spec_from_file_location(module_name or name, REPO_ROOT / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 #: Settings that load the fixture KB's alias dictionary.
 ALIASES_CONFIG = f'[rewrite]\nalias_file = "{(FIXTURES_DIR / "aliases.toml").as_posix()}"\n'
 

@@ -8,13 +8,10 @@ of the Debian FAQ + Reference added with `kb add --no-index` (no embedding: a fe
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from click.testing import CliRunner
@@ -22,7 +19,7 @@ from click.testing import CliRunner
 from ragtriage.cli import cli
 from ragtriage.eval.gold_map import resolve_cases
 from ragtriage.workspace import Workspace
-from tests.conftest import REPO_ROOT, SHARED_DIR
+from tests.conftest import SHARED_DIR, load_script
 
 pytestmark = pytest.mark.realdata
 
@@ -30,21 +27,8 @@ DEBS_DIR = SHARED_DIR / "data" / "debian-docs-zh"
 MIN_ANSWERABLE, MIN_NO_ANSWER = 120, 12
 
 
-def _load_script(name: str) -> ModuleType:
-    """Import scripts/<name>.py (scripts/ is not a package; its modules import each other by name)."""
-    scripts = str(REPO_ROOT / "scripts")
-    if scripts not in sys.path:
-        sys.path.insert(0, scripts)
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-debian_faq = _load_script("debian_faq")
-debian_queries = _load_script("debian_queries")
+debian_faq = load_script("debian_faq")
+debian_queries = load_script("debian_queries")
 
 
 @pytest.fixture(scope="module")

@@ -2,33 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import re
-import sys
 import tarfile
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import REPO_ROOT, load_script
+
 REAL_DEBS_DIR = REPO_ROOT.parent / "shared" / "data" / "debian-docs-zh"
 HEADING_WITH_ANCHOR = re.compile(r"<h[1-6][^>]*\bid=\"[^\"]+\"|<h[1-6][^>]*>\s*<a\s+id=\"[^\"]+\"")
 
 
-def _load_script() -> ModuleType:
-    """Import scripts/extract_debian_docs.py as a module (scripts/ is not a package)."""
-    path = REPO_ROOT / "scripts" / "extract_debian_docs.py"
-    spec = importlib.util.spec_from_file_location("extract_debian_docs", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-extractor = _load_script()
+extractor = load_script("extract_debian_docs")
 
 
 def _ar_archive(members: list[tuple[str, bytes]]) -> bytes:

@@ -9,9 +9,7 @@ so the refusal threshold is exercised with scores that mean something.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +19,7 @@ import pytest
 from ragtriage.pipeline.profiles import get_profile
 from ragtriage.pipeline.types import Trace
 from ragtriage.workspace import Workspace
-from tests.conftest import REPO_ROOT, SHARED_DIR
+from tests.conftest import SHARED_DIR, load_script
 from tests.engine_stubs import stub_server
 
 pytestmark = pytest.mark.realdata
@@ -30,11 +28,7 @@ DEBS_DIR = SHARED_DIR / "data" / "debian-docs-zh"
 PAGES = ["kernel.zh-cn.html", "redistributing.zh-cn.html", "contributing.zh-cn.html"]
 OFF_TOPIC = "火星上今天的天气怎么样"
 
-spec = importlib.util.spec_from_file_location("debian_faq", REPO_ROOT / "scripts" / "debian_faq.py")
-assert spec is not None and spec.loader is not None
-debian_faq = importlib.util.module_from_spec(spec)
-sys.modules["debian_faq"] = debian_faq
-spec.loader.exec_module(debian_faq)
+debian_faq = load_script("debian_faq")
 
 
 def _bigrams(text: str) -> set[str]:

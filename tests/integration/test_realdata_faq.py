@@ -10,15 +10,12 @@ tests of one module to two workers, and each worker would then build its own hom
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 import jsonschema
 import pytest
@@ -28,7 +25,7 @@ from ragtriage.cli import cli
 from ragtriage.pipeline.pipeline import Pipeline
 from ragtriage.pipeline.types import Trace
 from ragtriage.workspace import Workspace
-from tests.conftest import REPO_ROOT, SHARED_DIR
+from tests.conftest import REPO_ROOT, SHARED_DIR, load_script
 
 pytestmark = pytest.mark.realdata
 
@@ -37,17 +34,7 @@ TOP = 5
 MIN_HIT_RATE = 0.90
 
 
-def _load_script(name: str) -> ModuleType:
-    """Import scripts/<name>.py (scripts/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-debian_faq = _load_script("debian_faq")
+debian_faq = load_script("debian_faq")
 FAQQuestion = debian_faq.FAQQuestion
 
 

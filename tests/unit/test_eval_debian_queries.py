@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import load_script
 
-
-def _load_script(name: str) -> ModuleType:
-    scripts = str(REPO_ROOT / "scripts")
-    if scripts not in sys.path:
-        sys.path.insert(0, scripts)
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-script = _load_script("eval_debian_queries")
+script = load_script("eval_debian_queries")
 
 
 def _row(case_id: str, tags: list[str], *, hit: float | None = None, rr: float = 0.0, refused: bool = False):

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from types import ModuleType
 
 import jsonschema
 import pytest
@@ -19,18 +17,9 @@ from ragtriage.pipeline.types import (
     StageRank,
     Trace,
 )
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, load_script
 
-
-def _gen_schemas() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_schemas", REPO_ROOT / "scripts" / "gen_schemas.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-GEN = _gen_schemas()
+GEN = load_script("gen_schemas")
 
 
 @pytest.mark.parametrize("name", sorted(GEN.SCHEMAS))
