@@ -96,7 +96,6 @@ def import_command(
             skip_bad_rows=skip_bad_rows,
             index=not no_index,
             on_progress=bar("reading the source"),
-            on_write_progress=bar("writing chunks"),
             on_index_progress=bar("indexing chunks"),
         )
     for rejected in report.rejected_rows:

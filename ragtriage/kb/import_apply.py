@@ -1,44 +1,42 @@
 """Apply a chunk source to the KB: map, check, and upsert into `kb_chunk`/`kb_document` incrementally.
 
-Two passes keep memory constant and never leave half an import behind:
-1. read every row, map and check it (`FieldMapper`), and compare its hash with the stored
-   `source_hash`; any bad row stops here, before anything is written (or is counted as rejected with
-   `skip_bad_rows`). An unchanged source ends here: nothing written, nothing embedded.
-2. read the source again and write only the rows that differ, in one write transaction (rolled back
-   on any error, including a source that changed between the passes).
-Then the indexes are synced; vectors that came with the rows are used as given (see
-`ragtriage.pipeline.indexer`).
+One pass, one transaction: every row is read, mapped and checked (`FieldMapper`) and compared by
+hash with its stored `source_hash`; the rows that differ are written batch by batch inside one
+write transaction (`import_write`), opened at the first row to write. Any bad row, even the last
+one, rolls the whole transaction back, so nothing is half-imported (with `skip_bad_rows` it is
+counted as rejected instead). An unchanged source opens no write transaction: nothing written,
+nothing embedded. Then the indexes are synced; vectors that came with the rows are used as given
+(see `ragtriage.pipeline.indexer`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import Protocol
 
-from sqlalchemy import delete, func, insert, update
-from sqlmodel import Session, SQLModel, col, select
+from sqlmodel import select
 
 from ragtriage.errors import InputError
 from ragtriage.kb.import_files import release_reader_memory
 from ragtriage.kb.import_mapping import FieldMapper
 from ragtriage.kb.import_report import ImportReport, RejectedRow
 from ragtriage.kb.import_rows import ImportedChunk, RowError, SourceRow
-from ragtriage.kb.repository import DELETED, RECHUNKED, REMOVED, bump_revision, kb_revision
+from ragtriage.kb.import_write import PUBLISHED, DocFields, ImportWriter
+from ragtriage.kb.repository import DELETED, bump_revision, kb_revision
 from ragtriage.store.db import read_session, write_session
-from ragtriage.store.kb_tables import ChunkRow, ChunkVectorRow, DocumentRow
+from ragtriage.store.kb_tables import ChunkRow
 from ragtriage.workspace import Workspace
 
 __all__ = ["ChunkSource", "import_chunks"]
 
 ProgressCallback = Callable[[int, int], None]
 MapperFactory = Callable[[], FieldMapper]
-_IN_BATCH = 500  # ids per IN (…): well under SQLite's bound-parameter limit
 _REJECTED_KEPT = 100
-PUBLISHED = "published"
 
 
 class ChunkSource(Protocol):
@@ -61,17 +59,19 @@ class _Stored:
 
 
 @dataclass
-class _Plan:
-    todo: dict[str, str]
-    """chunk id → source hash of every row to write."""
-    missing: list[str]
-    dim: int | None
-    known: set[str]
-    """Ids in `todo` that the store already holds."""
-    grown_docs: set[str]
+class _Pass:
+    """What the pass has seen so far (ids only: rows are written and dropped batch by batch)."""
+
+    stored: dict[str, _Stored]
+    seen: dict[str, str] = field(default_factory=dict)
+    """chunk id → where it was read (duplicate detection)."""
+    kept_ids: set[str] = field(default_factory=set)
+    """Ids of rejected rows: with `full`, their stored chunk stays."""
+    grown_docs: set[str] = field(default_factory=set)
     """Documents that gain a chunk they did not have live: their deleted chunks count as re-chunked."""
-    retired: set[str]
-    """Live chunks that rows of this source mark deleted (a row that arrives deleted was never live)."""
+    retired: dict[str, str] = field(default_factory=dict)
+    """Live chunk id → doc id, for rows of this source that mark a live chunk deleted."""
+    touched_docs: dict[str, DocFields] = field(default_factory=dict)
 
 
 def import_chunks(
@@ -84,42 +84,29 @@ def import_chunks(
     index: bool = True,
     vector_embedder: str | None = None,
     on_progress: ProgressCallback | None = None,
-    on_write_progress: ProgressCallback | None = None,
     on_index_progress: ProgressCallback | None = None,
 ) -> ImportReport:
     """Import `source` into the workspace's KB and sync the indexes (unless `index=False`).
 
-    `make_mapper` builds a fresh `FieldMapper` for each pass (ordinals are numbered per pass).
-
     Raises:
-        InputError: a bad row or column (nothing is written), a source that changed between the
-            passes (rolled back), or an empty source with `full` (it would delete every chunk).
+        InputError: a bad row or column, or an empty source with `full` (it would delete every
+            chunk); the transaction is rolled back and nothing is imported.
     """
-    kb = workspace.settings.kb.name
     report = ImportReport(source=source.name, vector_embedder=vector_embedder)
     started = time.perf_counter()
-    plan = _plan(
-        workspace,
-        source,
-        make_mapper(),
-        report,
-        full=full,
-        skip_bad_rows=skip_bad_rows,
-        on_progress=on_progress,
+    mapper = make_mapper()
+    changed = _import(
+        workspace, source, mapper, report, full=full, skip_bad_rows=skip_bad_rows, on_progress=on_progress
     )
-    report.vector_dim = plan.dim
+    report.read_seconds = time.perf_counter() - started - report.write_seconds
+    report.vector_dim = mapper.dim if report.vectors else None
     if not report.vectors:
         report.vector_embedder = None
-    report.read_seconds = time.perf_counter() - started
-    if plan.todo or plan.missing:
-        started = time.perf_counter()
-        _write(workspace, source, make_mapper(), plan, report, kb, on_write_progress)
-        report.write_seconds = time.perf_counter() - started
-    report.kb_revision = kb_revision(workspace.engine, kb)
+    report.kb_revision = kb_revision(workspace.engine, workspace.settings.kb.name)
     release_reader_memory()
     if not index:
         report.index_skipped = "indexing not requested (--no-index)"
-    elif not plan.todo and not plan.missing and _indexes_current(workspace, report.kb_revision):
+    elif not changed and _indexes_current(workspace, report.kb_revision):
         report.index_skipped = "nothing changed and the indexes are up to date"
     else:
         from ragtriage.pipeline.indexer import sync_indexes
@@ -140,7 +127,7 @@ def _stored_chunks(workspace: Workspace, kb: str) -> dict[str, _Stored]:
     }
 
 
-def _plan(
+def _import(
     workspace: Workspace,
     source: ChunkSource,
     mapper: FieldMapper,
@@ -149,78 +136,82 @@ def _plan(
     full: bool,
     skip_bad_rows: bool,
     on_progress: ProgressCallback | None,
-) -> _Plan:
-    """Pass 1: map and check every row, classify it, and decide what to write."""
-    stored = _stored_chunks(workspace, workspace.settings.kb.name)
-    seen: dict[str, str] = {}
-    kept_ids: set[str] = set()
-    todo: dict[str, str] = {}
-    grown_docs: set[str] = set()
-    retired: set[str] = set()
-    columns_checked = False
-    for batch in source.batches(on_progress):
-        if not columns_checked and not source.schemaless and source.columns is not None:
+) -> bool:
+    """Read, check and write every row in one transaction; True if anything was written."""
+    kb = workspace.settings.kb.name
+    state = _Pass(stored=_stored_chunks(workspace, kb))
+    now = datetime.now(timezone.utc)
+    with contextlib.ExitStack() as stack:
+        writer: ImportWriter | None = None
+
+        def open_writer() -> ImportWriter:
+            # The write transaction (BEGIN IMMEDIATE) starts at the first row that differs.
+            session = stack.enter_context(write_session(workspace.engine))
+            return ImportWriter(session, kb, now, report.vector_embedder)
+
+        columns_checked = False
+        for batch in source.batches(on_progress):
+            if not columns_checked and not source.schemaless and source.columns is not None:
+                mapper.check_columns(source.columns)
+                columns_checked = True
+            todo = _read_batch(batch, mapper, state, report, skip_bad_rows)
+            if todo:
+                began = time.perf_counter()
+                writer = writer or open_writer()
+                writer.write(todo, [c.chunk_id for c in todo if c.chunk_id in state.stored])
+                report.written += len(todo)
+                report.write_seconds += time.perf_counter() - began
+        if not columns_checked and source.columns is not None and not source.schemaless:
             mapper.check_columns(source.columns)
-            columns_checked = True
-        for row in batch:
-            report.read += 1
-            try:
-                chunk = mapper.map_row(row)
-                if chunk.chunk_id in seen:
-                    raise RowError(
-                        row.where,
-                        f"chunk_id {chunk.chunk_id} was already read at {seen[chunk.chunk_id]}",
-                        "export each chunk once (duplicate ids would overwrite each other)",
-                    )
-            except RowError as error:
-                if not skip_bad_rows:
-                    raise
-                _reject(report, error)
-                chunk_id = mapper.chunk_id_of(row)
-                if chunk_id is not None:
-                    kept_ids.add(chunk_id)  # with --full its stored version stays
-                continue
-            seen[chunk.chunk_id] = row.where
-            _classify(chunk, stored.get(chunk.chunk_id), report, todo, grown_docs, retired)
-    if not columns_checked and source.columns is not None and not source.schemaless:
-        mapper.check_columns(source.columns)
-    if source.schemaless and report.read > report.rejected:
-        mapper.check_seen()
-    missing: list[str] = []
-    if full:
-        if report.read == 0:
-            raise InputError(
-                f"{source.name}: the source has no rows, and --full would mark every imported chunk deleted; "
-                "fix: check the file or query (or drop --full)"
-            )
-        missing = [
-            chunk_id
-            for chunk_id, state in stored.items()
-            if state.source_hash is not None
-            and state.status != DELETED
-            and chunk_id not in seen
-            and chunk_id not in kept_ids
-        ]
-    report.missing = len(missing)
-    known = {chunk_id for chunk_id in todo if chunk_id in stored}
-    return _Plan(
-        todo=todo,
-        missing=missing,
-        dim=mapper.dim if report.vectors else None,
-        known=known,
-        grown_docs=grown_docs,
-        retired=retired,
-    )
+        if source.schemaless and report.read > report.rejected:
+            mapper.check_seen()
+        missing = _missing(source, state, report) if full else []
+        report.missing = len(missing)
+        if writer is None and not missing:
+            return False
+        began = time.perf_counter()
+        writer = writer or open_writer()
+        writer.retag_rechunked([cid for cid, doc in state.retired.items() if doc in state.grown_docs])
+        missing_docs = writer.mark_missing(missing, state.grown_docs)
+        writer.write_documents(state.touched_docs, missing_docs, source.name)
+        bump_revision(writer.session, kb)
+        report.write_seconds += time.perf_counter() - began
+    return True
 
 
-def _classify(
-    chunk: ImportedChunk,
-    stored: _Stored | None,
-    report: ImportReport,
-    todo: dict[str, str],
-    grown_docs: set[str],
-    retired: set[str],
-) -> None:
+def _read_batch(
+    batch: list[SourceRow], mapper: FieldMapper, state: _Pass, report: ImportReport, skip_bad_rows: bool
+) -> list[ImportedChunk]:
+    """Map, check and classify one batch; returns the chunks to write."""
+    todo: list[ImportedChunk] = []
+    for row in batch:
+        report.read += 1
+        try:
+            chunk = mapper.map_row(row)
+            if chunk.chunk_id in state.seen:
+                raise RowError(
+                    row.where,
+                    f"chunk_id {chunk.chunk_id} was already read at {state.seen[chunk.chunk_id]}",
+                    "export each chunk once (duplicate ids would overwrite each other)",
+                )
+        except RowError as error:
+            if not skip_bad_rows:
+                raise
+            _reject(report, error)
+            chunk_id = mapper.chunk_id_of(row)
+            if chunk_id is not None:
+                state.kept_ids.add(chunk_id)  # with --full its stored version stays
+            continue
+        state.seen[chunk.chunk_id] = row.where
+        if _classify(chunk, state, report):
+            todo.append(chunk)
+            state.touched_docs[chunk.doc_id] = DocFields.of(chunk)
+    return todo
+
+
+def _classify(chunk: ImportedChunk, state: _Pass, report: ImportReport) -> bool:
+    """Count the row as added, changed, unchanged or deleted; True if it must be written."""
+    stored = state.stored.get(chunk.chunk_id)
     source_hash = chunk.source_hash()
     if chunk.vector is not None:
         report.vectors += 1
@@ -228,228 +219,40 @@ def _classify(
     if not chunk.retrievable:
         report.deleted += 1
         if stored is not None and stored.status != DELETED:
-            retired.add(chunk.chunk_id)
-        if not (same and stored is not None and stored.status == DELETED):
-            todo[chunk.chunk_id] = source_hash
-        return
+            state.retired[chunk.chunk_id] = chunk.doc_id
+        return not (same and stored is not None and stored.status == DELETED)
     if stored is None or stored.status == DELETED:
         report.added += 1
-        grown_docs.add(chunk.doc_id)
+        state.grown_docs.add(chunk.doc_id)
     elif same and stored.status == PUBLISHED:
         report.unchanged += 1
-        return
+        return False
     else:
         report.changed += 1
-    todo[chunk.chunk_id] = source_hash
+    return True
+
+
+def _missing(source: ChunkSource, state: _Pass, report: ImportReport) -> list[str]:
+    """With `full`: the live imported chunks this source no longer has."""
+    if report.read == 0:
+        raise InputError(
+            f"{source.name}: the source has no rows, and --full would mark every imported chunk deleted; "
+            "fix: check the file or query (or drop --full)"
+        )
+    return [
+        chunk_id
+        for chunk_id, stored in state.stored.items()
+        if stored.source_hash is not None
+        and stored.status != DELETED
+        and chunk_id not in state.seen
+        and chunk_id not in state.kept_ids
+    ]
 
 
 def _reject(report: ImportReport, error: RowError) -> None:
     report.rejected += 1
     if len(report.rejected_rows) < _REJECTED_KEPT:
         report.rejected_rows.append(RejectedRow(where=error.where, reason=error.reason, fix=error.fix))
-
-
-# ---------------------------------------------------------------- pass 2
-
-
-def _write(
-    workspace: Workspace,
-    source: ChunkSource,
-    mapper: FieldMapper,
-    plan: _Plan,
-    report: ImportReport,
-    kb: str,
-    on_progress: ProgressCallback | None,
-) -> None:
-    """Pass 2: write the planned rows in one transaction; any error rolls everything back."""
-    remaining = dict(plan.todo)
-    total = len(plan.todo)
-    now = datetime.now(timezone.utc)
-    touched_docs: dict[str, ImportedChunk] = {}
-    with write_session(workspace.engine) as session:
-        for batch in source.batches():
-            chunks = []
-            for row in batch:
-                try:
-                    chunk = mapper.map_row(row)
-                except RowError:
-                    continue  # rejected in pass 1 (with --skip-bad-rows); otherwise it would have stopped there
-                expected = remaining.pop(chunk.chunk_id, None)
-                if expected is None:
-                    continue
-                if chunk.source_hash() != expected:
-                    raise _source_changed(source, row.where)
-                chunks.append(chunk)
-            if chunks:
-                _write_chunks(session, chunks, plan, kb, now, report.vector_embedder)
-                report.written += len(chunks)
-                for chunk in chunks:
-                    touched_docs[chunk.doc_id] = chunk
-            if on_progress is not None:
-                on_progress(total - len(remaining), total)
-        if remaining:
-            raise _source_changed(source, f"chunk {next(iter(remaining))}")
-        missing_docs = _mark_missing(session, plan.missing, plan.grown_docs)
-        _write_documents(session, touched_docs, missing_docs, kb, source.name, now)
-        bump_revision(session, kb)
-
-
-def _source_changed(source: ChunkSource, where: str) -> InputError:
-    return InputError(
-        f"{source.name}: {where} changed while it was being imported; nothing was imported; "
-        "fix: run the import again once the source is stable"
-    )
-
-
-def _write_chunks(
-    session: Session,
-    chunks: list[ImportedChunk],
-    plan: _Plan,
-    kb: str,
-    now: datetime,
-    embedder: str | None,
-) -> None:
-    """Replace the chunk rows (and vectors) of `chunks`: delete + bulk insert inside the transaction."""
-    # Only ids stored before need a lookup and a delete (none on a first import).
-    ids = [chunk.chunk_id for chunk in chunks if chunk.chunk_id in plan.known]
-    previous: dict[str, tuple[int, str, str]] = {}
-    for start in range(0, len(ids), _IN_BATCH):
-        part = ids[start : start + _IN_BATCH]
-        rows = session.exec(
-            select(ChunkRow.chunk_id, ChunkRow.version, ChunkRow.content_hash, ChunkRow.status).where(
-                col(ChunkRow.chunk_id).in_(part)
-            )
-        ).all()
-        previous.update({chunk_id: (version, h, status) for chunk_id, version, h, status in rows})
-        session.execute(delete(ChunkRow).where(col(ChunkRow.chunk_id).in_(part)))
-        session.execute(delete(ChunkVectorRow).where(col(ChunkVectorRow.chunk_id).in_(part)))
-    chunk_values: list[dict[str, Any]] = []
-    vector_values: list[dict[str, Any]] = []
-    for chunk in chunks:
-        old = previous.get(chunk.chunk_id)
-        # A new chunk version only when the text changed; metadata edits keep the version.
-        version = 1 if old is None else old[0] + (old[1] != chunk.content_hash)
-        chunk_values.append(
-            {
-                "chunk_id": chunk.chunk_id,
-                "doc_id": chunk.doc_id,
-                "kb": kb,
-                "title": chunk.title,
-                "heading_path": chunk.heading_path,
-                "anchor": chunk.anchor,
-                "ordinal": chunk.ordinal,
-                "content": chunk.content,
-                "content_hash": chunk.content_hash,
-                "version": version,
-                "status": PUBLISHED if chunk.retrievable else DELETED,
-                "updated_at": chunk.updated_at or now,
-                "product_line": chunk.product_line,
-                "doc_version": chunk.doc_version,
-                "meta": chunk.meta or None,
-                "source_hash": chunk.source_hash(),
-                "deletion": None if chunk.retrievable else _deletion(chunk, plan),
-            }
-        )
-        if chunk.vector is not None and chunk.vector_hash is not None:
-            vector_values.append(
-                {
-                    "chunk_id": chunk.chunk_id,
-                    "embedder": embedder or "",
-                    "dim": int(chunk.vector.shape[0]),
-                    "vector": chunk.vector.astype("<f4").tobytes(),
-                    "vector_hash": chunk.vector_hash,
-                }
-            )
-    # Core inserts (executemany), not the ORM's bulk path: several times faster for 100k rows.
-    connection = session.connection()
-    tables = SQLModel.metadata.tables
-    connection.execute(insert(tables[ChunkRow.__tablename__]), chunk_values)
-    if vector_values:
-        connection.execute(insert(tables[ChunkVectorRow.__tablename__]), vector_values)
-
-
-def _deletion(chunk: ImportedChunk, plan: _Plan) -> str:
-    """A live chunk deleted while its document gained chunks was replaced (re-chunked); else removed."""
-    return RECHUNKED if chunk.chunk_id in plan.retired and chunk.doc_id in plan.grown_docs else REMOVED
-
-
-def _mark_missing(session: Session, chunk_ids: list[str], grown_docs: set[str]) -> set[str]:
-    """Mark `chunk_ids` deleted (re-chunked or removed, see `_deletion`); returns their documents."""
-    doc_ids: set[str] = set()
-    for start in range(0, len(chunk_ids), _IN_BATCH):
-        part = chunk_ids[start : start + _IN_BATCH]
-        by_deletion: dict[str, list[str]] = {RECHUNKED: [], REMOVED: []}
-        for chunk_id, doc_id in session.exec(
-            select(ChunkRow.chunk_id, ChunkRow.doc_id).where(col(ChunkRow.chunk_id).in_(part))
-        ).all():
-            doc_ids.add(doc_id)
-            # Every missing chunk was live (`_plan` picks only those).
-            by_deletion[RECHUNKED if doc_id in grown_docs else REMOVED].append(chunk_id)
-        for deletion, ids in by_deletion.items():
-            if ids:
-                session.execute(
-                    update(ChunkRow)
-                    .where(col(ChunkRow.chunk_id).in_(ids))
-                    .values(status=DELETED, deletion=deletion)
-                )
-    return doc_ids
-
-
-def _write_documents(
-    session: Session,
-    touched: dict[str, ImportedChunk],
-    missing_docs: set[str],
-    kb: str,
-    source_name: str,
-    now: datetime,
-) -> None:
-    """Insert or update the documents of written chunks; a document without live chunks is deleted."""
-    doc_ids = sorted(set(touched) | missing_docs)
-    for start in range(0, len(doc_ids), _IN_BATCH):
-        part = doc_ids[start : start + _IN_BATCH]
-        live = dict(
-            session.exec(
-                select(ChunkRow.doc_id, func.count())
-                .where(col(ChunkRow.doc_id).in_(part), ChunkRow.status == PUBLISHED)
-                .group_by(ChunkRow.doc_id)
-            ).all()
-        )
-        existing = {
-            row.doc_id: row
-            for row in session.exec(select(DocumentRow).where(col(DocumentRow.doc_id).in_(part)))
-        }
-        new_rows: list[dict[str, Any]] = []
-        for doc_id in part:
-            status = PUBLISHED if live.get(doc_id) else DELETED
-            chunk = touched.get(doc_id)
-            row = existing.get(doc_id)
-            if row is not None:
-                row.status = status
-                if chunk is not None:
-                    row.title = chunk.doc_title or row.title
-                    row.product_line = chunk.product_line
-                    row.doc_version = chunk.doc_version
-                    row.updated_at = chunk.updated_at or now
-                session.add(row)
-            elif chunk is not None:
-                new_rows.append(
-                    {
-                        "doc_id": doc_id,
-                        "kb": kb,
-                        "title": chunk.doc_title or doc_id,
-                        "source_path": source_name,
-                        "content_hash": "",
-                        "version": 1,
-                        "status": status,
-                        "updated_at": chunk.updated_at or now,
-                        "product_line": chunk.product_line,
-                        "doc_version": chunk.doc_version,
-                        "meta": {"origin": "import", "source": source_name},
-                    }
-                )
-        if new_rows:
-            session.execute(insert(DocumentRow), new_rows)
-        session.flush()
 
 
 def _indexes_current(workspace: Workspace, revision: int) -> bool:

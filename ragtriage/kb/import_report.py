@@ -50,9 +50,9 @@ class ImportReport(BaseModel):
     """The first rejected rows (at most 100)."""
     kb_revision: int = 0
     read_seconds: float = 0.0
-    """Reading, mapping and checking every row (pass 1)."""
+    """Reading, mapping and checking every row (the import's one pass, SQL writes excluded)."""
     write_seconds: float = 0.0
-    """Reading the changed rows again and writing them to SQL in one transaction (pass 2)."""
+    """Writing the rows that differ to SQL (inside the pass, in its one transaction)."""
     index: dict[str, Any] | None = None
     """The indexer's report, when indexing ran."""
     index_skipped: str | None = None

@@ -51,7 +51,6 @@ def run_import(
     skip_bad_rows: bool = False,
     index: bool = True,
     on_progress: ProgressCallback | None = None,
-    on_write_progress: ProgressCallback | None = None,
     on_index_progress: ProgressCallback | None = None,
 ) -> ImportReport:
     """Import the source `spec` names into the KB and sync the indexes.
@@ -88,7 +87,6 @@ def run_import(
             index=index,
             vector_embedder=embedder_label,
             on_progress=on_progress,
-            on_write_progress=on_write_progress,
             on_index_progress=on_index_progress,
         )
     finally:
