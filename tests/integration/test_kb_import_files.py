@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from ragtriage import locations
 from ragtriage.cli import cli
 from ragtriage.errors import InputError
 from tests.conftest import REPO_ROOT
@@ -210,3 +212,44 @@ def test_the_real_cli_exits_2_with_one_stderr_line(tmp_path: Path, home: Path) -
     assert completed.returncode == 2
     assert completed.stderr.strip().count("\n") == 0
     assert f"chunks.jsonl:2: chunk_id {UUID_A} was already read at" in completed.stderr
+
+
+def test_a_bad_row_after_written_batches_rolls_the_whole_import_back(tmp_path: Path) -> None:
+    """Batches of one row: three are written inside the transaction before the bad fourth is read."""
+    config = tmp_path / "config.toml"
+    config.write_text("[kb.import]\nbatch_size = 1\n", encoding="utf-8")
+    path = _write_jsonl(tmp_path / "chunks.jsonl", ROWS)
+    first = _run("--config", str(config), "kb", "import", str(path), "--map", MAP, "--no-index", "--json")
+    assert first.exit_code == 0, first.output
+    before = _chunks()
+    edited = [{**row, "text": f"新版：{row['text']}"} for row in ROWS] + [
+        {**ROWS[0], "id": "new", "text": ""}
+    ]
+
+    result = _run("--config", str(config), "kb", "import", str(_write_jsonl(path, edited)), "--map", MAP)
+
+    assert isinstance(result.exception, InputError), result.output
+    assert "chunks.jsonl:5: chunk new: field content (column 'text') is empty" in str(result.exception)
+    assert _chunks() == before
+    stats = json.loads(_run("kb", "stats", "--json").stdout)
+    assert stats["revision"] == json.loads(first.stdout)["kb_revision"]
+
+
+def test_a_deleted_row_read_before_its_document_grows_is_recorded_as_rechunked(
+    tmp_path: Path, home: Path
+) -> None:
+    """Whether a document gained chunks is known only at the end of the pass; the row is written earlier."""
+    config = tmp_path / "config.toml"
+    config.write_text("[kb.import]\nbatch_size = 1\n", encoding="utf-8")
+    path = _write_jsonl(tmp_path / "chunks.jsonl", ROWS[:3])
+    assert _run("--config", str(config), "kb", "import", str(path), "--map", MAP, "--no-index").exit_code == 0
+    rows = [{**ROWS[0], "status": "DELETED"}, ROWS[1], ROWS[2], {**ROWS[0], "id": "7-new", "chunk_index": 2}]
+
+    result = _run(
+        "--config", str(config), "kb", "import", str(_write_jsonl(path, rows)), "--map", MAP, "--json"
+    )
+
+    assert result.exit_code == 0, result.output
+    with sqlite3.connect(locations.db_path(home)) as connection:
+        stored = connection.execute("SELECT status, deletion FROM kb_chunk WHERE chunk_id = ?", (UUID_A,))
+        assert stored.fetchall() == [("deleted", "rechunked")]
