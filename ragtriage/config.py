@@ -28,6 +28,7 @@ from ragtriage.config_replay import (
     RouteName,
 )
 from ragtriage.errors import ConfigError
+from ragtriage.wording import quoted
 
 __all__ = ["StrictModel", "Settings", "load_settings", "FusionSettings", "ProfileSettings", "ReplaySettings"]
 
@@ -514,7 +515,7 @@ def _describe(error: dict[str, Any], source: str, model: type[BaseModel] | None 
         close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.5)
         hint = f"; did you mean '{'.'.join([*map(str, shown[:-1]), close[0]])}'?" if close else ""
         return f"{source}: unknown key '{dotted}'{hint} (valid here: {', '.join(valid)})"
-    return f"{source}: '{dotted}': {error['msg']} (got {error.get('input')!r})"
+    return f"{source}: '{dotted}': {error['msg']} (got {quoted(error.get('input'))})"
 
 
 def load_settings(

@@ -17,6 +17,7 @@ from ragtriage.commands.common import (
 from ragtriage.eval import store as eval_store
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.text import plural
+from ragtriage.wording import quoted
 
 if TYPE_CHECKING:
     from ragtriage.eval.chunk_sweep import SweepTable
@@ -27,7 +28,7 @@ def _sizes(_ctx: click.Context, _param: click.Parameter, value: str) -> list[int
         sizes = [int(part) for part in value.replace(" ", "").split(",") if part]
     except ValueError:
         raise click.BadParameter(
-            f"{value!r}: give sizes in characters separated by commas, e.g. 400,800"
+            f"{quoted(value)}: give sizes in characters separated by commas, e.g. 400,800"
         ) from None
     if not sizes:
         raise click.BadParameter("give at least one size, e.g. 400,800")

@@ -8,6 +8,7 @@ import click
 
 from ragtriage.commands.common import echo_json, open_workspace, workspace_options
 from ragtriage.eval import store as eval_store
+from ragtriage.wording import quoted
 
 
 def _grades(values: tuple[str, ...]) -> dict[str, int]:
@@ -16,7 +17,7 @@ def _grades(values: tuple[str, ...]) -> dict[str, int]:
         chunk_id, sep, grade = value.rpartition("=")
         if not sep or not chunk_id or not grade.lstrip("-").isdigit():
             raise click.BadParameter(
-                f"{value!r}: write CHUNK_ID=GRADE, e.g. --grade c12=2", param_hint="--grade"
+                f"{quoted(value)}: write CHUNK_ID=GRADE, e.g. --grade c12=2", param_hint="--grade"
             )
         grades[chunk_id] = int(grade)
     return grades

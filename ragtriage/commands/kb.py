@@ -19,6 +19,7 @@ from ragtriage.commands.common import (
 from ragtriage.errors import NotFoundError, RagtriageError
 from ragtriage.kb import service
 from ragtriage.render.text import plural
+from ragtriage.wording import quoted
 from ragtriage.workspace import Workspace
 
 ProgressCallback = Callable[[int, int], None]
@@ -166,7 +167,7 @@ def show_command(chunk_id: str, as_json: bool, home: Path | None, config_file: P
     with open_workspace(home, config_file) as workspace:
         chunk = service.get_chunks(workspace.engine, [chunk_id]).get(chunk_id)
         if chunk is None:
-            raise NotFoundError(f"no chunk {chunk_id!r}; see `ragtriage kb chunks` for the ids")
+            raise NotFoundError(f"no chunk {quoted(chunk_id)}; see `ragtriage kb chunks` for the ids")
         around = service.neighbours(workspace.engine, chunk_id)
     if as_json:
         echo_json({**chunk.model_dump(mode="json"), "neighbours": [n.chunk_id for n in around]})

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from ragtriage.errors import InputError
 from ragtriage.eval.cases import EvalCase, Granularity
+from ragtriage.wording import quoted
 
 __all__ = ["read_beir", "read_beir_corpus", "write_beir"]
 
@@ -74,7 +75,7 @@ def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
             score = int(score_text)
         except ValueError:
             raise InputError(
-                f"{path}:{number}: field `score` must be an integer, got {score_text!r}"
+                f"{path}:{number}: field `score` must be an integer, got {quoted(score_text)}"
             ) from None
         qrels.setdefault(query_id, {})[corpus_id] = score
     return qrels
@@ -113,7 +114,7 @@ def read_beir(folder: Path, *, split: str = "test", granularity: Granularity = "
     if missing:
         raise InputError(
             f"{qrels_path}: {len(missing)} judged queries are not in {queries_path.name} "
-            f"(first: {missing[0]!r}); "
+            f"(first: {quoted(missing[0])}); "
             "add them or remove their qrels lines"
         )
     return cases
@@ -176,7 +177,7 @@ def write_beir(
     for case in cases:
         if "\t" in case.case_id or any("\t" in gold_id or "\n" in gold_id for gold_id in case.gold):
             raise InputError(
-                f"case {case.case_id!r}: ids with tabs cannot go into BEIR qrels; export to cases-jsonl"
+                f"case {quoted(case.case_id)}: ids with tabs cannot go into BEIR qrels; export to cases-jsonl"
             )
         row = {"_id": case.case_id, "text": case.query, "metadata": _metadata(case)}
         query_lines.append(json.dumps(row, ensure_ascii=False))

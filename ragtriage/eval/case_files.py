@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from ragtriage.errors import InputError
 from ragtriage.eval.cases import EvalCase, GoldRef, did_you_mean, grades_from_mapping
+from ragtriage.wording import quoted
 
 __all__ = ["read_cases_json", "read_cases_jsonl", "write_cases_json", "write_cases_jsonl"]
 
@@ -73,9 +74,11 @@ class _Record:
                 continue
             hint = did_you_mean(key, known)
             if hint:
-                raise InputError(f"{self.where}: unknown field {key!r}{hint}; rename it")
+                raise InputError(f"{self.where}: unknown field {quoted(key)}{hint}; rename it")
             if warnings is not None:
-                warnings.append(f"{self.where}: field {key!r} is not part of the format and was ignored")
+                warnings.append(
+                    f"{self.where}: field {quoted(key)} is not part of the format and was ignored"
+                )
 
     def fail(self, name: str, problem: str) -> InputError:
         return InputError(f"{self.where}: field `{name}` {problem}")
@@ -86,7 +89,7 @@ class _Record:
             if required:
                 present = [key for key in alternatives if key in self.data]
                 hint = (
-                    f"; this looks like the other form (it has {present[0]!r}), try the other --format"
+                    f"; this looks like the other form (it has {quoted(present[0])}), try the other --format"
                     if present
                     else ""
                 )
@@ -126,7 +129,7 @@ class _Record:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise self.fail(name, f"must be a positive integer, got {value!r}")
+            raise self.fail(name, f"must be a positive integer, got {quoted(value)}")
         return value
 
     def refs(self, name: str = "gold_refs") -> list[GoldRef]:
@@ -167,7 +170,7 @@ def _gold(record: _Record, chunk_field: str, doc_field: str) -> tuple[dict[str, 
     for gold_id in listed:
         if grades.get(gold_id, 1) <= 0:
             raise record.fail(
-                "grades", f"gives {gold_id!r} grade {grades[gold_id]} but it is listed as relevant"
+                "grades", f"gives {quoted(gold_id)} grade {grades[gold_id]} but it is listed as relevant"
             )
     return {**listed, **grades}, granularity
 
@@ -233,7 +236,7 @@ def _json_array_items(path: Path, text: str) -> list[tuple[int, object]]:
 def _unique(path: Path, line: int, case: EvalCase, seen: dict[str, int]) -> EvalCase:
     if case.case_id in seen:
         raise InputError(
-            f"{path}:{line}: field `case_id` {case.case_id!r} was already used on line {seen[case.case_id]}; "
+            f"{path}:{line}: field `case_id` {quoted(case.case_id)} was already used on line {seen[case.case_id]}; "
             "make case ids unique"
         )
     seen[case.case_id] = line

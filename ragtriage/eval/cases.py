@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ragtriage.wording import quoted
+
 __all__ = ["EvalCase", "GoldRef", "Granularity", "cases_to_qrels", "did_you_mean"]
 
 Granularity = Literal["chunk", "doc"]
@@ -91,7 +93,7 @@ def cases_to_qrels(cases: Iterable[EvalCase]) -> dict[str, dict[str, int]]:
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     """` (did you mean 'x'?)` for the closest known name, or an empty string."""
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return f" (did you mean {quoted(close[0])}?)" if close else ""
 
 
 def grades_from_mapping(value: Mapping[object, object]) -> dict[str, int]:
@@ -99,6 +101,6 @@ def grades_from_mapping(value: Mapping[object, object]) -> dict[str, int]:
     grades: dict[str, int] = {}
     for gold_id, grade in value.items():
         if isinstance(grade, bool) or not isinstance(grade, (int, float)) or int(grade) != grade:
-            raise ValueError(f"grade of {gold_id!r} must be an integer, got {grade!r}")
+            raise ValueError(f"grade of {quoted(gold_id)} must be an integer, got {quoted(grade)}")
         grades[str(gold_id)] = int(grade)
     return grades

@@ -28,6 +28,7 @@ from ragtriage.eval import store as eval_store
 from ragtriage.eval.gold_map import resolve_cases
 from ragtriage.store.db import read_session
 from ragtriage.store.kb_tables import DocumentRow
+from ragtriage.wording import quoted
 
 if TYPE_CHECKING:
     from ragtriage.workspace import Workspace
@@ -184,7 +185,7 @@ def run_chunk_sweep(
             usable.append(case)
     if not usable:
         raise InputError(
-            f"no case of {dataset!r} can map onto another chunking ({len(stored)} checked): the gold is "
+            f"no case of {quoted(dataset)} can map onto another chunking ({len(stored)} checked): the gold is "
             "chunk ids; promote them again (promote stores doc_id, anchor and span) or add `gold_refs` "
             "to the eval file and re-import"
         )

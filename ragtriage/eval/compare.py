@@ -18,6 +18,7 @@ from ragtriage.eval.aggregate import aggregate_by_bucket, mean_metrics
 from ragtriage.eval.runner import effective_status
 from ragtriage.eval.significance import PairedTest, WinTieLoss, paired_randomization_test, win_tie_loss
 from ragtriage.store.eval_tables import EvalRunCaseRow, EvalRunRow
+from ragtriage.wording import quoted
 
 __all__ = [
     "DEFAULT_TEST_METRICS",
@@ -142,7 +143,7 @@ def compare_runs(
     tested = [m for m in test_metrics if m in names] or names[:1]
     primary = primary_metric or (tested[0] if tested else "mrr")
     if paired and primary not in names:
-        raise ValueError(f"metric {primary!r} is not in both runs; they have {', '.join(names)}")
+        raise ValueError(f"metric {quoted(primary)} is not in both runs; they have {', '.join(names)}")
     per_a = {c: ranked_a[c].metrics for c in paired}
     per_b = {c: ranked_b[c].metrics for c in paired}
     comparison = Comparison(

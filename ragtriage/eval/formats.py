@@ -30,6 +30,7 @@ from ragtriage.eval.trec_files import (
     write_trec_qrels,
     write_trec_run,
 )
+from ragtriage.wording import quoted
 
 __all__ = [
     "CASE_FORMATS",
@@ -85,7 +86,7 @@ def cases_from_qrels(
     missing = [qid for qid in qrels if qid not in queries]
     if missing:
         raise InputError(
-            f"{len(missing)} judged queries have no query text (first: {missing[0]!r}); "
+            f"{len(missing)} judged queries have no query text (first: {quoted(missing[0])}); "
             "give a `qid<TAB>query` file next to the qrels as <qrels>.queries.tsv"
         )
     case_ids = list(dict.fromkeys([*queries, *qrels]))
@@ -134,7 +135,7 @@ def read_cases(
             read_trec_qrels(path), read_queries_tsv(topics), granularity=granularity or "chunk"
         )
     else:
-        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(CASE_FORMATS)}")
+        raise ValueError(f"unknown format {quoted(fmt)}; choose one of {', '.join(CASE_FORMATS)}")
     if granularity is not None:
         cases = [case.model_copy(update={"gold_granularity": granularity}) for case in cases]
     return cases
@@ -170,4 +171,4 @@ def write_cases(
         write_trec_qrels(cases_to_qrels(c for c in cases if c.gold), path)
         write_queries_tsv({case.case_id: case.query for case in cases}, queries_path_for(path))
         return [path, queries_path_for(path)]
-    raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(CASE_FORMATS)}")
+    raise ValueError(f"unknown format {quoted(fmt)}; choose one of {', '.join(CASE_FORMATS)}")

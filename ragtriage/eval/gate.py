@@ -20,6 +20,7 @@ from ragtriage.eval import store as eval_store
 from ragtriage.eval.compare import compare_runs
 from ragtriage.eval.runner import effective_status
 from ragtriage.eval.specs import parse_metric
+from ragtriage.wording import quoted
 
 __all__ = ["GateCheck", "GateResult", "GateRule", "GateRuleError", "evaluate_gate", "parse_rule"]
 
@@ -70,7 +71,9 @@ def parse_rule(text: str, kind: Literal["min", "max_drop"]) -> GateRule:
     option = "--min" if kind == "min" else "--max-drop"
     name, sep, raw_value = text.partition("=")
     if not sep or not name.strip() or not raw_value.strip():
-        raise GateRuleError(f'{option} {text!r}: write it as METRIC=VALUE, e.g. {option} "recall@5=0.8"')
+        raise GateRuleError(
+            f'{option} {quoted(text)}: write it as METRIC=VALUE, e.g. {option} "recall@5=0.8"'
+        )
     name = name.strip()
     if name.lower() in EXTRA_METRICS:
         metric = name.lower()
@@ -78,19 +81,19 @@ def parse_rule(text: str, kind: Literal["min", "max_drop"]) -> GateRule:
         try:
             metric = parse_metric(name).label
         except ValueError as error:
-            raise GateRuleError(f"{option} {text!r}: {error}") from None
+            raise GateRuleError(f"{option} {quoted(text)}: {error}") from None
     raw_value = raw_value.strip()
     relative = raw_value.endswith("%")
     if relative and kind == "min":
-        raise GateRuleError(f"{option} {text!r}: a floor is an absolute value, e.g. {name}=0.8 (no %)")
+        raise GateRuleError(f"{option} {quoted(text)}: a floor is an absolute value, e.g. {name}=0.8 (no %)")
     try:
         value = float(raw_value.rstrip("%"))
     except ValueError:
-        raise GateRuleError(f"{option} {text!r}: {raw_value!r} is not a number") from None
+        raise GateRuleError(f"{option} {quoted(text)}: {quoted(raw_value)} is not a number") from None
     if relative:
         value /= 100.0
     if value < 0:
-        raise GateRuleError(f"{option} {text!r}: the value must not be negative")
+        raise GateRuleError(f"{option} {quoted(text)}: the value must not be negative")
     return GateRule(kind, metric, value, relative, text)
 
 

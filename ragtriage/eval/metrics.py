@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from ragtriage.wording import quoted
+
 Qrels: TypeAlias = Mapping[str, int] | Mapping[str, float] | Iterable[str]
 """Judgements of one query: `{id: grade}`, or a collection of relevant ids (grade 1)."""
 
@@ -56,7 +58,7 @@ def dedupe_ranking(ranked: Iterable[str]) -> tuple[list[str], int]:
 
 def _check_k(k: int) -> None:
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ValueError(f"cutoff k must be a positive integer, got {k!r}")
+        raise ValueError(f"cutoff k must be a positive integer, got {quoted(k)}")
 
 
 def _top_k(ranked: Iterable[str], k: int) -> list[str]:

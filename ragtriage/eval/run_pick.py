@@ -7,6 +7,7 @@ from sqlalchemy.engine import Engine
 from ragtriage.errors import NotFoundError
 from ragtriage.eval import store as eval_store
 from ragtriage.store.eval_tables import EvalRunRow
+from ragtriage.wording import quoted
 
 
 def run_or_newest(engine: Engine, run_ref: str | None, dataset: str) -> EvalRunRow:
@@ -20,6 +21,6 @@ def run_or_newest(engine: Engine, run_ref: str | None, dataset: str) -> EvalRunR
     complete = [run for run in eval_store.list_runs(engine, dataset) if run.status == "complete"]
     if not complete:
         raise NotFoundError(
-            f"eval set {dataset!r} has no complete run; run `ragtriage eval run` first, or name one with --run"
+            f"eval set {quoted(dataset)} has no complete run; run `ragtriage eval run` first, or name one with --run"
         )
     return complete[0]

@@ -6,6 +6,8 @@ import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ragtriage.wording import quoted
+
 #: Canonical metric names and whether they need a cutoff (`p@5`) or may have one (`mrr`, `mrr@10`).
 METRIC_NAMES: dict[str, str] = {
     "p": "required",
@@ -75,12 +77,12 @@ def parse_metric(text: str) -> MetricSpec:
         raise ValueError(_unknown_message(raw, base))
     if cutoff == "":
         if "@" in cleaned:
-            raise ValueError(f"metric {raw!r} has an empty cutoff; write e.g. {name}@10")
+            raise ValueError(f"metric {quoted(raw)} has an empty cutoff; write e.g. {name}@10")
         if METRIC_NAMES[name] == "required":
-            raise ValueError(f"metric {raw!r} needs a cutoff; write e.g. {name}@10")
+            raise ValueError(f"metric {quoted(raw)} needs a cutoff; write e.g. {name}@10")
         return MetricSpec(name)
     if not cutoff.isdigit() or int(cutoff) < 1:
-        raise ValueError(f"metric {raw!r}: the cutoff must be a positive integer, e.g. {name}@10")
+        raise ValueError(f"metric {quoted(raw)}: the cutoff must be a positive integer, e.g. {name}@10")
     return MetricSpec(name, int(cutoff))
 
 
@@ -92,7 +94,7 @@ def _unknown_message(raw: str, base: str) -> str:
         suggested = ALIASES.get(close[0], close[0])
         suffix = raw[raw.index("@") :] if "@" in raw else ("" if suggested == "mrr" else "@10")
         hint = f"; did you mean {suggested}{suffix}?"
-    return f"unknown metric {raw!r}{hint} Known: p@K, recall@K, hit@K, ndcg@K, mrr, mrr@K, coverage@N"
+    return f"unknown metric {quoted(raw)}{hint} Known: p@K, recall@K, hit@K, ndcg@K, mrr, mrr@K, coverage@N"
 
 
 def parse_metrics(texts: Iterable[str]) -> list[MetricSpec]:
@@ -119,7 +121,7 @@ def parse_ks(text: str) -> list[int]:
         if not part:
             continue
         if not part.isdigit() or int(part) < 1:
-            raise ValueError(f"cutoff {part!r} is not a positive integer; write e.g. --ks 1,3,5,10,20")
+            raise ValueError(f"cutoff {quoted(part)} is not a positive integer; write e.g. --ks 1,3,5,10,20")
         if int(part) not in ks:
             ks.append(int(part))
     if not ks:

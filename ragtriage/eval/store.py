@@ -23,6 +23,7 @@ from ragtriage.eval.cases import EvalCase, GoldRef
 from ragtriage.pipeline.normalize import normalize_text
 from ragtriage.store.db import read_session, write_session
 from ragtriage.store.eval_tables import EvalCaseRow, EvalDatasetRow, EvalRunCaseRow, EvalRunRow
+from ragtriage.wording import quoted
 
 DEFAULT_DATASET = "default"
 RUN_STATUSES = ("running", "incomplete", "complete")
@@ -114,7 +115,7 @@ def dataset_version(engine: Engine, dataset: str) -> int:
         if row is None:
             known = [d.name for d in session.exec(select(EvalDatasetRow)).all()]
             raise NotFoundError(
-                f"no eval dataset {dataset!r} (known: {', '.join(known) or 'none'}); "
+                f"no eval dataset {quoted(dataset)} (known: {', '.join(known) or 'none'}); "
                 "create one with `ragtriage eval import FILE --dataset NAME` or `ragtriage promote`"
             )
         return row.version
@@ -131,7 +132,7 @@ def dataset_cases(
     """
     current = dataset_version(engine, dataset)
     if version is not None and not 0 <= version <= current:
-        raise NotFoundError(f"dataset {dataset!r} has versions 1..{current}, not {version}")
+        raise NotFoundError(f"dataset {quoted(dataset)} has versions 1..{current}, not {version}")
     with read_session(engine) as session:
         statement = _current(select(EvalCaseRow).where(EvalCaseRow.dataset == dataset), version)
         if case_ids is not None:
@@ -177,7 +178,7 @@ def add_cases(
     for case in cases:
         if case.case_id in seen:
             raise InputError(
-                f"case id {case.case_id!r} appears twice in one import; give every case its own id"
+                f"case id {quoted(case.case_id)} appears twice in one import; give every case its own id"
             )
         seen.add(case.case_id)
     if provenances is not None and len(provenances) != len(cases):
@@ -344,7 +345,7 @@ def get_run(engine: Engine, ref: str | int) -> EvalRunRow:
                 select(EvalRunRow).where(EvalRunRow.name == text).order_by(col(EvalRunRow.id).desc())
             ).first()
     if row is None:
-        raise NotFoundError(f"no eval run {ref!r}; list them with `ragtriage eval runs`")
+        raise NotFoundError(f"no eval run {quoted(ref)}; list them with `ragtriage eval runs`")
     return row
 
 

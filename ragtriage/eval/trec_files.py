@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragtriage.errors import InputError
+from ragtriage.wording import quoted
 
 __all__ = [
     "TrecRun",
@@ -52,12 +53,12 @@ def read_trec_qrels(path: Path) -> dict[str, dict[str, int]]:
             grade = int(grade_text)
         except ValueError:
             raise InputError(
-                f"{path}:{number}: field `grade` must be an integer (e.g. 0, 1, 2), got {grade_text!r}"
+                f"{path}:{number}: field `grade` must be an integer (e.g. 0, 1, 2), got {quoted(grade_text)}"
             ) from None
         judged = qrels.setdefault(qid, {})
         if doc_id in judged and judged[doc_id] != grade:
             raise InputError(
-                f"{path}:{number}: {doc_id!r} of query {qid!r} is judged twice "
+                f"{path}:{number}: {quoted(doc_id)} of query {quoted(qid)} is judged twice "
                 f"({judged[doc_id]} and {grade}); "
                 "keep one line"
             )
@@ -79,7 +80,7 @@ def _check_ids(table: Mapping[str, object]) -> None:
         for identifier in [qid, *(docs if isinstance(docs, (Mapping, list, tuple)) else [])]:
             if not str(identifier) or any(ch.isspace() for ch in str(identifier)):
                 raise InputError(
-                    f"id {identifier!r} is empty or contains whitespace, which TREC files cannot hold; "
+                    f"id {quoted(identifier)} is empty or contains whitespace, which TREC files cannot hold; "
                     "export to cases-json or cases-jsonl instead"
                 )
 
@@ -119,7 +120,9 @@ def read_trec_run(path: Path) -> TrecRun:
         except ValueError:
             score = math.nan
         if not math.isfinite(score):
-            raise InputError(f"{path}:{number}: field `score` must be a finite number, got {score_text!r}")
+            raise InputError(
+                f"{path}:{number}: field `score` must be a finite number, got {quoted(score_text)}"
+            )
         rows.setdefault(qid, []).append((score, number, doc_id))
         tags.add(tag)
     run = TrecRun(tag=sorted(tags)[0] if tags else "ragtriage")
@@ -156,7 +159,7 @@ def write_trec_run(
         query_scores = scores.get(qid) if scores is not None else None
         for rank, doc_id in enumerate(ranked, start=1):
             score = query_scores[rank - 1] if query_scores is not None else float(len(ranked) - rank + 1)
-            lines.append(f"{qid} Q0 {doc_id} {rank} {score!r} {tag}")
+            lines.append(f"{qid} Q0 {doc_id} {rank} {score} {tag}")
     Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
@@ -176,7 +179,7 @@ def read_queries_tsv(path: Path) -> dict[str, str]:
         if not tab:
             raise InputError(f"{path}:{number}: expected `qid<TAB>query text`; separate the id with a tab")
         if qid in queries:
-            raise InputError(f"{path}:{number}: query id {qid!r} appears twice; keep one line")
+            raise InputError(f"{path}:{number}: query id {quoted(qid)} appears twice; keep one line")
         queries[qid] = text
     return queries
 

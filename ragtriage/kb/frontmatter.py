@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from ragtriage.kb.document import DocumentLoadError, DocumentMeta
+from ragtriage.wording import quoted
 
 _FENCE = "---"
 _CLOSERS = ("---", "...")
@@ -75,7 +76,7 @@ def _meta_from_mapping(data: dict[Any, Any], block_lines: list[str], path: Path 
         if isinstance(value, (dict, list)):
             raise DocumentLoadError(
                 path,
-                f"front matter key {key!r} must be a single value",
+                f"front matter key {quoted(key)} must be a single value",
                 f"write `{key}: <text>`",
                 line=line_of(key),
             )
@@ -85,7 +86,7 @@ def _meta_from_mapping(data: dict[Any, Any], block_lines: list[str], path: Path 
     if status is not None and status not in _STATUSES:
         raise DocumentLoadError(
             path,
-            f"front matter status {status!r} is not one of {', '.join(_STATUSES)}",
+            f"front matter status {quoted(status)} is not one of {', '.join(_STATUSES)}",
             "use `status: published` (retrievable) or `status: ready` (stored, not indexed)",
             line=line_of("status"),
         )
@@ -96,7 +97,7 @@ def _meta_from_mapping(data: dict[Any, Any], block_lines: list[str], path: Path 
         except ValueError:
             raise DocumentLoadError(
                 path,
-                f"front matter updated_at {updated_at!r} is not an ISO date",
+                f"front matter updated_at {quoted(updated_at)} is not an ISO date",
                 "write `updated_at: 2024-05-01` or `2024-05-01T09:30:00`",
                 line=line_of("updated_at"),
             ) from None

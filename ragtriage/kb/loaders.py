@@ -23,6 +23,7 @@ from ragtriage.kb.markdown_loader import load_markdown
 from ragtriage.kb.office_loader import load_docx, load_pptx
 from ragtriage.kb.pdf_loader import load_pdf
 from ragtriage.kb.text import clean_inline, decode_bytes, looks_binary
+from ragtriage.wording import quoted
 
 _BINARY_LOADERS: dict[str, Callable[..., LoadedDocument]] = {
     "docx": load_docx,
@@ -47,7 +48,7 @@ def load_document(path: Path) -> LoadedDocument:
         fix = f"use one of {', '.join(sorted(SUFFIX_FORMATS))}"
         if suffix in LEGACY_SUFFIXES:
             fix = f"save it as {LEGACY_SUFFIXES[suffix]} (File › Save As) and add that"
-        raise DocumentLoadError(path, f"unsupported file type {path.suffix!r}", fix)
+        raise DocumentLoadError(path, f"unsupported file type {quoted(path.suffix)}", fix)
     try:
         data = path.read_bytes()
     except OSError as error:

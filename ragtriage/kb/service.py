@@ -34,6 +34,7 @@ from ragtriage.kb.repository import DELETED, as_utc, kb_revision, mark_deleted, 
 from ragtriage.pipeline.types import ChunkRecord
 from ragtriage.store.db import read_session
 from ragtriage.store.kb_tables import ChunkRow, DocumentRow, KBStateRow
+from ragtriage.wording import quoted
 from ragtriage.workspace import Workspace
 
 __all__ = [
@@ -119,7 +120,7 @@ def _ingest_file(
         report.failed.append(
             FailedFile(
                 path=str(path),
-                reason=f"doc_id {doc_id!r} is also used by {doc_sources[doc_id]}",
+                reason=f"doc_id {quoted(doc_id)} is also used by {doc_sources[doc_id]}",
                 fix="give one of the files a distinct `doc_id` in its front matter, or rename it",
             )
         )
@@ -208,7 +209,7 @@ def remove_documents(workspace: Workspace, doc_ids: Sequence[str], *, index: boo
     unknown = [doc_id for doc_id in wanted if doc_id not in known]
     if unknown:
         raise NotFoundError(
-            f"no document {', '.join(map(repr, unknown))} in KB {kb!r}; list them with `kb chunks`"
+            f"no document {', '.join(map(quoted, unknown))} in KB {quoted(kb)}; list them with `kb chunks`"
         )
     removed, chunk_count = mark_deleted(workspace.engine, [d for d in wanted if known[d] != DELETED], kb)
     report = RemoveReport(
@@ -266,7 +267,9 @@ def list_chunks(
         statement = statement.options(defer(ChunkRow.content))  # type: ignore[arg-type]
     with read_session(workspace.engine) as session:
         if doc_id is not None and session.get(DocumentRow, doc_id) is None:
-            raise NotFoundError(f"no document {doc_id!r} in KB {kb!r}; see `ragtriage kb chunks` for the ids")
+            raise NotFoundError(
+                f"no document {quoted(doc_id)} in KB {quoted(kb)}; see `ragtriage kb chunks` for the ids"
+            )
         ordered = statement.order_by(col(ChunkRow.doc_id), col(ChunkRow.ordinal), col(ChunkRow.chunk_id))
         rows = session.exec(ordered).all()
         sources = _source_paths(session, {row.doc_id for row in rows})
@@ -319,7 +322,7 @@ def neighbours(engine: Engine, chunk_id: str) -> list[ChunkRecord]:
     with read_session(engine) as session:
         row = session.get(ChunkRow, chunk_id)
         if row is None:
-            raise NotFoundError(f"no chunk {chunk_id!r}; see `ragtriage kb chunks` for the ids")
+            raise NotFoundError(f"no chunk {quoted(chunk_id)}; see `ragtriage kb chunks` for the ids")
         statement = select(ChunkRow).where(
             ChunkRow.doc_id == row.doc_id, col(ChunkRow.ordinal).in_([row.ordinal - 1, row.ordinal + 1])
         )

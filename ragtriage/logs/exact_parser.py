@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from ragtriage.logs.log_line import EPOCH, ONE_US, BadLine, LogLine, request_facts, utc
 from ragtriage.logs.schema import RequestLog, map_flat_form
+from ragtriage.wording import quoted
 
 BOM = b"\xef\xbb\xbf"
 _TRAILING_COMMA = re.compile(r",\s*[}\]]")
@@ -88,7 +89,7 @@ def parse_exact(raw: bytes, line_no: int, unterminated: bool) -> LogLine | BadLi
     try:
         obj = json.loads(text, object_pairs_hook=_object_without_duplicates, parse_constant=_reject_constant)
     except _DuplicateKey as error:
-        return bad("duplicate_key", f"duplicate key {error.key!r}", "keep one value per key")
+        return bad("duplicate_key", f"duplicate key {quoted(error.key)}", "keep one value per key")
     except _NonFiniteNumber as error:
         return bad("nan", f"{error.token} is not valid JSON", "log null (or a finite number) instead")
     except RecursionError:
@@ -119,7 +120,7 @@ def parse_exact(raw: bytes, line_no: int, unterminated: bool) -> LogLine | BadLi
         where = ".".join(str(p) for p in first["loc"] if not _is_union_tag(p))
         if first["type"] == "missing":
             return bad("missing_field", f"missing required field '{where}'", f"add '{where}' to every record")
-        got = repr(first.get("input"))[:60]
+        got = quoted(first.get("input"), limit=60)
         return bad(
             "invalid_field", f"field '{where}': {first['msg']} (got {got})", "fix the value or drop the field"
         )

@@ -29,6 +29,7 @@ from ragtriage.logs.replay_logged import logged_stage_ids
 from ragtriage.logs.schema import STAGE_NAMES, RequestLog
 from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.store.db import read_session, write_session
+from ragtriage.wording import quoted
 
 if TYPE_CHECKING:
     from ragtriage.pipeline.pipeline import Pipeline
@@ -184,7 +185,7 @@ def _rewrite_difference(record: RequestLog, trace: Trace) -> str | None:
         return None
     replayed = trace.rewrite
     if logged.rewritten_query != replayed.rewritten_query:
-        return f"rewritten query {logged.rewritten_query!r} logged, {replayed.rewritten_query!r} replayed"
+        return f"rewritten query {quoted(logged.rewritten_query)} logged, {quoted(replayed.rewritten_query)} replayed"
     if logged.sub_queries is not None and list(logged.sub_queries) != list(replayed.sub_queries):
         return f"sub-queries {logged.sub_queries} logged, {replayed.sub_queries} replayed"
     return None

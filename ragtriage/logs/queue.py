@@ -15,6 +15,7 @@ from ragtriage.store.db import read_session
 from ragtriage.store.fidelity_tables import ReplayFidelityRow
 from ragtriage.store.log_tables import RequestLogRow, TriageRow
 from ragtriage.store.triage_repo import triage_filters
+from ragtriage.wording import quoted
 
 NOT_DIAGNOSED = "-"
 """Key of `QueueCounts.by_suggested` for records no diagnosis has run on."""
@@ -102,7 +103,7 @@ def parse_since(text: str, *, now: datetime | None = None) -> datetime:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
         raise InputError(
-            f"--since {text!r}: give a duration like 30m, 12h, 7d, 2w "
+            f"--since {quoted(text)}: give a duration like 30m, 12h, 7d, 2w "
             "or a date/time like 2026-11-02 or 2026-11-02T08:00"
         ) from None
     return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
@@ -141,9 +142,11 @@ def list_queue(
     if limit < 0 or offset < 0:
         raise InputError("--limit and --offset must be zero or more")
     if sort not in QUEUE_SORTS:
-        raise InputError(f"unknown sort {sort!r}; use one of {', '.join(QUEUE_SORTS)}")
+        raise InputError(f"unknown sort {quoted(sort)}; use one of {', '.join(QUEUE_SORTS)}")
     if fidelity is not None and fidelity not in FIDELITY_FILTERS:
-        raise InputError(f"unknown fidelity filter {fidelity!r}; use one of {', '.join(FIDELITY_FILTERS)}")
+        raise InputError(
+            f"unknown fidelity filter {quoted(fidelity)}; use one of {', '.join(FIDELITY_FILTERS)}"
+        )
     conditions = triage_filters(status=status, label=label, reason=reason, assignee=assignee, since=since)
     triage = TriageRow.__table__  # type: ignore[attr-defined]
     requests = RequestLogRow.__table__  # type: ignore[attr-defined]

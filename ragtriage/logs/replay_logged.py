@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from ragtriage.errors import InputError
 from ragtriage.logs.schema import STAGE_NAMES, RequestLog, to_trace
 from ragtriage.pipeline.types import ROUTE_BM25_RAW, ROUTE_DENSE_RAW, ProfileRef, RunOptions, Trace
+from ragtriage.wording import quoted
 
 if TYPE_CHECKING:
     from ragtriage.workspace import Workspace
@@ -124,7 +125,7 @@ def replayed_stage_ids(trace: Trace, stage: str) -> list[str]:
         return [hit.chunk_id for hit in trace.reranked]
     if stage == "final_context":
         return list(trace.final)
-    raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(STAGE_NAMES)}")
+    raise ValueError(f"unknown stage {quoted(stage)}; stages are {', '.join(STAGE_NAMES)}")
 
 
 def not_replayed_reason(trace: Trace, stage: str) -> str | None:
@@ -180,7 +181,7 @@ def logged_rewrite_options(record: RequestLog) -> RunOptions:
     """
     if record.rewrite is None:
         raise InputError(
-            f"request {record.request_id!r} logged no rewrite; replay it without --use-logged-rewrite"
+            f"request {quoted(record.request_id)} logged no rewrite; replay it without --use-logged-rewrite"
         )
     return RunOptions(rewrite_override=to_trace(record).rewrite)
 

@@ -16,6 +16,7 @@ from ragtriage.logs.schema import RequestLog
 from ragtriage.store.db import read_session
 from ragtriage.store.log_tables import LogConflictRow, RequestLogRow
 from ragtriage.store.triage_repo import TriageRecord, find_record
+from ragtriage.wording import quoted
 
 IN_CHUNK = 500
 
@@ -43,7 +44,9 @@ def _parse(row_body: str, request_id: str) -> RequestLog:
     try:
         return RequestLog.model_validate_json(row_body)
     except ValueError as error:
-        raise StoreError(f"stored request {request_id!r} no longer matches the log schema: {error}") from None
+        raise StoreError(
+            f"stored request {quoted(request_id)} no longer matches the log schema: {error}"
+        ) from None
 
 
 def find_request(engine: Engine, request_id: str) -> StoredRequest | None:
@@ -76,7 +79,7 @@ def get_request(engine: Engine, request_id: str) -> RequestLog:
     stored = find_request(engine, request_id)
     if stored is None:
         raise NotFoundError(
-            f"no logged request with request_id {request_id!r}; check the id or ingest its log"
+            f"no logged request with request_id {quoted(request_id)}; check the id or ingest its log"
         )
     return stored.record
 
@@ -123,7 +126,7 @@ def request_view(engine: Engine, request_id: str) -> RequestView:
     stored = find_request(engine, request_id)
     if stored is None:
         raise NotFoundError(
-            f"no logged request with request_id {request_id!r}; check the id or ingest its log"
+            f"no logged request with request_id {quoted(request_id)}; check the id or ingest its log"
         )
     return RequestView(request=stored, triage=find_record(engine, request_id))
 

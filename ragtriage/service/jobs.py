@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from ragtriage.errors import RagtriageError
 from ragtriage.eval import store as eval_store
 from ragtriage.eval.runner import run_eval
+from ragtriage.wording import quoted
 from ragtriage.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -126,7 +127,7 @@ class EvalJobs:
             if job.failure is not None:
                 raise job.failure
             raise RagtriageError(
-                f"the evaluation of {dataset!r} did not start within {START_TIMEOUT_S:.0f} s"
+                f"the evaluation of {quoted(dataset)} did not start within {START_TIMEOUT_S:.0f} s"
             )
         return job
 

@@ -27,6 +27,7 @@ from ragtriage.eval.gate import GateResult
 from ragtriage.eval.run_view import CaseResult, RunDetail, RunListItem, case_results, run_detail
 from ragtriage.service import charts
 from ragtriage.store.eval_tables import EvalRunRow
+from ragtriage.wording import quoted
 
 __all__ = ["render_index", "render_report", "write_report"]
 
@@ -170,8 +171,8 @@ def build_context(engine: Engine, run_ref: str | int, compare: str | int | None 
         detail_b = run_detail(engine, compare, limit=1)
         if detail_b.dataset != detail_a.dataset:
             raise InputError(
-                f"--compare {compare}: run {detail_b.run_id} evaluated eval set {detail_b.dataset!r} but run "
-                f"{detail_a.run_id} evaluated {detail_a.dataset!r}; compare two runs of the same eval set"
+                f"--compare {compare}: run {detail_b.run_id} evaluated eval set {quoted(detail_b.dataset)} but run "
+                f"{detail_a.run_id} evaluated {quoted(detail_a.dataset)}; compare two runs of the same eval set"
             )
         runs.append(eval_store.get_run(engine, detail_b.run_id))
         cases_b = case_results(engine, runs[1], detail=False)

@@ -12,6 +12,7 @@ from ragtriage.eval import store as eval_store
 from ragtriage.eval.run_view import MAX_PAGE, RunDetail, RunListItem, list_run_items, run_detail
 from ragtriage.eval.runner import effective_status
 from ragtriage.service.state import ServiceState, service_state
+from ragtriage.wording import quoted
 
 router = APIRouter(prefix="/api/v1", tags=["retrieval evaluation"])
 State = Annotated[ServiceState, Depends(service_state)]
@@ -74,7 +75,7 @@ def _check_kb(state: ServiceState, kb: str, runs: list[RunListItem] | None = Non
     configured = state.workspace.settings.kb.name
     if kb != configured and not runs:
         raise NotFoundError(
-            f"no knowledge base {kb!r} here; this server's knowledge base is {configured!r} "
+            f"no knowledge base {quoted(kb)} here; this server's knowledge base is {quoted(configured)} "
             "(settings: [kb] name)"
         )
 

@@ -19,6 +19,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlmodel import Session, SQLModel, create_engine
 
 from ragtriage.errors import StoreError
+from ragtriage.wording import quoted
 
 
 def _json_dumps(value: Any) -> str:
@@ -44,7 +45,7 @@ def make_engine(url: str, *, busy_timeout_ms: int = 30_000) -> Engine:
     try:
         parsed = make_url(url)
     except ArgumentError as error:
-        raise StoreError(f"bad store URL {url!r}: {error}") from None
+        raise StoreError(f"bad store URL {quoted(url)}: {error}") from None
     is_sqlite = parsed.get_backend_name() == "sqlite"
     kwargs: dict[str, Any] = {"json_serializer": _json_dumps}
     if is_sqlite:
@@ -57,7 +58,7 @@ def make_engine(url: str, *, busy_timeout_ms: int = 30_000) -> Engine:
         engine = create_engine(url, **kwargs)
     except (ModuleNotFoundError, NoSuchModuleError) as error:
         raise StoreError(
-            f"the database driver for {parsed.drivername!r} is not available ({error}); "
+            f"the database driver for {quoted(parsed.drivername)} is not available ({error}); "
             "for PostgreSQL install ragtriage[postgres] and use postgresql+psycopg://…"
         ) from None
     if is_sqlite:
@@ -106,7 +107,9 @@ def create_all(engine: Engine) -> None:
         SQLModel.metadata.create_all(engine)
         _add_missing_columns(engine)
     except OperationalError as error:
-        raise StoreError(f"cannot open the store at {engine.url!r}: {error.orig}") from None
+        raise StoreError(
+            f"cannot open the store at {quoted(engine.url.render_as_string(hide_password=True))}: {error.orig}"
+        ) from None
 
 
 def _add_missing_columns(engine: Engine) -> None:

@@ -23,6 +23,7 @@ from sqlmodel import col
 from ragtriage.errors import InputError, NotFoundError, StoreError
 from ragtriage.store.db import read_session, write_session
 from ragtriage.store.log_tables import TRIAGE_STATUSES, RequestLogRow, TriageAuditRow, TriageRow
+from ragtriage.wording import quoted
 
 USER_ENV = "RAGTRIAGE_USER"
 MANUAL_REASON = "manual"
@@ -118,7 +119,7 @@ def get_record(engine: Engine, request_id: str) -> TriageRecord:
     record = find_record(engine, request_id)
     if record is None:
         raise NotFoundError(
-            f"no triage record for request_id {request_id!r}; run `ragtriage queue` to list them"
+            f"no triage record for request_id {quoted(request_id)}; run `ragtriage queue` to list them"
         )
     return record
 
@@ -140,7 +141,7 @@ def triage_filters(
     conditions: list[ColumnElement[bool]] = []
     if status is not None:
         if status not in TRIAGE_STATUSES:
-            raise InputError(f"unknown status {status!r}; use one of {', '.join(TRIAGE_STATUSES)}")
+            raise InputError(f"unknown status {quoted(status)}; use one of {', '.join(TRIAGE_STATUSES)}")
         conditions.append(table.c.status == status)
     # JSON arrays are matched on their text form, which works on SQLite and PostgreSQL alike.
     if label is not None:
@@ -218,7 +219,9 @@ def _change(
         if row is None:
             request = session.get(RequestLogRow, request_id)
             if request is None:
-                raise NotFoundError(f"no logged request with request_id {request_id!r}; ingest its log first")
+                raise NotFoundError(
+                    f"no logged request with request_id {quoted(request_id)}; ingest its log first"
+                )
             # A triager may open any logged request, not only flagged ones.
             row = TriageRow(
                 request_id=request_id,
@@ -233,7 +236,7 @@ def _change(
             session.add(row)
         elif expected_revision is not None and row.revision != expected_revision:
             raise ConflictError(
-                f"triage record {request_id!r} was changed by {row.updated_by or 'someone'} at "
+                f"triage record {quoted(request_id)} was changed by {row.updated_by or 'someone'} at "
                 f"{row.updated_at:%Y-%m-%d %H:%M:%S} UTC (revision {row.revision}; you had revision "
                 f"{expected_revision}); reload it and apply your change again"
             )
@@ -270,7 +273,7 @@ def set_status(
         NotFoundError: no such logged request.
     """
     if status not in TRIAGE_STATUSES:
-        raise InputError(f"unknown status {status!r}; use one of {', '.join(TRIAGE_STATUSES)}")
+        raise InputError(f"unknown status {quoted(status)}; use one of {', '.join(TRIAGE_STATUSES)}")
 
     def mutate(row: TriageRow, _user: str, _now: datetime) -> tuple[Any, Any]:
         before, row.status = row.status, status
@@ -327,7 +330,9 @@ def clean_gold(items: Sequence[str | Mapping[str, Any]]) -> list[str | dict[str,
             chunk_id = str(item.get("chunk_id") or "").strip()
             grade = item.get("grade", 1)
             if not chunk_id or not isinstance(grade, int) or isinstance(grade, bool):
-                raise InputError(f"bad graded gold {dict(item)!r}; use {{'chunk_id': 'c1', 'grade': 2}}")
+                raise InputError(
+                    f'bad graded gold {quoted(dict(item))}; use {{"chunk_id": "c1", "grade": 2}}'
+                )
             entry: str | dict[str, Any] = {"chunk_id": chunk_id, "grade": grade}
         else:
             chunk_id = str(item).strip()

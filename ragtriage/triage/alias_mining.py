@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from ragtriage.errors import InputError
 from ragtriage.triage.diagnose import Diagnosis
 from ragtriage.triage.facts import normalize_text
+from ragtriage.wording import quoted
 
 #: File name used when `settings.rewrite.alias_file` is unset (inside the home folder).
 DEFAULT_ALIAS_FILE = "aliases.toml"
@@ -140,7 +141,7 @@ def add_aliases(path: Path, term: str, synonyms: Sequence[str]) -> AliasFileChan
         not isinstance(existing, list) or not all(isinstance(s, str) for s in existing)
     ):
         raise InputError(
-            f"{path}: entry {term!r} is not a list of strings; fix it by hand, nothing was written"
+            f"{path}: entry {quoted(term)} is not a list of strings; fix it by hand, nothing was written"
         )
     present = list(existing or [])
     added = [s for s in wanted if s not in present]

@@ -29,7 +29,7 @@ from ragtriage.store.log_tables import RequestLogRow
 from ragtriage.store.triage_repo import ConflictError, TriageRecord
 from ragtriage.triage.label_file import ROW_FIELDS, LabelFile, LabelRow, RowError
 from ragtriage.triage.workflow import TRANSITIONS, validate_label
-from ragtriage.wording import plural_noun
+from ragtriage.wording import plural_noun, quoted
 
 #: Statuses a row may ask for (`new` is where ingest puts a case, not a triage decision).
 ROW_STATUSES = ("in_progress", "confirmed", "dismissed")
@@ -161,7 +161,7 @@ def _record(engine: Engine, row: LabelRow) -> TriageRecord | None:
         with read_session(engine) as session:
             if session.get(RequestLogRow, row.request_id) is None:
                 raise _Rejected(
-                    row, "request_id", f"no logged request {row.request_id!r}", "ingest its log first"
+                    row, "request_id", f"no logged request {quoted(row.request_id)}", "ingest its log first"
                 )
     return record
 
@@ -190,7 +190,7 @@ def _plan(
         raise _Rejected(row, "primary", "primary is set but the row has no label", "give the label")
     if row.status is not None and row.status not in ROW_STATUSES:
         raise _Rejected(
-            row, "status", f"unknown status {row.status!r}", f"use one of {', '.join(ROW_STATUSES)}"
+            row, "status", f"unknown status {quoted(row.status)}", f"use one of {', '.join(ROW_STATUSES)}"
         )
     if row.gold is not None:
         plan.gold = _checked_gold(engine, row, allow_unknown_gold, report)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.triage.context import DiagnosisContext
 from ragtriage.triage.facts import Facts, chunk_text, covered
-from ragtriage.wording import plural_noun
+from ragtriage.wording import plural_noun, quoted
 
 #: Counterfactual name → what it changes (shown to the triager).
 DESCRIPTIONS = {
@@ -96,7 +96,7 @@ def _options_for(name: str, ctx: DiagnosisContext, facts: Facts, baseline: Trace
         )
     if name == "rerank_off":
         return RunOptions(rerank="off")
-    raise ValueError(f"unknown pipeline counterfactual {name!r}; known: {', '.join(ORDER)}")
+    raise ValueError(f"unknown pipeline counterfactual {quoted(name)}; known: {', '.join(ORDER)}")
 
 
 def _current_index(facts: Facts, baseline: Trace) -> CounterfactualResult:

@@ -20,6 +20,7 @@ from typing import IO, Any
 import orjson
 
 from ragtriage.errors import InputError
+from ragtriage.wording import quoted
 
 #: Fields a row may have; other columns are ignored (and reported once).
 ROW_FIELDS = ("request_id", "label", "gold", "note", "status", "primary", "revision")
@@ -111,7 +112,7 @@ class LabelFile:
             header = [name.strip() for name in next(reader, [])]
             if "request_id" not in header:
                 raise InputError(
-                    f"{self.path}:1: no request_id column (header {header!r}); fix: name the columns "
+                    f"{self.path}:1: no request_id column (header {quoted(header)}); fix: name the columns "
                     f"in the first row, among {', '.join(ROW_FIELDS)}; or write JSON Lines"
                 )
             self._note_ignored(header)
@@ -163,7 +164,9 @@ class _FieldError(ValueError):
 
 def _request_id(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
-        raise _FieldError("request_id", f"missing or not an id ({value!r})", "give the logged request_id")
+        raise _FieldError(
+            "request_id", f"missing or not an id ({quoted(value)})", "give the logged request_id"
+        )
     return str(value).strip()
 
 
@@ -172,7 +175,7 @@ def _text(values: dict[str, Any], name: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise _FieldError(name, f"not text ({value!r})", f"write {name} as a string")
+        raise _FieldError(name, f"not text ({quoted(value)})", f"write {name} as a string")
     return value.strip() or None
 
 
@@ -198,7 +201,7 @@ def _gold(value: Any, text: bool) -> list[str | dict[str, Any]] | None:
         if isinstance(item, bool) or not isinstance(item, (str, int, dict)):
             raise _FieldError(
                 "gold",
-                f"{item!r} is not a chunk id",
+                f"{quoted(item)} is not a chunk id",
                 "write chunk ids as strings (integers are read as text)",
             )
         gold.append(item if isinstance(item, dict) else str(item).strip())
@@ -210,7 +213,7 @@ def _flag(value: Any) -> bool:
         return value
     if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
         return value.strip().lower() in _TRUE
-    raise _FieldError("primary", f"not true or false ({value!r})", "write true or false")
+    raise _FieldError("primary", f"not true or false ({quoted(value)})", "write true or false")
 
 
 def _revision(value: Any) -> int | None:
@@ -222,7 +225,7 @@ def _revision(value: Any) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         raise _FieldError(
-            "revision", f"not a whole number ({value!r})", "give the revision you saw"
+            "revision", f"not a whole number ({quoted(value)})", "give the revision you saw"
         ) from None
 
 

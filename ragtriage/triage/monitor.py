@@ -26,6 +26,7 @@ from ragtriage.triage import monitor_sql as sql
 from ragtriage.triage.monitor_new_docs import first_day_recall
 from ragtriage.triage.monitor_replays import rewrite_gains
 from ragtriage.triage.monitor_sql import GroupBy, GroupCounts
+from ragtriage.wording import quoted
 
 __all__ = ["DEFINITIONS", "FIGURES", "Figure", "MonitorGroup", "MonitorReport", "compute_monitor"]
 
@@ -154,7 +155,7 @@ def compute_monitor(
     if coverage_n < 1:
         raise InputError(f"--coverage-n must be at least 1, got {coverage_n}")
     if by not in ("day", "version"):
-        raise InputError(f"--by {by!r}: use day or version")
+        raise InputError(f"--by {quoted(by)}: use day or version")
     started = time.perf_counter()
     until = now or datetime.now(timezone.utc)
     backfilled = sql.backfill_monitor_columns(engine).rows

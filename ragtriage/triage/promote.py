@@ -20,6 +20,7 @@ from ragtriage.eval.gold_map import refs_for_chunks
 from ragtriage.store.db import read_session
 from ragtriage.triage.redact import redact_pii
 from ragtriage.triage.sampling import SAMPLED_REASON
+from ragtriage.wording import quoted
 
 if TYPE_CHECKING:
     from ragtriage.workspace import Workspace
@@ -91,13 +92,13 @@ def _load_record(
         request = session.get(RequestLogRow, request_id)
         if request is None:
             raise NotFoundError(
-                f"request_id {request_id!r} is not in the store; ingest its log with `logs ingest`"
+                f"request_id {quoted(request_id)} is not in the store; ingest its log with `logs ingest`"
             )
         triage = session.get(TriageRow, request_id)
         if triage is None or triage.status != "confirmed":
             status = triage.status if triage is not None else "not flagged"
             raise InputError(
-                f"request {request_id!r} is {status}; only confirmed triage records are promoted "
+                f"request {quoted(request_id)} is {status}; only confirmed triage records are promoted "
                 "(label it and confirm it first)"
             )
         body: dict[str, Any] = json.loads(request.body)
@@ -135,13 +136,13 @@ def promote_request(
     for gold_id, grade in (grades or {}).items():
         if gold_id not in gold:
             raise InputError(
-                f"--grade {gold_id}={grade}: {gold_id!r} is not a gold chunk of request {request_id!r}"
+                f"--grade {gold_id}={grade}: {quoted(gold_id)} is not a gold chunk of request {quoted(request_id)}"
             )
         gold[gold_id] = int(grade)
     label = labels[0] if labels else None
     if not any(grade > 0 for grade in gold.values()) and label != NO_ANSWER_LABEL:
         raise InputError(
-            f"request {request_id!r} has no gold chunk ids; add them in triage, "
+            f"request {quoted(request_id)} has no gold chunk ids; add them in triage, "
             f"or label it {NO_ANSWER_LABEL} "
             "to promote it as a refusal case"
         )

@@ -16,6 +16,7 @@ from ragtriage.errors import InputError, NotFoundError
 from ragtriage.pipeline.types import Trace
 from ragtriage.triage.context import DiagnosisContext
 from ragtriage.triage.diagnose import Diagnosis, diagnose
+from ragtriage.wording import quoted
 
 if TYPE_CHECKING:
     from ragtriage.workspace import Workspace
@@ -53,7 +54,7 @@ def logged_case(workspace: Workspace, request_id: str) -> LoggedCase:
         row = session.get(RequestLogRow, request_id)
         if row is None:
             raise NotFoundError(
-                f"request_id {request_id!r} is not in the store; ingest its log with `logs ingest`"
+                f"request_id {quoted(request_id)} is not in the store; ingest its log with `logs ingest`"
             )
         record = RequestLog.model_validate_json(row.body)
         triage = session.get(TriageRow, request_id)

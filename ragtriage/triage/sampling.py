@@ -23,6 +23,7 @@ from sqlalchemy.engine import Engine
 from ragtriage.errors import InputError
 from ragtriage.store.db import read_session, write_session
 from ragtriage.store.log_tables import RequestLogRow, TriageAuditRow, TriageRow
+from ragtriage.wording import quoted
 
 __all__ = ["SAMPLED_REASON", "SAMPLE_USER", "SampleReport", "SampleStratum", "allocate", "sample_requests"]
 
@@ -117,7 +118,7 @@ def sample_requests(
     if n < 1:
         raise InputError(f"--n must be at least 1, got {n}")
     if by not in ("day", "version"):
-        raise InputError(f"--by {by!r}: use day or version")
+        raise InputError(f"--by {quoted(by)}: use day or version")
     seed = secrets.randbelow(2**31) if seed is None else seed
     strata = _population(engine, since, by)
     shares = allocate({name: len(ids) for name, ids in strata.items()}, n)

@@ -16,6 +16,7 @@ from sqlalchemy.engine import Engine
 from ragtriage.errors import InputError
 from ragtriage.store import triage_repo
 from ragtriage.store.triage_repo import ConflictError, TriageRecord
+from ragtriage.wording import quoted
 
 #: Allowed status changes: current → reachable.
 TRANSITIONS: dict[str, frozenset[str]] = {
@@ -40,7 +41,9 @@ def check_transition(record: TriageRecord, target: str) -> None:
         (record.status, target),
         f"allowed from {record.status}: {', '.join(sorted(TRANSITIONS[record.status]))}",
     )
-    raise InputError(f"case {record.request_id!r} is {record.status}; it cannot become {target}: {hint}")
+    raise InputError(
+        f"case {quoted(record.request_id)} is {record.status}; it cannot become {target}: {hint}"
+    )
 
 
 def _current(engine: Engine, request_id: str, user: str | None) -> TriageRecord:
@@ -84,7 +87,7 @@ def _revision(engine: Engine, record: TriageRecord, expected_revision: int | Non
     """The revision to chain on: the one the caller saw (checked now) or the current one."""
     if expected_revision is not None and expected_revision != record.revision:
         raise ConflictError(
-            f"triage record {record.request_id!r} was changed by {record.updated_by or 'someone'} at "
+            f"triage record {quoted(record.request_id)} was changed by {record.updated_by or 'someone'} at "
             f"{record.updated_at:%Y-%m-%d %H:%M:%S} UTC (revision {record.revision}; you had revision "
             f"{expected_revision}); reload it and apply your change again"
             + _their_change(engine, record.request_id)
@@ -99,9 +102,9 @@ def validate_label(label: str, allowed: Sequence[str]) -> str:
         import difflib
 
         close = difflib.get_close_matches(cleaned, list(allowed), n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
+        hint = f"did you mean {quoted(close[0])}? " if close else ""
         raise InputError(
-            f"unknown label {label!r}; {hint}use one of {', '.join(allowed)} (settings: [triage] labels)"
+            f"unknown label {quoted(label)}; {hint}use one of {', '.join(allowed)} (settings: [triage] labels)"
         )
     return cleaned
 
@@ -153,7 +156,7 @@ def label_case(
     record = _current(engine, request_id, user)
     if record.status in ("confirmed", "dismissed") and not reopen:
         raise InputError(
-            f"case {request_id!r} is {record.status}; "
+            f"case {quoted(request_id)} is {record.status}; "
             "add --reopen to label it again (it goes back to in_progress)"
         )
     revision = _revision(engine, record, expected_revision)
@@ -200,11 +203,11 @@ def confirm_case(
     check_transition(record, "confirmed")
     if record.primary_label is None:
         raise InputError(
-            f"case {request_id!r} has no primary label; run `ragtriage label {request_id} LABEL --primary`"
+            f"case {quoted(request_id)} has no primary label; run `ragtriage label {request_id} LABEL --primary`"
         )
     if not record.gold_chunk_ids and record.primary_label not in no_gold_labels:
         raise InputError(
-            f"case {request_id!r} has no gold chunk ids (label {record.primary_label}); run "
+            f"case {quoted(request_id)} has no gold chunk ids (label {record.primary_label}); run "
             f"`ragtriage label {request_id} {record.primary_label} --gold CHUNK_ID`"
         )
     revision = _revision(engine, record, expected_revision)

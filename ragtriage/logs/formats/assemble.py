@@ -36,7 +36,7 @@ from ragtriage.logs.formats.spans import (
     text_value,
 )
 from ragtriage.logs.formats.stages import Reject, documents, final_context, routes
-from ragtriage.wording import plural
+from ragtriage.wording import plural, quoted
 
 #: Root `metadata` keys that fill the v1 field of the same name.
 V1_METADATA_FIELDS = ("kb", "citations", "rewrite", "config_hash", "confidence")
@@ -145,7 +145,7 @@ def _assemble(trace_id: str, spans: list[Span], notes: list[Note], otel: OtelSet
     if not retrievers:
         raise Reject(
             "no_retriever",
-            f"trace {trace_id} (root span {root.span_id} {root.name!r}): no RETRIEVER span, so no "
+            f"trace {trace_id} (root span {root.span_id} {quoted(root.name)}): no RETRIEVER span, so no "
             f"route to triage ({_names(spans)})",
             "instrument the retrieval step (openinference.span.kind = RETRIEVER)",
             root,
@@ -156,7 +156,7 @@ def _assemble(trace_id: str, spans: list[Span], notes: list[Note], otel: OtelSet
     if raw_query is None:
         raise Reject(
             "missing_query",
-            f"trace {trace_id}: root span {root.span_id} {root.name!r} has no input.value and the "
+            f"trace {trace_id}: root span {root.span_id} {quoted(root.name)} has no input.value and the "
             "retriever none either",
             "record the user's query as input.value of the root span",
             root,
@@ -219,7 +219,7 @@ def _assemble(trace_id: str, spans: list[Span], notes: list[Note], otel: OtelSet
 
 
 def _names(spans: list[Span]) -> str:
-    shown = ", ".join(f"{s.span_id} {s.name!r}" for s in spans[:4])
+    shown = ", ".join(f"{s.span_id} {quoted(s.name)}" for s in spans[:4])
     return shown + (f", … {len(spans) - 4} more" if len(spans) > 4 else "")
 
 

@@ -19,6 +19,7 @@ from ragtriage.errors import InputError
 from ragtriage.logs.formats.tables import RawItem, row_item
 from ragtriage.logs.line_files import open_binary
 from ragtriage.logs.log_line import BadLine
+from ragtriage.wording import quoted
 
 #: Delimiters a CSV export of request logs may use, in the order they are tried.
 CSV_DELIMITERS = (",", "\t", ";", "|")
@@ -58,13 +59,15 @@ def csv_columns(path: Path) -> tuple[str, list[str]]:
     if found is None:
         shown = first_line[:120].decode("utf-8", errors="replace").strip()
         raise InputError(
-            f"{path}:1: not a CSV header with a request_id column (got {shown!r}); "
+            f"{path}:1: not a CSV header with a request_id column (got {quoted(shown)}); "
             "fix: export the column names as the first row, request_id among them"
         )
     delimiter, names = found
     duplicated = sorted({name for name in names if names.count(name) > 1})
     if duplicated:
-        raise InputError(f"{path}:1: the header repeats column {duplicated[0]!r}; fix: rename one of them")
+        raise InputError(
+            f"{path}:1: the header repeats column {quoted(duplicated[0])}; fix: rename one of them"
+        )
     return delimiter, names
 
 

@@ -27,6 +27,7 @@ from ragtriage.logs.formats.parallel import read_traces_parallel, worth_parallel
 from ragtriage.logs.formats.parquet import iter_parquet_rows
 from ragtriage.logs.formats.read import read_traces
 from ragtriage.logs.log_line import BadLine
+from ragtriage.wording import quoted
 
 #: `--format` choices.
 FORMAT_CHOICES = ("auto", *FORMATS)
@@ -62,7 +63,7 @@ def plan_files(paths: Sequence[Path], log_format: str = "auto") -> list[PlannedF
         InputError: an unknown `log_format`, or a file whose content matches no format.
     """
     if log_format not in FORMAT_CHOICES:
-        raise InputError(f"unknown log format {log_format!r}; use one of {', '.join(FORMAT_CHOICES)}")
+        raise InputError(f"unknown log format {quoted(log_format)}; use one of {', '.join(FORMAT_CHOICES)}")
     planned = []
     for path in paths:
         path = Path(path)

@@ -24,6 +24,7 @@ import orjson
 from ragtriage.config import OtelSettings
 from ragtriage.logs.formats.otlp import SpanFormatError
 from ragtriage.logs.formats.spans import Note, Span, group_documents
+from ragtriage.wording import quoted
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _TYPE_KIND = {
@@ -66,7 +67,9 @@ def _ns(value: Any, field: str, record_id: str) -> int | None:
         moment = datetime.fromisoformat(str(value))
     except ValueError:
         raise SpanFormatError(
-            f"{field} {str(value)[:40]!r} is not an ISO 8601 time", "export times as Langfuse does", record_id
+            f"{field} {quoted(value, limit=40)} is not an ISO 8601 time",
+            "export times as Langfuse does",
+            record_id,
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)

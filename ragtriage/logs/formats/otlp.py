@@ -14,6 +14,7 @@ import binascii
 from typing import Any
 
 from ragtriage.logs.formats.spans import Span, group_documents
+from ragtriage.wording import quoted
 
 _HEX = frozenset("0123456789abcdefABCDEF")
 _STATUS_ERROR = (2, "2", "STATUS_CODE_ERROR")
@@ -50,7 +51,7 @@ def normalize_id(value: Any, size: int, field: str) -> str:
         if len(raw) == size:
             return raw.hex()
     raise SpanFormatError(
-        f"{field} {str(value)[:40]!r} is neither {2 * size} hex digits nor base64 of {size} bytes",
+        f"{field} {quoted(value, limit=40)} is neither {2 * size} hex digits nor base64 of {size} bytes",
         "export ids as OTLP/JSON hex (or protobuf JSON base64)",
     )
 
@@ -64,7 +65,7 @@ def _int(value: Any, field: str) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         raise SpanFormatError(
-            f"{field} {str(value)[:40]!r} is not an integer", "export nanoseconds as integers"
+            f"{field} {quoted(value, limit=40)} is not an integer", "export nanoseconds as integers"
         ) from None
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from ragtriage.logs.formats.otlp import BULKY_PREFIXES, BULKY_SUFFIXES, SpanFormatError, events_as_evaluations
 from ragtriage.logs.formats.spans import Note, Span, group_documents
+from ragtriage.wording import quoted
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -43,7 +44,9 @@ def _ns(value: Any, field: str, span_id: str) -> int | None:
         moment = datetime.fromisoformat(str(value))
     except ValueError:
         raise SpanFormatError(
-            f"{field} {str(value)[:40]!r} is not an ISO 8601 time", "export times as Phoenix does", span_id
+            f"{field} {quoted(value, limit=40)} is not an ISO 8601 time",
+            "export times as Phoenix does",
+            span_id,
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)

@@ -6,6 +6,7 @@ from typing import Any
 
 from ragtriage.config import OtelSettings
 from ragtriage.logs.formats.spans import KIND_RERANKER, QUERY_KEYS, Span, nested, text_value
+from ragtriage.wording import quoted
 
 
 class Reject(Exception):
@@ -59,7 +60,7 @@ def _id_from_metadata(span: Span, prefix: str, position: int, doc: dict[str, Any
     if chunk_id is None:
         raise Reject(
             "missing_document_id",
-            f"trace {span.trace_id}, span {span.span_id} {span.name!r}: document {position} of "
+            f"trace {span.trace_id}, span {span.span_id} {quoted(span.name)}: document {position} of "
             f"{prefix} has no document.id and no metadata key {' / '.join(otel.document_id_keys)}",
             "set [logs.otel] document_id_keys to the document.metadata key that holds the chunk id",
             span,
