@@ -38,8 +38,10 @@ def kb_group() -> None:
 def add_command(
     paths: tuple[Path, ...], no_index: bool, as_json: bool, home: Path | None, config_file: Path | None
 ) -> None:
-    """Add or update .md/.markdown/.html/.htm/.txt files (folders are walked).
+    """Add or update Markdown, HTML, text, Word (.docx), PowerPoint (.pptx) and PDF files (folders are walked).
 
+    A document's id is its front matter doc_id, else FOLDER/PATH-WITHOUT-SUFFIX for a file found in
+    a folder (so `kb add faq/ reference/` keeps both index pages), else the file's stem.
     Documents added from a folder earlier and missing from it now are marked deleted.
     Exit code 2 when any file could not be added (each is named on stderr with a fix).
     """

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -150,7 +151,14 @@ class FileSource:
                 raise InputError(
                     f"{where}: not UTF-8; fix: pass --encoding (e.g. --encoding gb18030) or re-export as UTF-8"
                 ) from None
-            raise InputError(f"{where}: not valid JSON ({error}); fix: repair or remove this line") from None
+            try:
+                # Python's json.dumps writes NaN/Infinity, which orjson refuses: read them so that
+                # the row checks name the field (a NaN in a vector, a NaN ordinal) instead of the JSON.
+                value = json.loads(line)
+            except ValueError:
+                raise InputError(
+                    f"{where}: not valid JSON ({error}); fix: repair or remove this line"
+                ) from None
         if not isinstance(value, dict):
             raise InputError(
                 f"{where}: a JSONL row must be a JSON object (got {type(value).__name__}); "
@@ -302,7 +310,7 @@ class _DecodedLines:
                 shown = "UTF-8" if self._encoding == "utf-8" else self._encoding
                 bad = line[error.start : error.start + 1]
                 raise InputError(
-                    f"{self._name}:{self.line_no}: not {shown} (byte {bad!r}); "
+                    f"{self._name}:{self.line_no}: not {shown} (byte 0x{bad.hex()}); "
                     "fix: pass the file's --encoding, e.g. --encoding gb18030"
                 ) from None
 

