@@ -138,6 +138,14 @@ class IndexSettings(StrictModel):
     bm25_engine: Literal["whoosh", "bm25s"] = "whoosh"
     """The local BM25 index: `whoosh` (BM25F, incremental writes) or `bm25s` (numpy sparse
     matrices; builds 100k chunks in seconds, rebuilt on every change). Same analyzer, same terms."""
+    query_segmentation: Literal["search", "precise"] = "search"
+    """How the local BM25 route segments a query: `search`, as documents are (a word and its
+    dictionary sub-words), or `precise` (jieba's default mode, one token per word: `服务器` no longer
+    also matches `务器`). Documents are always indexed in search mode; no rebuild either way."""
+    query_stop_words: list[str] = Field(default_factory=list)
+    """Extra words dropped from queries (not documents) before the local BM25 search, e.g. spoken
+    question fillers such as `["啥", "咋", "到底", "一下"]`; the analyzer's own function words go
+    always. No rebuild needed."""
     bm25_procs: int = Field(default=2, ge=1)
     """Processes for big builds: Whoosh writers (one segment each) or bm25s segmenters."""
     bm25_multiproc_min_docs: int = Field(default=2000, ge=1)
@@ -425,6 +433,8 @@ HASH_NEUTRAL_WHEN_DEFAULT: tuple[tuple[str, ...], ...] = (
     ("rerank", "refusal_score"),
     ("engines",),
     ("index", "bm25_engine"),
+    ("index", "query_segmentation"),
+    ("index", "query_stop_words"),
 )
 _HASH_DEFAULTS: dict[str, Any] = {}
 

@@ -11,6 +11,11 @@ Steps, in order:
    token equal to Python jieba; the first few texts of a process use Python jieba (cold start).
 4. Empty, whitespace and punctuation-only tokens and a short list of function words are dropped.
 
+Queries may be analyzed differently from documents (`query_terms`, `[index] query_segmentation`
+and `query_stop_words`): jieba's *precise* mode gives one token per word, a subset of what search
+mode indexed for the same word, so a query no longer matches the sub-words of its own compounds
+(`服务器` → not also `务器`); extra stop words are dropped from the query only.
+
 `ChineseAnalyzer()` is a module-level class so Whoosh can pickle it into the index schema.
 jieba runs as a private `jieba.Tokenizer` instance, so words another module adds to jieba's global
 dictionary do not change how the index was tokenized.
@@ -46,7 +51,16 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", UserWarning)
     import jieba
 
-__all__ = ["ChineseAnalyzer", "JiebaTokenizer", "STOP_WORDS", "segments", "terms", "tokenize"]
+__all__ = [
+    "ChineseAnalyzer",
+    "JiebaTokenizer",
+    "QUERY_SEGMENTATIONS",
+    "STOP_WORDS",
+    "query_terms",
+    "segments",
+    "terms",
+    "tokenize",
+]
 
 #: Function words that carry no retrieval signal; a query made only of these matches nothing.
 STOP_WORDS = frozenset(
@@ -368,3 +382,50 @@ def in_dictionary(word: str) -> bool:
     """True when jieba's dictionary lists `word` (its HMM may still emit words it does not list)."""
     frequency = _segmenter().FREQ.get(word)
     return bool(frequency)
+
+
+#: How a query is segmented for BM25: as documents are (`search`), or one token per word (`precise`).
+QUERY_SEGMENTATIONS = ("search", "precise")
+
+
+def query_terms(
+    text: str, *, segmentation: str = "search", stop_words: frozenset[str] = frozenset()
+) -> list[str]:
+    """The distinct BM25 terms of a query, in order.
+
+    `segmentation="search"` is `tokenize` (the documents' analysis); `"precise"` cuts the text with
+    jieba's default mode (codes still whole, the same junk and stop words dropped). `stop_words`
+    (normalized like the text) are dropped as well.
+
+    Raises:
+        ValueError: an unknown segmentation.
+    """
+    if segmentation == "search":
+        words = tokenize(text)
+    elif segmentation == "precise":
+        words = list(_precise_cached(text))
+    else:
+        raise ValueError(f"unknown query segmentation {segmentation!r}; use search or precise")
+    return [w for w in dict.fromkeys(words) if w not in stop_words]
+
+
+@functools.lru_cache(maxsize=4096)
+def _precise_cached(text: str) -> tuple[str, ...]:
+    normalized = normalize_text(text)
+    out: list[str] = []
+    cursor = 0
+    for match in _ASCII_RUN.finditer(normalized):
+        if _is_code(match.group()):
+            out += _precise_between(normalized[cursor : match.start()])
+            out.append(match.group())
+            cursor = match.end()
+    out += _precise_between(normalized[cursor:])
+    return tuple(out)
+
+
+def _precise_between(piece: str) -> list[str]:
+    if not piece:
+        return []
+    # A query is short: Python jieba on its lazy dictionary, never the bulk jieba-rs path.
+    words = (word for word, _, _ in _segmenter().tokenize(piece, mode="default"))
+    return [term for term in map(_term, words) if term]

@@ -31,7 +31,7 @@ from whoosh.scoring import BM25F
 from whoosh.searching import Searcher
 
 from ragtriage.errors import IndexLockedError, IndexStateError
-from ragtriage.pipeline.analyzer import ChineseAnalyzer, tokenize
+from ragtriage.pipeline.analyzer import ChineseAnalyzer, normalize_text, query_terms
 from ragtriage.pipeline.types import ScoredChunk
 
 __all__ = ["BM25Document", "FLAG_TOKENIZES_TO_NOTHING", "WhooshIndex"]
@@ -152,12 +152,18 @@ class WhooshIndex:
         folder: Path,
         *,
         title_boost: float = 2.0,
+        query_segmentation: str = "search",
+        query_stop_words: Iterable[str] = (),
         procs: int = 1,
         multiproc_min_docs: int = 2000,
         writer_timeout_s: float = 5.0,
     ) -> None:
         self.folder = folder
         self.title_boost = title_boost
+        self.query_segmentation = query_segmentation
+        """How queries are segmented (`analyzer.query_terms`); documents always use search mode."""
+        self.query_stop_words = frozenset(normalize_text(w) for w in query_stop_words)
+        """Words dropped from queries only (normalized like the terms)."""
         self.procs = procs
         self.multiproc_min_docs = multiproc_min_docs
         self.writer_timeout_s = writer_timeout_s
@@ -271,7 +277,7 @@ class WhooshIndex:
 
     def search(self, query: str, k: int) -> tuple[list[ScoredChunk], list[str]]:
         """Top-k chunks by BM25F (ranks from 1) and flags such as `query-tokenizes-to-nothing`."""
-        terms = list(dict.fromkeys(tokenize(query)))
+        terms = self.query_terms(query)
         if not terms:
             return [], [FLAG_TOKENIZES_TO_NOTHING]
         clauses = self._clauses(terms)
@@ -286,6 +292,12 @@ class WhooshIndex:
         ]
         return hits, []
 
+    def query_terms(self, query: str) -> list[str]:
+        """The distinct terms this index searches for `query`."""
+        return query_terms(
+            query, segmentation=self.query_segmentation, stop_words=self.query_stop_words
+        )
+
     def _clauses(self, terms: Sequence[str]) -> list[tuple[str, str, float]]:
         """(field, term, boost) of the OR group: every term in `content`, and in `title` with the boost."""
         clauses: list[tuple[str, str, float]] = []
@@ -296,7 +308,7 @@ class WhooshIndex:
 
     def search_with_whoosh(self, query: str, k: int) -> list[ScoredChunk]:
         """The same search run by Whoosh's own query engine (the reference `search` is checked against)."""
-        terms = list(dict.fromkeys(tokenize(query)))
+        terms = self.query_terms(query)
         query_tree = Or([Term(field, term, boost=boost) for field, term, boost in self._clauses(terms)])
         with self._lock:
             results = self._current_searcher().search(query_tree, limit=k)

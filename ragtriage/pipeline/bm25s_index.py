@@ -35,7 +35,7 @@ import bm25s
 import numpy as np
 
 from ragtriage.errors import IndexLockedError
-from ragtriage.pipeline.analyzer import tokenize
+from ragtriage.pipeline.analyzer import normalize_text, query_terms
 from ragtriage.pipeline.bm25 import FLAG_INDEX_EMPTY, FLAG_TOKENIZES_TO_NOTHING, BM25Document
 from ragtriage.pipeline.bm25s_matrix import build_model
 from ragtriage.pipeline.bulk_terms import iter_term_ids
@@ -85,12 +85,18 @@ class BM25sIndex:
         folder: Path,
         *,
         title_boost: float = 2.0,
+        query_segmentation: str = "search",
+        query_stop_words: Iterable[str] = (),
         procs: int = 1,
         multiproc_min_docs: int = 2000,
         writer_timeout_s: float = 5.0,
     ) -> None:
         self.folder = folder
         self.title_boost = title_boost
+        self.query_segmentation = query_segmentation
+        """How queries are segmented (`analyzer.query_terms`); documents always use search mode."""
+        self.query_stop_words = frozenset(normalize_text(w) for w in query_stop_words)
+        """Words dropped from queries only (normalized like the terms)."""
         self.procs = procs
         self.multiproc_min_docs = multiproc_min_docs
         self.writer_timeout_s = writer_timeout_s
@@ -256,9 +262,13 @@ class BM25sIndex:
         except FileNotFoundError:
             return None
 
+    def query_terms(self, query: str) -> list[str]:
+        """The distinct terms this index searches for `query`."""
+        return query_terms(query, segmentation=self.query_segmentation, stop_words=self.query_stop_words)
+
     def search(self, query: str, k: int) -> tuple[list[ScoredChunk], list[str]]:
         """Top-k chunks by summed field BM25 (ranks from 1) and flags such as `query-tokenizes-to-nothing`."""
-        words = list(dict.fromkeys(tokenize(query)))
+        words = self.query_terms(query)
         if not words:
             return [], [FLAG_TOKENIZES_TO_NOTHING]
         with self._lock:

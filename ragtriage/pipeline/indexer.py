@@ -186,6 +186,8 @@ def _open_bm25(workspace: Workspace) -> WhooshIndex | BM25sIndex:
     return engine(
         folder(workspace.home),
         title_boost=index.title_boost,
+        query_segmentation=index.query_segmentation,
+        query_stop_words=index.query_stop_words,
         procs=min(index.bm25_procs, os.cpu_count() or 1),
         multiproc_min_docs=index.bm25_multiproc_min_docs,
         writer_timeout_s=index.writer_timeout_s,

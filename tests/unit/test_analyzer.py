@@ -78,3 +78,25 @@ def test_import_and_first_use_are_quiet_with_warnings_as_errors() -> None:
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert "故乡" in result.stdout
+
+
+def test_precise_query_terms_are_one_token_per_word() -> None:
+    from ragtriage.pipeline.analyzer import query_terms
+
+    text = "普通用户敲ifconfig提示E1001"
+    search = query_terms(text)
+    precise = query_terms(text, segmentation="precise")
+    assert search == list(dict.fromkeys(tokenize(text)))
+    assert {"普通", "通用", "普通用户"} <= set(search)
+    assert precise == ["普通用户", "敲", "ifconfig", "提示", "e1001"]
+    # Every precise word is one search mode emits too, so documents indexed in search mode match it.
+    assert set(precise) <= set(search)
+
+
+def test_query_stop_words_and_unknown_segmentation() -> None:
+    from ragtriage.pipeline.analyzer import query_terms
+
+    assert query_terms("到底怎么装 到底", stop_words=frozenset({"到底"})) == ["怎么", "装"]
+    assert query_terms("的了和", segmentation="precise") == []
+    with pytest.raises(ValueError, match="search or precise"):
+        query_terms("故乡", segmentation="full")

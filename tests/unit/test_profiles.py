@@ -203,6 +203,11 @@ def test_new_settings_at_their_default_keep_logged_hashes() -> None:
     # The freshness clock is the replay's, not the configuration's.
     assert get_profile(production, "prod-2026-10").config_hash == "daf63ae39dcf"
     assert Settings(retrieval={"fusion": {"method": "combsum"}}).config_hash() != Settings().config_hash()
+    # Query-side BM25 analysis: neutral at its default, part of the hash once set.
+    neutral = Settings(index={"query_segmentation": "search", "query_stop_words": []})
+    assert neutral.config_hash() == "3103edbaa3d2"
+    assert Settings(index={"query_segmentation": "precise"}).config_hash() != "3103edbaa3d2"
+    assert Settings(index={"query_stop_words": ["啥"]}).config_hash() != "3103edbaa3d2"
 
 
 def test_fixture_versions_map_to_their_profiles() -> None:

@@ -1,0 +1,85 @@
+"""Query-side BM25 analysis (`[index] query_segmentation`, `query_stop_words`) on real Whoosh and
+bm25s indexes in tmp_path: documents keep search-mode terms, only the query changes."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ragtriage.cli import cli
+from ragtriage.pipeline.bm25 import FLAG_TOKENIZES_TO_NOTHING, BM25Document, WhooshIndex
+from ragtriage.pipeline.bm25s_index import BM25sIndex
+from ragtriage.workspace import Workspace
+from tests.tiny_kb import write_markdown_docs
+
+# Production-style ids (UUIDs and an integer): nothing here depends on ragtriage's own ids.
+SERVER = str(uuid.uuid5(uuid.NAMESPACE_URL, "server"))
+SERVICE = str(uuid.uuid5(uuid.NAMESPACE_URL, "service"))
+FILLER = "7"
+DOCS = [
+    BM25Document(SERVER, "ops", "第 5 章", "服务器重启以后网络配置丢失", "h1", "h1"),
+    BM25Document(SERVICE, "ops", "第 3 章", "服务开机自启的设置方法", "h2", "h2"),
+    BM25Document(FILLER, "faq", "第 6 章", "到底该选哪一个发布版本", "h3", "h3"),
+]
+
+
+def _open(engine: str, folder: Path, **kwargs: object) -> WhooshIndex | BM25sIndex:
+    index = (WhooshIndex if engine == "whoosh" else BM25sIndex)(folder, **kwargs)  # type: ignore[arg-type]
+    index.apply(DOCS)
+    return index
+
+
+@pytest.mark.parametrize("engine", ["whoosh", "bm25s"])
+def test_precise_queries_do_not_match_sub_words_of_their_compounds(engine: str, tmp_path: Path) -> None:
+    search = _open(engine, tmp_path / "search")
+    precise = _open(engine, tmp_path / "precise", query_segmentation="precise")
+    # Search mode also asks for 服务 (a sub-word of 服务器) and so finds the autostart chunk too.
+    assert {h.chunk_id for h in search.search("服务器", 10)[0]} == {SERVER, SERVICE}
+    assert [h.chunk_id for h in precise.search("服务器", 10)[0]] == [SERVER]
+    # The documents were indexed in search mode either way: a query for the sub-word still finds both.
+    assert {h.chunk_id for h in precise.search("服务", 10)[0]} == {SERVER, SERVICE}
+
+
+@pytest.mark.parametrize("engine", ["whoosh", "bm25s"])
+def test_query_stop_words_are_dropped_from_queries_only(engine: str, tmp_path: Path) -> None:
+    plain = _open(engine, tmp_path / "plain")
+    stopped = _open(engine, tmp_path / "stopped", query_stop_words=["到底", "ＸＹ"])
+    assert [h.chunk_id for h in plain.search("到底", 10)[0]] == [FILLER]
+    # The word is still in the index (documents are not changed), the query just no longer asks for it.
+    assert stopped.search("到底", 10) == ([], [FLAG_TOKENIZES_TO_NOTHING])
+    assert [h.chunk_id for h in stopped.search("到底 发布版本", 10)[0]] == [FILLER]
+    # Stop words are normalized like the terms (NFKC, lower case).
+    assert stopped.query_terms("xy 版本") == ["版本"]
+
+
+def test_precise_numpy_scores_equal_whoosh_own_search(tmp_path: Path) -> None:
+    index = _open("whoosh", tmp_path / "w", query_segmentation="precise", query_stop_words=["以后"])
+    for query in ("服务器重启以后网络配置", "开机自启 发布版本", "服务器"):
+        fast = [(h.chunk_id, round(h.score, 5)) for h in index.search(query, 10)[0]]
+        reference = [(h.chunk_id, round(h.score, 5)) for h in index.search_with_whoosh(query, 10)]
+        assert fast == reference, query
+
+
+def test_a_home_with_precise_queries_replays_with_them(tmp_path: Path, home: Path) -> None:
+    from ragtriage.kb.service import add_paths
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(
+        '[index]\nquery_segmentation = "precise"\nquery_stop_words = ["怎么"]\n', encoding="utf-8"
+    )
+    workspace = Workspace.open(home, None)
+    try:
+        add_paths(workspace, [write_markdown_docs(tmp_path / "docs")])
+        bm25 = workspace.indexes.bm25
+        assert (bm25.query_segmentation, bm25.query_stop_words) == ("precise", frozenset({"怎么"}))
+    finally:
+        workspace.close()
+    result = CliRunner().invoke(cli, ["replay", "--query", "红字发票怎么开", "--json"])
+    assert result.exit_code == 0, result.output
+    trace = json.loads(result.output)
+    bm25_raw = next(route for route in trace["routes"] if route["name"] == "bm25_raw")
+    assert bm25_raw["hits"] and bm25_raw["flags"] == []
