@@ -294,9 +294,7 @@ class WhooshIndex:
 
     def query_terms(self, query: str) -> list[str]:
         """The distinct terms this index searches for `query`."""
-        return query_terms(
-            query, segmentation=self.query_segmentation, stop_words=self.query_stop_words
-        )
+        return query_terms(query, segmentation=self.query_segmentation, stop_words=self.query_stop_words)
 
     def _clauses(self, terms: Sequence[str]) -> list[tuple[str, str, float]]:
         """(field, term, boost) of the OR group: every term in `content`, and in `title` with the boost."""
