@@ -44,6 +44,8 @@ from pathlib import Path
 from platformdirs import user_cache_path
 from whoosh.analysis import Token, Tokenizer
 
+from ragtriage.wording import quoted
+
 with warnings.catch_warnings():
     # jieba's sources contain invalid escape sequences and it imports pkg_resources.
     warnings.simplefilter("ignore", SyntaxWarning)
@@ -405,7 +407,7 @@ def query_terms(
     elif segmentation == "precise":
         words = list(_precise_cached(text))
     else:
-        raise ValueError(f"unknown query segmentation {segmentation!r}; use search or precise")
+        raise ValueError(f"unknown query segmentation {quoted(segmentation)}; use search or precise")
     return [w for w in dict.fromkeys(words) if w not in stop_words]
 
 
