@@ -22,6 +22,7 @@ import orjson
 
 from ragtriage.errors import InputError
 from ragtriage.kb.import_rows import SourceRow
+from ragtriage.wording import quoted
 
 __all__ = ["FileSource", "file_format"]
 
@@ -310,7 +311,7 @@ class _DecodedLines:
                 shown = "UTF-8" if self._encoding == "utf-8" else self._encoding
                 bad = line[error.start : error.start + 1]
                 raise InputError(
-                    f"{self._name}:{self.line_no}: not {shown} (byte 0x{bad.hex()}); "
+                    f"{self._name}:{self.line_no}: not {shown} (byte {quoted(bad)}); "
                     "fix: pass the file's --encoding, e.g. --encoding gb18030"
                 ) from None
 

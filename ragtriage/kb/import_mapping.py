@@ -25,11 +25,11 @@ from ragtriage.kb.import_values import (
     heading_path,
     id_text,
     json_safe,
-    shown_value,
     text_value,
     timestamp,
     type_name,
 )
+from ragtriage.wording import quoted
 
 __all__ = [
     "FieldMapper",
@@ -280,7 +280,7 @@ class FieldMapper:
         except (TypeError, ValueError):
             raise RowError(
                 where,
-                f"ordinal {shown_value(str(value))} is not a whole number",
+                f"ordinal {quoted(value)} is not a whole number",
                 "map ordinal to the chunk's position column",
             ) from None
         return ordinal

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ragtriage.kb.import_rows import RowError
+from ragtriage.wording import quoted
 
 __all__ = [
     "decode_vector",
@@ -24,7 +25,6 @@ __all__ = [
     "heading_path",
     "id_text",
     "json_safe",
-    "shown_value",
     "text_value",
     "timestamp",
     "type_name",
@@ -50,7 +50,7 @@ def heading_path(value: Any, where: str, separator: str) -> list[str]:
             if not isinstance(value, list):
                 raise RowError(
                     where,
-                    f"heading_path {shown_value(text, 40)} starts like a JSON list but is not one",
+                    f"heading_path {quoted(text, 40)} starts like a JSON list but is not one",
                     "export it as a JSON list of strings or as one string with "
                     "[kb.import] heading_separator between the headings",
                 )
@@ -83,7 +83,7 @@ def timestamp(where: str, value: Any) -> dt.datetime | None:
         except ValueError:
             raise RowError(
                 where,
-                f"updated_at {shown_value(str(value), 40)} is not an ISO-8601 time or epoch seconds",
+                f"updated_at {quoted(str(value), 40)} is not an ISO-8601 time or epoch seconds",
                 "export it as 2024-05-01T08:00:00+00:00 (or drop the updated_at mapping)",
             ) from None
     if stamp.tzinfo is None:
@@ -108,7 +108,7 @@ def decode_vector(where: str, value: Any, field: str | None) -> np.ndarray | Non
         except ValueError:
             raise RowError(
                 where,
-                f"vector field {field} is not a list of numbers (starts {shown_value(text)})",
+                f"vector field {field} is not a list of numbers (starts {quoted(text, 30)})",
                 "export vectors as a JSON list of numbers",
             ) from None
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -128,11 +128,6 @@ def decode_vector(where: str, value: Any, field: str | None) -> np.ndarray | Non
             f"vector field {field} is not a list of numbers",
             "export vectors as a JSON list of numbers",
         ) from None
-
-
-def shown_value(text: str, limit: int = 30) -> str:
-    """The start of a bad value as the user wrote it, quoted, cut with … when longer."""
-    return f'"{text[:limit]}{"…" if len(text) > limit else ""}"'
 
 
 def id_text(value: Any) -> str | None:
@@ -166,7 +161,7 @@ def flag(where: str, name: str, value: Any) -> bool:
         return False
     raise RowError(
         where,
-        f"{name} {shown_value(str(value), 20)} is not true/false",
+        f"{name} {quoted(str(value), 20)} is not true/false",
         f"export {name} as true/false or 1/0",
     )
 

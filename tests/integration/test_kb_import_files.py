@@ -115,7 +115,7 @@ def test_csv_in_gb18030_needs_its_encoding(tmp_path: Path) -> None:
     assert isinstance(refused.exception, InputError)
     assert "chunks.csv:2: not UTF-8" in str(refused.exception) and "--encoding" in str(refused.exception)
     # The offending byte is shown as hex, not as a Python bytes literal.
-    assert f"(byte 0x{'请'.encode('gb18030')[:1].hex()})" in str(refused.exception)
+    assert f"(byte 0x{'请'.encode('gb18030')[:1].hex().upper()})" in str(refused.exception)
     assert "b'" not in str(refused.exception)
     assert _chunks() == {}
 

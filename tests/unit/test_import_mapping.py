@@ -79,7 +79,7 @@ def test_status_filters_are_case_insensitive_and_flags_are_parsed() -> None:
     assert not retrievable(status="DRAFT")
     assert not retrievable(deleted="true") and not retrievable(published=0)
     assert retrievable(deleted="0", published="yes")
-    with pytest.raises(RowError, match='deleted "maybe" is not true/false'):
+    with pytest.raises(RowError, match="deleted 'maybe' is not true/false"):
         retrievable(deleted="maybe")
 
 
