@@ -235,10 +235,11 @@ class RerankSettings(StrictModel):
     """Drop final chunks scoring below this (keeping at least `min_n`); None: keep `top_n`."""
     refusal_threshold: float | None = None
     """Refuse when the refusal score is below this (None: never refuse); `eval calibrate-refusal` proposes one."""
-    refusal_score: Literal["dense_cosine", "fused", "final"] = "dense_cosine"
+    refusal_score: Literal["dense_cosine", "fused", "final", "lexical_support"] = "dense_cosine"
     """The score refusal compares with the threshold when no cross-encoder scored the pool (a
-    cross-encoder's best probability always wins): the best dense cosine, the first fused score, or
-    the best combined rerank score."""
+    cross-encoder's best probability always wins): the best dense cosine, the first fused score, the
+    best combined rerank score, or `lexical_support` — the IDF-weighted share of the query's content
+    terms that the final `top_n` candidates contain (n/a without a local BM25 index: not judged)."""
     freshness_now: str | None = None
     """ISO-8601 moment the freshness feature is computed at (None: the current time)."""
 

@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 #: The score kinds a run snapshot may hold (see `pipeline.refusal`).
-SCORE_KINDS = ("cross_encoder", "dense_cosine", "fused", "final")
+SCORE_KINDS = ("cross_encoder", "dense_cosine", "fused", "final", "lexical_support")
 
 
 def objective_text(max_wrong: float) -> str:
@@ -60,7 +60,7 @@ class CalibrationReport(BaseModel):
 
     run_id: int
     score: str
-    """The score swept: `cross_encoder`, `dense_cosine`, `fused` or `final`."""
+    """The score swept: `cross_encoder`, `dense_cosine`, `fused`, `final` or `lexical_support`."""
     no_answer_cases: int
     answerable_cases: int
     unscored_cases: int
@@ -75,7 +75,7 @@ class CalibrationReport(BaseModel):
 
 def snapshot_scores(snapshot: Mapping[str, Any]) -> dict[str, float | None]:
     """The refusal scores of one case result; older runs without them get dense and fused scores
-    from the candidate snapshot (the cross-encoder's probability was not kept then)."""
+    from the candidate snapshot (the cross-encoder's probability and lexical support were not kept then)."""
     stored = snapshot.get("refusal_scores")
     if isinstance(stored, Mapping):
         return {kind: stored.get(kind) for kind in SCORE_KINDS}
@@ -96,6 +96,7 @@ def snapshot_scores(snapshot: Mapping[str, Any]) -> dict[str, float | None]:
         "dense_cosine": max(cosines) if cosines else None,
         "fused": fused,
         "final": final,
+        "lexical_support": None,
     }
 
 

@@ -131,7 +131,9 @@ def score_trace(
         "refused": trace.refused,
         "rerank_mode": trace.rerank_mode,
         # Every score refusal could judge by, so `eval calibrate-refusal` can sweep any of them.
-        "refusal_scores": refusal_scores(trace.routes, trace.fused, trace.reranked, trace.rerank_pairs),
+        "refusal_scores": refusal_scores(
+            trace.routes, trace.fused, trace.reranked, trace.rerank_pairs, trace.lexical_support
+        ),
         "refusal_score_kind": trace.refusal_score_kind,
         "candidates": candidates,
         "rank_shift": [

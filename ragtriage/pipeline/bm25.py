@@ -104,6 +104,11 @@ class _BM25FScores:
         self._terms[key] = entry
         return entry
 
+    def docnums(self, field: str, text: str) -> np.ndarray | None:
+        """Document numbers holding `text` in `field` (None: none; deleted documents are not listed)."""
+        entry = self._term(field, text)
+        return None if entry is None else entry[0]
+
     def top(self, clauses: Sequence[tuple[str, str, float]], k: int) -> list[tuple[str, float]]:
         """(chunk_id, score) of the k best documents for `(field, term, boost)` clauses, best first."""
         scores = np.zeros(self._slots, dtype=np.float64)
@@ -334,6 +339,19 @@ class WhooshIndex:
         """Number of indexed chunks."""
         with self._lock:
             return int(self._current_searcher().doc_count())
+
+    def term_stats(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """`(indexed chunks, {term: chunks holding it in title or content})` (lexical support's idf)."""
+        with self._lock:
+            searcher = self._current_searcher()
+            scores = self._current_scores()
+            total = int(searcher.doc_count())
+            frequencies: dict[str, int] = {}
+            for term in terms:
+                postings = [scores.docnums(field, term) for field in ("content", "title")]
+                held = [p for p in postings if p is not None]
+                frequencies[term] = int(np.unique(np.concatenate(held)).size) if held else 0
+        return total, frequencies
 
     def lexicon(self, field: str = "content") -> list[str]:
         """Every term of `field` (for inspection and tests)."""

@@ -289,6 +289,27 @@ class BM25sIndex:
         ]
         return hits, []
 
+    def term_stats(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """`(indexed chunks, {term: chunks holding it in title or content})` (lexical support's idf)."""
+        with self._lock:
+            models, meta = self._current()
+            total = len(meta["chunk_ids"])
+            frequencies: dict[str, int] = {}
+            for term in terms:
+                column = self._vocab.get(term)
+                if column is None or not models:
+                    frequencies[term] = 0
+                    continue
+                # CSC score matrices: the rows of a term's column are the chunks holding it.
+                rows = [
+                    model.scores["indices"][
+                        model.scores["indptr"][column] : model.scores["indptr"][column + 1]
+                    ]
+                    for model in (models["content"], models["title"])
+                ]
+                frequencies[term] = int(np.unique(np.concatenate(rows)).size)
+        return total, frequencies
+
     def indexed_hashes(self) -> dict[str, tuple[str, str]]:
         """chunk_id → (content_hash, index_hash) of every indexed chunk."""
         meta = self._read_meta()

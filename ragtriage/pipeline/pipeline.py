@@ -19,8 +19,9 @@ from ragtriage.config import Settings
 from ragtriage.errors import RagtriageError
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
 from ragtriage.pipeline.fusion import fuse
+from ragtriage.pipeline.lexical_support import candidates_support
 from ragtriage.pipeline.normalize import normalize_query
-from ragtriage.pipeline.refusal import chosen_score, refusal_reason, refusal_scores
+from ragtriage.pipeline.refusal import chosen_score, not_judged_note, refusal_reason, refusal_scores
 from ragtriage.pipeline.rerank import Reranker, RerankItem, RerankOutcome
 from ragtriage.pipeline.rewrite import Rewriter, RuleRewriter, extract_keywords, off_rewrite
 from ragtriage.pipeline.route_plan import PlannedRoute, engine_for, needs_vector, plan_routes, route_k
@@ -28,6 +29,7 @@ from ragtriage.pipeline.trace_build import build_candidates
 from ragtriage.pipeline.types import (
     ROUTE_DENSE_SUB_PREFIX,
     Embedder,
+    LexicalSupport,
     ProfileRef,
     Retriever,
     RewriteResult,
@@ -293,6 +295,8 @@ class Pipeline:
         refusal: str | None = None
         refusal_kind: str | None = None
         refusal_value: float | None = None
+        support: LexicalSupport | None = None
+        not_judged: str | None = None
         if options.rerank == "off" or not self.settings.rerank.enabled:
             rerank_input: list[str] = []
             final = [c.chunk_id for c in fused[:top_n]]
@@ -305,11 +309,12 @@ class Pipeline:
                 self._items(fused[:pool]),
                 now=options.as_of,
             )
-            scores = refusal_scores(routes, fused, outcome.reranked, outcome.pairs)
+            support = candidates_support(item.raw_query, outcome.reranked[:top_n], self.chunks, self.bm25)
+            scores = refusal_scores(routes, fused, outcome.reranked, outcome.pairs, support)
             refusal_kind, refusal_value = chosen_score(scores, self.settings.rerank.refusal_score)
-            refusal = refusal_reason(
-                self.settings.rerank.refusal_threshold, refusal_kind, refusal_value, len(outcome.reranked)
-            )
+            threshold = self.settings.rerank.refusal_threshold
+            refusal = refusal_reason(threshold, refusal_kind, refusal_value, len(outcome.reranked), support)
+            not_judged = not_judged_note(threshold, refusal_kind, support)
             final = [] if refusal else self.reranker.final(outcome.reranked, top_n)
             mode = outcome.mode
         item.timings["rerank"] = (self._clock() - tick) * 1000
@@ -318,6 +323,8 @@ class Pipeline:
         candidates = build_candidates(routes, fused, rerank_input, outcome, final, self.chunks)
         flags = [f"{r.name}: {f}" for r in routes for f in r.flags if not f.startswith("skipped")]
         flags.extend(outcome.notes if outcome else [])
+        if outcome is not None and not_judged:
+            flags.append(not_judged)
         unknown = sum(1 for c in candidates if not c.known)
         if unknown:
             noun = "chunk is" if unknown == 1 else "chunks are"
@@ -337,6 +344,7 @@ class Pipeline:
             refusal_reason=refusal,
             refusal_score_kind=refusal_kind,
             refusal_score=refusal_value,
+            lexical_support=support,
             candidates=candidates,
             timings_ms=item.timings,
             flags=flags,

@@ -2,8 +2,14 @@
 
 The score is the cross-encoder probability of the best candidate when a cross-encoder scored the
 pool; otherwise the one `[rerank] refusal_score` names: `dense_cosine` (the best cosine similarity
-any dense route returned), `fused` (the fused score of the first fused candidate) or `final` (the
-best combined rerank score). The trace records which score was used and its value.
+any dense route returned), `fused` (the fused score of the first fused candidate), `final` (the
+best combined rerank score) or `lexical_support` (the IDF-weighted share of the query's content
+terms that the final candidates contain, `pipeline.lexical_support`). The trace records which
+score was used and its value.
+
+A run without the chosen score refuses, except for `lexical_support`: it is n/a when there is
+nothing to judge it on (no content term, no local BM25 index, no candidate text), which says
+nothing about the answer, so such a run is not refused and the trace says why.
 """
 
 from __future__ import annotations
@@ -11,12 +17,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from ragtriage.pipeline.types import RerankPair, RouteResult, ScoredChunk
+from ragtriage.pipeline.types import LexicalSupport, RerankPair, RouteResult, ScoredChunk
 
-__all__ = ["REFUSAL_SCORES", "RefusalScore", "chosen_score", "refusal_reason", "refusal_scores"]
+__all__ = [
+    "REFUSAL_SCORES",
+    "RefusalScore",
+    "chosen_score",
+    "not_judged_note",
+    "refusal_reason",
+    "refusal_scores",
+]
 
-RefusalScore = Literal["cross_encoder", "dense_cosine", "fused", "final"]
-REFUSAL_SCORES: tuple[str, ...] = ("cross_encoder", "dense_cosine", "fused", "final")
+RefusalScore = Literal["cross_encoder", "dense_cosine", "fused", "final", "lexical_support"]
+REFUSAL_SCORES: tuple[str, ...] = ("cross_encoder", "dense_cosine", "fused", "final", "lexical_support")
 
 
 def refusal_scores(
@@ -24,6 +37,7 @@ def refusal_scores(
     fused: Sequence[ScoredChunk],
     reranked: Sequence[ScoredChunk],
     pairs: Sequence[RerankPair],
+    support: LexicalSupport | None = None,
 ) -> dict[str, float | None]:
     """Every candidate refusal score of one run (None where the run has none)."""
     probabilities = [p.cross_encoder_score for p in pairs if p.cross_encoder_score is not None]
@@ -33,6 +47,7 @@ def refusal_scores(
         "dense_cosine": max(cosines) if cosines else None,
         "fused": fused[0].score if fused else None,
         "final": reranked[0].score if reranked else None,
+        "lexical_support": support.score if support is not None else None,
     }
 
 
@@ -43,14 +58,37 @@ def chosen_score(scores: dict[str, float | None], fallback: str) -> tuple[str, f
     return fallback, scores.get(fallback)
 
 
-def refusal_reason(threshold: float | None, kind: str, value: float | None, candidates: int) -> str | None:
-    """Why the run refuses (its score below `threshold`, or nothing retrieved), or None."""
+def refusal_reason(
+    threshold: float | None,
+    kind: str,
+    value: float | None,
+    candidates: int,
+    support: LexicalSupport | None = None,
+) -> str | None:
+    """Why the run refuses (its score below `threshold`, or nothing retrieved), or None.
+
+    With `kind` `lexical_support` the reason names the query terms no final candidate contains.
+    """
     if threshold is None:
         return None
     if candidates == 0:
         return "no candidates retrieved"
     if value is None:
+        if kind == "lexical_support":
+            return None
         return f"no {kind} score (nothing to judge confidence by) with refusal_threshold {threshold:g}"
     if value < threshold:
-        return f"{kind} score {value:.4f} < refusal_threshold {threshold:g}"
+        reason = f"{kind} score {value:.4f} < refusal_threshold {threshold:g}"
+        if kind == "lexical_support" and support is not None:
+            missing = [t.term for t in support.unsupported()]
+            if missing:
+                reason += f": the top {support.candidates} candidates lack {', '.join(missing)}"
+        return reason
     return None
+
+
+def not_judged_note(threshold: float | None, kind: str, support: LexicalSupport | None) -> str | None:
+    """A trace flag when refusal by lexical support could not judge this run (its score is n/a)."""
+    if threshold is None or kind != "lexical_support" or support is None or support.score is not None:
+        return None
+    return f"refusal not judged: {support.explain()}"

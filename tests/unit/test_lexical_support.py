@@ -1,0 +1,100 @@
+"""Lexical support (`pipeline.lexical_support`): the formula by hand, its n/a cases, and how
+refusal reads it. Document frequencies come from a plain table here; the real Whoosh and bm25s
+indexes are exercised in `tests/integration/test_lexical_support.py`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pytest
+
+from ragtriage.pipeline.lexical_support import (
+    DocumentFrequencies,
+    bm25_idf,
+    content_terms,
+    lexical_support,
+)
+from ragtriage.pipeline.refusal import not_judged_note, refusal_reason, refusal_scores
+
+
+class TableFrequencies:
+    """Document frequencies from a dict: `(N, {term: df})`."""
+
+    def __init__(self, total: int, table: dict[str, int]) -> None:
+        self.total, self.table = total, table
+
+    def term_stats(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        return self.total, {t: self.table.get(t, 0) for t in terms}
+
+
+def test_idf_is_bm25_lucene_form() -> None:
+    assert bm25_idf(0, 10) == pytest.approx(math.log(22))  # ln(1 + 10.5 / 0.5)
+    assert bm25_idf(3, 10) == pytest.approx(math.log(1 + 7.5 / 3.5))
+    assert bm25_idf(10, 10) == pytest.approx(math.log(1 + 0.5 / 10.5))
+    assert bm25_idf(10, 10) > 0
+    assert bm25_idf(12, 10) == bm25_idf(10, 10)  # df clipped to N
+
+
+def test_fillers_and_stop_words_are_not_content_terms() -> None:
+    assert content_terms("ufw怎么放行端口") == ["ufw", "放行", "端口"]
+    assert content_terms("ＵＦＷ 端口 端口") == ["ufw", "端口"]  # NFKC, lower-case, each once
+    assert content_terms("怎么办") == []
+
+
+def test_share_by_hand() -> None:
+    # ufw: df 0 → ln 22 = 3.091042; 放行: df 1 → ln(1 + 9.5/1.5) = 1.992430; 端口: df 3 → 1.145132.
+    frequencies = TableFrequencies(10, {"放行": 1, "端口": 3})
+    support = lexical_support("ufw怎么放行端口", ["防火墙开放端口的方法", "查看端口"], frequencies)
+    assert support.score == pytest.approx(1.145132 / (3.091042 + 1.992430 + 1.145132), abs=1e-6)
+    assert support.score == pytest.approx(0.183851, abs=1e-6)
+    assert support.candidates == 2 and support.indexed_chunks == 10
+    assert [(t.term, t.df, t.supported) for t in support.terms] == [
+        ("ufw", 0, False),
+        ("放行", 1, False),
+        ("端口", 3, True),
+    ]
+    assert [t.term for t in support.unsupported()] == ["ufw", "放行"]  # heaviest first
+    sentence = support.explain()
+    assert "ufw (in no chunk of the KB)" in sentence and "放行 (in 1 KB chunks, none of these)" in sentence
+    assert sentence.endswith("found: 端口")
+
+
+def test_substring_match_survives_segmentation_and_full_width() -> None:
+    # jieba indexes 安装 as one word; the query's 装 is still in the chunk. Full-width query, ASCII chunk.
+    frequencies = TableFrequencies(5, {"装": 0, "ufw": 1})
+    support = lexical_support("ＵＦＷ 装", ["先安装 UFW 防火墙"], frequencies)
+    assert support.score == 1.0 and "every query term" in support.explain()
+
+
+def test_not_applicable_cases_say_why() -> None:
+    frequencies = TableFrequencies(4, {})
+    assert lexical_support("怎么办", ["x"], frequencies).note == (
+        "the query has no content term (only question words and stop words)"
+    )
+    assert "no local BM25 index" in (lexical_support("端口", ["端口"], None).note or "")
+    assert "index is empty" in (lexical_support("端口", ["端口"], TableFrequencies(0, {})).note or "")
+    empty = lexical_support("端口", [], frequencies)
+    assert empty.score is None and "no candidate text" in (empty.note or "")
+    assert empty.explain().startswith("lexical support n/a: no candidate text")
+    assert isinstance(frequencies, DocumentFrequencies)
+
+
+def test_refusal_reads_lexical_support() -> None:
+    support = lexical_support("ufw怎么放行端口", ["查看端口"], TableFrequencies(10, {"放行": 1, "端口": 3}))
+    scores = refusal_scores([], [], [], [], support)
+    assert scores["lexical_support"] == support.score
+    reason = refusal_reason(0.5, "lexical_support", support.score, 3, support)
+    assert reason is not None and reason.startswith("lexical_support score 0.1839 < refusal_threshold 0.5")
+    assert reason.endswith("the top 1 candidates lack ufw, 放行")
+    assert refusal_reason(0.1, "lexical_support", support.score, 3, support) is None
+    # n/a: not refused (it says nothing about the answer), and the trace gets a note saying why.
+    na = lexical_support("端口", ["端口"], None)
+    assert refusal_reason(0.5, "lexical_support", None, 3, na) is None
+    assert (not_judged_note(0.5, "lexical_support", na) or "").startswith(
+        "refusal not judged: lexical support n/a"
+    )
+    assert not_judged_note(None, "lexical_support", na) is None
+    assert not_judged_note(0.5, "dense_cosine", na) is None
+    # Other kinds keep refusing a run without their score.
+    assert "no dense_cosine score" in (refusal_reason(0.5, "dense_cosine", None, 3) or "")
