@@ -1,6 +1,6 @@
 """Lexical support (`pipeline.lexical_support`): the formula by hand, its n/a cases, and how
 refusal reads it. Document frequencies come from a plain table here; the real Whoosh and bm25s
-indexes are exercised in `tests/integration/test_lexical_support.py`."""
+indexes are exercised in `tests/integration/test_lexical_support_real.py`."""
 
 from __future__ import annotations
 
