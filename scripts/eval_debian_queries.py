@@ -22,7 +22,8 @@ retrieval.rrf_k=20` overrides one key (the value is read as TOML, else as a stri
 `--profile NAME` runs a replay profile or shipped preset (as `eval run --profile`).
 `--calibrate` sweeps the refusal threshold over the TUNE split's scores (`eval calibrate-refusal`'s
 sweep, ≤ `--max-wrong-refusals` answerable refused), once per score the run recorded (cross-encoder,
-dense cosine, fused, final), and prints each proposal; the held-out split is never used to choose.
+dense cosine, fused, final, lexical support), and prints each proposal and what the same threshold
+does on the held-out split, which is never used to choose.
 `--faq-headings` evaluates the FAQ's own question headings instead (a stand-in used before the
 query files existed).
 """
@@ -47,7 +48,7 @@ from ragtriage.errors import RagtriageError  # noqa: E402
 from ragtriage.eval import store as eval_store  # noqa: E402
 from ragtriage.eval.aggregate import aggregate_by_bucket, overall  # noqa: E402
 from ragtriage.eval.metrics import refusal_accuracy  # noqa: E402
-from ragtriage.eval.refusal_calibration import SCORE_KINDS, calibrate, case_scores  # noqa: E402
+from ragtriage.eval.refusal_calibration import SCORE_KINDS, calibrate, case_scores, refusal_row  # noqa: E402
 from ragtriage.eval.runner import run_eval  # noqa: E402
 from ragtriage.kb import service  # noqa: E402
 from ragtriage.render.fit import Col, FitTable, data_console  # noqa: E402
@@ -155,14 +156,30 @@ def slice_figures(results: list[Any]) -> dict[str, dict[str, Any]]:
     return figures
 
 
-def tune_calibration(run_id: int, results: list[Any], max_wrong: float) -> list[Any]:
-    """`eval calibrate-refusal`'s sweep over the tune split, once per score kind the run recorded."""
-    tune = [(r.has_gold, r.snapshot) for r in results if f"tag:{debian_queries.TUNE}" in r.buckets]
+def tune_calibration(run_id: int, results: list[Any], max_wrong: float) -> list[dict[str, Any]]:
+    """`eval calibrate-refusal`'s sweep over the tune split, once per score kind the run recorded;
+    each proposal is then applied, unchanged, to the held-out split (`heldout`: its refusals)."""
+
+    def split(name: str) -> list[tuple[bool, Any]]:
+        return [(r.has_gold, r.snapshot) for r in results if f"tag:{name}" in r.buckets]
+
+    tune, heldout = split(debian_queries.TUNE), split(debian_queries.HELDOUT)
     reports = []
     for kind in SCORE_KINDS:
         _, scored = case_scores(tune, kind)
         if any(value is not None for _, value in scored):
-            reports.append(calibrate(run_id, kind, scored, max_wrong=max_wrong))
+            report = calibrate(run_id, kind, scored, max_wrong=max_wrong)
+            entry = report.model_dump(mode="json", exclude={"rows"})
+            entry["heldout"] = None
+            if report.proposed is not None:
+                _, held = case_scores(heldout, kind)
+                row = refusal_row(report.proposed.threshold, held, kind)
+                entry["heldout"] = {
+                    **row.model_dump(mode="json"),
+                    "no_answer_cases": sum(1 for has_gold, _ in held if not has_gold),
+                    "answerable_cases": sum(1 for has_gold, _ in held if has_gold),
+                }
+            reports.append(entry)
     return reports
 
 
@@ -242,6 +259,12 @@ def print_report(report: dict[str, Any]) -> None:
                 f"{head} (≤ {100 * cal['max_wrong']:g}% answerable refused): threshold {proposed['threshold']:g} "
                 f"refuses {_share(proposed['refused_no_answer'], cal['no_answer_cases'])} no-answer, "
                 f"{_share(proposed['refused_answerable'], cal['answerable_cases'])} answerable"
+            )
+            held = cal["heldout"]
+            print(
+                f"  the same threshold on split:heldout refuses "
+                f"{_share(held['refused_no_answer'], held['no_answer_cases'])} no-answer, "
+                f"{_share(held['refused_answerable'], held['answerable_cases'])} answerable"
             )
     print(f"per case: ragtriage eval show {report['run_id']} --home {report['home']}")
 
@@ -337,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in ("all", debian_queries.TUNE, debian_queries.HELDOUT)
             if name in slices
         },
-        "calibration": [c.model_dump(mode="json", exclude={"rows"}) for c in calibration],
+        "calibration": calibration,
     }
     if args.json:
         print(json.dumps(report, ensure_ascii=False, indent=2))

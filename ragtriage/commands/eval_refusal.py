@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
-from ragtriage.eval.refusal_calibration import SCORE_KINDS, CalibrationReport, ThresholdRow
+from ragtriage.eval.refusal_calibration import SCORE_KINDS, CalibrationReport, ThresholdRow, unscored_refused
 
 #: Rows printed around the proposal (the JSON has them all).
 SHOWN_ROWS = 15
@@ -33,7 +33,8 @@ def _print(report: CalibrationReport) -> None:
     console.print(
         Text(
             f"run {report.run_id}: {report.score} score; {report.no_answer_cases} no-answer and "
-            f"{report.answerable_cases} answerable cases ({report.unscored_cases} without a score, always refused)"
+            f"{report.answerable_cases} answerable cases ({report.unscored_cases} without a score, "
+            f"{'always refused' if unscored_refused(report.score) else 'n/a: never refused'})"
         )
     )
     table = Table(box=None, padding=(0, 1, 0, 0))
@@ -109,7 +110,8 @@ def register_eval(group: click.Group) -> None:
         accuracy on no-answer cases, and the share of answerable cases wrongly refused. The
         proposal maximises refusal accuracy subject to at most --max-wrong-refusals of answerable
         cases refused. The score is the cross-encoder's when the run has one, otherwise the best
-        dense cosine (or --score fused/final). --write sets [rerank] refusal_threshold and
+        dense cosine (or --score fused/final/lexical_support: the IDF-weighted share of the query's
+        content terms that the final candidates contain). --write sets [rerank] refusal_threshold and
         refusal_score in the settings file (comments kept), so refusal works without a cross-encoder.
         """
         from ragtriage.eval import store as eval_store

@@ -27,7 +27,9 @@ __all__ = [
     "calibrate",
     "case_scores",
     "objective_text",
+    "refusal_row",
     "snapshot_scores",
+    "unscored_refused",
     "write_threshold",
 ]
 
@@ -64,7 +66,8 @@ class CalibrationReport(BaseModel):
     no_answer_cases: int
     answerable_cases: int
     unscored_cases: int
-    """Cases without that score (nothing retrieved): refused at every threshold."""
+    """Cases without that score (nothing retrieved; for `lexical_support`: n/a): refused at every
+    threshold, except with `lexical_support`, where they are never refused (`unscored_refused`)."""
     max_wrong: float
     objective: str
     rows: list[ThresholdRow] = Field(default_factory=list)
@@ -124,11 +127,23 @@ def case_scores(
     return kind, [(has_gold, scores[kind]) for has_gold, scores in per_case]
 
 
-def _row(threshold: float, cases: Sequence[tuple[bool, float | None]]) -> ThresholdRow:
+def unscored_refused(score: str) -> bool:
+    """Whether the pipeline refuses a run without this score: yes, except for `lexical_support`,
+    which is n/a when there is nothing to judge (the run is then not refused; `pipeline.refusal`)."""
+    return score != "lexical_support"
+
+
+def refusal_row(threshold: float, cases: Sequence[tuple[bool, float | None]], score: str) -> ThresholdRow:
+    """What refusing below `threshold` does to `cases` `(has_gold, score)` (e.g. a held-out split's)."""
+    refuse_unscored = unscored_refused(score)
+
+    def refused(value: float | None) -> bool:
+        return refuse_unscored if value is None else value < threshold
+
     no_answer = [value for has_gold, value in cases if not has_gold]
     answerable = [value for has_gold, value in cases if has_gold]
-    refused_none = sum(1 for value in no_answer if value is None or value < threshold)
-    refused_ok = sum(1 for value in answerable if value is None or value < threshold)
+    refused_none = sum(1 for value in no_answer if refused(value))
+    refused_ok = sum(1 for value in answerable if refused(value))
     return ThresholdRow(
         threshold=threshold,
         refused_no_answer=refused_none,
@@ -168,7 +183,7 @@ def calibrate(
     thresholds = [values[0] - spread / 100]
     thresholds += [(low + high) / 2 for low, high in zip(values, values[1:], strict=False)]
     thresholds.append(values[-1] + spread / 100)
-    report.rows = [_row(round(t, 6), cases) for t in thresholds]
+    report.rows = [refusal_row(round(t, 6), cases, score) for t in thresholds]
     if report.no_answer_cases == 0:
         report.reason = (
             "the eval set has no no-answer case (label one no_answer_in_kb and promote it, or import one)"

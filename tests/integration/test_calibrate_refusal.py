@@ -39,6 +39,14 @@ def test_sweep_by_hand() -> None:
     assert none.proposed is None and "no no-answer case" in (none.reason or "")
 
 
+def test_lexical_support_n_a_cases_are_never_refused() -> None:
+    # The pipeline does not refuse a run whose lexical support is n/a; the sweep must agree.
+    report = calibrate(1, "lexical_support", CASES, max_wrong=0.05)
+    assert report.rows[0].refused_no_answer == 0  # below the lowest score: the None case is kept
+    assert report.proposed is not None and report.proposed.threshold == 0.35
+    assert report.proposed.refused_no_answer == 1  # 0.3 only; the None case is not refused
+
+
 def test_old_snapshots_give_dense_and_fused_scores() -> None:
     snapshot = {
         "candidates": [

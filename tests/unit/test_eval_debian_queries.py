@@ -79,3 +79,29 @@ def test_targets_are_judged_per_slice() -> None:
         "refusal_accuracy": None,
         "wrongly_refused": None,
     }
+
+
+def test_calibration_chooses_on_tune_and_applies_the_threshold_to_heldout() -> None:
+    def scored(case_id: str, split: str, gold: bool, support: float | None) -> SimpleNamespace:
+        snapshot = {"refusal_scores": {"lexical_support": support, "dense_cosine": 0.9}}
+        return SimpleNamespace(
+            case_id=case_id, has_gold=gold, snapshot=snapshot, buckets=[f"tag:split:{split}"]
+        )
+
+    rows = [
+        scored("t1", "tune", True, 0.9),
+        scored("t2", "tune", True, 0.6),
+        scored("t3", "tune", False, 0.2),
+        scored("t4", "tune", False, 0.7),
+        # Held-out values far from tune's would move a threshold chosen on them; they must not.
+        scored("h1", "heldout", True, 0.3),
+        scored("h2", "heldout", False, 0.1),
+        scored("h3", "heldout", False, None),  # n/a: never refused by lexical support
+    ]
+    reports = {r["score"]: r for r in script.tune_calibration(7, rows, 0.0)}
+    lexical = reports["lexical_support"]
+    assert lexical["proposed"]["threshold"] == 0.4  # midpoint of 0.2 and 0.6: 1/2 tune no-answer, 0 wrong
+    held = lexical["heldout"]
+    assert (held["refused_no_answer"], held["no_answer_cases"]) == (1, 2)
+    assert (held["refused_answerable"], held["answerable_cases"]) == (1, 1)
+    assert "rows" not in lexical
