@@ -14,12 +14,12 @@ import os
 import random
 import resource
 import sys
-import threading
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import orjson
+from pss_sampler import PssSampler
 
 from ragtriage.config import FlaggingSettings
 from ragtriage.logs.ingest import ingest_files
@@ -113,49 +113,6 @@ def json_loads_rate(path: Path) -> tuple[float, float]:
     return count / (time.perf_counter() - started), count / (_cpu_seconds() - cpu_started)
 
 
-def _pss_mb(pid: int) -> float:
-    """Proportional set size of one process (shared pages split between the processes sharing them)."""
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-class _PssSampler(threading.Thread):
-    """Samples the PSS of this process plus its children (the ingest workers) every 0.2 s; keeps the peak."""
-
-    def __init__(self, wal_path: Path | None = None) -> None:
-        super().__init__(daemon=True)
-        self.peak_mb = 0.0
-        self.wal_path = wal_path
-        self.peak_wal_mb = 0.0
-        """The SQLite WAL file's largest size (disk the ingest borrows)."""
-        self._done = threading.Event()
-
-    def run(self) -> None:
-        pid = os.getpid()
-        while not self._done.wait(0.2):
-            try:
-                children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-            except OSError:
-                children = []
-            total = _pss_mb(pid) + sum(_pss_mb(int(child)) for child in children)
-            self.peak_mb = max(self.peak_mb, total)
-            if self.wal_path is not None:
-                try:
-                    self.peak_wal_mb = max(self.peak_wal_mb, self.wal_path.stat().st_size / 1e6)
-                except OSError:
-                    pass
-
-    def stop(self) -> float:
-        self._done.set()
-        self.join()
-        return self.peak_mb
-
-
 def _cpu_split() -> tuple[float, float]:
     """User + system CPU seconds of this process, and of its joined children (the ingest workers)."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -192,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     engine = make_engine(sqlite_url(db_path))
     use_workers = {"auto": None, "on": True, "off": False}[args.workers]
     # CPU seconds of this process plus the ingest workers (children: counted once joined).
-    sampler = _PssSampler(Path(f"{db_path}-wal"))
+    sampler = PssSampler(Path(f"{db_path}-wal"))
     sampler.start()
     started, (main_started, worker_started) = time.perf_counter(), _cpu_split()
     report = ingest_files(engine, [log_path], flagging=FlaggingSettings(), use_workers=use_workers)

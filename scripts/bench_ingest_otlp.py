@@ -23,12 +23,13 @@ import os
 import re
 import resource
 import sys
-import threading
 import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
+
+from pss_sampler import PssSampler  # noqa: E402 (scripts/ is on sys.path when a script runs)
 
 from ragtriage.config import FlaggingSettings, OtelSettings  # noqa: E402
 from ragtriage.logs.ingest import ingest_files  # noqa: E402
@@ -107,50 +108,10 @@ def json_loads_seconds(path: Path) -> tuple[float, float]:
     return time.perf_counter() - started, time.process_time() - cpu_started
 
 
-def _pss_mb(pid: str) -> float:
-    try:
-        for row in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if row.startswith("Pss:"):
-                return int(row.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def _children() -> list[str]:
-    pids = []
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            pids.extend((task / "children").read_text().split())
-        except OSError:
-            pass
-    return pids
-
-
 def _cpu_s() -> float:
     """CPU seconds of this process and of its children that have ended (the ingest's readers)."""
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.process_time() + children.ru_utime + children.ru_stime
-
-
-class _PeakSampler(threading.Thread):
-    """Samples the PSS of this process and its child processes together every 0.2 s; keeps the
-    peak (pages a fork shares are split between the processes, not counted twice)."""
-
-    def __init__(self) -> None:
-        super().__init__(daemon=True)
-        self.peak_mb = 0.0
-        self._done = threading.Event()
-
-    def run(self) -> None:
-        while not self._done.wait(0.2):
-            total = _pss_mb("self") + sum(_pss_mb(pid) for pid in _children())
-            self.peak_mb = max(self.peak_mb, total)
-
-    def stop(self) -> float:
-        self._done.set()
-        self.join()
-        return self.peak_mb
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db_path}{suffix}").unlink(missing_ok=True)
     engine = make_engine(sqlite_url(db_path))
-    sampler = _PeakSampler()
+    sampler = PssSampler()
     sampler.start()
     started, cpu_started = time.perf_counter(), _cpu_s()
     report = ingest_files(engine, [path], flagging=FlaggingSettings(), otel=OtelSettings(), log_format="otlp")

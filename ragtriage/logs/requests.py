@@ -70,18 +70,22 @@ def find_request(engine: Engine, request_id: str) -> StoredRequest | None:
         )
 
 
+def _stored(engine: Engine, request_id: str) -> StoredRequest:
+    stored = find_request(engine, request_id)
+    if stored is None:
+        raise NotFoundError(
+            f"no logged request with request_id {quoted(request_id)}; check the id or ingest its log"
+        )
+    return stored
+
+
 def get_request(engine: Engine, request_id: str) -> RequestLog:
     """The logged request (schema v1 model; `to_trace` turns it into a Trace).
 
     Raises:
         NotFoundError: no such request_id in the store.
     """
-    stored = find_request(engine, request_id)
-    if stored is None:
-        raise NotFoundError(
-            f"no logged request with request_id {quoted(request_id)}; check the id or ingest its log"
-        )
-    return stored.record
+    return _stored(engine, request_id).record
 
 
 def get_requests(engine: Engine, request_ids: Sequence[str]) -> dict[str, RequestLog]:
@@ -123,12 +127,7 @@ def request_view(engine: Engine, request_id: str) -> RequestView:
     Raises:
         NotFoundError: no such request_id in the store.
     """
-    stored = find_request(engine, request_id)
-    if stored is None:
-        raise NotFoundError(
-            f"no logged request with request_id {quoted(request_id)}; check the id or ingest its log"
-        )
-    return RequestView(request=stored, triage=find_record(engine, request_id))
+    return RequestView(request=_stored(engine, request_id), triage=find_record(engine, request_id))
 
 
 class QuarantinedLine(BaseModel):

@@ -9,9 +9,8 @@ from pathlib import Path
 from markupsafe import Markup
 
 from ragtriage import __version__
-from ragtriage.errors import InputError
 from ragtriage.service import charts
-from ragtriage.service.report import template_environment
+from ragtriage.service.report import template_environment, write_html
 from ragtriage.triage.monitor import FIGURES, MonitorReport
 
 __all__ = ["render_health", "write_health"]
@@ -46,10 +45,4 @@ def write_health(report: MonitorReport, out: Path) -> Path:
     Raises:
         InputError: `out` cannot be written.
     """
-    html = render_health(report)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(html, encoding="utf-8")
-    except OSError as error:
-        raise InputError(f"{out}: cannot write the report ({error.strerror or error})") from None
-    return out
+    return write_html(render_health(report), out)

@@ -255,7 +255,15 @@ def write_report(
     Raises:
         InputError: `out` cannot be written (names the path and the reason).
     """
-    html = render_report(engine, run_ref, compare=compare, gate=gate)
+    return write_html(render_report(engine, run_ref, compare=compare, gate=gate), out)
+
+
+def write_html(html: str, out: Path) -> Path:
+    """Write a rendered report to `out` (UTF-8, folders made); returns the path written.
+
+    Raises:
+        InputError: `out` cannot be written (names the path and the reason).
+    """
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(html, encoding="utf-8")

@@ -20,6 +20,7 @@ from typing import IO, Any
 import orjson
 
 from ragtriage.errors import InputError
+from ragtriage.logs.line_files import DecodedLines
 from ragtriage.wording import quoted
 
 #: Fields a row may have; other columns are ignored (and reported once).
@@ -107,7 +108,7 @@ class LabelFile:
         # Notes can exceed the csv module's 128 KiB cell default.
         csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
         with _open(self.path) as handle:
-            lines = _DecodedLines(handle)
+            lines = DecodedLines(handle)
             reader = csv.reader(lines)
             header = [name.strip() for name in next(reader, [])]
             if "request_id" not in header:
@@ -239,21 +240,3 @@ def _open(path: Path) -> IO[bytes]:
 def _head(path: Path) -> bytes:
     with _open(path) as handle:
         return handle.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip()
-
-
-class _DecodedLines:
-    """Text lines for the csv module, counted: UTF-8 (a byte-order mark dropped), else GB18030."""
-
-    def __init__(self, binary: IO[bytes]) -> None:
-        self._binary = binary
-        self.line_no = 0
-
-    def __iter__(self) -> Iterator[str]:
-        for line in self._binary:
-            self.line_no += 1
-            if self.line_no == 1:
-                line = line.removeprefix(b"\xef\xbb\xbf")
-            try:
-                yield line.decode("utf-8")
-            except UnicodeDecodeError:
-                yield line.decode("gb18030", errors="replace")

@@ -13,11 +13,10 @@ import csv
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 from ragtriage.errors import InputError
 from ragtriage.logs.formats.tables import RawItem, row_item
-from ragtriage.logs.line_files import open_binary
+from ragtriage.logs.line_files import DecodedLines, open_binary
 from ragtriage.logs.log_line import BadLine
 from ragtriage.wording import quoted
 
@@ -87,7 +86,7 @@ def iter_csv_rows(path: Path) -> Iterator[RawItem]:
     except OSError as error:
         raise InputError(f"{path}: cannot read: {error.strerror or error}") from None
     with handle:
-        lines = _DecodedLines(handle)
+        lines = DecodedLines(handle)
         reader = csv.reader(lines, delimiter=delimiter)
         try:
             next(reader, None)  # the header, read above
@@ -112,21 +111,3 @@ def iter_csv_rows(path: Path) -> Iterator[RawItem]:
                 f"{path}:{lines.line_no}: not valid CSV ({error}); fix: repair the file "
                 "(the rows before it were read)"
             ) from None
-
-
-class _DecodedLines:
-    """Text lines of a binary file for the csv module, counted; UTF-8, else GB18030."""
-
-    def __init__(self, binary: IO[bytes]) -> None:
-        self._binary = binary
-        self.line_no = 0
-
-    def __iter__(self) -> Iterator[str]:
-        for line in self._binary:
-            self.line_no += 1
-            if self.line_no == 1 and line.startswith(b"\xef\xbb\xbf"):
-                line = line[3:]
-            try:
-                yield line.decode("utf-8")
-            except UnicodeDecodeError:
-                yield line.decode("gb18030", errors="replace")

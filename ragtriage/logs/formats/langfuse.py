@@ -16,17 +16,14 @@ Input and output may be JSON text (API v2 without `parseIoAsJson`); they are par
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import orjson
 
 from ragtriage.config import OtelSettings
-from ragtriage.logs.formats.otlp import SpanFormatError
+from ragtriage.logs.formats.otlp import SpanFormatError, iso_time_ns
 from ragtriage.logs.formats.spans import Note, Span, group_documents
-from ragtriage.wording import quoted
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _TYPE_KIND = {
     "RETRIEVER": "RETRIEVER",
     "GENERATION": "LLM",
@@ -58,22 +55,6 @@ def kind_of(record: Any) -> str | None:
     ):
         return "trace"
     return None
-
-
-def _ns(value: Any, field: str, record_id: str) -> int | None:
-    if value in (None, ""):
-        return None
-    try:
-        moment = datetime.fromisoformat(str(value))
-    except ValueError:
-        raise SpanFormatError(
-            f"{field} {quoted(value, limit=40)} is not an ISO 8601 time",
-            "export times as Langfuse does",
-            record_id,
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return (moment - _EPOCH) // timedelta(microseconds=1) * 1000
 
 
 def _json(value: Any) -> Any:
@@ -152,8 +133,8 @@ def span_from_observation(obj: dict[str, Any], otel: OtelSettings, source: str, 
     if not raw:
         _attributes_from_io(obj, kind, metadata, attrs)
     attrs = group_documents(attrs)
-    start = _ns(obj.get("startTime"), "startTime", str(obs_id))
-    end = _ns(obj.get("endTime"), "endTime", str(obs_id))
+    start = iso_time_ns(obj.get("startTime"), "startTime", str(obs_id), "Langfuse")
+    end = iso_time_ns(obj.get("endTime"), "endTime", str(obs_id), "Langfuse")
     return Span(
         trace_id=str(trace_id),
         span_id=str(obs_id),
@@ -213,7 +194,7 @@ def span_from_trace(obj: dict[str, Any], source: str, line_no: int) -> Span:
         attrs["metadata"] = orjson.dumps(metadata).decode()
     if obj.get("tags"):
         attrs["tag.tags"] = [str(t) for t in obj["tags"]]
-    start = _ns(obj.get("timestamp"), "timestamp", trace_id)
+    start = iso_time_ns(obj.get("timestamp"), "timestamp", trace_id, "Langfuse")
     latency = obj.get("latency")
     end = start + int(latency * 1e9) if start is not None and isinstance(latency, (int, float)) else None
     resource = {"service.version": str(obj["version"])} if obj.get("version") else {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ragtriage.logs.formats.spans import Span, group_documents
@@ -18,6 +19,7 @@ from ragtriage.wording import quoted
 
 _HEX = frozenset("0123456789abcdefABCDEF")
 _STATUS_ERROR = (2, "2", "STATUS_CODE_ERROR")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 class SpanFormatError(ValueError):
@@ -67,6 +69,28 @@ def _int(value: Any, field: str) -> int | None:
         raise SpanFormatError(
             f"{field} {quoted(value, limit=40)} is not an integer", "export nanoseconds as integers"
         ) from None
+
+
+def iso_time_ns(value: Any, field: str, span_id: str, exporter: str) -> int | None:
+    """An ISO 8601 time (UTC when it names no zone) as nanoseconds since the epoch, at microsecond
+    precision; None for a missing or empty value.
+
+    Raises:
+        SpanFormatError: not ISO 8601 (the fix names `exporter`, the tool that wrote the file).
+    """
+    if value in (None, ""):
+        return None
+    try:
+        moment = datetime.fromisoformat(str(value))
+    except ValueError:
+        raise SpanFormatError(
+            f"{field} {quoted(value, limit=40)} is not an ISO 8601 time",
+            f"export times as {exporter} does",
+            span_id,
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (moment - _EPOCH) // timedelta(microseconds=1) * 1000
 
 
 def any_value(value: Any) -> Any:

@@ -46,7 +46,6 @@ PIECE_LINES = 128
 #: Trace files of at least this many bytes together are read in parallel (smaller: not worth the
 #: processes).
 PARALLEL_MIN_BYTES = 8 << 20
-_BOM = b"\xef\xbb\xbf"
 
 #: `(path, format, layout, first line number, offset, length)`; offset -1: read the whole file.
 _Piece = tuple[Path, str, str, int, int, int]
@@ -87,22 +86,7 @@ def pieces_of(files: Sequence[tuple[Path, str, str]]) -> list[_Piece]:
 def _piece_lines(piece: _Piece) -> Iterator[tuple[int, bytes]]:
     """`(line number, bytes)` of the non-blank lines of one piece (as `read.iter_raw` numbers them)."""
     path, _, layout, line_no, offset, length = piece
-    if offset < 0:
-        yield from iter_raw(path, layout)
-        return
-    with open(path, "rb") as handle:
-        handle.seek(offset)
-        left = length
-        while left > 0:
-            raw = handle.readline(left)
-            if not raw:
-                break
-            left -= len(raw)
-            if line_no == 1 and raw.startswith(_BOM):
-                raw = raw[len(_BOM) :]
-            if raw and not raw.isspace():
-                yield line_no, raw
-            line_no += 1
+    return iter_raw(path, layout, None if offset < 0 else (line_no, offset, length))
 
 
 def _failure(error: BaseException) -> tuple[str, str]:

@@ -12,14 +12,16 @@ Shapes (Phoenix `src/phoenix/server/api/routers/v1/spans.py` and `annotations.py
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ragtriage.logs.formats.otlp import BULKY_PREFIXES, BULKY_SUFFIXES, SpanFormatError, events_as_evaluations
+from ragtriage.logs.formats.otlp import (
+    BULKY_PREFIXES,
+    BULKY_SUFFIXES,
+    SpanFormatError,
+    events_as_evaluations,
+    iso_time_ns,
+)
 from ragtriage.logs.formats.spans import Note, Span, group_documents
-from ragtriage.wording import quoted
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def is_span(obj: Any) -> bool:
@@ -35,22 +37,6 @@ def is_annotation(obj: Any) -> bool:
         and "name" in obj
         and ("span_id" in obj or "trace_id" in obj)
     )
-
-
-def _ns(value: Any, field: str, span_id: str) -> int | None:
-    if value in (None, ""):
-        return None
-    try:
-        moment = datetime.fromisoformat(str(value))
-    except ValueError:
-        raise SpanFormatError(
-            f"{field} {quoted(value, limit=40)} is not an ISO 8601 time",
-            "export times as Phoenix does",
-            span_id,
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return (moment - _EPOCH) // timedelta(microseconds=1) * 1000
 
 
 def span_from_phoenix(obj: dict[str, Any], source: str, line_no: int) -> Span:
@@ -80,8 +66,8 @@ def span_from_phoenix(obj: dict[str, Any], source: str, line_no: int) -> Span:
         parent_id=str(obj["parent_id"]).lower() if obj.get("parent_id") else None,
         name=str(obj.get("name") or ""),
         kind="" if kind == "UNKNOWN" else kind,
-        start_ns=_ns(obj.get("start_time"), "start_time", str(span_id)),
-        end_ns=_ns(obj.get("end_time"), "end_time", str(span_id)),
+        start_ns=iso_time_ns(obj.get("start_time"), "start_time", str(span_id), "Phoenix"),
+        end_ns=iso_time_ns(obj.get("end_time"), "end_time", str(span_id), "Phoenix"),
         attributes=attrs,
         source=source,
         line_no=line_no,

@@ -15,7 +15,7 @@ import gc
 import gzip
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 import orjson
@@ -40,27 +40,44 @@ _MISSING_FORMAT = {
 }
 
 
-def iter_raw(path: Path, layout: str) -> Iterator[tuple[int, bytes]]:
+def iter_raw(
+    path: Path, layout: str, piece: tuple[int, int, int] | None = None
+) -> Iterator[tuple[int, bytes]]:
     """`(line number, bytes)` of every non-blank line, or `(1, whole file)` for a document; a
-    leading byte-order mark is dropped.
+    leading byte-order mark is dropped. `piece` `(first line number, offset, length)`: only the
+    whole lines in those bytes of an uncompressed file (`line_files.iter_line_ranges`).
 
     Raises:
         InputError: the file cannot be read, or its gzip stream is corrupt or cut off.
     """
-    line_no = 0
+    first_line_no = 1 if piece is None else piece[0]
+    line_no = first_line_no - 1
     with open_bytes(path) as handle:
         try:
             if layout == "document":
                 text = handle.read()
                 yield 1, text[len(_BOM) :] if text.startswith(_BOM) else text
                 return
-            for line_no, raw in enumerate(handle, start=1):
+            lines = handle if piece is None else _lines_between(handle, piece[1], piece[2])
+            for line_no, raw in enumerate(lines, start=first_line_no):
                 if line_no == 1 and raw.startswith(_BOM):
                     raw = raw[len(_BOM) :]
                 if not raw.isspace():
                     yield line_no, raw
         except (EOFError, gzip.BadGzipFile, OSError) as error:
             raise InputError(cut_message(path, line_no, error)) from None
+
+
+def _lines_between(handle: BinaryIO, offset: int, length: int) -> Iterator[bytes]:
+    """The lines in `length` bytes from `offset` (a piece always ends at a line's end)."""
+    handle.seek(offset)
+    left = length
+    while left > 0:
+        raw = handle.readline(left)
+        if not raw:
+            break
+        left -= len(raw)
+        yield raw
 
 
 def records_of(
