@@ -98,3 +98,28 @@ def test_refusal_reads_lexical_support() -> None:
     assert not_judged_note(0.5, "dense_cosine", na) is None
     # Other kinds keep refusing a run without their score.
     assert "no dense_cosine score" in (refusal_reason(0.5, "dense_cosine", None, 3) or "")
+
+
+def test_case_screen_and_trace_view_say_which_terms_are_missing() -> None:
+    from ragtriage.pipeline.types import RewriteResult, Trace
+    from ragtriage.render.trace_view import summary_text
+    from ragtriage.tui.widgets.query_panel import query_text
+
+    support = lexical_support("ufw怎么放行端口", ["查看端口"], TableFrequencies(10, {"放行": 1, "端口": 3}))
+    reason = refusal_reason(0.5, "lexical_support", support.score, 1, support)
+    trace = Trace(
+        query="ufw怎么放行端口",
+        rewrite=RewriteResult(
+            raw_query="ufw怎么放行端口", normalized_query="ufw怎么放行端口", rewritten_query="ufw怎么放行端口"
+        ),
+        refused=True,
+        refusal_reason=reason,
+        refusal_score_kind="lexical_support",
+        refusal_score=support.score,
+        lexical_support=support,
+    )
+    for shown in (query_text("r-1", trace, None, "replay").plain, summary_text(trace).plain):
+        assert "lexical_support score 0.1839 < refusal_threshold 0.5" in shown
+        assert "not found: ufw (in no chunk of the KB), 放行 (in 1 KB chunks, none of these)" in shown
+    quiet = trace.model_copy(update={"refused": False, "refusal_score_kind": "dense_cosine"})
+    assert "not found" not in query_text("r-1", quiet, None, "replay").plain

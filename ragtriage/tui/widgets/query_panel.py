@@ -35,6 +35,14 @@ def query_text(
     for number, sub_query in enumerate(rewrite.sub_queries, start=1):
         text.append(f"\nsub {number}      ", style="dim")
         text.append(sub_query)
+    if trace.refused:
+        text.append("\nrefused    ", style="dim")
+        text.append(trace.refusal_reason or "yes")
+    support = trace.lexical_support
+    if support is not None and (trace.refused or trace.refusal_score_kind == "lexical_support"):
+        # Which query words the final candidates lack: why a lexical refusal refused, in words.
+        text.append("\nsupport    ", style="dim")
+        text.append(support.explain())
     if fidelity is not None:
         text.append("\nfidelity   ", style="dim")
         text.append(fidelity)
