@@ -7,9 +7,9 @@ the named thing. The score measures that directly:
 
     lexical_support = Σ_{t ∈ T, t supported} idf(t) / Σ_{t ∈ T} idf(t)      (in [0, 1])
 
-- T: the query's content terms — the BM25 analyzer's terms (`analyzer.tokenize`: NFKC, lower-case,
-  jieba search mode, stop words dropped) minus question fillers (`QUESTION_FILLERS`: 怎么, 啥,
-  有没有 …), each once.
+- T: the query's content terms — the terms the local BM25 index searches for the query (the
+  analyzer: NFKC, lower-case, jieba search mode or `[index] query_segmentation`, stop words and
+  `query_stop_words` dropped) minus question fillers (`QUESTION_FILLERS`: 怎么, 啥, 有没有 …), each once.
 - idf(t) = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5)), the BM25 (Robertson–Spärck Jones, Lucene
   form) inverse document frequency, with N the indexed chunks and df(t) the chunks holding t in
   their title or text, both from the local BM25 index. A term no chunk holds (df = 0) weighs most.
@@ -56,7 +56,12 @@ QUESTION_FILLERS = frozenset(
 
 @runtime_checkable
 class DocumentFrequencies(Protocol):
-    """A BM25 index that counts, per term, the chunks holding it (title or text)."""
+    """A BM25 index that analyzes a query as its search does and counts, per term, the chunks
+    holding it (title or text)."""
+
+    def query_terms(self, query: str) -> list[str]:
+        """The distinct terms the index searches for `query` (`[index] query_segmentation`, `query_stop_words`)."""
+        ...
 
     def term_stats(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
         """`(N indexed chunks, {term: df})`."""
@@ -70,9 +75,11 @@ def bm25_idf(df: int, n: int) -> float:
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
-def content_terms(query: str) -> list[str]:
-    """The query's content terms: the analyzer's terms minus question fillers, each once, in order."""
-    return [t for t in dict.fromkeys(tokenize(query)) if t not in QUESTION_FILLERS]
+def content_terms(query: str, frequencies: DocumentFrequencies | None = None) -> list[str]:
+    """The query's content terms, each once, in order: the terms the BM25 index searches for it
+    (the analyzer's `tokenize` without an index) minus question fillers."""
+    terms = frequencies.query_terms(query) if frequencies is not None else tokenize(query)
+    return [t for t in dict.fromkeys(terms) if t not in QUESTION_FILLERS]
 
 
 def lexical_support(
@@ -82,7 +89,7 @@ def lexical_support(
 ) -> LexicalSupport:
     """The lexical support of `query` by `candidate_texts` (title, heading path and text of each of
     the first n candidates the KB holds), weighted by `frequencies` (see the module docstring)."""
-    terms = content_terms(query)
+    terms = content_terms(query, frequencies)
     if not terms:
         return LexicalSupport(note="the query has no content term (only question words and stop words)")
     if frequencies is None:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from ragtriage.pipeline.analyzer import tokenize
 from ragtriage.pipeline.lexical_support import (
     DocumentFrequencies,
     bm25_idf,
@@ -23,6 +24,9 @@ class TableFrequencies:
 
     def __init__(self, total: int, table: dict[str, int]) -> None:
         self.total, self.table = total, table
+
+    def query_terms(self, query: str) -> list[str]:
+        return tokenize(query)
 
     def term_stats(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
         return self.total, {t: self.table.get(t, 0) for t in terms}
@@ -123,3 +127,14 @@ def test_case_screen_and_trace_view_say_which_terms_are_missing() -> None:
         assert "not found: ufw (in no chunk of the KB), 放行 (in 1 KB chunks, none of these)" in shown
     quiet = trace.model_copy(update={"refused": False, "refusal_score_kind": "dense_cosine"})
     assert "not found" not in query_text("r-1", quiet, None, "replay").plain
+
+
+def test_terms_are_the_ones_the_bm25_index_searches() -> None:
+    # `[index] query_stop_words` / `query_segmentation` reach lexical support through the index.
+    class Configured(TableFrequencies):
+        def query_terms(self, query: str) -> list[str]:
+            return [t for t in tokenize(query) if t != "ufw"]
+
+    support = lexical_support("ufw怎么放行端口", ["查看端口"], Configured(10, {"放行": 1, "端口": 3}))
+    assert [t.term for t in support.terms] == ["放行", "端口"]
+    assert content_terms("ufw怎么放行端口") == ["ufw", "放行", "端口"]  # without an index: the analyzer's
