@@ -19,6 +19,7 @@ from ragtriage.commands.common import (
 from ragtriage.errors import NotFoundError, RagtriageError
 from ragtriage.kb import service
 from ragtriage.render.text import plural
+from ragtriage.triage.gold_check import DeletedGold, deleted_gold
 from ragtriage.wording import quoted
 from ragtriage.workspace import Workspace
 
@@ -171,8 +172,17 @@ def show_command(chunk_id: str, as_json: bool, home: Path | None, config_file: P
         if chunk is None:
             raise NotFoundError(f"no chunk {quoted(chunk_id)}; see `ragtriage kb chunks` for the ids")
         around = service.neighbours(workspace.engine, chunk_id)
+        gone = deleted_gold(workspace.engine, [chunk_id]) if chunk.status == "deleted" else []
+    deletion = gone[0] if gone else None
     if as_json:
-        echo_json({**chunk.model_dump(mode="json"), "neighbours": [n.chunk_id for n in around]})
+        echo_json(
+            {
+                **chunk.model_dump(mode="json"),
+                "neighbours": [n.chunk_id for n in around],
+                "deletion": deletion.deletion if deletion else None,
+                "closest_live_chunk": deletion.replacement if deletion else None,
+            }
+        )
         return
     fields = {
         "chunk_id": chunk.chunk_id,
@@ -190,6 +200,10 @@ def show_command(chunk_id: str, as_json: bool, home: Path | None, config_file: P
         "content_hash": chunk.content_hash[:16],
         "neighbours": ", ".join(n.chunk_id for n in around),
     }
+    if deletion is not None:
+        fields["deletion"] = _deletion_text(deletion)
+        if deletion.replacement is not None:
+            fields["closest_live"] = deletion.replacement
     if chunk.meta:
         # Imported chunks keep production's other columns; one line, as JSON, so nothing is lost.
         fields["meta"] = json.dumps(chunk.meta, ensure_ascii=False, default=str)
@@ -197,6 +211,17 @@ def show_command(chunk_id: str, as_json: bool, home: Path | None, config_file: P
         click.echo(f"{name + ':':<14}{value}")
     click.echo("")
     click.echo(chunk.content)
+
+
+def _deletion_text(deletion: DeletedGold) -> str:
+    """Why a deleted chunk went, in words: the stored reason, or that none was recorded."""
+    if not deletion.document_live:
+        return f"removed with its document {deletion.doc_id}"
+    if deletion.deletion == "rechunked":
+        return f"re-chunked: document {deletion.doc_id} got new chunks in the same write"
+    if deletion.deletion == "removed":
+        return f"removed from document {deletion.doc_id} without a replacement"
+    return "reason not recorded (deleted before the store kept reasons)"
 
 
 @kb_group.command("remove")

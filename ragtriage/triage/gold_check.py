@@ -27,6 +27,9 @@ class DeletedGold:
     document_live: bool
     replacement: str | None
     """The live chunk of the same document closest in content, when the document was re-chunked."""
+    deletion: str | None = None
+    """The stored reason (`kb_chunk.deletion`): `rechunked`, `removed`, or None when the chunk was
+    deleted before the store recorded reasons."""
 
     @property
     def reason(self) -> str:
@@ -87,7 +90,7 @@ def deleted_gold(engine: Engine, chunk_ids: Sequence[str]) -> list[DeletedGold]:
                     )
                 ).all()
                 replacement, _ = best_overlap(row.content, [(c, text) for c, text in candidates])
-            found.append(DeletedGold(chunk_id, row.doc_id, live, replacement))
+            found.append(DeletedGold(chunk_id, row.doc_id, live, replacement, row.deletion))
     return found
 
 

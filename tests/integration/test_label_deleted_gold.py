@@ -1,6 +1,7 @@
 """`label --gold` and `label --from` on gold that names a deleted chunk: production's UUID chunks
 imported into a real SQLite KB, then re-imported with `--full` after production dropped one chunk
-and re-chunked a document. Deleted gold is refused like unknown gold, with the chunk to pick."""
+and re-chunked a document. Deleted gold is refused like unknown gold, with the chunk to pick; `kb show`
+says why a chunk was deleted."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from ragtriage.logs.ingest import ingest_files
 from ragtriage.store import triage_repo
@@ -91,3 +93,46 @@ def test_label_from_file_rejects_the_row_unless_allowed(kb: Path, tmp_path: Path
     assert code == 0 and report["applied"] == 1
     assert any(w.startswith(f"{path}:1: gold: chunk {DROPPED} is deleted") for w in report["warnings"])
     assert _gold(kb) == [DROPPED]
+
+
+def _show(run_cli: RunCli, chunk_id: str) -> dict[str, str]:
+    code, out, err = run_cli(["kb", "show", chunk_id])
+    assert code == 0, err
+    return dict(line.split(": ", 1) for line in out.split("\n\n")[0].splitlines())
+
+
+def test_kb_show_says_why_a_chunk_was_deleted(kb: Path, run_cli: RunCli) -> None:
+    dropped, rechunked, live = (_show(run_cli, chunk) for chunk in (DROPPED, OLD_VPN, KEPT))
+    assert dropped["deletion"].strip() == "removed from document 7 without a replacement"
+    assert "closest_live" not in dropped
+    assert rechunked["deletion"].strip() == "re-chunked: document 8 got new chunks in the same write"
+    assert rechunked["closest_live"].strip() == VPN_1
+    assert "deletion" not in live
+    code, out, _ = run_cli(["kb", "show", OLD_VPN, "--json"])
+    shown = json.loads(out)
+    assert (shown["status"], shown["deletion"], shown["closest_live_chunk"]) == (
+        "deleted",
+        "rechunked",
+        VPN_1,
+    )
+    code, out, _ = run_cli(["kb", "show", KEPT, "--json"])
+    assert (json.loads(out)["deletion"], json.loads(out)["closest_live_chunk"]) == (None, None)
+
+
+def test_kb_show_on_a_deletion_without_a_recorded_reason_or_document(kb: Path, run_cli: RunCli) -> None:
+    # Stores before schema 7 deleted chunks without recording why.
+    workspace = Workspace.open(kb)
+    try:
+        with workspace.engine.begin() as connection:
+            connection.execute(
+                text("UPDATE kb_chunk SET deletion = NULL WHERE chunk_id = :id"), {"id": DROPPED}
+            )
+    finally:
+        workspace.close()
+    assert (
+        _show(run_cli, DROPPED)["deletion"].strip()
+        == "reason not recorded (deleted before the store kept reasons)"
+    )
+    code, _, err = run_cli(["kb", "remove", "7", "--no-index"])
+    assert code == 0, err
+    assert _show(run_cli, KEPT)["deletion"].strip() == "removed with its document 7"
