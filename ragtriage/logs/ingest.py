@@ -41,7 +41,7 @@ from ragtriage.logs.ingest_workers import can_use_workers, ingest_file_in_worker
 from ragtriage.logs.line_files import iter_raw_lines
 from ragtriage.logs.pipelined_writer import PipelinedWriter
 from ragtriage.logs.report import IngestReport, ProgressCallback
-from ragtriage.logs.trace_child import parsed_traces
+from ragtriage.logs.trace_child import parsed_traces, remove_stale_spill_dirs
 from ragtriage.store.db import write_session
 from ragtriage.store.log_tables import OLD_REQUEST_LOG_SESSION_INDEX, REQUEST_LOG_TS_INDEX
 
@@ -168,6 +168,7 @@ class _Reading:
         Big inputs are read and parsed in a child process while this one stores (`trace_child`)."""
         if not files:
             return False, 0
+        remove_stale_spill_dirs()
         requests = 0
         specs = [(f.path, f.format, f.layout) for f in files]
         if not worth_parallel(specs, self.use_workers):

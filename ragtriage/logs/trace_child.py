@@ -10,7 +10,9 @@ flight, so memory stays bounded.
 
 A failure in the child is raised here: `InputError` as it was, anything else as `RuntimeError`
 with the child's traceback. Closing the iterator early (a stop request, a strict-mode error)
-ends the child and its readers, and removes the spill file.
+ends the child and its readers, and removes the spill file. A process killed outright cannot
+remove its spill folder; the folder's name says which process on which host owned it, and
+`remove_stale_spill_dirs` removes those whose owner has ended.
 """
 
 from __future__ import annotations
@@ -18,7 +20,11 @@ from __future__ import annotations
 import contextlib
 import gc
 import multiprocessing
+import os
+import re
+import shutil
 import signal
+import socket
 import tempfile
 import traceback
 from collections.abc import Generator, Iterator, Sequence
@@ -31,6 +37,45 @@ from ragtriage.errors import InputError
 from ragtriage.logs.batches import ParsedBatch, parse_batches
 from ragtriage.logs.flagging import LineRules
 from ragtriage.logs.formats.dispatch import PlannedFile, trace_lines
+
+#: Spill folders in the temporary directory: `ragtriage-trace-ingest-PID@HOST-XXXXXXXX`.
+SPILL_PREFIX = "ragtriage-trace-ingest-"
+# TemporaryDirectory's random part has no `-`; a host name may.
+_OWNER = re.compile(rf"{re.escape(SPILL_PREFIX)}(\d+)@(.+)-[^-]+")
+
+
+def _spill_prefix() -> str:
+    return f"{SPILL_PREFIX}{os.getpid()}@{socket.gethostname()}-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def remove_stale_spill_dirs() -> list[Path]:
+    """Remove the spill folders left by ingests on this host whose process has ended (killed
+    before its cleanup ran); returns the folders removed. Folders of other hosts sharing the
+    temporary directory, of live processes, and of unknown owners are left alone."""
+    host = socket.gethostname()
+    removed: list[Path] = []
+    try:
+        folders = list(Path(tempfile.gettempdir()).glob(f"{SPILL_PREFIX}*"))
+    except OSError:
+        return removed
+    for folder in folders:
+        owner = _OWNER.fullmatch(folder.name)
+        if owner is None or owner.group(2) != host or _alive(int(owner.group(1))) or not folder.is_dir():
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():
+            removed.append(folder)
+    return removed
 
 
 def _stop(signum: int, frame: Any) -> None:
@@ -45,8 +90,12 @@ def _child(
     parse_lines: int,
     spill_dir: Path,
     out: Connection,
+    parent_end: Connection,
 ) -> None:
     signal.signal(signal.SIGTERM, _stop)
+    # Holding the parent's end open too, a send would block for ever once the parent is killed;
+    # closed, it fails, and this process cleans up and ends.
+    parent_end.close()
     try:
         for path, numbered in trace_lines(files, otel, spill_dir=spill_dir, parallel=True):
             out.send(("file", path))
@@ -80,10 +129,10 @@ def parsed_traces(
     context = multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
     # The spill file lives in a folder this process removes, however the child ends.
-    spill_dir = tempfile.TemporaryDirectory(prefix="ragtriage-trace-ingest-")
+    spill_dir = tempfile.TemporaryDirectory(prefix=_spill_prefix())
     gc.freeze()  # the child's collector leaves this process's objects (and their pages) alone
     try:
-        args = (files, otel, rules, strict, parse_lines, Path(spill_dir.name), send)
+        args = (files, otel, rules, strict, parse_lines, Path(spill_dir.name), send, receive)
         child = context.Process(target=_child, args=args)  # not a daemon: it forks the readers
         child.start()
     finally:

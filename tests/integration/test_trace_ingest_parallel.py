@@ -7,10 +7,16 @@ Pieces are made tiny here (two lines), so that traces cross pieces, readers and 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import os
+import socket
 import sqlite3
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -152,9 +158,11 @@ def test_unreadable_gzip_raises_the_same_error(tmp_path: Path) -> None:
     assert messages[0] == messages[1]
 
 
-def _child_pids() -> list[str]:
+def _child_pids(parent: str | int = "self") -> list[str]:
     return [
-        pid for task in Path("/proc/self/task").iterdir() for pid in (task / "children").read_text().split()
+        pid
+        for task in Path(f"/proc/{parent}/task").iterdir()
+        for pid in (task / "children").read_text().split()
     ]
 
 
@@ -184,3 +192,67 @@ def test_strict_mode_and_a_stop_request_end_the_same_way(
     assert report.stopped and (report.read, report.ingested) == (10, 10) and report.reconciles()
     # The reading processes are gone, and so is their spill file.
     assert _child_pids() == [] and list(scratch.iterdir()) == []
+
+
+# An ingest whose storing is slow (a stop check that sleeps), so it can be killed midway.
+_SLOW_INGEST = """
+import sys, time
+from pathlib import Path
+from ragtriage.logs.ingest import ingest_files
+from ragtriage.store.db import make_engine, sqlite_url
+engine = make_engine(sqlite_url(Path(sys.argv[2])))
+ingest_files(engine, [Path(sys.argv[1])], batch_size=2, use_workers=True, should_stop=lambda: time.sleep(0.5) or False)
+"""
+
+
+def _wait_for(condition: Any, what: str, seconds: float = 60.0) -> Any:
+    deadline = time.monotonic() + seconds
+    found = None
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):  # a /proc entry that went while it was read
+            found = condition()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _ended(pid: str) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_a_killed_ingest_leaves_no_reader_and_the_next_ingest_removes_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    path = tmp_path / "traces.jsonl"
+    path.write_text(otlp_lines(_spans(40), per_line=2))
+    environ = {**os.environ, "TMPDIR": str(scratch)}
+    args = [sys.executable, "-c", _SLOW_INGEST, str(path), str(tmp_path / "killed.db")]
+    ingest = subprocess.Popen(args, env=environ)
+    try:
+        (folder,) = _wait_for(lambda: list(scratch.glob("ragtriage-trace-ingest-*")), "the spill folder")
+        readers = _wait_for(lambda: _child_pids(ingest.pid), "the reading process")
+    finally:
+        ingest.kill()
+        ingest.wait()
+    assert folder.name.startswith(f"ragtriage-trace-ingest-{ingest.pid}@{socket.gethostname()}-")
+    # The reading process notices its parent is gone, removes its spill file and ends.
+    _wait_for(lambda: all(_ended(pid) for pid in readers), "the reading process to end")
+    assert list(folder.iterdir()) == []
+
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    live_owner = scratch / f"ragtriage-trace-ingest-{os.getpid()}@{socket.gethostname()}-abcd1234"
+    other_host = scratch / f"ragtriage-trace-ingest-{ingest.pid}@another-host-abcd1234"
+    unknown = scratch / "ragtriage-trace-ingest-abcd1234"
+    for kept in (live_owner, other_host, unknown):
+        kept.mkdir()
+    engine = make_engine(sqlite_url(tmp_path / "next.db"))
+    report = ingest_files(engine, [path], use_workers=False)
+    engine.dispose()
+    assert report.reconciles() and report.ingested == 40
+    assert sorted(scratch.iterdir()) == sorted([live_owner, other_host, unknown])
