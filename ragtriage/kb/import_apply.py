@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from sqlmodel import select
 
@@ -31,6 +31,9 @@ from ragtriage.kb.repository import DELETED, bump_revision, kb_revision
 from ragtriage.store.db import read_session, write_session
 from ragtriage.store.kb_tables import ChunkRow
 from ragtriage.workspace import Workspace
+
+if TYPE_CHECKING:
+    from ragtriage.pipeline.dense_worker import DenseWorker
 
 __all__ = ["ChunkSource", "import_chunks"]
 
@@ -95,24 +98,89 @@ def import_chunks(
     report = ImportReport(source=source.name, vector_embedder=vector_embedder)
     started = time.perf_counter()
     mapper = make_mapper()
-    changed = _import(
-        workspace, source, mapper, report, full=full, skip_bad_rows=skip_bad_rows, on_progress=on_progress
-    )
-    report.read_seconds = time.perf_counter() - started - report.write_seconds
-    report.vector_dim = mapper.dim if report.vectors else None
-    if not report.vectors:
-        report.vector_embedder = None
-    report.kb_revision = kb_revision(workspace.engine, workspace.settings.kb.name)
-    release_reader_memory()
-    if not index:
-        report.index_skipped = "indexing not requested (--no-index)"
-    elif not changed and _indexes_current(workspace, report.kb_revision):
-        report.index_skipped = "nothing changed and the indexes are up to date"
-    else:
-        from ragtriage.pipeline.indexer import sync_indexes
+    stream = _DenseStream(workspace) if index and vector_embedder is not None else None
+    try:
+        changed = _import(
+            workspace,
+            source,
+            mapper,
+            report,
+            full=full,
+            skip_bad_rows=skip_bad_rows,
+            on_progress=on_progress,
+            on_written=None if stream is None else stream.send,
+        )
+        worker = None if stream is None else stream.worker
+        if worker is not None:
+            worker.commit()  # the KB has committed: the worker commits its points and syncs the rest
+        report.read_seconds = time.perf_counter() - started - report.write_seconds
+        report.vector_dim = mapper.dim if report.vectors else None
+        if not report.vectors:
+            report.vector_embedder = None
+        report.kb_revision = kb_revision(workspace.engine, workspace.settings.kb.name)
+        release_reader_memory()
+        if not index:
+            report.index_skipped = "indexing not requested (--no-index)"
+        elif not changed and _indexes_current(workspace, report.kb_revision):
+            report.index_skipped = "nothing changed and the indexes are up to date"
+        else:
+            from ragtriage.pipeline.indexer import sync_indexes
 
-        report.index = dataclasses.asdict(sync_indexes(workspace, on_index_progress))
+            index_report = sync_indexes(workspace, on_index_progress, dense_worker=worker)
+            report.index = dataclasses.asdict(index_report)
+    finally:
+        if stream is not None:
+            stream.close()
     return report
+
+
+class _DenseStream:
+    """Hands the written chunks' vectors to a `DenseWorker`, started at the first batch that has any.
+
+    Not started when this process holds the Qdrant folder itself (the worker could not open it):
+    the sync then writes the dense index here, after the BM25 build, as without vectors.
+    """
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.worker: DenseWorker | None = None
+
+    def send(self, chunks: list[ImportedChunk]) -> None:
+        from ragtriage.pipeline.dense import DenseDocument
+        from ragtriage.pipeline.kb_chunks import index_hash
+
+        documents = [
+            DenseDocument(
+                chunk.chunk_id,
+                chunk.doc_id,
+                chunk.content_hash,
+                index_hash(chunk, chunk.vector_hash),
+                chunk.vector,
+            )
+            for chunk in chunks
+            if chunk.retrievable and chunk.vector is not None
+        ]
+        if not documents:
+            return
+        if self.worker is None:
+            if _dense_held_here(self.workspace):
+                return
+            from ragtriage.pipeline.dense_worker import DenseWorker
+
+            self.worker = DenseWorker(self.workspace)
+        self.worker.stream(documents)
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+
+
+def _dense_held_here(workspace: Workspace) -> bool:
+    from ragtriage import locations
+    from ragtriage.pipeline.dense import held_by_this_process
+
+    settings = workspace.settings.index
+    return not settings.qdrant_url and held_by_this_process(locations.qdrant_dir(workspace.home))
 
 
 def _stored_chunks(workspace: Workspace, kb: str) -> dict[str, _Stored]:
@@ -136,8 +204,12 @@ def _import(
     full: bool,
     skip_bad_rows: bool,
     on_progress: ProgressCallback | None,
+    on_written: Callable[[list[ImportedChunk]], None] | None = None,
 ) -> bool:
-    """Read, check and write every row in one transaction; True if anything was written."""
+    """Read, check and write every row in one transaction; True if anything was written.
+
+    `on_written` is given each batch of written chunks (inside the transaction).
+    """
     kb = workspace.settings.kb.name
     state = _Pass(stored=_stored_chunks(workspace, kb))
     now = datetime.now(timezone.utc)
@@ -161,6 +233,8 @@ def _import(
                 writer.write(todo, [c.chunk_id for c in todo if c.chunk_id in state.stored])
                 report.written += len(todo)
                 report.write_seconds += time.perf_counter() - began
+                if on_written is not None:
+                    on_written(todo)
         if not columns_checked and source.columns is not None and not source.schemaless:
             mapper.check_columns(source.columns)
         if source.schemaless and report.read > report.rejected:

@@ -30,7 +30,7 @@ from ragtriage.errors import IndexLockedError, IndexStateError
 from ragtriage.pipeline.types import Embedder, ScoredChunk
 from ragtriage.wording import quoted
 
-__all__ = ["DenseDocument", "QdrantIndex", "point_id"]
+__all__ = ["DenseDocument", "QdrantIndex", "held_by_this_process", "point_id"]
 
 #: Fixed namespace of the chunk-id → point-id mapping (changing it orphans every stored point).
 POINT_NAMESPACE = uuid.UUID("6f1c2a8e-3d4b-5e6f-8a9b-0c1d2e3f4a5b")
@@ -105,6 +105,12 @@ def _acquire_local(folder: Path) -> QdrantClient:
             _registry[key] = entry
         entry.users += 1
         return entry.client
+
+
+def held_by_this_process(folder: Path) -> bool:
+    """This process has the local-mode folder open (another process could not open it now)."""
+    with _registry_lock:
+        return str(folder.resolve()) in _registry
 
 
 def _acquire_server(url: str, api_key: str | None, timeout_s: float) -> QdrantClient:
@@ -273,8 +279,8 @@ class QdrantIndex:
         already applied in memory are then missing on disk until the next sync repairs them (the
         index is derived from SQL, diffed by index hash)."""
         persistence = self._local_persistence()
-        if persistence is None:
-            yield
+        if persistence is None or isinstance(persistence.storage, _DeferredCommits):  # type: ignore[attr-defined]
+            yield  # no local storage, or inside `atomic()`: the outer block commits
             return
         connection: sqlite3.Connection = persistence.storage  # type: ignore[attr-defined]
         persistence.storage = _DeferredCommits(connection)  # type: ignore[attr-defined]
@@ -286,6 +292,14 @@ class QdrantIndex:
             raise
         finally:
             persistence.storage = connection  # type: ignore[attr-defined]
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        """In local mode, the upserts and deletes of the block are committed together at its end,
+        or not at all if it raises (the collection on disk is then as before the block; the
+        process's in-memory copy is not, so close the index). A server applies each call as it comes."""
+        with self._one_commit():
+            yield
 
     def upsert(self, documents: Sequence[DenseDocument]) -> None:
         """Add or replace chunk vectors (in local mode, committed once per call)."""

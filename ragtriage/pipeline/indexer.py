@@ -3,13 +3,12 @@
 `sync_indexes` diffs each index against the KB by an index hash (doc id, title, heading path and
 content), so it also repairs an index left behind by an interrupted sync. Only chunks whose
 (embedder, passage text) is not in the embedding cache are embedded, in batches; each batch is
-cached and written to Qdrant at once, so a stopped sync resumes where it stopped.
+cached and written to Qdrant at once, so a stopped sync resumes where it stopped. The dense half
+lives in `dense_sync` (run here, or by `dense_worker` in a process of its own during `kb import`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 import time
@@ -17,16 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from sqlalchemy import select as sa_select
-from sqlmodel import col, select
+from sqlmodel import select
 
 from ragtriage import locations
 from ragtriage.pipeline.bm25 import BM25Document, WhooshIndex
-from ragtriage.pipeline.dense import DenseDocument, QdrantIndex
-from ragtriage.pipeline.embed import embedder_name, get_embedder, passage_text
-from ragtriage.pipeline.embed_cache import EmbeddingCache, text_hash
-from ragtriage.pipeline.imported_vectors import check_imported_vectors, imported_vector_refs, load_vectors
+from ragtriage.pipeline.dense import QdrantIndex
+from ragtriage.pipeline.dense_sync import CACHE_FILE, DenseFigures, open_dense, sync_dense
+from ragtriage.pipeline.embed import embedder_name, get_embedder
+from ragtriage.pipeline.kb_chunks import KBChunk, kb_revision_of, load_chunks
 from ragtriage.pipeline.manifest import (
     IndexManifest,
     check_embedder,
@@ -36,13 +33,15 @@ from ragtriage.pipeline.manifest import (
 )
 from ragtriage.pipeline.types import Embedder
 from ragtriage.store.db import read_session
-from ragtriage.store.kb_tables import ChunkRow, KBStateRow
+from ragtriage.store.kb_tables import ChunkRow
 from ragtriage.workspace import Workspace
 
 if TYPE_CHECKING:
     from ragtriage.pipeline.bm25s_index import BM25sIndex
+    from ragtriage.pipeline.dense_worker import DenseWorker
 
 __all__ = [
+    "CACHE_FILE",
     "IndexReport",
     "Indexes",
     "index_status",
@@ -54,8 +53,6 @@ __all__ = [
 
 ProgressCallback = Callable[[int, int], None]
 StopCallback = Callable[[], bool]
-CACHE_FILE = "embeddings.sqlite"
-_VECTOR_BATCH = 2000  # imported vectors per batch: ids per IN (…), one Qdrant commit in local mode
 
 
 @dataclass
@@ -80,7 +77,10 @@ class IndexReport:
     bm25_seconds: float = 0.0
     """Writing the BM25 (Whoosh) index."""
     dense_seconds: float = 0.0
-    """Writing the dense (Qdrant) index, embedding excluded."""
+    """Writing the dense (Qdrant) index, embedding excluded (with a dense worker: its busy time,
+    overlapping the SQL writes and the BM25 build)."""
+    dense_wait_seconds: float = 0.0
+    """With a dense worker: how long this process waited for it after the BM25 build."""
     other_seconds: float = 0.0
     total_seconds: float = 0.0
     stopped: bool = False
@@ -109,69 +109,9 @@ class Indexes:
             self.dense.close()
 
 
-@dataclass(frozen=True, slots=True)
-class _ChunkFields:
-    """The columns of a chunk the indexes take (a tuple-sized object: 100k ORM rows would take GBs)."""
-
-    chunk_id: str
-    doc_id: str
-    title: str
-    heading_path: list[str]
-    content: str
-    content_hash: str
-
-
-@dataclass(frozen=True)
-class _KBChunk:
-    row: _ChunkFields
-    index_hash: str
-    imported_vector: tuple[str, int] | None = None
-    """(embedder name, dim) of the vector the chunk was imported with (`kb import`)."""
-
-
 def indexed_content_hash(indexes: Indexes, chunk_id: str) -> dict[str, str | None]:
     """Is `chunk_id` in each index, and with which content hash (for index_stale diagnosis)."""
     return indexes.indexed_content_hash(chunk_id)
-
-
-def _index_hash(row: ChunkRow | _ChunkFields, vector_hash: str | None = None) -> str:
-    """Hash of every field the indexes take from a chunk (and of its imported vector): a change to
-    any of them means re-indexing."""
-    fields: list[Any] = [row.doc_id, row.title, list(row.heading_path), row.content]
-    if vector_hash:
-        fields.append(vector_hash)
-    payload = json.dumps(fields, ensure_ascii=False)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
-
-
-def _kb_revision(session: Any, kb: str) -> int:
-    state = session.get(KBStateRow, kb)
-    return int(state.revision) if state is not None else 0
-
-
-def _load_chunks(workspace: Workspace) -> tuple[dict[str, _KBChunk], int]:
-    kb = workspace.settings.kb.name
-    with read_session(workspace.engine) as session:
-        # A Core select of six columns (sqlmodel's typed select stops at four).
-        statement = sa_select(
-            col(ChunkRow.chunk_id),
-            col(ChunkRow.doc_id),
-            col(ChunkRow.title),
-            col(ChunkRow.heading_path),
-            col(ChunkRow.content),
-            col(ChunkRow.content_hash),
-        ).where(col(ChunkRow.status) == "published", col(ChunkRow.kb) == kb)
-        rows = [_ChunkFields(*values) for values in session.execute(statement)]
-        vectors = imported_vector_refs(session, kb)
-        revision = _kb_revision(session, kb)
-    chunks = {}
-    for row in rows:
-        vector = vectors.get(row.chunk_id)
-        if vector is None:
-            chunks[row.chunk_id] = _KBChunk(row, _index_hash(row))
-        else:
-            chunks[row.chunk_id] = _KBChunk(row, _index_hash(row, vector[0]), (vector[1], vector[2]))
-    return chunks, revision
 
 
 def _open_bm25(workspace: Workspace) -> WhooshIndex | BM25sIndex:
@@ -194,21 +134,6 @@ def _open_bm25(workspace: Workspace) -> WhooshIndex | BM25sIndex:
     )
 
 
-def _open_dense(workspace: Workspace, embedder: Embedder, *, recreate: bool = False) -> QdrantIndex:
-    index = workspace.settings.index
-    if index.qdrant_url:
-        return QdrantIndex.open(
-            embedder,
-            url=index.qdrant_url,
-            api_key=os.environ.get(index.qdrant_api_key_env),
-            collection=index.collection,
-            recreate=recreate,
-        )
-    return QdrantIndex.open(
-        embedder, path=locations.qdrant_dir(workspace.home), collection=index.collection, recreate=recreate
-    )
-
-
 def open_indexes(workspace: Workspace) -> Indexes:
     """Open both indexes (empty ones if never built) with the configured embedder.
 
@@ -222,7 +147,7 @@ def open_indexes(workspace: Workspace) -> Indexes:
     check_embedder(manifest, embedder, manifest_file)
     bm25 = _open_bm25(workspace)
     try:
-        dense = _open_dense(workspace, embedder)
+        dense = open_dense(workspace, embedder)
     except BaseException:
         bm25.close()
         raise
@@ -233,9 +158,17 @@ def sync_indexes(
     workspace: Workspace,
     on_progress: ProgressCallback | None = None,
     should_stop: StopCallback | None = None,
+    *,
+    dense_worker: DenseWorker | None = None,
 ) -> IndexReport:
-    """Bring Whoosh and Qdrant in line with the published chunks and write the manifest."""
-    return _sync(workspace, rebuild=False, on_progress=on_progress, should_stop=should_stop)
+    """Bring Whoosh and Qdrant in line with the published chunks and write the manifest.
+
+    With `dense_worker` (`kb import`), the dense index is synced by that process, which already
+    holds the points streamed to it; this process builds BM25 meanwhile and then waits for it.
+    """
+    return _sync(
+        workspace, rebuild=False, on_progress=on_progress, should_stop=should_stop, dense_worker=dense_worker
+    )
 
 
 def rebuild_indexes(
@@ -256,10 +189,11 @@ def _sync(
     rebuild: bool,
     on_progress: ProgressCallback | None,
     should_stop: StopCallback | None,
+    dense_worker: DenseWorker | None = None,
 ) -> IndexReport:
     started = time.perf_counter()
     report = IndexReport()
-    chunks, report.kb_revision = _load_chunks(workspace)
+    chunks, report.kb_revision = load_chunks(workspace)
     embedder = get_embedder(workspace.settings.embedder)
     manifest_file = locations.manifest_path(workspace.home)
     if rebuild:
@@ -270,15 +204,20 @@ def _sync(
     check_embedder(previous, embedder, manifest_file)
     bm25 = _open_bm25(workspace)
     dense: QdrantIndex | None = None
-    cache = EmbeddingCache(locations.cache_dir(workspace.home) / CACHE_FILE)
     try:
-        dense = _open_dense(workspace, embedder, recreate=rebuild)
+        dense_before: dict[str, str] = {}
+        if dense_worker is None:
+            dense = open_dense(workspace, embedder, recreate=rebuild)
+            dense_before = {cid: hashes[1] for cid, hashes in dense.indexed_hashes().items()}
         bm25_state = {cid: hashes[1] for cid, hashes in bm25.indexed_hashes().items()}
-        dense_state = {cid: hashes[1] for cid, hashes in dense.indexed_hashes().items()}
-        _count_changes(report, chunks, bm25_state, dense_state)
         bm25_todo = [c for cid, c in chunks.items() if bm25_state.get(cid) != c.index_hash]
-        dense_todo = [c for cid, c in chunks.items() if dense_state.get(cid) != c.index_hash]
-        total = len(bm25_todo) + len(dense_todo)
+        # With a worker the dense diff happens there: count every chunk as possible dense work.
+        dense_todo = (
+            len(chunks)
+            if dense is None
+            else sum(1 for cid, c in chunks.items() if dense_before.get(cid) != c.index_hash)
+        )
+        total = len(bm25_todo) + dense_todo
         if on_progress is not None:
             on_progress(0, total)
 
@@ -290,26 +229,33 @@ def _sync(
         )
         report.bm25_seconds = time.perf_counter() - began
         began = time.perf_counter()
-        dense.delete([cid for cid in dense_state if cid not in chunks])
-        report.stopped = _embed_and_upsert(
-            report,
-            workspace,
-            dense,
-            embedder,
-            cache,
-            dense_todo,
-            workspace.settings.embedder.batch_size,
-            progress=None if on_progress is None else lambda done: on_progress(len(bm25_todo) + done, total),
-            should_stop=should_stop,
-        )
-        report.dense_seconds = time.perf_counter() - began - report.embed_seconds
+        if dense_worker is not None:
+            figures = dense_worker.finish()
+            report.dense_wait_seconds = time.perf_counter() - began
+            if on_progress is not None:
+                on_progress(total, total)
+        elif dense is not None:
+            figures = sync_dense(
+                workspace,
+                dense,
+                embedder,
+                chunks,
+                dense_before,
+                progress=None
+                if on_progress is None
+                else lambda done: on_progress(len(bm25_todo) + done, total),
+                should_stop=should_stop,
+            )
+        _count_changes(report, chunks, bm25_state, figures.before)
+        report.embedded, report.imported_vectors = figures.embedded, figures.imported_vectors
+        report.cache_hits, report.stopped = figures.cache_hits, figures.stopped
+        report.embed_seconds, report.dense_seconds = figures.embed_seconds, figures.dense_seconds
         report.chunk_count = len(chunks)
         report.total_seconds = time.perf_counter() - started
         report.other_seconds = report.total_seconds - report.embed_seconds
         if not report.stopped:
-            _write(manifest_file, previous, workspace, embedder, dense, chunks, report)
+            _write(manifest_file, previous, workspace, embedder, figures, chunks, report)
     finally:
-        cache.close()
         bm25.close()
         if dense is not None:
             dense.close()
@@ -317,7 +263,7 @@ def _sync(
 
 
 def _count_changes(
-    report: IndexReport, chunks: dict[str, _KBChunk], bm25_state: dict[str, str], dense_state: dict[str, str]
+    report: IndexReport, chunks: dict[str, KBChunk], bm25_state: dict[str, str], dense_state: dict[str, str]
 ) -> None:
     for chunk_id, chunk in chunks.items():
         states = (bm25_state.get(chunk_id), dense_state.get(chunk_id))
@@ -330,7 +276,7 @@ def _count_changes(
     report.deleted = len((bm25_state.keys() | dense_state.keys()) - chunks.keys())
 
 
-def _bm25_document(chunk: _KBChunk) -> BM25Document:
+def _bm25_document(chunk: KBChunk) -> BM25Document:
     row = chunk.row
     return BM25Document(
         chunk_id=row.chunk_id,
@@ -342,75 +288,13 @@ def _bm25_document(chunk: _KBChunk) -> BM25Document:
     )
 
 
-def _embed_and_upsert(
-    report: IndexReport,
-    workspace: Workspace,
-    dense: QdrantIndex,
-    embedder: Embedder,
-    cache: EmbeddingCache,
-    todo: list[_KBChunk],
-    batch_size: int,
-    *,
-    progress: Callable[[int], None] | None,
-    should_stop: StopCallback | None,
-) -> bool:
-    """Embed cache misses batch by batch, caching and upserting each batch; True if stopped early.
-
-    Chunks imported with a vector are upserted with it (checked against the embedder first).
-    """
-    check_imported_vectors([c.imported_vector for c in todo], [c.row.chunk_id for c in todo], embedder)
-    imported = [c for c in todo if c.imported_vector is not None]
-    for start in range(0, len(imported), _VECTOR_BATCH):
-        if should_stop is not None and should_stop():
-            return True
-        batch = imported[start : start + _VECTOR_BATCH]
-        vectors = load_vectors(workspace.engine, [c.row.chunk_id for c in batch])
-        dense.upsert([_dense_document(c, vectors[c.row.chunk_id]) for c in batch])
-        report.imported_vectors += len(batch)
-        if progress is not None:
-            progress(start + len(batch))
-    done = len(imported)
-    todo = [c for c in todo if c.imported_vector is None]
-    texts = [passage_text(c.row.title, c.row.heading_path, c.row.content) for c in todo]
-    keys = [text_hash(text) for text in texts]
-    cached = cache.get_many(embedder.name, keys)
-    for start in range(0, len(todo), batch_size):
-        if should_stop is not None and should_stop():
-            return True
-        positions = range(start, min(start + batch_size, len(todo)))
-        missing = [i for i in positions if keys[i] not in cached]
-        if missing:
-            began = time.perf_counter()
-            embedded = embedder.embed_passages([texts[i] for i in missing])
-            report.embed_seconds += time.perf_counter() - began
-            fresh = {keys[i]: embedded[n] for n, i in enumerate(missing)}
-            cache.put_many(embedder.name, fresh)
-            cached.update(fresh)
-            report.embedded += len(missing)
-        report.cache_hits += len(positions) - len(missing)
-        dense.upsert([_dense_document(todo[i], cached[keys[i]]) for i in positions])
-        if progress is not None:
-            progress(done + positions.stop)
-    return False
-
-
-def _dense_document(chunk: _KBChunk, vector: np.ndarray) -> DenseDocument:
-    return DenseDocument(
-        chunk_id=chunk.row.chunk_id,
-        doc_id=chunk.row.doc_id,
-        content_hash=chunk.row.content_hash,
-        index_hash=chunk.index_hash,
-        vector=vector,
-    )
-
-
 def _write(
     path: Any,
     previous: IndexManifest | None,
     workspace: Workspace,
     embedder: Embedder,
-    dense: QdrantIndex,
-    chunks: dict[str, _KBChunk],
+    dense: DenseFigures,
+    chunks: dict[str, KBChunk],
     report: IndexReport,
 ) -> None:
     content_hashes = {chunk_id: chunk.row.content_hash for chunk_id, chunk in chunks.items()}
@@ -445,7 +329,7 @@ def index_status(workspace: Workspace) -> dict[str, Any]:
                 )
             ).all()
         )
-        revision = _kb_revision(session, kb)
+        revision = kb_revision_of(session, kb)
     configured = embedder_name(workspace.settings.embedder)
     status: dict[str, Any] = {
         "kb": kb,

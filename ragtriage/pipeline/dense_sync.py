@@ -1,0 +1,155 @@
+"""The dense half of an index sync: diff the Qdrant collection against the KB, delete, embed, upsert.
+
+Chunks imported with a vector are upserted with it (checked against the query embedder first);
+the others are embedded unless their (embedder, passage text) is in the embedding cache, batch by
+batch, each batch cached and upserted at once, so a stopped sync resumes where it stopped. It runs
+in the syncing process (`indexer`) or in a process of its own (`dense_worker`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ragtriage import locations
+from ragtriage.pipeline.dense import DenseDocument, QdrantIndex
+from ragtriage.pipeline.embed import passage_text
+from ragtriage.pipeline.embed_cache import EmbeddingCache, text_hash
+from ragtriage.pipeline.imported_vectors import check_imported_vectors, load_vectors
+from ragtriage.pipeline.kb_chunks import KBChunk
+from ragtriage.pipeline.types import Embedder
+from ragtriage.workspace import Workspace
+
+__all__ = ["CACHE_FILE", "DenseFigures", "dense_document", "open_dense", "sync_dense"]
+
+CACHE_FILE = "embeddings.sqlite"
+_VECTOR_BATCH = 2000  # imported vectors per batch: ids per IN (…), one Qdrant commit in local mode
+StopCallback = Callable[[], bool]
+
+
+@dataclass
+class DenseFigures:
+    """What the dense half of a sync did (see `indexer.IndexReport` for the fields)."""
+
+    before: dict[str, str]
+    """chunk id → index hash of every point before the sync."""
+    collection: str
+    where: str
+    embedded: int = 0
+    imported_vectors: int = 0
+    cache_hits: int = 0
+    embed_seconds: float = 0.0
+    dense_seconds: float = 0.0
+    stopped: bool = False
+
+
+def open_dense(workspace: Workspace, embedder: Embedder, *, recreate: bool = False) -> QdrantIndex:
+    """The workspace's Qdrant collection: local mode in the home, or `[index] qdrant_url`."""
+    index = workspace.settings.index
+    if index.qdrant_url:
+        return QdrantIndex.open(
+            embedder,
+            url=index.qdrant_url,
+            api_key=os.environ.get(index.qdrant_api_key_env),
+            collection=index.collection,
+            recreate=recreate,
+        )
+    return QdrantIndex.open(
+        embedder, path=locations.qdrant_dir(workspace.home), collection=index.collection, recreate=recreate
+    )
+
+
+def sync_dense(
+    workspace: Workspace,
+    dense: QdrantIndex,
+    embedder: Embedder,
+    chunks: Mapping[str, KBChunk],
+    before: dict[str, str],
+    *,
+    current: Mapping[str, str] | None = None,
+    progress: Callable[[int], None] | None = None,
+    should_stop: StopCallback | None = None,
+) -> DenseFigures:
+    """Make `dense` hold exactly `chunks`: delete the others, write those whose index hash differs.
+
+    `before` is the index's state (chunk id → index hash) before the sync; `current` its state now
+    when points were written since (`dense_worker`), else `before`.
+    """
+    began = time.perf_counter()
+    figures = DenseFigures(before=before, collection=dense.collection, where=dense.where)
+    state = before if current is None else current
+    dense.delete([cid for cid in state if cid not in chunks])
+    todo = [c for cid, c in chunks.items() if state.get(cid) != c.index_hash]
+    cache = EmbeddingCache(locations.cache_dir(workspace.home) / CACHE_FILE)
+    try:
+        figures.stopped = _embed_and_upsert(
+            figures, workspace, dense, embedder, cache, todo, progress=progress, should_stop=should_stop
+        )
+    finally:
+        cache.close()
+    figures.dense_seconds = time.perf_counter() - began - figures.embed_seconds
+    return figures
+
+
+def _embed_and_upsert(
+    figures: DenseFigures,
+    workspace: Workspace,
+    dense: QdrantIndex,
+    embedder: Embedder,
+    cache: EmbeddingCache,
+    todo: list[KBChunk],
+    *,
+    progress: Callable[[int], None] | None,
+    should_stop: StopCallback | None,
+) -> bool:
+    """Embed cache misses batch by batch, caching and upserting each batch; True if stopped early."""
+    check_imported_vectors([c.imported_vector for c in todo], [c.row.chunk_id for c in todo], embedder)
+    imported = [c for c in todo if c.imported_vector is not None]
+    for start in range(0, len(imported), _VECTOR_BATCH):
+        if should_stop is not None and should_stop():
+            return True
+        batch = imported[start : start + _VECTOR_BATCH]
+        vectors = load_vectors(workspace.engine, [c.row.chunk_id for c in batch])
+        dense.upsert([dense_document(c, vectors[c.row.chunk_id]) for c in batch])
+        figures.imported_vectors += len(batch)
+        if progress is not None:
+            progress(start + len(batch))
+    done = len(imported)
+    todo = [c for c in todo if c.imported_vector is None]
+    texts = [passage_text(c.row.title, c.row.heading_path, c.row.content) for c in todo]
+    keys = [text_hash(text) for text in texts]
+    cached = cache.get_many(embedder.name, keys)
+    batch_size = workspace.settings.embedder.batch_size
+    for start in range(0, len(todo), batch_size):
+        if should_stop is not None and should_stop():
+            return True
+        positions = range(start, min(start + batch_size, len(todo)))
+        missing = [i for i in positions if keys[i] not in cached]
+        if missing:
+            began = time.perf_counter()
+            embedded = embedder.embed_passages([texts[i] for i in missing])
+            figures.embed_seconds += time.perf_counter() - began
+            fresh = {keys[i]: embedded[n] for n, i in enumerate(missing)}
+            cache.put_many(embedder.name, fresh)
+            cached.update(fresh)
+            figures.embedded += len(missing)
+        figures.cache_hits += len(positions) - len(missing)
+        dense.upsert([dense_document(todo[i], cached[keys[i]]) for i in positions])
+        if progress is not None:
+            progress(done + positions.stop)
+    return False
+
+
+def dense_document(chunk: KBChunk, vector: np.ndarray) -> DenseDocument:
+    """The point of `chunk` with `vector`."""
+    return DenseDocument(
+        chunk_id=chunk.row.chunk_id,
+        doc_id=chunk.row.doc_id,
+        content_hash=chunk.row.content_hash,
+        index_hash=chunk.index_hash,
+        vector=vector,
+    )

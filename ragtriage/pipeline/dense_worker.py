@@ -1,0 +1,202 @@
+"""The dense index synced in a forked process, concurrently with `kb import`'s SQL pass and BM25 build.
+
+Qdrant local mode is pure Python on one core and locks its folder, so while the worker runs only it
+opens the collection (the importing process never does). The import starts it at the first batch
+it writes with vectors and `stream`s it the points of the published rows it writes; the worker
+upserts them inside one uncommitted Qdrant transaction (`QdrantIndex.atomic`). Once the import's
+SQL transaction has committed, `commit` makes the worker commit those points and run the ordinary
+dense sync (`dense_sync.sync_dense`, the same diff against the KB as committed: deletions, points
+written with other content, chunks to embed) while the importing process builds BM25; `finish`
+waits for it and returns its figures. The index contents are those of a sequential sync.
+
+Nothing half-done: if the import fails before its commit (a bad row, an interrupt), `abort` rolls
+the worker's transaction back and the collection on disk is as it was. A failure in the worker is
+raised in the importing process by the next call (`stream`, `check`, `finish`): before the SQL
+commit it rolls the import back too; after it, the KB holds the import and the indexes are left
+stale without a manifest, as when a sequential sync fails (the next sync repairs them).
+`RagtriageError`s come back as they were raised, anything else as `RuntimeError` with the worker's
+traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import multiprocessing
+import signal
+import time
+import traceback
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragtriage.config import Settings
+from ragtriage.errors import RagtriageError
+from ragtriage.pipeline.dense import DenseDocument
+from ragtriage.pipeline.dense_sync import DenseFigures, open_dense, sync_dense
+from ragtriage.pipeline.embed import get_embedder
+from ragtriage.pipeline.kb_chunks import load_chunks
+from ragtriage.workspace import Workspace
+
+__all__ = ["DenseWorker"]
+
+#: Points (ids, payload columns, float32 matrix) as they travel through the pipe.
+_Points = tuple[list[str], list[str], list[str], list[str], np.ndarray]
+
+
+class _Aborted(Exception):
+    """The importing process gave up: roll the streamed points back."""
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _child(home: Path, settings: Settings, config_file: Path | None, pipe: Connection) -> None:
+    signal.signal(signal.SIGTERM, _stop)
+    workspace = Workspace(home=home, settings=settings, config_file=config_file)
+    try:
+        embedder = get_embedder(settings.embedder)
+        dense = open_dense(workspace, embedder)
+        try:
+            before = {chunk_id: hashes[1] for chunk_id, hashes in dense.indexed_hashes().items()}
+            current = dict(before)
+            streamed = 0
+            began = time.perf_counter()
+            with dense.atomic():
+                while True:
+                    kind, points = pipe.recv()
+                    if kind == "abort":
+                        raise _Aborted
+                    if kind == "commit":
+                        break
+                    ids, doc_ids, content_hashes, index_hashes, matrix = points
+                    dense.upsert(
+                        [
+                            DenseDocument(chunk_id, doc_id, content_hash, ihash, vector)
+                            for chunk_id, doc_id, content_hash, ihash, vector in zip(
+                                ids, doc_ids, content_hashes, index_hashes, matrix, strict=True
+                            )
+                        ]
+                    )
+                    current.update(zip(ids, index_hashes, strict=True))
+                    streamed += len(ids)
+            streamed_seconds = time.perf_counter() - began
+            chunks, _ = load_chunks(workspace)
+            figures = sync_dense(workspace, dense, embedder, chunks, before, current=current)
+            figures.dense_seconds += streamed_seconds
+            figures.imported_vectors += streamed
+            pipe.send(("done", figures))
+        finally:
+            dense.close()
+    except _Aborted:
+        pass
+    except (SystemExit, KeyboardInterrupt):
+        pass  # the importing process stopped this one (or the user did, and it is stopping too)
+    except RagtriageError as error:
+        with contextlib.suppress(OSError):
+            pipe.send(("ragtriage_error", error))
+    except BaseException as error:  # noqa: BLE001 (reported to the importing process, which raises it)
+        with contextlib.suppress(OSError):
+            pipe.send(("error", "".join(traceback.format_exception(error))))
+    finally:
+        workspace.close()
+        pipe.close()
+
+
+class DenseWorker:
+    """A forked process that owns the dense index during an import (see the module docstring)."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        context = multiprocessing.get_context("fork")
+        self._pipe, child_end = context.Pipe(duplex=True)
+        gc.freeze()  # the child's collector leaves this process's objects (and their pages) alone
+        try:
+            self._process = context.Process(
+                target=_child,
+                args=(workspace.home, workspace.settings, workspace.config_file, child_end),
+                name="ragtriage-dense-index",
+                daemon=True,
+            )
+            self._process.start()
+        finally:
+            gc.unfreeze()
+        child_end.close()
+        self._state = "streaming"
+
+    def stream(self, documents: Sequence[DenseDocument]) -> None:
+        """Send points to upsert (uncommitted until `commit`); raises the worker's error if it failed."""
+        self.check()
+        if not documents:
+            return
+        matrix = np.stack([np.asarray(doc.vector, dtype=np.float32) for doc in documents])
+        points: _Points = (
+            [doc.chunk_id for doc in documents],
+            [doc.doc_id for doc in documents],
+            [doc.content_hash for doc in documents],
+            [doc.index_hash for doc in documents],
+            matrix,
+        )
+        self._send(("points", points))
+
+    def check(self) -> None:
+        """Raise the worker's error if it has reported one."""
+        if self._pipe.poll():
+            self._raise(self._receive())
+
+    def commit(self) -> None:
+        """The KB has committed: commit the streamed points and sync the rest of the dense index."""
+        self._send(("commit", None))
+        self._state = "syncing"
+
+    def finish(self) -> DenseFigures:
+        """Wait for the worker's sync and return its figures (raises its error)."""
+        message = self._receive()
+        if message[0] != "done":
+            self._raise(message)
+        self._state = "done"
+        self._process.join()
+        figures: DenseFigures = message[1]
+        return figures
+
+    def close(self) -> None:
+        """Roll back and stop a worker that has not finished (an import that failed); then wait for it."""
+        if self._state == "streaming":
+            with contextlib.suppress(OSError):
+                self._pipe.send(("abort", None))
+            self._process.join(timeout=60)
+        if self._process.is_alive():
+            self._process.terminate()
+        self._process.join()
+        self._state = "done"
+        self._pipe.close()
+
+    def _send(self, message: tuple[str, Any]) -> None:
+        try:
+            self._pipe.send(message)
+        except OSError:
+            self.check()  # the worker ended: raise what it said
+            raise RuntimeError(self._died()) from None
+
+    def _receive(self) -> tuple[str, Any]:
+        try:
+            message: tuple[str, Any] = self._pipe.recv()
+        except EOFError:
+            raise RuntimeError(self._died()) from None
+        return message
+
+    def _died(self) -> str:
+        self._process.join(timeout=5)
+        return f"the dense index process ended unexpectedly (exit code {self._process.exitcode})"
+
+    def _raise(self, message: tuple[str, Any]) -> None:
+        self._state = "failed"
+        kind, payload = message
+        if kind == "ragtriage_error":
+            raise payload
+        if kind == "error":
+            raise RuntimeError(f"the dense index process failed:\n{payload}")
+        raise RuntimeError(f"the dense index process sent {kind!r} unexpectedly")
