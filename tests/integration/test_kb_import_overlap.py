@@ -1,0 +1,226 @@
+"""`kb import` with vectors writes the dense index in a forked process (`dense_worker`) during the SQL
+pass and the BM25 build: the indexes must equal those of a sequential sync, and a failing worker
+must fail the import without leaving points on disk that the KB does not hold."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from qdrant_client import QdrantClient
+
+from ragtriage import locations
+from ragtriage.errors import IndexStateError, InputError
+from ragtriage.kb.import_report import ImportReport
+from ragtriage.kb.importer import ImportSpec, run_import
+from ragtriage.pipeline import dense_worker
+from ragtriage.pipeline.dense import QdrantIndex
+from ragtriage.pipeline.indexer import index_status, open_indexes, sync_indexes
+from ragtriage.workspace import Workspace
+
+MAP = {"chunk_id": "id", "doc_id": "document_id", "content": "text", "title": "section_title"}
+TEXTS = [
+    ("报销", "出差结束后十五天内提交发票原件。"),
+    ("报销", "超过期限需要部门负责人审批。"),
+    ("报销", "电子发票需要打印并签字。"),
+    ("网络", "VPN 连接失败时先检查客户端版本。"),
+    ("网络", "无线网络密码每季度更换一次。"),
+    ("请假", "请假需要提前在系统提交申请。"),
+    ("请假", "病假需要附医院证明。"),
+    ("会议", "会议室可以提前七天预订。"),
+]
+VOLATILE = {"created_at", "updated_at", "last_sync_seconds", "last_embed_seconds"}
+
+
+def _rows(seed: int = 3) -> list[dict[str, Any]]:
+    """Chunks with UUID ids, integer document ids and random unit 384-d vectors (nothing to embed)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n, (title, text) in enumerate(TEXTS):
+        vector = rng.normal(size=384)
+        rows.append(
+            {
+                "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"https://kb.example/chunk/{n}")),
+                "document_id": 100 + n // 3,
+                "section_title": title,
+                "text": text,
+                "status": "PUBLISHED",
+                "embedding": (vector / np.linalg.norm(vector)).tolist(),
+            }
+        )
+    return rows
+
+
+def _second_version(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One text changed, one vector changed, one row deleted by status, one dropped, one added."""
+    edited = [dict(row) for row in rows]
+    edited[0]["text"] = "出差结束后三十天内提交发票原件。"
+    edited[3]["embedding"] = list(reversed(edited[3]["embedding"]))
+    edited[5]["status"] = "DELETED"
+    del edited[7]
+    edited.append({**rows[6], "id": str(uuid.uuid4()), "text": "年假可以分两次休。"})
+    return edited
+
+
+def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def _home(root: Path, name: str) -> Path:
+    home = root / name
+    home.mkdir()
+    # Batches of two rows: the worker is fed several batches during the pass.
+    (home / "config.toml").write_text("[kb.import]\nbatch_size = 2\n", encoding="utf-8")
+    return home
+
+
+def _import(home: Path, path: Path, *, index: bool = True, full: bool = False) -> ImportReport:
+    workspace = Workspace.open(home)
+    try:
+        spec = ImportSpec(path=path, map=MAP, vector_field="embedding")
+        return run_import(workspace, spec, index=index, full=full)
+    finally:
+        workspace.close()
+
+
+def _sync(home: Path) -> None:
+    workspace = Workspace.open(home)
+    try:
+        sync_indexes(workspace)
+    finally:
+        workspace.close()
+
+
+def _state(home: Path) -> str:
+    workspace = Workspace.open(home)
+    try:
+        return str(index_status(workspace)["state"])
+    finally:
+        workspace.close()
+
+
+def _dense_points(home: Path) -> dict[str, tuple[dict[str, Any], list[float]]]:
+    """Every point on disk: id → (payload, vector), read by a fresh client as a later process would."""
+    folder = locations.qdrant_dir(home)
+    if not folder.exists():
+        return {}
+    client = QdrantClient(path=str(folder))
+    try:
+        if not client.collection_exists("ragtriage_chunks"):
+            return {}
+        points, _ = client.scroll("ragtriage_chunks", limit=1000, with_payload=True, with_vectors=True)
+        return {str(p.id): (dict(p.payload or {}), list(p.vector)) for p in points}  # type: ignore[arg-type]
+    finally:
+        client.close()
+
+
+def _indexes(home: Path) -> dict[str, Any]:
+    """BM25 hashes, a BM25 search, the dense points and the manifest (minus times) of `home`."""
+    workspace = Workspace.open(home)
+    try:
+        indexes = open_indexes(workspace)
+        try:
+            bm25 = indexes.bm25.indexed_hashes()
+            hits = indexes.bm25.search("发票 审批", 10)[0]
+        finally:
+            indexes.close()
+    finally:
+        workspace.close()
+    manifest = json.loads(locations.manifest_path(home).read_text(encoding="utf-8"))
+    assert manifest.pop("qdrant") == str(locations.qdrant_dir(home))  # the one field naming the home
+    return {
+        "bm25": bm25,
+        "bm25_hits": [(hit.chunk_id, round(hit.score, 6)) for hit in hits],
+        "dense": _dense_points(home),
+        "manifest": {key: value for key, value in manifest.items() if key not in VOLATILE},
+    }
+
+
+def test_overlapped_import_builds_the_indexes_a_sequential_sync_builds(tmp_path: Path) -> None:
+    overlapped, sequential = _home(tmp_path, "overlapped"), _home(tmp_path, "sequential")
+    export = tmp_path / "chunks.jsonl"
+
+    for version in (_rows(), _second_version(_rows())):
+        _write(export, version)
+        report = _import(overlapped, export, full=True)
+        _import(sequential, export, index=False, full=True)
+        _sync(sequential)
+
+        assert report.index is not None and report.index["embedded"] == 0
+        assert report.index["imported_vectors"] > 0 and report.adds_up
+        got, expected = _indexes(overlapped), _indexes(sequential)
+        assert len(got["dense"]) == sum(row["status"] == "PUBLISHED" for row in version)
+        assert got == expected
+    assert report.index["deleted"] == 2 and report.missing == 1
+    assert _state(overlapped) == "up_to_date"
+
+
+def test_a_bad_row_after_streamed_batches_leaves_the_kb_and_the_dense_index_as_they_were(
+    tmp_path: Path,
+) -> None:
+    home = _home(tmp_path, "home")
+    export = _write(tmp_path / "chunks.jsonl", _rows())
+    _import(home, export)
+    before = _indexes(home)
+    edited = [{**row, "text": f"新版：{row['text']}"} for row in _rows()]
+    edited[-1]["embedding"] = [0.0] * 384  # found last, after three batches went to the worker
+
+    with pytest.raises(InputError, match="chunks.jsonl:8: .*all zeros"):
+        _import(home, _write(export, edited))
+
+    assert _indexes(home) == before
+
+
+def _fail_sync(*args: Any, **kwargs: Any) -> Any:
+    raise IndexStateError("dense sync failed on purpose (test)")
+
+
+def test_a_worker_failing_after_the_commit_fails_the_import_and_the_next_import_repairs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = _home(tmp_path, "home")
+    export = _write(tmp_path / "chunks.jsonl", _rows())
+    with monkeypatch.context() as patch:
+        patch.setattr(dense_worker, "sync_dense", _fail_sync)  # the forked worker inherits it
+
+        with pytest.raises(IndexStateError, match="dense sync failed on purpose"):
+            _import(home, export)
+
+    assert _dense_points(home) != {}  # the streamed points were committed with the KB
+    assert not locations.manifest_path(home).exists()  # but the sync did not finish: stale
+    again = _import(home, export)
+    assert again.unchanged == len(_rows()) and again.index is not None
+    assert len(_dense_points(home)) == len(_rows())
+    assert _state(home) == "up_to_date"
+
+
+def test_a_worker_failing_while_points_stream_rolls_its_points_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = _home(tmp_path, "home")
+    export = _write(tmp_path / "chunks.jsonl", _rows())
+    calls: list[int] = []
+    original = QdrantIndex.upsert
+
+    def upsert_then_fail(self: QdrantIndex, documents: Any) -> None:
+        calls.append(len(documents))
+        if len(calls) == 2:  # the second streamed batch, after the first was applied
+            raise RuntimeError("Qdrant failed on purpose (test)")
+        original(self, documents)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(QdrantIndex, "upsert", upsert_then_fail)
+
+        with pytest.raises(RuntimeError, match="Qdrant failed on purpose"):
+            _import(home, export)
+
+    assert _dense_points(home) == {}  # the first batch was rolled back with the second
+    assert not locations.manifest_path(home).exists()
+    _import(home, export)
+    assert len(_dense_points(home)) == len(_rows())
+    assert _state(home) == "up_to_date"
