@@ -48,6 +48,7 @@ def monitor_command(
     config_file: Path | None,
 ) -> None:
     from ragtriage.logs.queue import parse_since
+    from ragtriage.logs.requests import empty_window_hint
     from ragtriage.render.monitor_view import monitor_renderable
     from ragtriage.triage.monitor import compute_monitor
 
@@ -62,6 +63,7 @@ def monitor_command(
             coverage_n=coverage_n or settings.retrieval.candidate_pool,
             kb=settings.kb.name,
         )
+        hint = empty_window_hint(workspace.engine, since_time) if report.overall.requests == 0 else ""
     if as_json:
         echo_json(report)
         return
@@ -69,12 +71,7 @@ def monitor_command(
     if report.backfilled:
         click.echo(f"computed the monitor columns of {report.backfilled:,} earlier-stored requests", err=True)
     if report.overall.requests == 0:
-        console.print(
-            Text(
-                f"no stored request since {since_time:%Y-%m-%d %H:%M} UTC; try a longer --since, "
-                "or ingest logs with `ragtriage logs ingest`"
-            )
-        )
+        console.print(Text(hint))
     width = min(console.width, 100)
     console.print(monitor_renderable(report, width, color=sys.stdout.isatty(), charts=not no_charts))
 

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
 from ragtriage.logs.queue import parse_since
+from ragtriage.logs.requests import empty_window_hint
 from ragtriage.triage.sampling import SAMPLED_REASON, SampleReport, sample_requests
 
 
@@ -52,23 +53,21 @@ def sample_command(
     since_time = parse_since(since)
     with open_workspace(home, config_file) as workspace:
         report = sample_requests(workspace.engine, n, since=since_time, by=by, seed=seed)  # type: ignore[arg-type]
+        hint = (
+            empty_window_hint(workspace.engine, since_time, "unflagged request")
+            if report.population == 0
+            else ""
+        )
     if as_json:
         echo_json(report)
         return
-    _print_report(report)
+    _print_report(report, hint)
 
 
-def _print_report(report: SampleReport) -> None:
+def _print_report(report: SampleReport, empty_hint: str) -> None:
     console = stdout_console()
     if report.population == 0:
-        console.print(
-            Text(
-                f"no unflagged requests since {report.since:%Y-%m-%d %H:%M} UTC; "
-                "try a longer --since, or ingest more logs with `ragtriage logs ingest`"
-                if report.since
-                else "no unflagged requests; ingest logs with `ragtriage logs ingest`"
-            )
-        )
+        console.print(Text(empty_hint))
         return
     table = Table(show_edge=False, pad_edge=False)
     table.add_column(report.by, no_wrap=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -165,3 +165,35 @@ def quarantined_lines(
     return int(total or 0), [
         QuarantinedLine(source_file=f, line_no=n, kind=k, reason=r) for f, n, k, r in rows
     ]
+
+
+def stored_request_span(engine: Engine) -> tuple[datetime, datetime] | None:
+    """Time (UTC) of the oldest and the newest stored request, or None when no request has a time.
+
+    Two index lookups on `ts`; used to tell a user whose window holds nothing where the data is.
+    """
+    with read_session(engine) as session:
+        first, last = session.execute(
+            select(func.min(col(RequestLogRow.ts)), func.max(col(RequestLogRow.ts)))
+        ).one()
+    if first is None or last is None:
+        return None
+    return first, last
+
+
+def empty_window_hint(engine: Engine, since: datetime, what: str = "stored request") -> str:
+    """One line for a `--since` window that holds nothing: where the stored requests are, and what to try.
+
+    `what` names the thing the window lacked (`stored request`, `unflagged request`).
+    """
+    span = stored_request_span(engine)
+    head = f"no {what} since {since:%Y-%m-%d %H:%M} UTC"
+    if span is None:
+        return f"{head}; the store holds no request yet: ingest logs with `ragtriage logs ingest FILE`"
+    first, last = (stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc) for stamp in span)
+    if last < (since if since.tzinfo else since.replace(tzinfo=timezone.utc)):
+        return (
+            f"{head}; the stored requests run from {first:%Y-%m-%d} to {last:%Y-%m-%d}: "
+            f"try --since {first:%Y-%m-%d}"
+        )
+    return f"{head} (stored requests run from {first:%Y-%m-%d} to {last:%Y-%m-%d}); try a longer --since"

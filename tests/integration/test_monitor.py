@@ -227,3 +227,19 @@ def test_cli_table_json_and_help(engine: Engine, tmp_path: Path) -> None:
     assert data["overall"]["figures"]["first_day_recall"]["count"] >= 0
     helped = runner.invoke(cli, ["monitor", "--help"], env=env)
     assert all(name in helped.output for name in DEFINITIONS)
+
+
+def test_an_empty_window_names_where_the_stored_requests_are(engine: Engine, tmp_path: Path) -> None:
+    env = {"RAGTRIAGE__STORE__URL": str(engine.url), "COLUMNS": "80"}
+    home = ["--home", str(tmp_path / "home")]
+    result = CliRunner().invoke(cli, ["monitor", "--since", "2026-12-01", "--no-charts", *home], env=env)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "no stored request since 2026-12-01 00:00 UTC" in text
+    assert "the stored requests run from 2026-11-02 to 2026-11-03: try --since 2026-11-02" in text
+
+    empty_home = ["--home", str(tmp_path / "empty")]
+    result = CliRunner().invoke(cli, ["monitor", "--no-charts", *empty_home], env={"COLUMNS": "80"})
+    assert "the store holds no request yet: ingest logs with `ragtriage logs ingest FILE`" in " ".join(
+        result.output.split()
+    )

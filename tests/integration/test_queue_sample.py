@@ -135,4 +135,8 @@ def test_cli_prints_strata_and_json(engine: Engine, tmp_path: Path) -> None:
     listed = runner.invoke(cli, ["queue", "--reason", "sampled", *home], env=env)
     assert listed.exit_code == 0 and "of 6" in listed.output
     empty = runner.invoke(cli, ["queue", "sample", "--since", "2030-01-01", *home], env=env)
-    assert empty.exit_code == 0 and "try a longer --since" in empty.output
+    assert empty.exit_code == 0
+    # The hint says where the stored requests are, so the user's next command finds them.
+    assert "no unflagged request since 2030-01-01 00:00 UTC" in empty.output
+    assert "the stored requests run from 2026-11-02 to" in " ".join(empty.output.split())
+    assert "try --since 2026-11-02" in " ".join(empty.output.split())

@@ -34,7 +34,9 @@ async def test_monitor_screen_from_the_queue(workspace: Workspace, monkeypatch: 
         screen = app.screen
         assert isinstance(screen, MonitorScreen)
         assert screen.panel.report is not None and screen.panel.report.overall.requests == 0
-        assert "press t for a longer window" in str(screen.panel.content)
+        shown = str(screen.panel.content)
+        assert "press t for a longer window" in shown
+        assert f"the stored requests run from {TRAFFIC_START:%Y-%m-%d}" in shown
         await pilot.press("t")  # 30 days: the traffic is in
         await _settle(app, pilot)
         report = screen.panel.report
@@ -50,6 +52,13 @@ async def test_monitor_screen_from_the_queue(workspace: Workspace, monkeypatch: 
         await _settle(app, pilot)
         assert str(screen.query_one("#monitor-title", Static).content).startswith(
             "monitor: last 1 day by version"
+        )
+        await pilot.press("t")  # all: from the oldest stored request, whatever the clock says
+        await _settle(app, pilot)
+        report = screen.panel.report
+        assert report is not None and report.overall.requests > 0
+        assert str(screen.query_one("#monitor-title", Static).content).startswith(
+            "monitor: all stored requests by version"
         )
         await pilot.press("escape")
         await pilot.pause()

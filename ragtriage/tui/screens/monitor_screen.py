@@ -13,13 +13,14 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 from textual.worker import get_current_worker
 
+from ragtriage.logs.requests import stored_request_span
 from ragtriage.triage.monitor import MonitorReport, compute_monitor
 from ragtriage.tui.screens.worker_failures import WorkerFailures
 from ragtriage.tui.widgets.monitor_panel import MonitorPanel
 from ragtriage.wording import plural
 
-#: Windows the `t` key cycles through (days back from now).
-WINDOWS_DAYS = (7, 30, 1)
+#: Windows the `t` key cycles through (days back from now; None: every stored request).
+WINDOWS_DAYS: tuple[int | None, ...] = (7, 30, 1, None)
 
 
 def utc_now() -> datetime:
@@ -30,9 +31,11 @@ def utc_now() -> datetime:
 class MonitorLoaded(Message):
     """The monitor report was computed."""
 
-    def __init__(self, report: MonitorReport) -> None:
+    def __init__(self, report: MonitorReport, span: tuple[datetime, datetime] | None = None) -> None:
         super().__init__()
         self.report = report
+        self.span = span
+        """Oldest and newest stored request, looked up only when the window held none."""
 
 
 class MonitorScreen(WorkerFailures, Screen[None]):
@@ -44,7 +47,11 @@ class MonitorScreen(WorkerFailures, Screen[None]):
             "g", "toggle_by", "Day/version", id="monitor-group-by", tooltip="Group by day or pipeline_version"
         ),
         Binding(
-            "t", "cycle_window", "Window", id="monitor-window", tooltip="The last 7 days, 30 days or 1 day"
+            "t",
+            "cycle_window",
+            "Window",
+            id="monitor-window",
+            tooltip="The last 7 days, 30 days, 1 day or every stored request",
         ),
         Binding("f5,ctrl+r", "reload", "Reload", id="reload-monitor"),
     ]
@@ -52,7 +59,7 @@ class MonitorScreen(WorkerFailures, Screen[None]):
     def __init__(self) -> None:
         super().__init__()
         self.by = "day"
-        self.window_days = WINDOWS_DAYS[0]
+        self.window_days: int | None = WINDOWS_DAYS[0]
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -70,32 +77,40 @@ class MonitorScreen(WorkerFailures, Screen[None]):
 
     def reload(self) -> None:
         """Compute the report for the current grouping and window in a worker."""
+        window = (
+            "all stored requests" if self.window_days is None else f"last {plural(self.window_days, 'day')}"
+        )
         self.query_one("#monitor-title", Static).update(
-            f"monitor: last {plural(self.window_days, 'day')} by {self.by} (definitions: ragtriage monitor --help)"
+            f"monitor: {window} by {self.by} (definitions: ragtriage monitor --help)"
         )
         self.compute(self.by, self.window_days)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="monitor")
-    def compute(self, by: str, window_days: int) -> None:
+    def compute(self, by: str, window_days: int | None) -> None:
         """The headless core, off the UI thread."""
         workspace = self.app.workspace  # type: ignore[attr-defined]
         settings = workspace.settings
         now = utc_now()
+        span = stored_request_span(workspace.engine)
+        if window_days is not None:
+            since = now - timedelta(days=window_days)
+        else:
+            since = span[0] if span is not None else now
         report = compute_monitor(
             workspace.engine,
             now=now,
             by=by,  # type: ignore[arg-type]
-            since=now - timedelta(days=window_days),
+            since=since,
             bad_ratings=settings.logs.flagging.bad_ratings,
             coverage_n=settings.retrieval.candidate_pool,
             kb=settings.kb.name,
         )
         if not get_current_worker().is_cancelled:
-            self.post_message(MonitorLoaded(report))
+            self.post_message(MonitorLoaded(report, span))
 
     @on(MonitorLoaded)
     def _show(self, message: MonitorLoaded) -> None:
-        self.panel.show(message.report)
+        self.panel.show(message.report, message.span)
 
     def action_toggle_by(self) -> None:
         self.by = "version" if self.by == "day" else "day"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from rich.text import Text
 from textual.widgets import Static
 
@@ -16,16 +18,18 @@ class MonitorPanel(Static):
         super().__init__(Text("computing the monitor…", style="dim"), markup=False, id=id)
         self.report: MonitorReport | None = None
 
-    def show(self, report: MonitorReport) -> None:
-        """Draw `report`; an empty window says what to try."""
+    def show(self, report: MonitorReport, span: tuple[datetime, datetime] | None = None) -> None:
+        """Draw `report`; an empty window says where the stored requests are (`span`) and what to try."""
         self.report = report
         width = max(40, min((self.size.width or 100) - 2, 120))
         if report.overall.requests == 0:
-            self.update(
-                Text(
-                    "no stored request in this window: press t for a longer window, "
-                    "or ingest logs with `ragtriage logs ingest`"
+            if span is None:
+                hint = "the store holds no request yet: ingest logs with `ragtriage logs ingest FILE`"
+            else:
+                hint = (
+                    f"the stored requests run from {span[0]:%Y-%m-%d} to {span[1]:%Y-%m-%d}: "
+                    "press t for a longer window (t cycles 7 days, 30 days, 1 day, all)"
                 )
-            )
+            self.update(Text(f"no stored request in this window; {hint}"))
             return
         self.update(monitor_renderable(report, width, color=True))
