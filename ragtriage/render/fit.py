@@ -147,8 +147,9 @@ class FitTable:
         )
         for index, column in enumerate(self.columns):
             wraps = column.kind in ("text", "ids")
+            width = None if widths is None else widths[index]
             table.add_column(
-                Text(column.header),
+                Text(column.header if width is None else _wrap_header(column.header, width)),
                 justify=column.justify,
                 width=None if widths is None else widths[index],
                 no_wrap=not wraps,
@@ -175,21 +176,12 @@ class FitTable:
             return None
         widths = [high for _, high in bounds]
         excess = sum(widths) - available
-        shrinkable = [i for i, c in enumerate(self.columns) if c.kind in ("text", "clip", "ids")]
-        # Take the excess from the widest shrinkable columns first, never below their minimum.
-        while excess > 0:
-            candidates = [i for i in shrinkable if widths[i] > bounds[i][0]]
-            if not candidates:
-                break
-            widest = max(widths[i] for i in candidates)
-            top = [i for i in candidates if widths[i] == widest]
-            runner_up = max([widths[i] for i in candidates if widths[i] < widest] or [0])
-            for i in top:
-                step = min(widest - max(runner_up, bounds[i][0]), -(-excess // len(top)), excess)
-                widths[i] -= max(step, 1)
-                excess -= max(step, 1)
-                if excess <= 0:
-                    break
+        text_columns = [i for i, c in enumerate(self.columns) if c.kind in ("text", "clip", "ids")]
+        # Text gives way first; then headers of id/number/label columns wrap at their spaces
+        # ("refusal acc" over two lines), which their narrowest width already allows for.
+        excess = _shrink(widths, bounds, text_columns, excess)
+        others = [i for i in range(len(self.columns)) if i not in text_columns]
+        _shrink(widths, bounds, others, excess)
         return widths
 
     def _transposed(self) -> FitTable:
@@ -253,6 +245,35 @@ class FitTable:
             min(options.max_width, overhead + sum(low for low, _ in bounds)),
             min(options.max_width, overhead + sum(high for _, high in bounds)),
         )
+
+
+def _wrap_header(header: str, width: int) -> str:
+    """`header` broken at spaces into lines of at most `width` cells (a longer word keeps its line)."""
+    lines: list[str] = []
+    for word in header.split(" "):
+        if lines and cell_len(lines[-1]) + 1 + cell_len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "\n".join(lines)
+
+
+def _shrink(widths: list[int], bounds: Sequence[tuple[int, int]], columns: Sequence[int], excess: int) -> int:
+    """Take `excess` cells from the widest of `columns` first, never below their narrowest; the rest left."""
+    while excess > 0:
+        candidates = [i for i in columns if widths[i] > bounds[i][0]]
+        if not candidates:
+            break
+        widest = max(widths[i] for i in candidates)
+        top = [i for i in candidates if widths[i] == widest]
+        runner_up = max([widths[i] for i in candidates if widths[i] < widest] or [0])
+        for i in top:
+            step = max(min(widest - max(runner_up, bounds[i][0]), -(-excess // len(top)), excess), 1)
+            widths[i] -= step
+            excess -= step
+            if excess <= 0:
+                break
+    return excess
 
 
 def plain_lines(renderables: Iterable[RenderableType], width: int) -> list[str]:
