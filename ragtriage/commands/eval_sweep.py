@@ -57,7 +57,7 @@ def print_sweep(table: SweepTable) -> None:
             str(row.chunks),
             str(row.ranking_cases),
             str(row.unmapped_cases),
-            *[f"{row.metrics.get(metric, 0.0):.4f}" for metric in table.metrics],
+            *[f"{row.metrics[metric]:.4f}" if metric in row.metrics else "n/a" for metric in table.metrics],
             refusal,
             "◀ best" if row.best else "",
         )
@@ -68,6 +68,16 @@ def print_sweep(table: SweepTable) -> None:
             f"{plural(first.documents, 'document')}; chars = target, max = 1.5 × target, overlap ≤ target/4; "
             f"{plural(first.refusal_cases, 'no-gold case')} scored for refusal"
         )
+    if any(not row.ranking_cases for row in table.rows):
+        console.print(
+            "n/a: no case with gold was scored in that setting (only no-answer cases ran); "
+            "add cases with gold_refs to the eval set"
+        )
+    if table.derived_refs:
+        console.print(
+            f"{plural(len(table.derived_refs), 'case')} with chunk-id gold mapped through the spans and "
+            "anchors of this KB's gold chunks (as `promote` stores them)"
+        )
     skipped = table.skipped_chunk_id_gold
     if skipped:
         shown = ", ".join(skipped[:5]) + (
@@ -75,7 +85,8 @@ def print_sweep(table: SweepTable) -> None:
         )
         console.print(
             f"skipped {plural(len(skipped), 'case')} of {table.cases}: gold is chunk ids only, which cannot "
-            f"map onto another chunking ({shown}); promote them again or add gold_refs to the eval file"
+            f"map onto another chunking: this KB holds no span or anchor for their gold ({shown}); "
+            "add gold_refs to the eval file"
         )
     if any(row.unmapped_cases for row in table.rows):
         console.print(
@@ -102,14 +113,14 @@ def register_eval(group: click.Group) -> None:
         callback=_sizes,
         help="Chunk target sizes in characters, comma-separated (e.g. 400,800,1200,2000).",
     )
-    @click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True)
+    @click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True, help="Eval set to run.")
     @click.option(
         "--workdir",
         type=click.Path(file_okay=False, path_type=Path),
         default=None,
         help="Folder for the throwaway homes [a temporary folder]; they are removed at the end.",
     )
-    @click.option("--json", "as_json", is_flag=True)
+    @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
     @workspace_options
     def sweep_command(
         chunk_chars: list[int],
@@ -123,9 +134,24 @@ def register_eval(group: click.Group) -> None:
         and print one table with the best size marked (highest MRR).
 
         Gold must survive re-chunking: cases with gold refs (doc_id with anchor or span, as
-        `promote` stores them), document-level gold or no gold run in every setting; cases whose
-        gold is chunk ids only are skipped and counted. The throwaway homes share this home's
-        embedding cache, so repeated chunk texts are embedded once.
+        `promote` stores them), document-level gold or no gold run in every setting; a case whose
+        gold is chunk ids gets the span and anchor of those chunks in this KB, and is skipped and
+        counted when they have none. The throwaway homes share this home's embedding cache, so
+        repeated chunk texts are embedded once.
+
+        \b
+        Columns:
+          chars        target chunk size (max 1.5 × target, overlap ≤ target/4)
+          chunks       chunks in the throwaway KB
+          cases        cases with gold that were scored (ranking cases)
+          unmapped     ranking cases whose gold refs map to no chunk there
+                       (scored as misses)
+          hit@K        share of ranking cases with a gold chunk in the top K
+          recall@K     mean share of each case's gold chunks in the top K
+          mrr          mean of 1/rank of the first gold chunk (0: not found)
+          refusal acc  share of no-answer cases the pipeline refused
+          best         highest MRR (ties: Hit@K, then the smaller size)
+        n/a: no case with gold was scored in that setting.
         """
         from ragtriage.eval.chunk_sweep import run_chunk_sweep
 

@@ -7,9 +7,12 @@ the settings name for production routes), and runs the eval set there with the c
 Every throwaway home links the source home's embedding cache, so a chunk text that repeats across
 settings (a short section is one chunk at every size) is embedded once.
 
-Gold given as chunk ids cannot map across chunkings: such cases are skipped and counted. Cases with
-gold refs (doc_id with anchor or span, `eval.gold_map`), document-granularity cases and refusal cases
-(no gold) run in every setting. The best setting is the highest MRR (ties: Hit@K, then the smaller N).
+Gold given as chunk ids cannot map across chunkings by itself. A case whose gold chunks are all
+live chunks of this home's KB with a span or an anchor gets the refs `promote` would have stored
+(`eval.gold_map.refs_for_chunks`: doc_id, anchor, character span) for the sweep only; the other
+chunk-id cases are skipped and counted. Cases with gold refs, document-granularity cases and refusal
+cases (no gold) run in every setting. The best setting is the highest MRR among the settings that
+scored a ranking case (ties: Hit@K, then the smaller N); a setting without one shows no metric.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from sqlmodel import select
 from ragtriage import locations
 from ragtriage.errors import InputError
 from ragtriage.eval import store as eval_store
-from ragtriage.eval.gold_map import resolve_cases
+from ragtriage.eval.gold_map import refs_for_chunks, resolve_cases
 from ragtriage.store.db import read_session
 from ragtriage.store.kb_tables import DocumentRow
 from ragtriage.wording import quoted
@@ -67,7 +70,9 @@ class SweepTable(BaseModel):
     cases: int = 0
     """Cases in the dataset version."""
     skipped_chunk_id_gold: list[str] = Field(default_factory=list)
-    """Case ids whose gold is chunk ids only (no refs): they cannot map onto another chunking."""
+    """Case ids whose gold is chunk ids only (no refs) that the KB gives no span or anchor for."""
+    derived_refs: list[str] = Field(default_factory=list)
+    """Case ids whose chunk-id gold was turned into refs from this home's KB for the sweep."""
     skipped_documents: list[str] = Field(default_factory=list)
     """Document ids with no readable source file (imported chunks, moved files): not in the throwaway KBs."""
     notes: list[str] = Field(default_factory=list)
@@ -86,6 +91,15 @@ def sweep_metrics(ks: Sequence[int]) -> list[str]:
     hit_k = 5 if 5 in ordered else ordered[0]
     recall_k = 10 if 10 in ordered else ordered[-1]
     return [f"hit@{hit_k}", f"recall@{recall_k}", "mrr"]
+
+
+def _with_derived_refs(workspace: Workspace, stored: eval_store.StoredCase) -> eval_store.StoredCase | None:
+    """`stored` with a ref for each relevant gold chunk, or None when one of them has no span or anchor here."""
+    relevant = [chunk_id for chunk_id, grade in stored.case.gold.items() if grade > 0]
+    refs = refs_for_chunks(workspace.engine, stored.case.gold)
+    if not relevant or len(refs) != len(relevant):
+        return None
+    return stored.model_copy(update={"case": stored.case.model_copy(update={"gold_refs": refs})})
 
 
 def _source_documents(workspace: Workspace) -> tuple[list[DocumentRow], list[str]]:
@@ -180,14 +194,18 @@ def run_chunk_sweep(
     for case in stored:
         chunk_ids_only = case.case.gold_granularity == "chunk" and case.case.gold and not case.case.gold_refs
         if chunk_ids_only and case.case.has_gold:
-            table.skipped_chunk_id_gold.append(case.case.case_id)
-        else:
-            usable.append(case)
+            with_refs = _with_derived_refs(workspace, case)
+            if with_refs is None:
+                table.skipped_chunk_id_gold.append(case.case.case_id)
+                continue
+            table.derived_refs.append(case.case.case_id)
+            case = with_refs
+        usable.append(case)
     if not usable:
         raise InputError(
-            f"no case of {quoted(dataset)} can map onto another chunking ({len(stored)} checked): the gold is "
-            "chunk ids; promote them again (promote stores doc_id, anchor and span) or add `gold_refs` "
-            "to the eval file and re-import"
+            f"no case of {quoted(dataset)} can map onto another chunking ({len(stored)} checked): the gold "
+            "is chunk ids this KB has no span or anchor for; add `gold_refs` (doc_id with anchor or "
+            "start/end) to the eval file and re-import"
         )
     documents, table.skipped_documents = _source_documents(workspace)
     if not documents:
@@ -260,7 +278,10 @@ def _one_setting(
         ranking_cases=int(aggregates.get("cases", 0)),
         unmapped_cases=sum(1 for m in mappings if m.case.gold_refs and not m.case.gold),
         refusal_cases=int(no_gold.get("cases", 0)),
-        metrics={m: float(means.get(m, 0.0)) for m in table_metrics(summary)},
+        # No ranking case scored: the means are not 0, they do not exist.
+        metrics={m: float(means[m]) for m in table_metrics(summary) if m in means}
+        if int(aggregates.get("cases", 0))
+        else {},
         refusal_accuracy=no_gold.get("refusal_accuracy"),
         wall_s=float((summary.timings or {}).get("wall_s", 0.0)),
     )
@@ -272,11 +293,12 @@ def table_metrics(summary: Any) -> list[str]:
 
 
 def _mark_best(table: SweepTable) -> None:
-    if not table.rows:
+    scored = [row for row in table.rows if row.ranking_cases]
+    if not scored:
         return
     hit = table.metrics[0]
     best = max(
-        table.rows,
+        scored,
         key=lambda r: (r.metrics.get("mrr", 0.0), r.metrics.get(hit, 0.0), -r.target_chars),
     )
     best.best = True

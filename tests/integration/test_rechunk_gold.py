@@ -103,12 +103,13 @@ def test_sweep_maps_promoted_span_gold_in_every_setting(promoted: Path, home: Pa
     assert result.exit_code == 0, result.output
     table = json.loads(result.output)
     assert [row["target_chars"] for row in table["rows"]] == [20, 400]
-    assert table["skipped_chunk_id_gold"] == ["ids-only"]
+    # The chunk-id case's gold chunk is in this KB: it maps through that chunk's span and anchor.
+    assert table["skipped_chunk_id_gold"] == [] and table["derived_refs"] == ["ids-only"]
     small, large = table["rows"]
     assert small["chunks"] > large["chunks"] == 4  # one chunk per section at 400
     for row in table["rows"]:
-        assert row["ranking_cases"] == 1 and row["unmapped_cases"] == 0
-        assert row["metrics"]["hit@10"] == 1.0  # the span found its chunk(s) in both chunkings
+        assert row["ranking_cases"] == 2 and row["unmapped_cases"] == 0
+        assert row["metrics"]["hit@10"] == 1.0  # both spans found their chunk(s) in both chunkings
     assert sum(row["best"] for row in table["rows"]) == 1
     # The readable table at 80 columns: every column, the best marked, the skip explained.
     result = CliRunner().invoke(cli, ["eval", "sweep", "--chunk-chars", "20,400"], env={"COLUMNS": "80"})
@@ -116,7 +117,7 @@ def test_sweep_maps_promoted_span_gold_in_every_setting(promoted: Path, home: Pa
     lines = result.output.splitlines()
     assert all(len(line) <= 80 for line in lines), result.output
     assert "◀ best" in result.output and "mrr" in result.output
-    assert "skipped 1 case of 2: gold is chunk ids only" in result.output
+    assert "1 case with chunk-id gold mapped through the spans" in " ".join(result.output.split())
 
 
 def test_anchor_gold_maps_and_doctor_flags_a_lost_anchor(tmp_path: Path, home: Path) -> None:
@@ -210,3 +211,38 @@ def test_sweep_refuses_an_eval_set_whose_gold_is_only_chunk_ids(home: Path) -> N
     assert isinstance(result.exception, InputError) and "too small" in str(result.exception)
     result = runner.invoke(cli, ["eval", "sweep", "--chunk-chars", "400,big"])
     assert result.exit_code == 2 and "give sizes in characters separated by commas" in result.output
+
+
+def test_a_setting_that_scored_no_gold_case_shows_na_not_zero_and_is_not_best(
+    tmp_path: Path, home: Path
+) -> None:
+    from ragtriage.kb.service import add_paths
+
+    workspace = Workspace.open(home, None)
+    try:
+        add_paths(workspace, [_write_docs(tmp_path / "docs")])
+        eval_store.add_cases(
+            workspace.engine,
+            "prod",
+            [
+                EvalCase(case_id="7", query="重置密码", gold={"42": 1}),  # a production id this KB lacks
+                EvalCase(case_id="8", query="食堂几点开门"),  # no answer in the KB
+            ],
+        )
+    finally:
+        workspace.close()
+    runner = CliRunner()
+    result = runner.invoke(cli, ["eval", "sweep", "--chunk-chars", "400", "--dataset", "prod", "--json"])
+    assert result.exit_code == 0, result.output
+    table = json.loads(result.output)
+    assert table["skipped_chunk_id_gold"] == ["7"] and table["derived_refs"] == []
+    (row,) = table["rows"]
+    assert (row["ranking_cases"], row["refusal_cases"], row["metrics"], row["best"]) == (0, 1, {}, False)
+    result = runner.invoke(
+        cli, ["eval", "sweep", "--chunk-chars", "400", "--dataset", "prod"], env={"COLUMNS": "80"}
+    )
+    (row_line,) = [line for line in result.output.splitlines() if "400" in line and "│" in line]
+    assert row_line.count("n/a") == 3 and row_line.count("0.0000") == 1  # hit, recall, mrr; refusal
+    text = " ".join(result.output.split())
+    assert "◀ best" not in text and "…" not in result.output
+    assert "this KB holds no span or anchor for their gold (7)" in text
