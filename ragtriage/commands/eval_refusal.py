@@ -30,13 +30,21 @@ def _shown(report: CalibrationReport) -> list[ThresholdRow]:
 
 def _print(report: CalibrationReport) -> None:
     console = stdout_console()
+    unscored = (
+        f" ({report.unscored_cases} without a score, "
+        f"{'always refused' if unscored_refused(report.score) else 'n/a: never refused'})"
+        if report.rows and report.unscored_cases
+        else ""
+    )
     console.print(
         Text(
             f"run {report.run_id}: {report.score} score; {report.no_answer_cases} no-answer and "
-            f"{report.answerable_cases} answerable cases ({report.unscored_cases} without a score, "
-            f"{'always refused' if unscored_refused(report.score) else 'n/a: never refused'})"
+            f"{report.answerable_cases} answerable cases{unscored}"
         )
     )
+    if not report.rows:
+        console.print(Text(f"no threshold proposed: {report.reason}"))
+        return
     table = Table(box=None, padding=(0, 1, 0, 0))
     for name in ("threshold", "refusal acc", "(no-answer)", "wrongly refused", "(answerable)"):
         table.add_column(name, justify="right", no_wrap=True)

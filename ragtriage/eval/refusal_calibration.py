@@ -174,9 +174,17 @@ def calibrate(
         objective=objective_text(max_wrong),
     )
     if not values:
-        report.reason = (
-            f"no case of run {run_id} has a {score} score; run `ragtriage eval run` again with this version"
-        )
+        if score == "cross_encoder":
+            report.reason = (
+                f"run {run_id} ran without a cross-encoder, so it has no cross_encoder score; drop --score "
+                "to sweep the score it refused by, or set [rerank] backend and model and run "
+                "`ragtriage eval run` again"
+            )
+        else:
+            report.reason = (
+                f"no case of run {run_id} recorded a {score} score (a run from an older version, or "
+                "every case failed); run `ragtriage eval run` again"
+            )
         return report
     # Below the lowest score, then between neighbours, then above the highest (refuses everything).
     spread = (values[-1] - values[0]) or abs(values[0]) or 1.0

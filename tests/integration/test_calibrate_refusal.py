@@ -114,6 +114,14 @@ def test_calibrate_write_then_the_next_run_refuses_as_swept(tmp_path: Path, home
     assert lexical["rows"] and all(
         -0.02 <= row["threshold"] <= 1.02 for row in lexical["rows"]
     )  # shares in [0, 1]
+    # A score the run never had: one reason with the way out, no empty table, no "6 always refused".
+    result = runner.invoke(
+        cli, ["eval", "calibrate-refusal", "--score", "cross_encoder"], env={"COLUMNS": "80"}
+    )
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "threshold" not in said.split("no threshold proposed")[0] and "always refused" not in said
+    assert "ran without a cross-encoder, so it has no cross_encoder score; drop --score" in said
     result = runner.invoke(cli, ["eval", "calibrate-refusal", "--max-wrong-refusals", "0.25", "--write"])
     assert result.exit_code == 0, result.output
     assert "← proposed" in result.output and "objective: maximise refusal accuracy" in result.output
