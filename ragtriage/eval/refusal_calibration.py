@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ragtriage.errors import InputError
+from ragtriage.wording import quoted
 
 __all__ = [
     "CalibrationReport",
@@ -113,7 +114,7 @@ def case_scores(
         InputError: an unknown score kind.
     """
     if score is not None and score not in SCORE_KINDS:
-        raise InputError(f"--score {score!r}: use one of {', '.join(SCORE_KINDS)}")
+        raise InputError(f"--score {quoted(score)}: use one of {', '.join(SCORE_KINDS)}")
     per_case = [
         (has_gold, snapshot_scores(snapshot)) for has_gold, snapshot in results if "error" not in snapshot
     ]

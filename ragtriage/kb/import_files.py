@@ -84,7 +84,7 @@ class FileSource:
                 "".encode(encoding)
             except LookupError:
                 raise InputError(
-                    f"--encoding: unknown encoding {encoding!r}; e.g. gb18030, utf-16, latin-1"
+                    f"--encoding: unknown encoding {quoted(encoding)}; e.g. gb18030, utf-16, latin-1"
                 ) from None
 
     def batches(self, on_progress: ProgressCallback | None = None) -> Iterator[list[SourceRow]]:
@@ -190,7 +190,7 @@ class FileSource:
             duplicated = sorted({name for name in self.columns if self.columns.count(name) > 1})
             if duplicated:
                 raise InputError(
-                    f"{self.name}:1: the header repeats column {duplicated[0]!r}; fix: rename one of them"
+                    f"{self.name}:1: the header repeats column {quoted(duplicated[0])}; fix: rename one of them"
                 )
             width = len(self.columns)
             for cells in reader:

@@ -57,7 +57,7 @@ def parse_map_option(values: Iterable[str]) -> dict[str, str]:
             name, column = name.strip(), column.strip()
             if not sep or not name or not column:
                 raise InputError(
-                    f"--map: {pair.strip()!r} is not field=column; e.g. --map chunk_id=id,content=text"
+                    f"--map: {quoted(pair.strip())} is not field=column; e.g. --map chunk_id=id,content=text"
                 )
             check_field_name(name, "--map")
             mapping[name] = column
@@ -68,9 +68,9 @@ def check_field_name(name: str, where: str) -> None:
     """Raise `InputError` (with the nearest known field) when `name` is not a chunk field."""
     if name not in IMPORT_FIELDS:
         close = difflib.get_close_matches(name, IMPORT_FIELDS, n=1, cutoff=0.5)
-        hint = f"; did you mean {close[0]!r}?" if close else ";"
+        hint = f"; did you mean {quoted(close[0])}?" if close else ";"
         raise InputError(
-            f"{where}: unknown chunk field {name!r}{hint} fix: map one of {', '.join(IMPORT_FIELDS)}"
+            f"{where}: unknown chunk field {quoted(name)}{hint} fix: map one of {', '.join(IMPORT_FIELDS)}"
         )
 
 
@@ -127,12 +127,12 @@ class FieldMapper:
         for name, column in self.explicit.items():
             if column not in present:
                 raise InputError(
-                    f"{self.source_name}: column {column!r} (mapped to {name}) is not in the source; "
+                    f"{self.source_name}: column {quoted(column)} (mapped to {name}) is not in the source; "
                     f"fix: --map {name}=<one of: {listed}>"
                 )
         if self.vector_field is not None and self.vector_field not in present:
             raise InputError(
-                f"{self.source_name}: vector column {self.vector_field!r} is not in the source; "
+                f"{self.source_name}: vector column {quoted(self.vector_field)} is not in the source; "
                 f"fix: --vector-field <one of: {listed}>"
             )
         for name in REQUIRED_FIELDS:
@@ -147,7 +147,7 @@ class FieldMapper:
         for name, column in self.explicit.items():
             if column not in self.seen_columns:
                 raise InputError(
-                    f"{self.source_name}: column {column!r} (mapped to {name}) occurs in no row; "
+                    f"{self.source_name}: column {quoted(column)} (mapped to {name}) occurs in no row; "
                     f"fix: --map {name}=<a column the rows have>"
                 )
         if (
@@ -156,7 +156,7 @@ class FieldMapper:
             and not self._vector_rows
         ):
             raise InputError(
-                f"{self.source_name}: vector column {self.vector_field!r} occurs in no row; "
+                f"{self.source_name}: vector column {quoted(self.vector_field)} occurs in no row; "
                 "fix: --vector-field <the column holding the vectors>"
             )
 
@@ -255,13 +255,13 @@ class FieldMapper:
         return None if column is None else id_text(row.values[column])
 
     def _column_label(self, name: str, used: Mapping[str, str]) -> str:
-        return f"column {used.get(name, self.explicit.get(name, name))!r}"
+        return f"column {quoted(used.get(name, self.explicit.get(name, name)))}"
 
     def _missing(self, where: str, name: str, used: Mapping[str, str]) -> RowError:
         column = used.get(name) or self.explicit.get(name) or name
         return RowError(
             where,
-            f"the required field {name} (column {column!r}) is missing or null",
+            f"the required field {name} (column {quoted(column)}) is missing or null",
             f"give every row a {column} or map {name} to another column (--map {name}=COLUMN)",
         )
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from ragtriage.pipeline.types import ScoredChunk
+from ragtriage.wording import quoted
 
 
 def rrf(
@@ -97,7 +98,7 @@ def normalize_scores(scores: Sequence[float], method: Normalization) -> list[flo
         mean = math.fsum(values) / len(values)
         sigma = math.sqrt(math.fsum((s - mean) ** 2 for s in values) / len(values))
         return [0.0] * len(values) if sigma == 0 else [(s - mean) / sigma for s in values]
-    raise ValueError(f"unknown normalization {method!r}; use none, min-max, max or z-score")
+    raise ValueError(f"unknown normalization {quoted(method)}; use none, min-max, max or z-score")
 
 
 def _prepared(
@@ -154,7 +155,7 @@ def weighted_fusion(
         ValueError: an unknown normalization or missing-score rule, or a negative `top_n`.
     """
     if missing not in ("zero", "min"):
-        raise ValueError(f"unknown missing-score rule {missing!r}; use zero or min")
+        raise ValueError(f"unknown missing-score rule {quoted(missing)}; use zero or min")
     per_list, best = _prepared(lists, normalization)
     weight_of = dict(weights or {})
     contributions: dict[str, list[float]] = {chunk_id: [] for chunk_id in best}
@@ -229,4 +230,4 @@ def fuse(
         return combsum(lists, normalization=normalization, top_n=top_n)
     if method == "combmnz":
         return combmnz(lists, normalization=normalization, top_n=top_n)
-    raise ValueError(f"unknown fusion method {method!r}; use rrf, weighted, combsum or combmnz")
+    raise ValueError(f"unknown fusion method {quoted(method)}; use rrf, weighted, combsum or combmnz")

@@ -17,6 +17,7 @@ import httpx
 import numpy as np
 
 from ragtriage.errors import PipelineError
+from ragtriage.wording import quoted
 
 FP16_ON_CPU_NOTE = (
     "rerank: fp16 requested on CPU, which fails in LayerNorm ('Half' not implemented); using float32"
@@ -102,7 +103,7 @@ class FlagRerankerScorer:
             )
         except OSError as error:
             raise PipelineError(
-                f"cannot load reranker model {model!r}: {error}; fix [rerank] model"
+                f"cannot load reranker model {quoted(model)}: {error}; fix [rerank] model"
             ) from None
         if not self.use_fp16:
             self._model.model.float()
@@ -153,7 +154,7 @@ class SentenceTransformersScorer:
             )
         except OSError as error:
             raise PipelineError(
-                f"cannot load reranker model {model!r}: {error}; fix [rerank] model"
+                f"cannot load reranker model {quoted(model)}: {error}; fix [rerank] model"
             ) from None
         self._identity = torch.nn.Identity()
 

@@ -24,15 +24,7 @@ from ragtriage.wording import quoted
 PACKAGE = Path(__file__).resolve().parents[2] / "ragtriage"
 
 # Modules whose messages still use repr; convert them with `quoted` and drop them from this set.
-NOT_CONVERTED = {
-    "eval/refusal_calibration.py",
-    "kb/import_files.py",
-    "kb/import_mapping.py",
-    "kb/import_values.py",
-    "pipeline/fusion.py",
-    "pipeline/rerank.py",
-    "pipeline/rerank_backends.py",
-}
+NOT_CONVERTED = {"pipeline/rerank.py"}
 
 REPR_SIGNS = ("PosixPath(", "WindowsPath(", "None)", "['", "\\u3000", "b'")
 
