@@ -29,13 +29,23 @@ NOT_CONVERTED = {"pipeline/rerank.py"}
 REPR_SIGNS = ("PosixPath(", "WindowsPath(", "None)", "['", "\\u3000", "b'")
 
 
+#: Errors that report a bug (a traceback, exit 1): their text is for a developer.
+BUG_ERRORS = {"RuntimeError", "AssertionError", "NotImplementedError"}
+
+
+def _raises_a_bug(node: ast.AST) -> bool:
+    exc = node.exc if isinstance(node, ast.Raise) else None
+    return isinstance(exc, ast.Call) and isinstance(exc.func, ast.Name) and exc.func.id in BUG_ERRORS
+
+
 def _reprs_outside_dunder_repr(tree: ast.AST) -> list[int]:
-    """Line numbers of `{x!r}` and `repr` uses that are not inside a `__repr__` method."""
+    """Line numbers of `{x!r}` and `repr` uses outside `__repr__` methods and bug reports."""
     found: list[int] = []
 
     def visit(node: ast.AST, in_repr: bool) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             in_repr = in_repr or node.name == "__repr__"
+        in_repr = in_repr or _raises_a_bug(node)
         if not in_repr:
             if isinstance(node, ast.FormattedValue) and node.conversion == ord("r"):
                 found.append(node.lineno)
@@ -61,8 +71,12 @@ def test_package_source_shows_no_repr_outside_dunder_repr() -> None:
     )
 
 
-def test_the_scan_sees_an_fstring_repr_and_spares_dunder_repr() -> None:
-    source = 'def f(x):\n    return f"bad {x!r}"\n\nclass C:\n    def __repr__(self):\n        return f"C({self!r})"\n'
+def test_the_scan_sees_a_message_repr_and_spares_dunder_repr_and_bug_reports() -> None:
+    source = (
+        'def f(x):\n    raise InputError(f"bad {x!r}")\n\n'
+        'def g(kind):\n    raise RuntimeError(f"sent {kind!r}")\n\n'
+        'class C:\n    def __repr__(self):\n        return f"C({self!r})"\n'
+    )
     assert _reprs_outside_dunder_repr(ast.parse(source)) == [2]
 
 
