@@ -9,14 +9,16 @@ the named thing. The score measures that directly:
 
 - T: the query's content terms — the terms the local BM25 index searches for the query (the
   analyzer: NFKC, lower-case, jieba search mode or `[index] query_segmentation`, stop words and
-  `query_stop_words` dropped) minus question fillers (`QUESTION_FILLERS`: 怎么, 啥, 有没有 …), each once.
+  `query_stop_words` dropped) minus question fillers (`QUESTION_FILLERS`: 怎么, 啥, 有没有 …) and
+  single Han characters (jieba's leftovers such as 装 in 怎么装: the index holds 安装, never 装,
+  so a lone character's document frequency is meaningless), each once.
 - idf(t) = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5)), the BM25 (Robertson–Spärck Jones, Lucene
   form) inverse document frequency, with N the indexed chunks and df(t) the chunks holding t in
   their title or text, both from the local BM25 index. A term no chunk holds (df = 0) weighs most.
 - t is supported when it occurs as a substring of the normalized title, heading path or text of at
   least one of the first n candidates after rerank (n = `[rerank] top_n`, the final context).
-  Substring, not term, matching: jieba search mode indexes `安装` as one word, so a query's `装`
-  is no term of any chunk, yet the chunk does contain it.
+  Substring, not term, matching: a query term the chunk holds inside a longer indexed word still
+  counts (segmentation differs between a short query and a long chunk).
 
 The score is None (n/a) when nothing can be judged: no content term, no local BM25 index to count
 document frequencies in (a KB searched only through a production engine), or no candidate whose
@@ -26,6 +28,7 @@ text the KB holds (foreign ids). `LexicalSupport.note` says which, and refusal t
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -54,6 +57,11 @@ QUESTION_FILLERS = frozenset(
 )
 
 
+#: One Han character alone: what jieba leaves where it found no word (装, 里, 上). Search mode never
+#: indexes a character that belongs to a word (安装 → 安装), so its document frequency says nothing.
+_SINGLE_HAN = re.compile(r"^[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]$")
+
+
 @runtime_checkable
 class DocumentFrequencies(Protocol):
     """A BM25 index that analyzes a query as its search does and counts, per term, the chunks
@@ -79,7 +87,7 @@ def content_terms(query: str, frequencies: DocumentFrequencies | None = None) ->
     """The query's content terms, each once, in order: the terms the BM25 index searches for it
     (the analyzer's `tokenize` without an index) minus question fillers."""
     terms = frequencies.query_terms(query) if frequencies is not None else tokenize(query)
-    return [t for t in dict.fromkeys(terms) if t not in QUESTION_FILLERS]
+    return [t for t in dict.fromkeys(terms) if t not in QUESTION_FILLERS and not _SINGLE_HAN.match(t)]
 
 
 def lexical_support(

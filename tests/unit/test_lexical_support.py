@@ -65,10 +65,18 @@ def test_share_by_hand() -> None:
 
 
 def test_substring_match_survives_segmentation_and_full_width() -> None:
-    # jieba indexes 安装 as one word; the query's 装 is still in the chunk. Full-width query, ASCII chunk.
-    frequencies = TableFrequencies(5, {"装": 0, "ufw": 1})
-    support = lexical_support("ＵＦＷ 装", ["先安装 UFW 防火墙"], frequencies)
+    # Full-width query, ASCII chunk; 防火墙 inside the chunk's run of Han characters still counts.
+    frequencies = TableFrequencies(5, {"防火墙": 1, "ufw": 1})
+    support = lexical_support("ＵＦＷ 防火墙", ["先安装ufw防火墙规则集"], frequencies)
+    assert [t.term for t in support.terms] == ["ufw", "防火", "火墙", "防火墙"]  # search mode's sub-words too
     assert support.score == 1.0 and "every query term" in support.explain()
+
+
+def test_single_han_characters_are_not_content_terms() -> None:
+    # jieba leaves 里 and 装 alone; the index holds 安装, never 装: their df would be a false 0.
+    assert content_terms("wsl里怎么装debian") == ["wsl", "debian"]
+    support = lexical_support("wsl里怎么装debian", ["安装 debian"], TableFrequencies(9, {"debian": 9}))
+    assert support.score == pytest.approx(bm25_idf(9, 9) / (bm25_idf(0, 9) + bm25_idf(9, 9)), abs=1e-6)
 
 
 def test_not_applicable_cases_say_why() -> None:
