@@ -146,3 +146,16 @@ def test_terms_are_the_ones_the_bm25_index_searches() -> None:
     support = lexical_support("ufw怎么放行端口", ["查看端口"], Configured(10, {"放行": 1, "端口": 3}))
     assert [t.term for t in support.terms] == ["放行", "端口"]
     assert content_terms("ufw怎么放行端口") == ["ufw", "放行", "端口"]  # without an index: the analyzer's
+
+
+def test_profile_shape_names_a_non_default_refusal_score() -> None:
+    from ragtriage.config import Settings
+    from ragtriage.pipeline.profiles import describe_shape
+
+    lexical = Settings.model_validate(
+        {"rerank": {"refusal_score": "lexical_support", "refusal_threshold": 0.15}}
+    )
+    assert describe_shape(lexical).endswith("top 6, refuse lexical_support < 0.15")
+    assert describe_shape(Settings.model_validate({"rerank": {"refusal_threshold": 0.3}})).endswith(
+        "top 6, refuse < 0.3"
+    )
