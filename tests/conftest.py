@@ -6,6 +6,7 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -22,6 +23,8 @@ import pytest
 os.environ["NUMBA_DISABLE_JIT"] = "1"
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
     from ragtriage.store import triage_repo
     from ragtriage.workspace import Workspace
 
@@ -160,3 +163,30 @@ def triage_record(home: Path, request_id: str) -> triage_repo.TriageRecord:
         return triage_repo.get_record(workspace.engine, request_id)
     finally:
         workspace.close()
+
+
+def live_postgres_engine() -> Engine:
+    """An engine on `RAGTRIAGE_TEST_POSTGRES_URL` (CI starts a throwaway server); skips without one."""
+    from ragtriage.store.db import make_engine
+
+    url = os.environ.get(
+        "RAGTRIAGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@localhost:5432/postgres"
+    )
+    pytest.importorskip("psycopg")
+    try:
+        engine = make_engine(url)
+        with engine.connect():
+            pass
+    except Exception as error:  # any connection failure means: no server here
+        pytest.skip(f"no PostgreSQL server reachable at {url}: {error}")
+    return engine
+
+
+def run_ragtriage(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m ragtriage --home HOME ARGS…` as its own process (text output, 300 s at most)."""
+    return subprocess.run(
+        [sys.executable, "-m", "ragtriage", "--home", str(home), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )

@@ -4,27 +4,18 @@ self-contained HTML file with a trend chart."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.conftest import FIXTURES_DIR
-
-
-def _ragtriage(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ragtriage", "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+from tests.conftest import FIXTURES_DIR, run_ragtriage
 
 
 def test_health_report_of_the_fixture_logs(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    assert _ragtriage(home, "logs", "ingest", str(FIXTURES_DIR / "logs" / "requests.jsonl")).returncode == 0
+    assert (
+        run_ragtriage(home, "logs", "ingest", str(FIXTURES_DIR / "logs" / "requests.jsonl")).returncode == 0
+    )
     out = tmp_path / "health.html"
-    result = _ragtriage(home, "report", "--monitor", "--since", "2026-11-01", "-o", str(out))
+    result = run_ragtriage(home, "report", "--monitor", "--since", "2026-11-01", "-o", str(out))
     assert result.returncode == 0, result.stderr
     html = out.read_text(encoding="utf-8")
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
@@ -35,7 +26,7 @@ def test_health_report_of_the_fixture_logs(tmp_path: Path) -> None:
 
 
 def test_monitor_takes_no_run(tmp_path: Path) -> None:
-    result = _ragtriage(tmp_path / "home", "report", "3", "--monitor", "-o", str(tmp_path / "x.html"))
+    result = run_ragtriage(tmp_path / "home", "report", "3", "--monitor", "-o", str(tmp_path / "x.html"))
     assert result.returncode == 2 and "--monitor reports the stored logs, not a run" in result.stderr
-    result = _ragtriage(tmp_path / "home", "report", "-o", str(tmp_path / "x.html"))
+    result = run_ragtriage(tmp_path / "home", "report", "-o", str(tmp_path / "x.html"))
     assert result.returncode == 2 and "give a RUN" in result.stderr

@@ -28,7 +28,7 @@ from ragtriage.store.log_tables import (
     TriageRow,
 )
 from ragtriage.store.triage_repo import find_record
-from tests.conftest import FIXTURES_DIR
+from tests.conftest import FIXTURES_DIR, live_postgres_engine
 
 BROKEN = FIXTURES_DIR / "logs" / "broken_lines.jsonl"
 EXPECTED = json.loads((FIXTURES_DIR / "logs" / "broken_lines.expected.json").read_text(encoding="utf-8"))
@@ -235,26 +235,9 @@ def test_postgresql_url_is_accepted_without_connecting() -> None:
     assert url.get_backend_name() == "postgresql" and url.get_driver_name() == "psycopg"
 
 
-def _live_postgres_engine() -> Engine:
-    """An engine on `RAGTRIAGE_TEST_POSTGRES_URL` (CI starts a throwaway server); skips without one."""
-    url = os.environ.get(
-        "RAGTRIAGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@localhost:5432/postgres"
-    )
-    pytest.importorskip("psycopg")
-    from ragtriage.errors import StoreError
-
-    try:
-        engine = make_engine(url)
-        with engine.connect():
-            pass
-    except (StoreError, Exception) as error:  # noqa: B014 (any connection failure means: no server here)
-        pytest.skip(f"no PostgreSQL server reachable at {url}: {error}")
-    return engine
-
-
 @pytest.mark.postgres
 def test_ingest_into_live_postgresql() -> None:
-    engine = _live_postgres_engine()
+    engine = live_postgres_engine()
     suffix = os.urandom(4).hex()
     lines = [_line(f"pg-{suffix}-{i}", feedback={"rating": "down"}) for i in range(5)]
     first = ingest_lines(engine, lines)
@@ -285,7 +268,7 @@ def test_ingest_workers_into_live_postgresql(tmp_path: Path) -> None:
 
     if not FORK_AVAILABLE:
         pytest.skip("ingest workers need the fork start method")
-    engine = _live_postgres_engine()
+    engine = live_postgres_engine()
     suffix = os.urandom(4).hex()
     lines = [
         _line(f"pgw-{suffix}-{i}", session=f"s-{suffix}-{i % 3}", ts=_ts(i), feedback={"rating": "down"})

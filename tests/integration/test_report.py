@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
 from ragtriage.eval.runner import run_eval
 from ragtriage.workspace import Workspace
+from tests.conftest import run_ragtriage
 from tests.service_home import XSS_QUERY, XSS_TAG, EvalHome
 
 #: Anything that would make a browser fetch something: a URL in src/href/action, CSS url() of anything
@@ -23,15 +22,6 @@ NETWORK_REFERENCE = re.compile(
     r"""(?:src|href|action|srcset|poster|data)\s*=\s*["']?\s*(?:https?:)?//|url\(\s*["']?(?!#)|@import""",
     re.I,
 )
-
-
-def _ragtriage(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ragtriage", "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 class _Elements(HTMLParser):
@@ -54,7 +44,7 @@ def _elements(html: str) -> list[tuple[str, dict[str, str | None]]]:
 @pytest.fixture(scope="module")
 def comparison_report(eval_home: EvalHome, tmp_path_factory: pytest.TempPathFactory) -> str:
     out = tmp_path_factory.mktemp("report") / "nested" / "report.html"
-    result = _ragtriage(
+    result = run_ragtriage(
         eval_home.home, "report", str(eval_home.base_run), "--compare", "variant", "-o", str(out)
     )
     assert result.returncode == 0, result.stderr
@@ -99,7 +89,7 @@ def test_report_has_metrics_config_dataset_significance_and_worst_cases(
 
 def test_logged_and_document_text_is_escaped(eval_home: EvalHome, tmp_path: Path) -> None:
     out = tmp_path / "single.html"
-    assert _ragtriage(eval_home.home, "report", "base", "-o", str(out)).returncode == 0
+    assert run_ragtriage(eval_home.home, "report", "base", "-o", str(out)).returncode == 0
     html = out.read_text(encoding="utf-8")
     for raw in (XSS_TAG, '<script>alert("q")</script>'):
         assert raw not in html
@@ -117,7 +107,7 @@ def test_compare_with_a_run_of_another_eval_set_is_one_line_and_exit_2(
     eval_home: EvalHome, tmp_path: Path
 ) -> None:
     other = tmp_path / "home"
-    result = _ragtriage(
+    result = run_ragtriage(
         eval_home.home, "report", "base", "--compare", "no-such-run", "-o", str(other / "x.html")
     )
     assert result.returncode == 2 and result.stderr.strip() == (
@@ -131,7 +121,7 @@ def test_compare_with_a_run_of_another_eval_set_is_one_line_and_exit_2(
         other_run = run_eval(workspace, "other-set", name="other").run_id
     finally:
         workspace.close()
-    result = _ragtriage(
+    result = run_ragtriage(
         eval_home.home, "report", "base", "--compare", str(other_run), "-o", str(tmp_path / "x.html")
     )
     assert result.returncode == 2
@@ -143,7 +133,7 @@ def test_compare_with_a_run_of_another_eval_set_is_one_line_and_exit_2(
 
 def test_gate_writes_the_report_next_to_its_verdict(eval_home: EvalHome, tmp_path: Path) -> None:
     out = tmp_path / "gate.html"
-    result = _ragtriage(
+    result = run_ragtriage(
         eval_home.home,
         "eval",
         "gate",
@@ -166,7 +156,7 @@ def test_gate_writes_the_report_next_to_its_verdict(eval_home: EvalHome, tmp_pat
 
 
 def test_eval_show_prints_the_run_as_the_api_returns_it(eval_home: EvalHome) -> None:
-    result = _ragtriage(eval_home.home, "eval", "show", "base", "--limit", "2")
+    result = run_ragtriage(eval_home.home, "eval", "show", "base", "--limit", "2")
     assert result.returncode == 0, result.stderr
     assert "run 1 (base) of KB default on default@7: complete, 7/7 cases" in result.stdout
     assert "cases 1–2 of 7; next page: --offset 2" in result.stdout

@@ -19,6 +19,7 @@ from ragtriage.store import triage_repo
 from ragtriage.store.db import make_engine, read_session, sqlite_url, write_session
 from ragtriage.store.log_tables import TriageAuditRow, TriageRow
 from ragtriage.store.triage_repo import ConflictError
+from tests.conftest import live_postgres_engine
 
 
 def _flagged(engine: Engine, *request_ids: str) -> None:
@@ -191,16 +192,7 @@ def test_labelling_loop_and_ingest_write_one_sqlite_file_at_once(tmp_path: Path)
 
 @pytest.mark.postgres
 def test_triage_changes_on_live_postgresql() -> None:
-    url = os.environ.get(
-        "RAGTRIAGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@localhost:5432/postgres"
-    )
-    pytest.importorskip("psycopg")
-    try:
-        engine = make_engine(url)
-        with engine.connect():
-            pass
-    except Exception as error:  # any connection failure means: no server here
-        pytest.skip(f"no PostgreSQL server reachable at {url}: {error}")
+    engine = live_postgres_engine()
     rid = f"pg-triage-{os.urandom(4).hex()}"
     _flagged(engine, rid)
     record = triage_repo.set_labels(engine, rid, ["alias_missing"], expected_revision=1, user="pg")
