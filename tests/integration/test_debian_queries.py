@@ -140,3 +140,24 @@ def test_a_case_id_used_twice_names_both_places(tmp_path: Path) -> None:
         InputError, match=r"reference-b.jsonl:1: case_id 'refb-001' is also at reference-a.jsonl:1"
     ):
         debian_queries.load_query_cases(debian_queries.query_files(tmp_path))
+
+
+def test_the_debian_alias_file_maps_user_words_onto_the_documents_terms(kb_home: Path) -> None:
+    """`fixtures/debian_queries/aliases.toml` (a KB configuration, not a default): each group's first
+    member is a term the documents use (so `alias_mode = "replace"` swaps users' words for it), and
+    no member is one character (the rule rewrite matches members as substrings of the query)."""
+    from sqlmodel import Session, select
+
+    from ragtriage.pipeline.rewrite import load_aliases
+    from ragtriage.store.kb_tables import ChunkRow
+
+    dictionary = load_aliases(debian_queries.QUERY_DIR / "aliases.toml")
+    assert len(dictionary) >= 10
+    workspace = Workspace.open(kb_home, kb_home / "config.toml")
+    try:
+        with Session(workspace.engine) as session:
+            text = "\n".join(f"{r.title}\n{r.content}" for r in session.exec(select(ChunkRow))).lower()
+    finally:
+        workspace.close()
+    assert [g[0] for g in dictionary.groups if g[0].lower() not in text] == []
+    assert [m for g in dictionary.groups for m in g if len(m) < 2] == []
