@@ -208,6 +208,11 @@ class FeatureWeights(StrictModel):
     freshness: float = 0.02
     product_line: float = 0.05
     key_terms: float = 0.05
+    bm25_score: float = 0.0
+    """Weight of the chunk's min-max normalised BM25 score (best over the BM25 routes, in [0, 1]):
+    unlike RRF it keeps how far ahead a route put a chunk. 0: not used (the trace still shows it)."""
+    dense_score: float = 0.0
+    """Weight of the chunk's min-max normalised dense cosine (best over the dense routes, in [0, 1])."""
 
 
 class RerankSettings(StrictModel):
@@ -436,6 +441,8 @@ HASH_NEUTRAL_WHEN_DEFAULT: tuple[tuple[str, ...], ...] = (
     ("index", "bm25_engine"),
     ("index", "query_segmentation"),
     ("index", "query_stop_words"),
+    ("rerank", "weights", "bm25_score"),
+    ("rerank", "weights", "dense_score"),
 )
 _HASH_DEFAULTS: dict[str, Any] = {}
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 
+from ragtriage.pipeline.fusion import normalize_scores
 from ragtriage.pipeline.normalize import normalize_text
 
-FEATURE_NAMES = ("title_hit", "freshness", "product_line", "key_terms", "rrf")
+FEATURE_NAMES = ("title_hit", "freshness", "product_line", "key_terms", "rrf", "bm25_score", "dense_score")
 
 
 def title_hit(keywords: Sequence[str], title: str | None) -> float:
@@ -50,3 +51,23 @@ def key_term_hit(query: str, content: str, key_terms: Sequence[str]) -> float:
         return 0.0
     folded_content = normalize_text(content).lower()
     return sum(1 for t in in_query if normalize_text(t).lower() in folded_content) / len(in_query)
+
+
+def route_scores(
+    routes: Iterable[tuple[str, Sequence[tuple[str, float]]]],
+) -> dict[str, dict[str, float]]:
+    """Per chunk, its best min-max normalised route score per route kind: `{chunk_id: {"bm25_score":
+    x, "dense_score": y}}` from `(kind, [(chunk_id, score), …])` lists, kind `bm25` or `dense`.
+
+    Each list is rescaled on its own, (s − min) / (max − min) (1.0 when its scores are all equal,
+    `fusion.normalize_scores`), so a BM25 score and a cosine become comparable in [0, 1]; a chunk
+    found by several routes of one kind keeps the best. A kind that did not find the chunk is absent
+    (the feature is then 0). Unlike RRF, this keeps how far ahead of the rest a route put a chunk.
+    """
+    best: dict[str, dict[str, float]] = {}
+    for kind, hits in routes:
+        name = f"{kind}_score"
+        for (chunk_id, _), value in zip(hits, normalize_scores([s for _, s in hits], "min-max"), strict=True):
+            slot = best.setdefault(chunk_id, {})
+            slot[name] = max(slot.get(name, 0.0), value)
+    return best

@@ -18,6 +18,7 @@ import numpy as np
 from ragtriage.config import Settings
 from ragtriage.errors import RagtriageError
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
+from ragtriage.pipeline.features import route_scores
 from ragtriage.pipeline.fusion import fuse
 from ragtriage.pipeline.lexical_support import candidates_support
 from ragtriage.pipeline.normalize import normalize_query
@@ -306,7 +307,7 @@ class Pipeline:
             outcome = self.reranker.rerank(
                 item.rewrite.normalized_query,
                 self._keywords(item.rewrite),
-                self._items(fused[:pool]),
+                self._items(fused[:pool], routes),
                 now=options.as_of,
             )
             support = candidates_support(item.raw_query, outcome.reranked[:top_n], self.chunks, self.bm25)
@@ -398,8 +399,9 @@ class Pipeline:
     def _keywords(self, rewrite: RewriteResult) -> list[str]:
         return rewrite.keywords or extract_keywords(rewrite.normalized_query, self.rules.tokenize)
 
-    def _items(self, fused: Sequence[ScoredChunk]) -> list[RerankItem]:
+    def _items(self, fused: Sequence[ScoredChunk], routes: Sequence[RouteResult]) -> list[RerankItem]:
         contents = self.chunks.contents([c.chunk_id for c in fused])
+        scores = route_scores((r.kind, [(h.chunk_id, h.score) for h in r.hits]) for r in routes)
         items = []
         for chunk in fused:
             meta = self.chunks.get(chunk.chunk_id)
@@ -411,6 +413,8 @@ class Pipeline:
                     content=contents.get(chunk.chunk_id, ""),
                     updated_at=meta.updated_at if meta else None,
                     product_line=meta.product_line if meta else None,
+                    bm25_score=scores.get(chunk.chunk_id, {}).get("bm25_score", 0.0),
+                    dense_score=scores.get(chunk.chunk_id, {}).get("dense_score", 0.0),
                 )
             )
         return items

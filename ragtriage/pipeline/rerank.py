@@ -1,7 +1,8 @@
 """The rerank stage: a cross-encoder probability combined linearly with business features and RRF.
 
 score = w_ce · p_ce + w_rrf · rrf + w_title · title_hit + w_fresh · freshness
-        + w_pl · product_line + w_key · key_terms
+        + w_pl · product_line + w_key · key_terms + w_bm25 · bm25_score + w_dense · dense_score
+(`bm25_score`, `dense_score`: the chunk's min-max normalised route scores, `features.route_scores`.)
 Without a cross-encoder (`backend = "none"`) the p_ce term is absent and the trace says
 `features-only`. The scorers themselves live in `rerank_backends.py`.
 """
@@ -30,6 +31,10 @@ class RerankItem:
     content: str = ""
     updated_at: str | None = None
     product_line: str | None = None
+    bm25_score: float = 0.0
+    """Best min-max normalised score among the BM25 routes that found the chunk (0: none did)."""
+    dense_score: float = 0.0
+    """Best min-max normalised cosine among the dense routes that found the chunk (0: none did)."""
 
 
 @dataclass
@@ -74,6 +79,8 @@ class Reranker:
             "product_line": features.product_line_match(self.settings.product_line, item.product_line),
             "key_terms": features.key_term_hit(query, item.content, self.settings.key_terms),
             "rrf": item.rrf_score,
+            "bm25_score": item.bm25_score,
+            "dense_score": item.dense_score,
         }
 
     def rerank(
@@ -109,6 +116,8 @@ class Reranker:
                 + weights.freshness * values["freshness"]
                 + weights.product_line * values["product_line"]
                 + weights.key_terms * values["key_terms"]
+                + weights.bm25_score * values["bm25_score"]
+                + weights.dense_score * values["dense_score"]
             )
             if probability is not None:
                 score += weights.cross_encoder * probability

@@ -208,6 +208,11 @@ def test_new_settings_at_their_default_keep_logged_hashes() -> None:
     assert neutral.config_hash() == "3103edbaa3d2"
     assert Settings(index={"query_segmentation": "precise"}).config_hash() != "3103edbaa3d2"
     assert Settings(index={"query_stop_words": ["啥"]}).config_hash() != "3103edbaa3d2"
+    # Score features of the rerank: neutral at weight 0.
+    assert (
+        Settings(rerank={"weights": {"bm25_score": 0.0, "dense_score": 0.0}}).config_hash() == "3103edbaa3d2"
+    )
+    assert Settings(rerank={"weights": {"dense_score": 0.01}}).config_hash() != "3103edbaa3d2"
 
 
 def test_fixture_versions_map_to_their_profiles() -> None:

@@ -77,6 +77,8 @@ def test_features_only_ranks_by_features_and_rrf() -> None:
         "product_line": 0.0,
         "key_terms": 0.0,
         "rrf": pytest.approx(1 / 62),
+        "bm25_score": 0.0,
+        "dense_score": 0.0,
     }
 
 
@@ -185,3 +187,36 @@ def test_build_scorer_needs_model_or_url() -> None:
         build_scorer(RerankSettings(backend="flagembedding"))
     with pytest.raises(PipelineError, match="needs \\[rerank\\] url"):
         build_scorer(RerankSettings(backend="http"))
+
+
+def test_route_scores_are_min_max_per_list_best_per_kind() -> None:
+    scores = features.route_scores(
+        [
+            ("bm25", [("a", 24.0), ("b", 18.0), ("c", 12.0)]),
+            ("bm25", [("c", 9.0), ("d", 3.0)]),  # a second BM25 route (e.g. on the rewritten query)
+            ("dense", [("b", 0.90), ("e", 0.88), ("a", 0.85)]),
+            ("dense", [("x", 0.7)]),  # one hit: the best of its list
+            ("dense", []),
+        ]
+    )
+    assert scores["a"] == {"bm25_score": 1.0, "dense_score": pytest.approx(0.0)}
+    assert scores["b"] == {"bm25_score": pytest.approx(0.5), "dense_score": pytest.approx(1.0)}
+    # c is last in one BM25 list and first in the other: the best counts.
+    assert scores["c"] == {"bm25_score": 1.0}
+    assert scores["d"] == {"bm25_score": 0.0} and scores["x"] == {"dense_score": 1.0}
+    assert "f" not in scores
+
+
+def test_score_features_are_weighted_and_shown_in_the_pair() -> None:
+    items = [
+        RerankItem("only-bm25-top", rrf_score=1 / 61, bm25_score=1.0),
+        RerankItem("both-routes-low", rrf_score=1 / 70 + 1 / 70, bm25_score=0.1, dense_score=0.1),
+    ]
+    plain = Reranker(RerankSettings(), now=lambda: NOW).rerank("q", [], items)
+    assert [c.chunk_id for c in plain.reranked] == ["both-routes-low", "only-bm25-top"]
+    weighted = RerankSettings(weights={"bm25_score": 0.2, "dense_score": 0.2})
+    outcome = Reranker(weighted, now=lambda: NOW).rerank("q", [], items)
+    assert [c.chunk_id for c in outcome.reranked] == ["only-bm25-top", "both-routes-low"]
+    top = outcome.pairs[0]
+    assert top.features["bm25_score"] == 1.0 and top.features["dense_score"] == 0.0
+    assert top.score == pytest.approx(10.0 / 61 + 0.2 * 1.0)
