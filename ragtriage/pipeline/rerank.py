@@ -17,6 +17,7 @@ from ragtriage.config import RerankSettings
 from ragtriage.errors import PipelineError
 from ragtriage.pipeline import features
 from ragtriage.pipeline.types import CrossEncoderScorer, RerankPair, ScoredChunk
+from ragtriage.wording import quoted
 
 FEATURES_ONLY = "features-only"
 
@@ -160,7 +161,7 @@ def _clock(freshness_now: str | None) -> Callable[[], datetime]:
         fixed = datetime.fromisoformat(freshness_now.replace("Z", "+00:00"))
     except ValueError:
         raise PipelineError(
-            f"[rerank] freshness_now = {freshness_now!r} is not an ISO-8601 time; "
+            f"[rerank] freshness_now = {quoted(freshness_now)} is not an ISO-8601 time; "
             'write it like "2026-11-02T08:00:00Z"'
         ) from None
     fixed = fixed if fixed.tzinfo else fixed.replace(tzinfo=timezone.utc)

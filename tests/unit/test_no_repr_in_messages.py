@@ -23,9 +23,6 @@ from ragtriage.wording import quoted
 
 PACKAGE = Path(__file__).resolve().parents[2] / "ragtriage"
 
-# Modules whose messages still use repr; convert them with `quoted` and drop them from this set.
-NOT_CONVERTED = {"pipeline/rerank.py"}
-
 REPR_SIGNS = ("PosixPath(", "WindowsPath(", "None)", "['", "\\u3000", "b'")
 
 
@@ -62,8 +59,6 @@ def test_package_source_shows_no_repr_outside_dunder_repr() -> None:
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE).as_posix()
-        if relative in NOT_CONVERTED:
-            continue
         for line in _reprs_outside_dunder_repr(ast.parse(path.read_text(encoding="utf-8"))):
             offenders.append(f"ragtriage/{relative}:{line}")
     assert offenders == [], "use ragtriage.wording.quoted instead of repr in messages: " + ", ".join(
