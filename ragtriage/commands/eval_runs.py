@@ -189,6 +189,13 @@ def register_eval(group: click.Group) -> None:
         from ragtriage.eval.runner import run_eval
 
         with open_workspace(home, config_file) as workspace, progress_bar(not as_json) as bar:
+            from ragtriage.pipeline.indexer import index_lag
+
+            lag = index_lag(workspace)
+            if lag is not None:
+                click.echo(
+                    f"note: {lag}; until then every case is scored on the old or empty indexes", err=True
+                )
             try:
                 summary = run_eval(
                     workspace,

@@ -10,8 +10,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from rich.text import Text
 
-from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
+from ragtriage.commands.common import (
+    echo_json,
+    open_workspace,
+    stderr_console,
+    stdout_console,
+    workspace_options,
+)
 from ragtriage.errors import InputError, NotFoundError
 from ragtriage.pipeline.types import Trace
 from ragtriage.workspace import Workspace
@@ -125,6 +132,7 @@ def replay_command(
     lines = read_queries(queries_file) if queries_file is not None else []
     console = stdout_console()
     with open_workspace(home, config_file) as workspace:
+        _warn_index_lag(workspace)
         if request_id is not None:
             _replay_logged(workspace, request_id, use_logged_rewrite, as_json, profile)
             return
@@ -153,6 +161,15 @@ def replay_command(
         if len(traces) > 1:
             console.rule(f"query {number + 1} of {len(traces)} (line {lines[number].line_no})")
         print_trace(console, trace)
+
+
+def _warn_index_lag(workspace: Workspace) -> None:
+    """A note on stderr when the indexes lag the KB: the ranked lists would be empty or old."""
+    from ragtriage.pipeline.indexer import index_lag
+
+    lag = index_lag(workspace)
+    if lag is not None:
+        stderr_console().print(Text(f"note: {lag}", style="yellow"))
 
 
 def _replay_logged(

@@ -221,7 +221,7 @@ def run_doctor(workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET) 
                     "unpublished_gold",
                     FindingItem(case_id=case.case_id, gold_id=gold_id, note=f"status {chunk.status}"),
                 )
-            elif indexed is not None and gold_id not in indexed:
+            elif gold_id not in indexed:
                 add("not_indexed", FindingItem(case_id=case.case_id, gold_id=gold_id))
     _duplicates(cases, add)
     for stored in cases:
@@ -291,13 +291,13 @@ def _live_chunks(workspace: Workspace, doc_id: str) -> list[tuple[str, str]]:
     return [(chunk_id, content) for chunk_id, content in rows]
 
 
-def _indexed_chunk_ids(workspace: Workspace) -> set[str] | None:
-    """Chunk ids in the index manifest, or None when there are no indexes yet."""
+def _indexed_chunk_ids(workspace: Workspace) -> set[str]:
+    """Chunk ids in the index manifest; none when the indexes were never built (`--no-index`)."""
     from ragtriage import locations
     from ragtriage.pipeline.manifest import read_manifest
 
     manifest = read_manifest(locations.manifest_path(workspace.home))
-    return set(manifest.content_hashes) if manifest is not None else None
+    return set(manifest.content_hashes) if manifest is not None else set()
 
 
 #: kind → (summary, fix, severity), in report order.

@@ -318,6 +318,30 @@ def _write(
     write_manifest(path, manifest)
 
 
+def index_lag(workspace: Workspace) -> str | None:
+    """One line when the local indexes do not hold the KB's current revision (None when they do).
+
+    Cheap (the manifest and the KB revision only): replay and eval print it so that empty or short
+    ranked lists after `kb add/import --no-index` say why, and what to run.
+    """
+    with read_session(workspace.engine) as session:
+        revision = kb_revision_of(session, workspace.settings.kb.name)
+    if revision == 0:
+        return None
+    manifest = read_manifest(locations.manifest_path(workspace.home))
+    if manifest is None:
+        return (
+            f"the indexes are not built for KB revision {revision} (stored with --no-index?): "
+            "run `ragtriage kb reindex`"
+        )
+    if manifest.kb_revision != revision:
+        return (
+            f"the indexes hold KB revision {manifest.kb_revision}, the KB is at revision {revision}: "
+            "run `ragtriage kb reindex` to search the current chunks"
+        )
+    return None
+
+
 def index_status(workspace: Workspace) -> dict[str, Any]:
     """Manifest vs KB: `state` is `up_to_date`, `stale` or `missing`, with the counts behind it."""
     kb = workspace.settings.kb.name

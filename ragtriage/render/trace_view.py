@@ -81,17 +81,18 @@ def stage_table(trace: Trace) -> FitTable:
 
 
 def final_table(trace: Trace) -> FitTable:
-    """The final context in order: chunk id, document and title (the ids alone do not say what a
-    production chunk is about)."""
+    """The final context in order: chunk id, its final score (reranked, else fused), document and
+    title (the ids alone do not say what a production chunk is about)."""
     gold = set(trace.gold)
     table = FitTable(
         [
             Col("#", "number", justify="right"),
             Col("chunk_id", "id"),
+            Col("score", "number", justify="right"),
             Col("doc_id", "id", drop_order=1),
             Col("title", "clip", min_width=12),
         ],
-        title=Text("Final context (★ = gold)"),
+        title=Text("Final context (★ = gold; score: reranked, else fused)"),
     )
     for rank, chunk_id in enumerate(trace.final, start=1):
         candidate = trace.candidate(chunk_id)
@@ -100,7 +101,18 @@ def final_table(trace: Trace) -> FitTable:
         chunk_cell.append(chunk_id, style=GOLD_STYLE if is_gold else "")
         doc_id = candidate.doc_id if candidate is not None else None
         title = candidate.title if candidate is not None else None
-        table.add_row(Text(str(rank)), chunk_cell, Text(doc_id or "—"), Text(title or "—"))
+        score = None
+        if candidate is not None:
+            score = (
+                candidate.reranked.score if candidate.reranked.score is not None else candidate.fused.score
+            )
+        table.add_row(
+            Text(str(rank)),
+            chunk_cell,
+            Text("—" if score is None else f"{score:.4g}"),
+            Text(doc_id or "—"),
+            Text(title or "—"),
+        )
     return table
 
 

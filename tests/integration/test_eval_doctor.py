@@ -192,7 +192,9 @@ def test_import_full_tells_deleted_gold_from_rechunked_gold(home: Path, tmp_path
     finally:
         workspace.close()
     by_kind = {f.kind: f for f in report.findings}
-    assert set(by_kind) == {"deleted_gold", "rechunked_gold"}
+    # Imported with --no-index: the live gold is also reported as missing from the indexes.
+    assert set(by_kind) == {"deleted_gold", "rechunked_gold", "not_indexed"}
+    assert [item.case_id for item in by_kind["not_indexed"].items] == ["kept"]
     deleted = {item.case_id: item for item in by_kind["deleted_gold"].items}
     assert set(deleted) == {"late", "archived", "born-archived"}
     assert deleted["late"].gold_id == U_LATE and deleted["late"].proposal is None

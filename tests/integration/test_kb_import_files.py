@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -256,3 +257,36 @@ def test_a_deleted_row_read_before_its_document_grows_is_recorded_as_rechunked(
     with sqlite3.connect(locations.db_path(home)) as connection:
         stored = connection.execute("SELECT status, deletion FROM kb_chunk WHERE chunk_id = ?", (UUID_A,))
         assert stored.fetchall() == [("deleted", "rechunked")]
+
+
+def test_a_kb_stored_with_no_index_says_so_in_replay_eval_run_and_doctor(tmp_path: Path) -> None:
+    _import(_write_jsonl(tmp_path / "chunks.jsonl", ROWS))  # --no-index: the indexes are never built
+    cases = tmp_path / "cases.json"
+    cases.write_text(
+        json.dumps(
+            [{"case_id": "q1", "question": "出差发票什么时候交", "relevant_chunk_ids": [UUID_A], "k": 5}]
+        ),
+        encoding="utf-8",
+    )
+    assert _run("eval", "import", str(cases), "--format", "cases-json").exit_code == 0
+    note = "the indexes are not built for KB revision 1 (stored with --no-index?): run `ragtriage kb reindex`"
+
+    replayed = _run("replay", "--query", "出差发票什么时候交")
+    assert replayed.exit_code == 0, replayed.output
+    assert note in " ".join(replayed.stderr.split()) and "final: (none)" in replayed.stdout
+    evaluated = _run("eval", "run")
+    assert evaluated.exit_code == 0 and note in evaluated.stderr
+    doctor = json.loads(_run("doctor", "--json").stdout)
+    assert [(f["kind"], [i["gold_id"] for i in f["items"]]) for f in doctor["findings"]] == [
+        ("not_indexed", [UUID_A])
+    ]
+
+    assert _run("kb", "reindex").exit_code == 0
+    replayed = _run("replay", "--query", "出差发票什么时候交")
+    assert "note:" not in replayed.stderr
+    # The final context names each production id with its score and title.
+    final = replayed.stdout.split("Final context", 1)[1]
+    assert "score" in final.splitlines()[2]
+    (row,) = [line for line in final.splitlines() if UUID_A in line and "│" in line]
+    assert "报销时限" in row and re.search(r"│\s+0\.\d+\s+│", row)
+    assert json.loads(_run("doctor", "--json").stdout)["findings"] == []
