@@ -181,6 +181,12 @@ def stored_request_span(engine: Engine) -> tuple[datetime, datetime] | None:
     return first, last
 
 
+def span_days(span: tuple[datetime, datetime]) -> str:
+    """`2026-11-02 to 2026-11-05`, or one day when both ends fall on it (UTC dates)."""
+    first, last = span
+    return f"{first:%Y-%m-%d}" if first.date() == last.date() else f"{first:%Y-%m-%d} to {last:%Y-%m-%d}"
+
+
 def empty_window_hint(engine: Engine, since: datetime, what: str = "stored request") -> str:
     """One line for a `--since` window that holds nothing: where the stored requests are, and what to try.
 
@@ -191,9 +197,7 @@ def empty_window_hint(engine: Engine, since: datetime, what: str = "stored reque
     if span is None:
         return f"{head}; the store holds no request yet: ingest logs with `ragtriage logs ingest FILE`"
     first, last = (stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc) for stamp in span)
+    days = span_days(span)
     if last < (since if since.tzinfo else since.replace(tzinfo=timezone.utc)):
-        return (
-            f"{head}; the stored requests run from {first:%Y-%m-%d} to {last:%Y-%m-%d}: "
-            f"try --since {first:%Y-%m-%d}"
-        )
-    return f"{head} (stored requests run from {first:%Y-%m-%d} to {last:%Y-%m-%d}); try a longer --since"
+        return f"{head}; the stored requests are from {days}: try --since {first:%Y-%m-%d}"
+    return f"{head} (the stored requests are from {days}); try a longer --since"

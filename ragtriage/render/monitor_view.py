@@ -62,6 +62,16 @@ def table_width(report: MonitorReport) -> int:
     return max(key_width, len(report.by)) + REQUESTS_CELL + len(FIGURES) * CELL + len(FIGURES) + 1
 
 
+def shown_groups(report: MonitorReport) -> list[MonitorGroup]:
+    """The groups worth a row: a day with no request and no figure (every one n/a) is left out, so
+    a long window shows its traffic, not weeks of n/a; the n/a reasons still name those days."""
+    return [
+        group
+        for group in report.groups
+        if group.requests or any(figure.value is not None for figure in group.figures.values())
+    ]
+
+
 def monitor_table(report: MonitorReport) -> Table:
     """One row per group plus `all`: requests and every figure (see `table_width`)."""
     table = Table(box=None, padding=(0, 1, 0, 0), show_edge=False, pad_edge=False)
@@ -71,7 +81,7 @@ def monitor_table(report: MonitorReport) -> Table:
         table.add_column(
             HEADERS[name].format(n=report.coverage_n), justify="right", no_wrap=True, min_width=CELL
         )
-    for group in [*report.groups, report.overall]:
+    for group in [*shown_groups(report), report.overall]:
         table.add_row(
             Text(group.key, style="bold" if group.key == "all" else ""),
             f"{group.requests:,}",
@@ -83,7 +93,7 @@ def monitor_table(report: MonitorReport) -> Table:
 def monitor_blocks(report: MonitorReport) -> Text:
     """The narrow layout: one block per group, one figure per line (long group names, narrow terminals)."""
     text = Text()
-    for group in [*report.groups, report.overall]:
+    for group in [*shown_groups(report), report.overall]:
         text.append(f"{group.key}", style="bold")
         text.append(f"  {group.requests:,} requests\n")
         for name in FIGURES:

@@ -269,7 +269,11 @@ def _make_group(
         "rank_shift": _shift_figure(shift) if counts.requests else Figure(reason=no_requests),
         "bad_feedback_share": ratio(counts.bad, counts.requests, no_requests),
         "coverage": ratio(
-            sum(covered), len(covered), "no confirmed case with gold chunks whose request logged a fused list"
+            sum(covered),
+            len(covered),
+            "no confirmed case with gold chunks whose request logged a fused list "
+            "(mark gold and confirm cases: `ragtriage label REQUEST_ID LABEL --gold CHUNK_ID`, "
+            "`ragtriage confirm REQUEST_ID`)",
         ),
         "first_day_recall": recall.get(key)
         or Figure(reason="no document was added or updated in this group"),

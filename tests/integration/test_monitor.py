@@ -14,6 +14,7 @@ Confirmed: A rerank_error gold c2; C bm25_miss gold c4; E alias_missing gold n1#
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -236,10 +237,27 @@ def test_an_empty_window_names_where_the_stored_requests_are(engine: Engine, tmp
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "no stored request since 2026-12-01 00:00 UTC" in text
-    assert "the stored requests run from 2026-11-02 to 2026-11-03: try --since 2026-11-02" in text
+    assert "the stored requests are from 2026-11-02 to 2026-11-03: try --since 2026-11-02" in text
 
     empty_home = ["--home", str(tmp_path / "empty")]
     result = CliRunner().invoke(cli, ["monitor", "--no-charts", *empty_home], env={"COLUMNS": "80"})
     assert "the store holds no request yet: ingest logs with `ragtriage logs ingest FILE`" in " ".join(
         result.output.split()
     )
+
+
+def test_days_without_requests_or_figures_are_named_once_not_one_row_each(
+    engine: Engine, tmp_path: Path
+) -> None:
+    env = {"RAGTRIAGE__STORE__URL": str(engine.url), "COLUMNS": "80"}
+    home = ["--home", str(tmp_path / "home")]
+    result = CliRunner().invoke(cli, ["monitor", "--since", "2026-10-25", "--no-charts", *home], env=env)
+    assert result.exit_code == 0, result.output
+    rows = [m.group(1) for m in re.finditer(r"^(\d{4}-\d\d-\d\d|all) +\d", result.output, re.M)]
+    assert rows[0] == "2026-11-02" and rows[-1] == "all" and "2026-10-25" not in rows
+    assert "no stored request in this group (2026-10-25 … 2026-11-01," in " ".join(result.output.split())
+    # The JSON keeps every day.
+    data = json.loads(
+        CliRunner().invoke(cli, ["monitor", "--since", "2026-10-25", "--json", *home], env=env).output
+    )
+    assert data["groups"][0]["key"] == "2026-10-25" and data["groups"][0]["requests"] == 0

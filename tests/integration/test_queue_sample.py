@@ -138,5 +138,5 @@ def test_cli_prints_strata_and_json(engine: Engine, tmp_path: Path) -> None:
     assert empty.exit_code == 0
     # The hint says where the stored requests are, so the user's next command finds them.
     assert "no unflagged request since 2030-01-01 00:00 UTC" in empty.output
-    assert "the stored requests run from 2026-11-02 to" in " ".join(empty.output.split())
+    assert "the stored requests are from 2026-11-02 to" in " ".join(empty.output.split())
     assert "try --since 2026-11-02" in " ".join(empty.output.split())

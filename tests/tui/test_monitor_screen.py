@@ -36,7 +36,7 @@ async def test_monitor_screen_from_the_queue(workspace: Workspace, monkeypatch: 
         assert screen.panel.report is not None and screen.panel.report.overall.requests == 0
         shown = str(screen.panel.content)
         assert "press t for a longer window" in shown
-        assert f"the stored requests run from {TRAFFIC_START:%Y-%m-%d}" in shown
+        assert f"the stored requests are from {TRAFFIC_START:%Y-%m-%d}" in shown
         await pilot.press("t")  # 30 days: the traffic is in
         await _settle(app, pilot)
         report = screen.panel.report

@@ -13,7 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 from textual.worker import get_current_worker
 
-from ragtriage.logs.requests import stored_request_span
+from ragtriage.logs.requests import span_days, stored_request_span
 from ragtriage.triage.monitor import MonitorReport, compute_monitor
 from ragtriage.tui.screens.worker_failures import WorkerFailures
 from ragtriage.tui.widgets.monitor_panel import MonitorPanel
@@ -31,11 +31,11 @@ def utc_now() -> datetime:
 class MonitorLoaded(Message):
     """The monitor report was computed."""
 
-    def __init__(self, report: MonitorReport, span: tuple[datetime, datetime] | None = None) -> None:
+    def __init__(self, report: MonitorReport, stored_days: str | None = None) -> None:
         super().__init__()
         self.report = report
-        self.span = span
-        """Oldest and newest stored request, looked up only when the window held none."""
+        self.stored_days = stored_days
+        """The days the stored requests span (None: none stored), for an empty window's hint."""
 
 
 class MonitorScreen(WorkerFailures, Screen[None]):
@@ -106,11 +106,11 @@ class MonitorScreen(WorkerFailures, Screen[None]):
             kb=settings.kb.name,
         )
         if not get_current_worker().is_cancelled:
-            self.post_message(MonitorLoaded(report, span))
+            self.post_message(MonitorLoaded(report, None if span is None else span_days(span)))
 
     @on(MonitorLoaded)
     def _show(self, message: MonitorLoaded) -> None:
-        self.panel.show(message.report, message.span)
+        self.panel.show(message.report, message.stored_days)
 
     def action_toggle_by(self) -> None:
         self.by = "version" if self.by == "day" else "day"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from rich.text import Text
 from textual.widgets import Static
 
@@ -18,16 +16,16 @@ class MonitorPanel(Static):
         super().__init__(Text("computing the monitor…", style="dim"), markup=False, id=id)
         self.report: MonitorReport | None = None
 
-    def show(self, report: MonitorReport, span: tuple[datetime, datetime] | None = None) -> None:
-        """Draw `report`; an empty window says where the stored requests are (`span`) and what to try."""
+    def show(self, report: MonitorReport, stored_days: str | None = None) -> None:
+        """Draw `report`; an empty window says on which days the stored requests are and what to try."""
         self.report = report
         width = max(40, min((self.size.width or 100) - 2, 120))
         if report.overall.requests == 0:
-            if span is None:
+            if stored_days is None:
                 hint = "the store holds no request yet: ingest logs with `ragtriage logs ingest FILE`"
             else:
                 hint = (
-                    f"the stored requests run from {span[0]:%Y-%m-%d} to {span[1]:%Y-%m-%d}: "
+                    f"the stored requests are from {stored_days}: "
                     "press t for a longer window (t cycles 7 days, 30 days, 1 day, all)"
                 )
             self.update(Text(f"no stored request in this window; {hint}"))
