@@ -165,6 +165,7 @@ class _DenseStream:
         if self.worker is None:
             if _dense_held_here(self.workspace):
                 return
+            _check_index_embedder(self.workspace)  # before a point is written, as a sync would
             from ragtriage.pipeline.dense_worker import DenseWorker
 
             self.worker = DenseWorker(self.workspace)
@@ -173,6 +174,16 @@ class _DenseStream:
     def close(self) -> None:
         if self.worker is not None:
             self.worker.close()
+
+
+def _check_index_embedder(workspace: Workspace) -> None:
+    """Refuse (IndexStateError) indexes built with another embedder than the configured one."""
+    from ragtriage import locations
+    from ragtriage.pipeline.embed import get_embedder
+    from ragtriage.pipeline.manifest import check_embedder, read_manifest
+
+    manifest_file = locations.manifest_path(workspace.home)
+    check_embedder(read_manifest(manifest_file), get_embedder(workspace.settings.embedder), manifest_file)
 
 
 def _dense_held_here(workspace: Workspace) -> bool:

@@ -59,6 +59,10 @@ def iter_term_ids(texts: Sequence[str], vocab: dict[str, int], procs: int = 1) -
         return
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    # Segment one text here first: the dictionaries (jieba-rs's, loaded on import, and Python
+    # jieba's) are then loaded before the fork, in pages the workers share instead of each
+    # loading its own copy.
+    terms(texts[0])
     # A forked worker's garbage collector would walk every object of the parent (100k chunk rows
     # during a sync), writing to their pages: twice the segmenting time. Frozen objects are skipped.
     gc.freeze()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,14 +67,16 @@ def sync_dense(
     workspace: Workspace,
     dense: QdrantIndex,
     embedder: Embedder,
-    chunks: Mapping[str, KBChunk],
+    wanted: Mapping[str, str],
+    load: Callable[[list[str]], Sequence[KBChunk]],
     before: dict[str, str],
     *,
     current: Mapping[str, str] | None = None,
     progress: Callable[[int], None] | None = None,
     should_stop: StopCallback | None = None,
 ) -> DenseFigures:
-    """Make `dense` hold exactly `chunks`: delete the others, write those whose index hash differs.
+    """Make `dense` hold exactly the `wanted` chunks (chunk id → index hash): delete the others and
+    write those whose index hash differs, as `load` gives them (by id, in the order asked).
 
     `before` is the index's state (chunk id → index hash) before the sync; `current` its state now
     when points were written since (`dense_worker`), else `before`.
@@ -82,8 +84,8 @@ def sync_dense(
     began = time.perf_counter()
     figures = DenseFigures(before=before, collection=dense.collection, where=dense.where)
     state = before if current is None else current
-    dense.delete([cid for cid in state if cid not in chunks])
-    todo = [c for cid, c in chunks.items() if state.get(cid) != c.index_hash]
+    dense.delete([cid for cid in state if cid not in wanted])
+    todo = list(load([cid for cid, ihash in wanted.items() if state.get(cid) != ihash]))
     cache = EmbeddingCache(locations.cache_dir(workspace.home) / CACHE_FILE)
     try:
         figures.stopped = _embed_and_upsert(

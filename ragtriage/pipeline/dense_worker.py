@@ -5,10 +5,11 @@ opens the collection (the importing process never does). The import starts it at
 it writes with vectors and `stream`s it the points of the published rows it writes; the worker
 upserts them (read from a spill file, so the pass never waits for the worker) inside one
 uncommitted Qdrant transaction (`QdrantIndex.atomic`). Once the import's
-SQL transaction has committed, `commit` makes the worker commit those points and run the ordinary
-dense sync (`dense_sync.sync_dense`, the same diff against the KB as committed: deletions, points
-written with other content, chunks to embed) while the importing process builds BM25; `finish`
-waits for it and returns its figures. The index contents are those of a sequential sync.
+SQL transaction has committed, `commit` makes the worker commit those points; `sync` then gives it
+the index hash of every published chunk, and it runs the ordinary dense sync (`dense_sync.sync_dense`,
+the same diff against the KB as committed: deletions, points written with other content, chunks
+to embed, loaded from SQL by id) while the importing process builds BM25; `finish` waits for it
+and returns its figures. The index contents are those of a sequential sync.
 
 Nothing half-done: if the import fails before its commit (a bad row, an interrupt), `abort` rolls
 the worker's transaction back and the collection on disk is as it was. A failure in the worker is
@@ -58,10 +59,20 @@ def _stop(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
-def _child(home: Path, settings: Settings, config_file: Path | None, spill: Path, pipe: Connection) -> None:
+def _child(
+    home: Path,
+    settings: Settings,
+    config_file: Path | None,
+    spill: Path,
+    pipe: Connection,
+    parent_end: Connection,
+) -> None:
     signal.signal(signal.SIGTERM, _stop)
+    # Without the importing process's end of the pipe, its death ends `recv` here (EOFError).
+    parent_end.close()
     workspace = Workspace(home=home, settings=settings, config_file=config_file)
     spilled = spill.open("rb")
+    spill.unlink()  # both ends are open: nothing is left behind however the processes end
     try:
         embedder = get_embedder(settings.embedder)
         dense = open_dense(workspace, embedder)
@@ -90,15 +101,25 @@ def _child(home: Path, settings: Settings, config_file: Path | None, spill: Path
                     current.update(zip(ids, index_hashes, strict=True))
                     streamed += len(ids)
             streamed_seconds = time.perf_counter() - began
-            chunks, _ = load_chunks(workspace)
-            figures = sync_dense(workspace, dense, embedder, chunks, before, current=current)
+            kind, wanted = pipe.recv()
+            if kind != "sync":
+                raise _Aborted  # the sync failed in the importing process before it got here
+            figures = sync_dense(
+                workspace,
+                dense,
+                embedder,
+                wanted,
+                lambda ids: list(load_chunks(workspace, ids)[0].values()),
+                before,
+                current=current,
+            )
             figures.dense_seconds += streamed_seconds
             figures.imported_vectors += streamed
             pipe.send(("done", figures))
         finally:
             dense.close()
-    except _Aborted:
-        pass
+    except (_Aborted, EOFError):
+        pass  # the import failed, or its process ended: the streamed points were rolled back
     except (SystemExit, KeyboardInterrupt):
         pass  # the importing process stopped this one (or the user did, and it is stopping too)
     except RagtriageError as error:
@@ -128,7 +149,14 @@ class DenseWorker:
         try:
             self._process = context.Process(
                 target=_child,
-                args=(workspace.home, workspace.settings, workspace.config_file, spill, child_end),
+                args=(
+                    workspace.home,
+                    workspace.settings,
+                    workspace.config_file,
+                    spill,
+                    child_end,
+                    self._pipe,
+                ),
                 name="ragtriage-dense-index",
                 daemon=True,
             )
@@ -164,6 +192,11 @@ class DenseWorker:
         """The KB has committed: commit the streamed points and sync the rest of the dense index."""
         self._send(("commit", None))
         self._state = "syncing"
+
+    def sync(self, wanted: dict[str, str]) -> None:
+        """Sync the dense index to hold exactly `wanted` (chunk id → index hash of every published
+        chunk); the worker loads from SQL only the chunks it has to write."""
+        self._send(("sync", wanted))
 
     def finish(self) -> DenseFigures:
         """Wait for the worker's sync and return its figures (raises its error)."""

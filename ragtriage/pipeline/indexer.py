@@ -206,7 +206,9 @@ def _sync(
     dense: QdrantIndex | None = None
     try:
         dense_before: dict[str, str] = {}
-        if dense_worker is None:
+        if dense_worker is not None:
+            dense_worker.sync({cid: c.index_hash for cid, c in chunks.items()})
+        else:
             dense = open_dense(workspace, embedder, recreate=rebuild)
             dense_before = {cid: hashes[1] for cid, hashes in dense.indexed_hashes().items()}
         bm25_state = {cid: hashes[1] for cid, hashes in bm25.indexed_hashes().items()}
@@ -239,7 +241,8 @@ def _sync(
                 workspace,
                 dense,
                 embedder,
-                chunks,
+                {cid: c.index_hash for cid, c in chunks.items()},
+                lambda ids: [chunks[cid] for cid in ids],
                 dense_before,
                 progress=None
                 if on_progress is None

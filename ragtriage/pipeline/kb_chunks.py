@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -20,6 +21,8 @@ from ragtriage.store.kb_tables import ChunkRow, KBStateRow
 from ragtriage.workspace import Workspace
 
 __all__ = ["ChunkFields", "KBChunk", "index_hash", "kb_revision_of", "load_chunks"]
+
+_IN_BATCH = 500  # ids per IN (…): well under SQLite's bound-parameter limit
 
 
 class _Indexed(Protocol):
@@ -70,8 +73,9 @@ def kb_revision_of(session: Any, kb: str) -> int:
     return int(state.revision) if state is not None else 0
 
 
-def load_chunks(workspace: Workspace) -> tuple[dict[str, KBChunk], int]:
-    """chunk id → `KBChunk` of every published chunk of the workspace's KB, and the KB revision."""
+def load_chunks(workspace: Workspace, only: Sequence[str] | None = None) -> tuple[dict[str, KBChunk], int]:
+    """chunk id → `KBChunk` of every published chunk of the workspace's KB (or of those in `only`),
+    and the KB revision."""
     kb = workspace.settings.kb.name
     with read_session(workspace.engine) as session:
         # A Core select of six columns (sqlmodel's typed select stops at four).
@@ -83,7 +87,16 @@ def load_chunks(workspace: Workspace) -> tuple[dict[str, KBChunk], int]:
             col(ChunkRow.content),
             col(ChunkRow.content_hash),
         ).where(col(ChunkRow.status) == "published", col(ChunkRow.kb) == kb)
-        rows = [ChunkFields(*values) for values in session.execute(statement)]
+        if only is None:
+            rows = [ChunkFields(*values) for values in session.execute(statement)]
+        else:
+            rows = []
+            for start in range(0, len(only), _IN_BATCH):
+                part = list(only[start : start + _IN_BATCH])
+                rows += [
+                    ChunkFields(*v)
+                    for v in session.execute(statement.where(col(ChunkRow.chunk_id).in_(part)))
+                ]
         vectors = imported_vector_refs(session, kb)
         revision = kb_revision_of(session, kb)
     chunks = {}
