@@ -188,7 +188,7 @@ def _check_index_embedder(workspace: Workspace) -> None:
 
 def _dense_held_here(workspace: Workspace) -> bool:
     from ragtriage import locations
-    from ragtriage.pipeline.dense import held_by_this_process
+    from ragtriage.pipeline.qdrant_clients import held_by_this_process
 
     settings = workspace.settings.index
     return not settings.qdrant_url and held_by_this_process(locations.qdrant_dir(workspace.home))

@@ -1,10 +1,10 @@
-"""Dense route: chunk vectors in Qdrant (nothing else in the package touches qdrant_client).
+"""Dense route: chunk vectors in Qdrant (with `qdrant_clients`, the only module touching qdrant_client
+for the indexes).
 
 Local mode keeps the collection in `<home>/index/qdrant` and locks that folder: one client per
-folder per process (a registry shared by every `QdrantIndex` on the folder), closed on `close()`
-and at exit. A pid file next to the folder names the process holding it, so a second process
-gets an `IndexStateError` that says which process to stop. With `index.qdrant_url` set a Qdrant
-server is used instead and several processes can share it.
+folder per process (`qdrant_clients`, shared by every `QdrantIndex` on the folder), closed on
+`close()` and at exit; a second process gets an `IndexStateError` that says which process to
+stop. With `index.qdrant_url` set a Qdrant server is used instead and several processes can share it.
 
 Point ids are uuid5(chunk id) (Qdrant accepts only unsigned ints and UUIDs); the chunk id,
 doc id and content hash live in the payload and results are read from the payload's chunk id.
@@ -12,12 +12,8 @@ doc id and content hash live in the payload and results are read from the payloa
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import os
 import sqlite3
-import sys
-import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -26,11 +22,12 @@ from pathlib import Path
 import numpy as np
 from qdrant_client import QdrantClient, models
 
-from ragtriage.errors import IndexLockedError, IndexStateError
+from ragtriage.errors import IndexStateError
+from ragtriage.pipeline.qdrant_clients import acquire_local, acquire_server, release
 from ragtriage.pipeline.types import Embedder, ScoredChunk
 from ragtriage.wording import quoted
 
-__all__ = ["DenseDocument", "QdrantIndex", "held_by_this_process", "point_id"]
+__all__ = ["DenseDocument", "QdrantIndex", "point_id"]
 
 #: Fixed namespace of the chunk-id → point-id mapping (changing it orphans every stored point).
 POINT_NAMESPACE = uuid.UUID("6f1c2a8e-3d4b-5e6f-8a9b-0c1d2e3f4a5b")
@@ -52,105 +49,6 @@ class DenseDocument:
     content_hash: str
     index_hash: str
     vector: np.ndarray
-
-
-# ---------------------------------------------------------------- one client per folder per process
-
-
-@dataclass
-class _ClientEntry:
-    client: QdrantClient
-    users: int
-    pid_file: Path | None
-
-
-_registry: dict[str, _ClientEntry] = {}
-_registry_lock = threading.Lock()
-
-
-def _pid_file(folder: Path) -> Path:
-    return folder.parent / f"{folder.name}.pid"
-
-
-def _holder_description(folder: Path) -> str:
-    """Who holds the folder, from the pid file the holder wrote (if it is still alive)."""
-    try:
-        pid_text, _, command = _pid_file(folder).read_text(encoding="utf-8").partition("\n")
-        pid = int(pid_text)
-        os.kill(pid, 0)
-    except (OSError, ValueError):
-        return "another process (another ragtriage or Qdrant client)"
-    return f"another ragtriage process (pid {pid}: {command.strip() or 'unknown command'})"
-
-
-def _acquire_local(folder: Path) -> QdrantClient:
-    key = str(folder.resolve())
-    with _registry_lock:
-        entry = _registry.get(key)
-        if entry is None:
-            folder.mkdir(parents=True, exist_ok=True)
-            try:
-                client = QdrantClient(path=key)
-            except RuntimeError as error:
-                if "already accessed" not in str(error):
-                    raise
-                raise IndexLockedError(
-                    f"{folder}: the dense index is in use by {_holder_description(folder)}; "
-                    "stop that process and retry, or set index.qdrant_url to a Qdrant server "
-                    "for concurrent access"
-                ) from None
-            pid_file = _pid_file(folder)
-            pid_file.write_text(f"{os.getpid()}\n{' '.join(sys.argv)}\n", encoding="utf-8")
-            entry = _ClientEntry(client=client, users=0, pid_file=pid_file)
-            _registry[key] = entry
-        entry.users += 1
-        return entry.client
-
-
-def held_by_this_process(folder: Path) -> bool:
-    """This process has the local-mode folder open (another process could not open it now)."""
-    with _registry_lock:
-        return str(folder.resolve()) in _registry
-
-
-def _acquire_server(url: str, api_key: str | None, timeout_s: float) -> QdrantClient:
-    key = f"url:{url}"
-    with _registry_lock:
-        entry = _registry.get(key)
-        if entry is None:
-            entry = _ClientEntry(QdrantClient(url=url, api_key=api_key, timeout=int(timeout_s)), 0, None)
-            _registry[key] = entry
-        entry.users += 1
-        return entry.client
-
-
-def _release(key: str) -> None:
-    with _registry_lock:
-        entry = _registry.get(key)
-        if entry is None:
-            return
-        entry.users -= 1
-        if entry.users <= 0:
-            _close_entry(entry)
-            del _registry[key]
-
-
-def _close_entry(entry: _ClientEntry) -> None:
-    entry.client.close()
-    if entry.pid_file is not None:
-        try:
-            if entry.pid_file.read_text(encoding="utf-8").split("\n", 1)[0] == str(os.getpid()):
-                entry.pid_file.unlink()
-        except (OSError, ValueError):
-            pass
-
-
-@atexit.register
-def _close_all() -> None:
-    with _registry_lock:
-        for entry in _registry.values():
-            _close_entry(entry)
-        _registry.clear()
 
 
 class _DeferredCommits:
@@ -206,10 +104,10 @@ class QdrantIndex:
                 have another dimension than the embedder's (both numbers are named).
         """
         if url:
-            client = _acquire_server(url, api_key, timeout_s)
+            client = acquire_server(url, api_key, timeout_s)
             key, where = f"url:{url}", url
         elif path is not None:
-            client = _acquire_local(path)
+            client = acquire_local(path)
             key, where = str(path.resolve()), str(path)
         else:
             raise ValueError("QdrantIndex.open needs a path or a url")
@@ -412,7 +310,7 @@ class QdrantIndex:
         """Release this index's share of the client (the last user closes it and its folder lock)."""
         if not self._closed:
             self._closed = True
-            _release(self._registry_key)
+            release(self._registry_key)
 
     def __repr__(self) -> str:
         return (
