@@ -42,7 +42,8 @@ def _print(report: CalibrationReport) -> None:
             f"{report.answerable_cases} answerable cases{unscored}"
         )
     )
-    if not report.rows:
+    if not report.rows or not report.no_answer_cases:
+        # Nothing to sweep, or no refusal accuracy to read in any row: the reason is the output.
         console.print(Text(f"no threshold proposed: {report.reason}"))
         return
     table = Table(box=None, padding=(0, 1, 0, 0))

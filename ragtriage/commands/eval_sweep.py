@@ -51,7 +51,7 @@ def print_sweep(table: SweepTable) -> None:
         title=f"chunk-size sweep on {table.dataset}@{table.dataset_version} (best: highest MRR)",
     )
     for row in table.rows:
-        refusal = "-" if row.refusal_accuracy is None else f"{row.refusal_accuracy:.4f}"
+        refusal = "n/a" if row.refusal_accuracy is None else f"{row.refusal_accuracy:.4f}"
         view.add_row(
             str(row.target_chars),
             str(row.chunks),
@@ -67,6 +67,11 @@ def print_sweep(table: SweepTable) -> None:
         console.print(
             f"{plural(first.documents, 'document')}; chars = target, max = 1.5 × target, overlap ≤ target/4; "
             f"{plural(first.refusal_cases, 'no-gold case')} scored for refusal"
+        )
+    if table.rows and not table.rows[0].refusal_cases:
+        console.print(
+            "refusal acc n/a: the eval set has no no-answer case (import one with no gold, or promote "
+            "a case labelled no_answer_in_kb)"
         )
     if any(not row.ranking_cases for row in table.rows):
         console.print(

@@ -39,6 +39,21 @@ def test_sweep_by_hand() -> None:
     assert none.proposed is None and "no no-answer case" in (none.reason or "")
 
 
+def test_an_eval_set_without_no_answer_cases_prints_the_reason_not_a_table_of_dashes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from ragtriage.commands.eval_refusal import _print
+
+    report = calibrate(3, "dense_cosine", [(True, 0.9), (True, 0.7), (True, 0.5)])
+    assert report.rows and report.proposed is None
+    _print(report)
+    shown = " ".join(capsys.readouterr().out.split())
+    assert shown == (
+        "run 3: dense_cosine score; 0 no-answer and 3 answerable cases no threshold proposed: the eval "
+        "set has no no-answer case (label one no_answer_in_kb and promote it, or import one)"
+    )
+
+
 def test_lexical_support_n_a_cases_are_never_refused() -> None:
     # The pipeline does not refuse a run whose lexical support is n/a; the sweep must agree.
     report = calibrate(1, "lexical_support", CASES, max_wrong=0.05)

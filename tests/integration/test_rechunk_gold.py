@@ -118,6 +118,7 @@ def test_sweep_maps_promoted_span_gold_in_every_setting(promoted: Path, home: Pa
     assert all(len(line) <= 80 for line in lines), result.output
     assert "◀ best" in result.output and "mrr" in result.output
     assert "1 case with chunk-id gold mapped through the spans" in " ".join(result.output.split())
+    assert "refusal acc n/a: the eval set has no no-answer case" in " ".join(result.output.split())
 
 
 def test_anchor_gold_maps_and_doctor_flags_a_lost_anchor(tmp_path: Path, home: Path) -> None:
