@@ -11,7 +11,7 @@ from rich.text import Text
 from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
 from ragtriage.logs.queue import parse_since
 from ragtriage.logs.requests import empty_window_hint
-from ragtriage.triage.sampling import SAMPLED_REASON, SampleReport, sample_requests
+from ragtriage.triage.sampling import SAMPLED_REASON, UNKNOWN_STRATUM, SampleReport, sample_requests
 
 
 @click.command("sample")
@@ -74,7 +74,11 @@ def _print_report(report: SampleReport, empty_hint: str) -> None:
     table.add_column("unflagged", justify="right")
     table.add_column("drawn", justify="right")
     for stratum in report.strata:
-        table.add_row(Text(stratum.stratum), f"{stratum.population:,}", f"{stratum.drawn:,}")
+        # Requests that logged no pipeline_version (or no time) form one stratum.
+        name = stratum.stratum
+        if name == UNKNOWN_STRATUM:
+            name = "unversioned" if report.by == "version" else "undated"
+        table.add_row(Text(name), f"{stratum.population:,}", f"{stratum.drawn:,}")
     console.print(table)
     console.print(
         Text(

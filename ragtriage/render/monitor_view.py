@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ragtriage.triage.monitor import FIGURES, Figure, MonitorGroup, MonitorReport
+from ragtriage.triage.monitor_sql import UNKNOWN_GROUP
 
 #: Column headers of the figures (at most 6 characters: nine columns fit 80 characters).
 HEADERS = {
@@ -45,6 +46,14 @@ CHART_SERIES = {
 NA = "n/a"
 
 
+def shown_key(key: str, by: str) -> str:
+    """A group key as printed: requests that logged no pipeline_version are `unversioned`, requests
+    without a time `undated` (the SQL groups both under `UNKNOWN_GROUP`)."""
+    if key != UNKNOWN_GROUP:
+        return key
+    return "unversioned" if by == "version" else "undated"
+
+
 def format_figure(name: str, figure: Figure) -> str:
     """A figure as a table cell: `12.5%`, `+1.50` (rank shift), `+0.034` (gain), or `n/a`."""
     if figure.value is None:
@@ -58,7 +67,7 @@ def format_figure(name: str, figure: Figure) -> str:
 
 def table_width(report: MonitorReport) -> int:
     """Characters the table needs (one space between columns)."""
-    key_width = max(len(group.key) for group in [*report.groups, report.overall])
+    key_width = max(len(shown_key(group.key, report.by)) for group in [*report.groups, report.overall])
     return max(key_width, len(report.by)) + REQUESTS_CELL + len(FIGURES) * CELL + len(FIGURES) + 1
 
 
@@ -83,7 +92,7 @@ def monitor_table(report: MonitorReport) -> Table:
         )
     for group in [*shown_groups(report), report.overall]:
         table.add_row(
-            Text(group.key, style="bold" if group.key == "all" else ""),
+            Text(shown_key(group.key, report.by), style="bold" if group.key == "all" else ""),
             f"{group.requests:,}",
             *(format_figure(name, group.figures[name]) for name in FIGURES),
         )
@@ -94,7 +103,7 @@ def monitor_blocks(report: MonitorReport) -> Text:
     """The narrow layout: one block per group, one figure per line (long group names, narrow terminals)."""
     text = Text()
     for group in [*shown_groups(report), report.overall]:
-        text.append(f"{group.key}", style="bold")
+        text.append(shown_key(group.key, report.by), style="bold")
         text.append(f"  {group.requests:,} requests\n")
         for name in FIGURES:
             figure = group.figures[name]
@@ -120,19 +129,19 @@ def na_reasons(report: MonitorReport) -> list[str]:
         names.append(HEADERS[name].format(n=report.coverage_n))
     lines = []
     for reason, (names, keys) in merged.items():
-        where = "all groups" if len(keys) == len(report.groups) + 1 else _ranges(keys)
+        where = "all groups" if len(keys) == len(report.groups) + 1 else _ranges(keys, report.by)
         lines.append(f"{', '.join(names)} n/a: {reason} ({where})")
     return lines
 
 
-def _ranges(keys: list[str]) -> str:
+def _ranges(keys: list[str], by: str) -> str:
     """`2026-11-01, 2026-11-06 … 2026-12-01`: consecutive days as one range."""
     from datetime import date, timedelta
 
     try:
         days = [date.fromisoformat(key) for key in keys if key != "all"]
     except ValueError:
-        return ", ".join(keys)
+        return ", ".join(shown_key(key, by) for key in keys)
     spans: list[list[date]] = []
     for day in days:
         if spans and day - spans[-1][1] == timedelta(days=1):
@@ -176,7 +185,7 @@ def monitor_charts(report: MonitorReport, width: int, *, color: bool) -> str:
     if plotted and len(keys) > 0:
         step = max(1, len(keys) // 8)
         ticks = list(range(1, len(keys) + 1, step))
-        plt.xticks(ticks, [_short(keys[t - 1]) for t in ticks])
+        plt.xticks(ticks, [_short(keys[t - 1], report.by) for t in ticks])
         plt.title(f"rates per {report.by} (%)")
         parts.append(plt.build())
     labels = report.overall.bad_feedback_by_label
@@ -192,9 +201,9 @@ def monitor_charts(report: MonitorReport, width: int, *, color: bool) -> str:
     return text if color else plt.uncolorize(text)
 
 
-def _short(key: str) -> str:
+def _short(key: str, by: str) -> str:
     # A day's month-day is enough on the axis; the table gives the full date.
-    return key[5:] if len(key) == 10 and key[4] == "-" else key
+    return key[5:] if len(key) == 10 and key[4] == "-" else shown_key(key, by)
 
 
 def monitor_renderable(
@@ -202,7 +211,11 @@ def monitor_renderable(
 ) -> RenderableType:
     """Table, n/a reasons, per-label shares and charts, as one Rich renderable."""
     if table_width(report) <= width:
-        parts: list[RenderableType] = [monitor_table(report), Text(LEGEND, style="dim")]
+        legend = LEGEND
+        if any(group.key == UNKNOWN_GROUP for group in report.groups):
+            missing = "pipeline_version" if report.by == "version" else "time"
+            legend += f" · {shown_key(UNKNOWN_GROUP, report.by)} = requests that logged no {missing}"
+        parts: list[RenderableType] = [monitor_table(report), Text(legend, style="dim")]
         reasons = na_reasons(report)
         if reasons:
             parts.append(Text("\n".join(reasons), style="dim"))

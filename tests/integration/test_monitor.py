@@ -261,3 +261,20 @@ def test_days_without_requests_or_figures_are_named_once_not_one_row_each(
         CliRunner().invoke(cli, ["monitor", "--since", "2026-10-25", "--json", *home], env=env).output
     )
     assert data["groups"][0]["key"] == "2026-10-25" and data["groups"][0]["requests"] == 0
+
+
+def test_requests_without_a_pipeline_version_are_shown_as_unversioned(engine: Engine, tmp_path: Path) -> None:
+    env = {"RAGTRIAGE__STORE__URL": str(engine.url), "COLUMNS": "80"}
+    home = ["--home", str(tmp_path / "home")]
+    result = CliRunner().invoke(
+        cli, ["monitor", "--since", "2026-11-02", "--by", "version", "--no-charts", *home], env=env
+    )
+    assert result.exit_code == 0, result.output
+    rows = re.findall(r"^(\S+) +(\d+) ", result.output, re.M)
+    assert ("unversioned", "1") in rows and not any(key == "-" for key, _ in rows)
+    assert "unversioned = requests that logged no pipeline_version" in " ".join(result.output.split())
+    sampled = CliRunner().invoke(
+        cli, ["queue", "sample", "--n", "7", "--since", "2026-11-02", "--by", "version", *home], env=env
+    )
+    assert sampled.exit_code == 0, sampled.output
+    assert re.search(r"^unversioned +│", sampled.output, re.M) and not re.search(r"^- ", sampled.output, re.M)
