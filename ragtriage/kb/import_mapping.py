@@ -144,11 +144,13 @@ class FieldMapper:
 
     def check_seen(self) -> None:
         """For a schemaless source, after the last row: every mapped column occurred at least once."""
+        seen = sorted(self.seen_columns)
+        listed = ", ".join(seen[:30]) + (" …" if len(seen) > 30 else "")
         for name, column in self.explicit.items():
             if column not in self.seen_columns:
                 raise InputError(
                     f"{self.source_name}: column {quoted(column)} (mapped to {name}) occurs in no row; "
-                    f"fix: --map {name}=<a column the rows have>"
+                    f"fix: --map {name}=<one of: {listed}>"
                 )
         if (
             self.vector_field is not None

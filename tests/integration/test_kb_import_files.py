@@ -157,10 +157,17 @@ BAD_CASES = [
     ("empty_content", "jsonl", "", "chunks.jsonl:1: chunk 42: field content (column 'text') is empty"),
     ("unknown_field", "jsonl", "--map", "--map: unknown chunk field 'titel'; did you mean 'title'?"),
     ("not_json", "jsonl", "", "chunks.jsonl:2: not valid JSON"),
+    (
+        "missing_column",
+        "jsonl",
+        "--map",
+        "chunks.jsonl: column 'section_titel' (mapped to title) occurs in no row; fix: --map "
+        "title=<one of: chunk_index, document_id, id, section_title, source_url, status, tags, text>",
+    ),
 ]
 
 
-@pytest.mark.parametrize("case, fmt, extra, expected", BAD_CASES, ids=[c[0] for c in BAD_CASES])
+@pytest.mark.parametrize("case, fmt, extra, expected", BAD_CASES, ids=[f"{c[0]}-{c[1]}" for c in BAD_CASES])
 def test_bad_input_is_one_line_with_row_and_fix_and_imports_nothing(
     tmp_path: Path, case: str, fmt: str, extra: str, expected: str
 ) -> None:
