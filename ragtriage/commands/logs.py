@@ -254,6 +254,8 @@ def _print_queue(page: QueuePage, filters: dict[str, str], counts: QueueCounts |
             console.print(
                 f"no flagged requests match {searched}; drop a filter (`ragtriage queue` lists all)"
             )
+            if filters.get("reason") == "sampled":
+                console.print("sampled requests come from `ragtriage queue sample --n 100 --since 7d`")
             if counts is not None and "suggested" in filters:
                 present = ", ".join(
                     f"{'none' if name == NOT_DIAGNOSED else name} ({count:,})"

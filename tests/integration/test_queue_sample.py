@@ -122,6 +122,8 @@ def test_cli_prints_strata_and_json(engine: Engine, tmp_path: Path) -> None:
     home = ["--home", str(tmp_path / "home")]
     db_url = str(engine.url)
     env = {"RAGTRIAGE__STORE__URL": db_url}
+    nothing = runner.invoke(cli, ["queue", "--reason", "sampled", *home], env=env)
+    assert "sampled requests come from `ragtriage queue sample" in nothing.output  # before any draw
     result = runner.invoke(
         cli, ["queue", "sample", "--n", "3", "--since", "2026-11-01", "--seed", "5", *home], env=env
     )
