@@ -39,6 +39,7 @@ import numpy as np
 
 from ragtriage.config import Settings
 from ragtriage.errors import RagtriageError
+from ragtriage.pipeline import qdrant_clients
 from ragtriage.pipeline.dense import DenseDocument
 from ragtriage.pipeline.dense_sync import DenseFigures, open_dense, sync_dense
 from ragtriage.pipeline.embed import get_embedder
@@ -70,6 +71,7 @@ def _child(
     signal.signal(signal.SIGTERM, _stop)
     # Without the importing process's end of the pipe, its death ends `recv` here (EOFError).
     parent_end.close()
+    qdrant_clients.forget_inherited()
     workspace = Workspace(home=home, settings=settings, config_file=config_file)
     spilled = spill.open("rb")
     spill.unlink()  # both ends are open: nothing is left behind however the processes end

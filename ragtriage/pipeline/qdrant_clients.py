@@ -18,7 +18,7 @@ from qdrant_client import QdrantClient
 
 from ragtriage.errors import IndexLockedError
 
-__all__ = ["acquire_local", "acquire_server", "held_by_this_process", "release"]
+__all__ = ["acquire_local", "acquire_server", "forget_inherited", "held_by_this_process", "release"]
 
 
 @dataclass
@@ -118,3 +118,11 @@ def _close_all() -> None:
         for entry in _registry.values():
             _close_entry(entry)
         _registry.clear()
+
+
+def forget_inherited() -> None:
+    """In a forked process: drop the parent's clients without closing them (they are the parent's
+    to close; sharing a client's SQLite connection or HTTP pool across a fork is unsafe)."""
+    global _registry_lock
+    _registry.clear()
+    _registry_lock = threading.Lock()  # the parent may have held it while forking

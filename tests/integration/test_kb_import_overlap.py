@@ -224,3 +224,23 @@ def test_a_worker_failing_while_points_stream_rolls_its_points_back(
     _import(home, export)
     assert len(_dense_points(home)) == len(_rows())
     assert _state(home) == "up_to_date"
+
+
+def test_a_process_holding_the_dense_index_imports_without_a_worker(tmp_path: Path) -> None:
+    """The service and the TUI keep the Qdrant folder open: a worker could not open it, so the
+    dense index is written here, after the BM25 build, through the client this process holds."""
+    home = _home(tmp_path, "home")
+    export = _write(tmp_path / "chunks.jsonl", _rows())
+    workspace = Workspace.open(home)
+    try:
+        held = open_indexes(workspace)
+        try:
+            report = run_import(workspace, ImportSpec(path=export, map=MAP, vector_field="embedding"))
+            assert held.dense.count() == len(_rows())
+        finally:
+            held.close()
+    finally:
+        workspace.close()
+
+    assert report.index is not None and report.index["dense_wait_seconds"] == 0.0
+    assert report.index["imported_vectors"] == len(_rows()) and _state(home) == "up_to_date"
