@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from rich.cells import cell_len
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -67,7 +68,8 @@ def format_figure(name: str, figure: Figure) -> str:
 
 def table_width(report: MonitorReport) -> int:
     """Characters the table needs (one space between columns)."""
-    key_width = max(len(shown_key(group.key, report.by)) for group in [*report.groups, report.overall])
+    # Terminal cells, not characters: a pipeline_version may hold CJK (two cells each).
+    key_width = max(cell_len(shown_key(group.key, report.by)) for group in [*report.groups, report.overall])
     return max(key_width, len(report.by)) + REQUESTS_CELL + len(FIGURES) * CELL + len(FIGURES) + 1
 
 

@@ -278,3 +278,20 @@ def test_requests_without_a_pipeline_version_are_shown_as_unversioned(engine: En
     )
     assert sampled.exit_code == 0, sampled.output
     assert re.search(r"^unversioned +│", sampled.output, re.M) and not re.search(r"^- ", sampled.output, re.M)
+
+
+def test_a_cjk_pipeline_version_is_measured_in_terminal_cells(engine: Engine) -> None:
+    from rich.cells import cell_len
+
+    from ragtriage.render.fit import plain_lines
+    from ragtriage.render.monitor_view import monitor_renderable
+
+    report = compute_monitor(engine, by="version", since=SINCE, now=NOW)
+    wide = "生产版本二〇二六年十一月发布"  # 14 characters, 28 cells
+    report = report.model_copy(
+        update={"groups": [g.model_copy(update={"key": wide}) if g.key == "v1" else g for g in report.groups]}
+    )
+    lines = plain_lines([monitor_renderable(report, 80, color=False, charts=False)], 80)
+    assert any(wide in line for line in lines)
+    assert all(cell_len(line) <= 80 for line in lines), lines
+    assert "…" not in "\n".join(lines)  # nothing cut to make it fit
