@@ -29,6 +29,7 @@ from ragtriage import locations
 from ragtriage.errors import InputError
 from ragtriage.eval import store as eval_store
 from ragtriage.eval.gold_map import refs_for_chunks, resolve_cases
+from ragtriage.kb.document import SUFFIX_FORMATS
 from ragtriage.store.db import read_session
 from ragtriage.store.kb_tables import DocumentRow
 from ragtriage.wording import quoted
@@ -110,7 +111,16 @@ def _source_documents(workspace: Workspace) -> tuple[list[DocumentRow], list[str
                 select(DocumentRow).where(DocumentRow.kb == kb, DocumentRow.status != _DELETED)
             ).all()
         )
-    readable = [r for r in rows if r.source_path and Path(r.source_path).is_file()]
+    # An imported document's source_path is the chunk export (JSONL, CSV, a SQL URL): not a
+    # document `kb add` can re-chunk.
+    readable = [
+        r
+        for r in rows
+        if r.source_path
+        and (r.meta or {}).get("origin") != "import"
+        and Path(r.source_path).suffix.lower() in SUFFIX_FORMATS
+        and Path(r.source_path).is_file()
+    ]
     skipped = sorted(r.doc_id for r in rows if r not in readable)
     return sorted(readable, key=lambda r: r.doc_id), skipped
 

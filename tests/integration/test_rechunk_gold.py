@@ -247,3 +247,32 @@ def test_a_setting_that_scored_no_gold_case_shows_na_not_zero_and_is_not_best(
     text = " ".join(result.output.split())
     assert "◀ best" not in text and "…" not in result.output
     assert "this KB holds no span or anchor for their gold (7)" in text
+
+
+def test_sweep_leaves_imported_documents_out_instead_of_reading_the_export_as_a_document(
+    tmp_path: Path, home: Path
+) -> None:
+    from ragtriage.kb.service import add_paths
+
+    workspace = Workspace.open(home, None)
+    try:
+        add_paths(workspace, [_write_docs(tmp_path / "docs")])
+        eval_store.add_cases(workspace.engine, "default", [EvalCase(case_id="n", query="食堂几点开门")])
+    finally:
+        workspace.close()
+    export = tmp_path / "chunks.jsonl"
+    export.write_text(
+        json.dumps(
+            {"chunk_id": "7f1b", "doc_id": "prod-7", "content": "生产库里的一段正文。"}, ensure_ascii=False
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    runner = CliRunner()
+    assert runner.invoke(cli, ["kb", "import", str(export), "--no-index"]).exit_code == 0
+
+    result = runner.invoke(cli, ["eval", "sweep", "--chunk-chars", "400", "--json"])
+    assert result.exit_code == 0, result.output
+    table = json.loads(result.output)
+    assert table["skipped_documents"] == ["prod-7"]
+    assert table["rows"][0]["documents"] == 2 and table["rows"][0]["chunks"] == 4
