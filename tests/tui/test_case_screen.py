@@ -147,3 +147,20 @@ async def test_confirmed_case_is_promoted_once_then_deduplicated(workspace: Work
         await _settle(app, pilot)
         assert len(eval_store.dataset_cases(workspace.engine, eval_store.DEFAULT_DATASET)) == 1
         assert any("already an eval case" in str(n.message) for n in app._notifications)
+
+
+async def test_a_narrow_terminal_puts_the_preview_under_the_table_so_chunk_ids_fit(
+    workspace: Workspace,
+) -> None:
+    request_id = _case_with_gold(workspace)
+    app = TriageApp(workspace, warm_up=False)
+    async with app.run_test(size=(80, 30)) as pilot:
+        screen = await _open(app, pilot, request_id)
+        preview = screen.query_one("#preview-scroll")
+        assert screen.has_class("-narrow")
+        # Beside the table it got about a quarter of 80 columns; under it, the whole width.
+        assert preview.region.width >= 70 and preview.region.y > screen.candidate_table.region.y
+        await pilot.resize_terminal(120, 36)
+        await pilot.pause()
+        assert not screen.has_class("-narrow")
+        assert preview.region.x > screen.candidate_table.region.x

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -41,6 +41,10 @@ def label_bindings() -> list[Binding]:
         )
         for key, label in zip(LABEL_KEYS, LABELS, strict=False)
     ]
+
+
+#: Below this many columns the chunk preview sits under the candidate table, not beside it.
+NARROW_WIDTH = 100
 
 
 class CaseScreen(CaseActions, WorkerFailures, Screen[None]):
@@ -100,8 +104,14 @@ class CaseScreen(CaseActions, WorkerFailures, Screen[None]):
 
     def on_mount(self) -> None:
         self.progress.display = False
+        self.set_class(self.app.size.width < NARROW_WIDTH, "-narrow")
         self.candidate_table.focus()
         self.load()
+
+    def on_resize(self, event: events.Resize) -> None:
+        # Side by side, a narrow terminal leaves the preview too few cells for a chunk id
+        # (a UUID is 36): below NARROW_WIDTH the preview goes under the candidate table.
+        self.set_class(event.size.width < NARROW_WIDTH, "-narrow")
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="cases")
     def load(self) -> None:
