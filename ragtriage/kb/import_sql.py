@@ -87,8 +87,10 @@ class SQLSource:
                     f"--sql: cannot reach the database {self.name} ({_first_line(error.orig)}); "
                     "fix: check the host, port, credentials and network"
                 ) from None
+            # Before the first row the query itself is wrong; later, a row broke the cursor.
+            where = f"after {done:,} rows" if done else "before returning a row"
             raise InputError(
-                f"--sql: the query failed at row {done + 1} on {self.name}: {_first_line(error.orig)}; "
+                f"--sql: the query failed {where} on {self.name}: {_first_line(error.orig)}; "
                 "fix: correct the query (try it in the database's own client)"
             ) from None
         except SQLAlchemyError as error:
