@@ -204,8 +204,9 @@ def main() -> None:
     )
     for name, seconds in parts.items():
         print(f"  {name:<36} {seconds:7.1f} s")
+    busy, busy_cpu = index.get("dense_seconds", 0.0), index.get("dense_cpu_seconds", 0.0)
     print(
-        f"  (dense process busy {index.get('dense_seconds', 0.0):.1f} s, overlapping the pass and the BM25 build;"
+        f"  (dense process busy {busy:.1f} s, {busy_cpu:.1f} CPU-s, overlapping the pass and the BM25 build;"
         f" {index.get('imported_vectors', 0)} imported vectors)"
     )
     print(

@@ -44,6 +44,8 @@ class DenseFigures:
     cache_hits: int = 0
     embed_seconds: float = 0.0
     dense_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    """CPU time of the process that synced (set by `dense_worker` only: its whole life)."""
     stopped: bool = False
 
 

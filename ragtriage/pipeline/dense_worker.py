@@ -117,6 +117,7 @@ def _child(
             )
             figures.dense_seconds += streamed_seconds
             figures.imported_vectors += streamed
+            figures.cpu_seconds = time.process_time()
             pipe.send(("done", figures))
         finally:
             dense.close()

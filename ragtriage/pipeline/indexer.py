@@ -81,6 +81,8 @@ class IndexReport:
     overlapping the SQL writes and the BM25 build)."""
     dense_wait_seconds: float = 0.0
     """With a dense worker: how long this process waited for it after the BM25 build."""
+    dense_cpu_seconds: float = 0.0
+    """With a dense worker: the CPU time that process used."""
     other_seconds: float = 0.0
     total_seconds: float = 0.0
     stopped: bool = False
@@ -234,6 +236,7 @@ def _sync(
         if dense_worker is not None:
             figures = dense_worker.finish()
             report.dense_wait_seconds = time.perf_counter() - began
+            report.dense_cpu_seconds = figures.cpu_seconds
             if on_progress is not None:
                 on_progress(total, total)
         elif dense is not None:
