@@ -120,7 +120,7 @@ def import_chunks(
         report.kb_revision = kb_revision(workspace.engine, workspace.settings.kb.name)
         release_reader_memory()
         if not index:
-            report.index_skipped = "indexing not requested (--no-index)"
+            report.index_skipped = "--no-index: run `ragtriage kb reindex` once the KB is complete"
         elif not changed and _indexes_current(workspace, report.kb_revision):
             report.index_skipped = "nothing changed and the indexes are up to date"
         else:

@@ -94,7 +94,7 @@ def add_paths(
     if index:
         report.index, report.index_skipped = _sync_indexes(workspace, on_index_progress or on_progress)
     else:
-        report.index_skipped = "indexing not requested (--no-index)"
+        report.index_skipped = "--no-index: run `ragtriage kb reindex` once the KB is complete"
     return report
 
 
@@ -221,7 +221,7 @@ def remove_documents(workspace: Workspace, doc_ids: Sequence[str], *, index: boo
     if index:
         report.index, report.index_skipped = _sync_indexes(workspace, None)
     else:
-        report.index_skipped = "indexing not requested (--no-index)"
+        report.index_skipped = "--no-index: run `ragtriage kb reindex` once the KB is complete"
     return report
 
 

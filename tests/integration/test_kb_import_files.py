@@ -301,7 +301,7 @@ def test_a_kb_stored_with_no_index_says_so_in_replay_eval_run_and_doctor(tmp_pat
 
 def test_kb_stats_says_in_words_whether_the_indexes_hold_the_kb(tmp_path: Path) -> None:
     path = _write_jsonl(tmp_path / "chunks.jsonl", ROWS)
-    _import(path)
+    assert _import(path)["index_skipped"] == "--no-index: run `ragtriage kb reindex` once the KB is complete"
     assert _run("kb", "stats").stdout.splitlines()[-1] == "index: not built; run `ragtriage kb reindex`"
     assert _run("kb", "reindex").exit_code == 0
     line = _run("kb", "stats").stdout.splitlines()[-1]
