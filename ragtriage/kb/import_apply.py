@@ -6,7 +6,9 @@ write transaction (`import_write`), opened at the first row to write. Any bad ro
 one, rolls the whole transaction back, so nothing is half-imported (with `skip_bad_rows` it is
 counted as rejected instead). An unchanged source opens no write transaction: nothing written,
 nothing embedded. Then the indexes are synced; vectors that came with the rows are used as given
-(see `ragtriage.pipeline.indexer`).
+(see `ragtriage.pipeline.indexer`). Rows written with vectors are also handed, batch by batch, to a
+`pipeline.dense_worker` process that writes the dense index meanwhile (committed only after this
+transaction; rolled back with it), so Qdrant overlaps the pass and the BM25 build.
 """
 
 from __future__ import annotations
