@@ -144,6 +144,13 @@ def register_eval(group: click.Group) -> None:
                 f"{report.skipped_not_in_run} not in the run, {report.skipped_no_text} without gold text",
                 err=True,
             )
+            if not report.written:
+                click.echo(
+                    "nothing to train on: a line needs a case with chunk gold whose text is in the KB; "
+                    "promote confirmed cases (`ragtriage promote REQUEST_ID`), import the KB the gold ids "
+                    "come from (`ragtriage kb import`), or check them with `ragtriage doctor`",
+                    err=True,
+                )
             return
         from ragtriage.eval.formats import write_cases
 

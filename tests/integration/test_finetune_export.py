@@ -133,3 +133,22 @@ def test_cli_export_finetune_from_a_real_run(
         "origin:complaint",
         "origin:sampled",
     ]
+
+
+def test_an_export_with_nothing_to_train_on_says_what_to_do(
+    workspace_with_run: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    workspace = Workspace.open(home, None)
+    try:
+        eval_store.add_cases(workspace.engine, "refusals", [EvalCase(case_id="n1", query="火星天气怎么样")])
+    finally:
+        workspace.close()
+    runner = CliRunner()
+    assert runner.invoke(cli, ["eval", "run", "--dataset", "refusals"]).exit_code == 0
+    out = tmp_path / "train.jsonl"
+    result = runner.invoke(cli, ["eval", "export", "--format", "finetune", "--dataset", "refusals", str(out)])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "0 of 1 cases" in said and "skipped 1 no-answer" in said
+    assert "nothing to train on" in said and "ragtriage promote REQUEST_ID" in said
+    assert out.read_text(encoding="utf-8") == ""
