@@ -138,10 +138,12 @@ class IndexSettings(StrictModel):
     bm25_engine: Literal["whoosh", "bm25s"] = "whoosh"
     """The local BM25 index: `whoosh` (BM25F, incremental writes) or `bm25s` (numpy sparse
     matrices; builds 100k chunks in seconds, rebuilt on every change). Same analyzer, same terms."""
-    query_segmentation: Literal["search", "precise"] = "search"
-    """How the local BM25 route segments a query: `search`, as documents are (a word and its
-    dictionary sub-words), or `precise` (jieba's default mode, one token per word: `服务器` no longer
-    also matches `务器`). Documents are always indexed in search mode; no rebuild either way."""
+    query_segmentation: Literal["search", "precise"] = "precise"
+    """How the local BM25 route segments a query: `precise` (jieba's default mode, one token per
+    word: `服务器` no longer also matches `务器`, `普通用户` not `通用`), or `search`, as documents
+    are (a word and its dictionary sub-words). Documents are always indexed in search mode, so
+    either works without a rebuild. `precise` was chosen on the Debian query set's tune split, on top
+    of the rerank's `bm25_score` (Hit@5 0.866 → 0.884, MRR@10 0.719 → 0.731; docs/benchmarks.md)."""
     query_stop_words: list[str] = Field(default_factory=list)
     """Extra words dropped from queries (not documents) before the local BM25 search, e.g. spoken
     question fillers such as `["啥", "咋", "到底", "一下"]`; the analyzer's own function words go
@@ -208,9 +210,13 @@ class FeatureWeights(StrictModel):
     freshness: float = 0.02
     product_line: float = 0.05
     key_terms: float = 0.05
-    bm25_score: float = 0.0
+    bm25_score: float = 0.02
     """Weight of the chunk's min-max normalised BM25 score (best over the BM25 routes, in [0, 1]):
-    unlike RRF it keeps how far ahead a route put a chunk. 0: not used (the trace still shows it)."""
+    unlike RRF it keeps how far ahead a route put a chunk, so a chunk BM25 ranked far ahead is not
+    always outranked by one both routes found low. 0.02 (at RRF weight 10, about the gap between
+    ranks 1 and 10 of one route) was chosen on the Debian query set's tune split (from 0: Hit@5
+    0.848 → 0.866, MRR@10 0.724 → 0.719; docs/benchmarks.md). 0 turns it off (the trace still
+    shows the feature)."""
     dense_score: float = 0.0
     """Weight of the chunk's min-max normalised dense cosine (best over the dense routes, in [0, 1])."""
 
@@ -406,7 +412,8 @@ class Settings(StrictModel):
         """Short stable hash of everything that changes retrieval results.
 
         Settings added after a configuration was written hash as if absent while they keep their
-        default, so a logged `config_hash` stays comparable across ragtriage versions.
+        default (`HASH_NEUTRAL_WHEN_DEFAULT`), or the value from before they existed when their default
+        later moved (`HASH_NEUTRAL_AT`), so a logged `config_hash` stays comparable across versions.
         """
         # How chunks are imported does not change retrieval; the KB revision records what was imported.
         excluded: dict[str, Any] = {
@@ -422,6 +429,12 @@ class Settings(StrictModel):
             for part in path[:-1]:
                 node, default = node[part], default[part]
             if node.get(path[-1]) == default.get(path[-1]):
+                node.pop(path[-1], None)
+        for path, neutral in HASH_NEUTRAL_AT.items():
+            node = payload
+            for part in path[:-1]:
+                node = node[part]
+            if node.get(path[-1]) == neutral:
                 node.pop(path[-1], None)
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
@@ -439,12 +452,18 @@ HASH_NEUTRAL_WHEN_DEFAULT: tuple[tuple[str, ...], ...] = (
     ("rerank", "refusal_score"),
     ("engines",),
     ("index", "bm25_engine"),
-    ("index", "query_segmentation"),
     ("index", "query_stop_words"),
-    ("rerank", "weights", "bm25_score"),
     ("rerank", "weights", "dense_score"),
 )
 _HASH_DEFAULTS: dict[str, Any] = {}
+
+
+#: Settings whose default moved after they were added: dropped from the hash at the value that
+#: reproduces the behaviour from before they existed (a file pinning it keeps its logged hash).
+HASH_NEUTRAL_AT: dict[tuple[str, ...], Any] = {
+    ("index", "query_segmentation"): "search",
+    ("rerank", "weights", "bm25_score"): 0.0,
+}
 
 
 def _hash_defaults() -> dict[str, Any]:

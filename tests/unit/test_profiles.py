@@ -194,25 +194,29 @@ def test_presets_are_shipped_and_have_the_promised_shape() -> None:
 
 
 def test_new_settings_at_their_default_keep_logged_hashes() -> None:
-    # Hashes as computed before profiles existed (the fixture's logged config_hash is the second);
-    # the first changed once, on purpose, when the default `index.title_boost` went from 2.0 to 0.3.
-    assert Settings().config_hash() == "3103edbaa3d2"
-    assert Settings(index={"title_boost": 2.0}).config_hash() == "a68ea699b433"
+    # Hashes as computed before profiles existed (the fixture's logged config_hash is the third).
+    # The default's changed on purpose: `index.title_boost` 2.0 → 0.3, then the rerank's `bm25_score`
+    # weight 0 → 0.02 and `index.query_segmentation` search → precise; with the old values pinned,
+    # the old hashes come back.
+    before = {"rerank": {"weights": {"bm25_score": 0.0}}, "index": {"query_segmentation": "search"}}
+    assert Settings().config_hash() == "22d04331576c"
+    assert Settings(**before).config_hash() == "3103edbaa3d2"  # type: ignore[arg-type]
+    old = {**before, "index": {"query_segmentation": "search", "title_boost": 2.0}}
+    assert Settings(**old).config_hash() == "a68ea699b433"  # type: ignore[arg-type]
     production = load_settings(FIXTURES_DIR / "logs" / "production.toml", environ={})
+    assert production.rerank.weights.bm25_score == 0.0
+    assert production.index.query_segmentation == "search"
     assert production.config_hash() == "daf63ae39dcf"
     # The freshness clock is the replay's, not the configuration's.
     assert get_profile(production, "prod-2026-10").config_hash == "daf63ae39dcf"
     assert Settings(retrieval={"fusion": {"method": "combsum"}}).config_hash() != Settings().config_hash()
     # Query-side BM25 analysis: neutral at its default, part of the hash once set.
-    neutral = Settings(index={"query_segmentation": "search", "query_stop_words": []})
-    assert neutral.config_hash() == "3103edbaa3d2"
-    assert Settings(index={"query_segmentation": "precise"}).config_hash() != "3103edbaa3d2"
-    assert Settings(index={"query_stop_words": ["啥"]}).config_hash() != "3103edbaa3d2"
-    # Score features of the rerank: neutral at weight 0.
-    assert (
-        Settings(rerank={"weights": {"bm25_score": 0.0, "dense_score": 0.0}}).config_hash() == "3103edbaa3d2"
-    )
-    assert Settings(rerank={"weights": {"dense_score": 0.01}}).config_hash() != "3103edbaa3d2"
+    neutral = Settings(index={"query_segmentation": "precise", "query_stop_words": []})
+    assert neutral.config_hash() == Settings().config_hash()
+    assert Settings(index={"query_stop_words": ["啥"]}).config_hash() != Settings().config_hash()
+    # Score features of the rerank: dense_score neutral at its default 0.
+    assert Settings(rerank={"weights": {"dense_score": 0.0}}).config_hash() == Settings().config_hash()
+    assert Settings(rerank={"weights": {"dense_score": 0.01}}).config_hash() != Settings().config_hash()
 
 
 def test_fixture_versions_map_to_their_profiles() -> None:
