@@ -42,7 +42,7 @@ def _print_detail(detail: RunDetail) -> None:
             *(Text(f"{case.metrics[m]:.4f}" if m in case.metrics else "-") for m in CASE_METRICS),
             Text(" ".join(case.retrieved_chunk_ids[:5]) or ("(refused)" if case.refused else "-")),
             Text(" ".join(case.relevant_chunk_ids) or "(no gold)"),
-            Text(", ".join(drops) or ("-" if not case.relevant_chunk_ids else "reached")),
+            Text(", ".join(drops) or ("-" if not case.relevant_chunk_ids else "reached final")),
         )
     console.print(table)
     end = page.offset + len(page.items)

@@ -152,3 +152,13 @@ def test_an_export_with_nothing_to_train_on_says_what_to_do(
     assert "0 of 1 cases" in said and "skipped 1 no-answer" in said
     assert "nothing to train on" in said and "ragtriage promote REQUEST_ID" in said
     assert out.read_text(encoding="utf-8") == ""
+
+
+def test_eval_show_says_a_gold_that_was_never_dropped_reached_final(
+    workspace_with_run: dict[str, str],
+) -> None:
+    result = CliRunner().invoke(cli, ["eval", "show", "base"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    # The gold journey's own words: "dropped at: reached" read as if it dropped somewhere.
+    assert "reached final" in result.output
+    assert not any(line.rstrip(" │").endswith(" reached") for line in result.output.splitlines())
