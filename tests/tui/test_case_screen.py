@@ -34,6 +34,11 @@ async def _open(app: TriageApp, pilot, request_id: str) -> CaseScreen:  # type: 
     await _settle(app, pilot)
     screen = app.screen
     assert isinstance(screen, CaseScreen)
+    # On a loaded machine the load worker may start after the first settle: wait for its message.
+    for _ in range(50):
+        if screen.case is not None and screen.candidate_table.row_count:
+            break
+        await _settle(app, pilot)
     return screen
 
 
