@@ -198,6 +198,14 @@ def empty_window_hint(engine: Engine, since: datetime, what: str = "stored reque
         return f"{head}; the store holds no request yet: ingest logs with `ragtriage logs ingest FILE`"
     first, last = (stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc) for stamp in span)
     days = span_days(span)
-    if last < (since if since.tzinfo else since.replace(tzinfo=timezone.utc)):
+    since_utc = since if since.tzinfo else since.replace(tzinfo=timezone.utc)
+    if last < since_utc:
         return f"{head}; the stored requests are from {days}: try --since {first:%Y-%m-%d}"
-    return f"{head} (the stored requests are from {days}); try a longer --since"
+    # Requests are stored in the window, yet none qualified (e.g. all already flagged or drawn).
+    longer = (
+        f", or an earlier --since (the stored requests start {first:%Y-%m-%d})" if first < since_utc else ""
+    )
+    return (
+        f"{head}: every stored request from {span_days((max(first, since_utc), last))} is taken (flagged "
+        f"or drawn before); ingest newer logs with `ragtriage logs ingest FILE`{longer}"
+    )

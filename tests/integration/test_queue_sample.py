@@ -142,3 +142,18 @@ def test_cli_prints_strata_and_json(engine: Engine, tmp_path: Path) -> None:
     assert "no unflagged request since 2030-01-01 00:00 UTC" in empty.output
     assert "the stored requests are from 2026-11-02 to" in " ".join(empty.output.split())
     assert "try --since 2026-11-02" in " ".join(empty.output.split())
+
+
+def test_a_draw_when_every_request_is_taken_says_so_not_try_a_longer_since(
+    engine: Engine, tmp_path: Path
+) -> None:
+    env = {"RAGTRIAGE__STORE__URL": str(engine.url), "COLUMNS": "200"}
+    home = ["--home", str(tmp_path / "home")]
+    runner = CliRunner()
+    first = runner.invoke(cli, ["queue", "sample", "--n", "1000", "--since", "2026-11-01", *home], env=env)
+    assert first.exit_code == 0 and "drew" in first.output
+    again = runner.invoke(cli, ["queue", "sample", "--n", "5", "--since", "2026-11-01", *home], env=env)
+    assert again.exit_code == 0, again.output
+    said = " ".join(again.output.split())
+    assert "no unflagged request since 2026-11-01 00:00 UTC: every stored request from 2026-11-0" in said
+    assert "is taken (flagged or drawn before); ingest newer logs" in said and "longer --since" not in said
