@@ -109,6 +109,8 @@ def stats_command(as_json: bool, home: Path | None, config_file: Path | None) ->
 def _index_line(index: dict[str, Any]) -> str:
     """The manifest's state in words, with the command that fixes a stale or missing index."""
     if index.get("state") == "missing":
+        if not index.get("kb_chunks"):
+            return "empty: the KB has no chunk yet (`ragtriage kb add DOCS` or `ragtriage kb import FILE`)"
         return "not built; run `ragtriage kb reindex`"
     parts = [
         f"{index.get('indexed_chunks', 0):,} chunks indexed at KB revision {index.get('index_revision')}",
@@ -174,6 +176,15 @@ def chunks_command(
         echo_json(chunks)
         return
     click.echo("chunk_id\tstatus\tanchor\ttitle")
+    if not chunks:
+        # On stderr: the table stays a clean TSV for scripts.
+        hint = (
+            "its chunks are all deleted: add --all to list them"
+            if doc_id is not None
+            else "add documents with `ragtriage kb add DOCS` or production's chunks with `ragtriage kb import FILE`"
+            + ("" if include_deleted else " (--all also lists deleted chunks)")
+        )
+        click.echo(f"no chunks{f' in {doc_id}' if doc_id else ' in this KB'}; {hint}", err=True)
     for chunk in chunks:
         click.echo(f"{chunk.chunk_id}\t{chunk.status}\t{chunk.anchor or ''}\t{chunk.title}")
         if with_content:

@@ -312,3 +312,12 @@ def test_kb_stats_says_in_words_whether_the_indexes_hold_the_kb(tmp_path: Path) 
     line = _run("kb", "stats").stdout.splitlines()[-1]
     assert line.startswith("index: behind the KB (revision 2); 3 chunks indexed at KB revision 1")
     assert "1 changed" in line and line.endswith("; run `ragtriage kb reindex`") and "_" not in line
+
+
+def test_an_empty_kb_says_how_to_fill_it_in_stats_and_chunks() -> None:
+    assert _run("kb", "stats").stdout.splitlines()[-1] == (
+        "index: empty: the KB has no chunk yet (`ragtriage kb add DOCS` or `ragtriage kb import FILE`)"
+    )
+    listed = _run("kb", "chunks")
+    assert listed.exit_code == 0 and listed.stdout == "chunk_id\tstatus\tanchor\ttitle\n"
+    assert listed.stderr.startswith("no chunks in this KB; add documents with `ragtriage kb add DOCS`")
