@@ -395,6 +395,8 @@ class Settings(StrictModel):
     """Replay profiles defined in this file (`[profiles.NAME]`) and in `[replay] profile_dir`."""
     replay: ReplaySettings = Field(default_factory=ReplaySettings)
     _config_file: Path | None = PrivateAttr(default=None)
+    #: The home relative settings paths resolve against when there is no settings file (set by Workspace).
+    _home: Path | None = PrivateAttr(default=None)
     _profile_sources: dict[str, str] = PrivateAttr(default_factory=dict)
     _profile_cache: dict[str, Any] = PrivateAttr(default_factory=dict)
 
@@ -423,6 +425,10 @@ class Settings(StrictModel):
         payload = self.model_dump(mode="json", exclude=excluded)
         # The clock of the freshness feature is the replay's, not the configuration's.
         payload["rerank"].pop("freshness_now", None)
+        # The aliases change retrieval, so their file's contents count, not only its path.
+        alias_digest = self._alias_file_digest()
+        if alias_digest is not None:
+            payload["rewrite"]["alias_file_sha256"] = alias_digest
         defaults = _hash_defaults()
         for path in HASH_NEUTRAL_WHEN_DEFAULT:
             node, default = payload, defaults
@@ -438,6 +444,24 @@ class Settings(StrictModel):
                 node.pop(path[-1], None)
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
+
+    def _alias_file_digest(self) -> str | None:
+        """SHA-256 of the alias file's bytes (None: no alias file set, or it cannot be read).
+
+        Relative paths resolve as `Workspace.resolve_path` does: against the settings file's folder,
+        else the home, else the working directory.
+        """
+        if self.rewrite.alias_file is None:
+            return None
+        path = Path(self.rewrite.alias_file).expanduser()
+        if not path.is_absolute():
+            base = self._config_file.parent if self._config_file is not None else self._home
+            path = (base or Path.cwd()) / path
+        try:
+            return hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            # A missing file fails at pipeline build with its own message; the path still hashes.
+            return None
 
 
 #: Settings added after configurations were logged with their hash; dropped from the hash at default.
@@ -463,6 +487,10 @@ _HASH_DEFAULTS: dict[str, Any] = {}
 HASH_NEUTRAL_AT: dict[tuple[str, ...], Any] = {
     ("index", "query_segmentation"): "search",
     ("rerank", "weights", "bm25_score"): 0.0,
+    # The alias file's contents entered the hash after the fixture traffic was logged with
+    # `fixtures/aliases.toml` (path only); at exactly those bytes the digest drops, so
+    # fixtures/logs/production.toml still hashes as logged. Any other contents count.
+    ("rewrite", "alias_file_sha256"): "ef797e762fcacbeef09ca015922f1bb6b6f008239f7003a8cd34f858c82fd5bd",
 }
 
 

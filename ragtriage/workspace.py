@@ -34,6 +34,11 @@ class Workspace:
     _indexes: Indexes | None = field(default=None, repr=False)
     _profile_pipelines: dict[tuple[str, str], Pipeline] = field(default_factory=dict, repr=False)
 
+    def __post_init__(self) -> None:
+        # Relative settings paths (the alias file, hashed by contents) resolve against the home.
+        if self.settings._home is None:
+            self.settings._home = self.home
+
     @classmethod
     def open(
         cls,

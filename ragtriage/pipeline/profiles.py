@@ -181,6 +181,7 @@ def _resolve_settings(settings: Settings, name: str, chain: tuple[str, ...] = ()
     resolved.profiles = settings.profiles
     resolved.replay = settings.replay
     resolved._config_file = settings.config_file
+    resolved._home = settings._home
     resolved._profile_sources = settings.profile_sources
     check_route_engines(resolved, _source(settings, name))
     return resolved, description

@@ -79,6 +79,34 @@ def test_config_hash_ignores_store_and_keymap_but_not_retrieval() -> None:
     assert base.config_hash() != Settings(retrieval={"bm25_k": 11}).config_hash()
 
 
+def test_config_hash_follows_the_alias_files_contents(tmp_path: Path) -> None:
+    from ragtriage.workspace import Workspace
+
+    aliases = tmp_path / "aliases.toml"
+    aliases.write_text('补签 = ["补卡"]\n', encoding="utf-8")
+    config = tmp_path / "config.toml"
+    config.write_text('[rewrite]\nalias_file = "aliases.toml"\n', encoding="utf-8")
+    before = load_settings(config, environ={}).config_hash()
+    assert load_settings(config, environ={}).config_hash() == before
+    aliases.write_text('补签 = ["补卡", "补打卡"]\n', encoding="utf-8")
+    after = load_settings(config, environ={}).config_hash()
+    assert after != before
+    # Without a settings file a relative alias path resolves against the home, as the pipeline reads it.
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "aliases.toml").write_text('补签 = ["补卡"]\n', encoding="utf-8")
+
+    def home_hash() -> str:
+        settings = Settings(rewrite={"alias_file": "aliases.toml"})  # type: ignore[arg-type]
+        return Workspace(home=home, settings=settings).settings.config_hash()
+
+    first = home_hash()
+    (home / "aliases.toml").write_text('补签 = ["补打卡"]\n', encoding="utf-8")
+    assert home_hash() != first
+    # No alias file set: the hash is as it was before contents counted.
+    assert Settings().config_hash() == "22d04331576c"
+
+
 def test_cli_reports_config_error_with_exit_code_2(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "ragtriage", "--config", str(CONFIG_DIR / "extra_key.toml"), "kb", "stats"],
