@@ -50,7 +50,12 @@ class DiagnosisContext(Protocol):
         ...
 
     def tokenize(self, text: str) -> list[str]:
-        """The BM25 analyzer's tokens (NFKC, lower-case, jieba)."""
+        """The BM25 analyzer's tokens (NFKC, lower-case, jieba): how documents are indexed."""
+        ...
+
+    def query_terms(self, query: str) -> list[str]:
+        """The distinct terms the BM25 route searches for `query` (`[index] query_segmentation`,
+        `query_stop_words`), in order."""
         ...
 
     def similarity(self, query: str, texts: Sequence[str]) -> list[float] | None:
@@ -167,6 +172,10 @@ class WorkspaceContext:
         from ragtriage.pipeline.analyzer import tokenize
 
         return list(tokenize(text))
+
+    def query_terms(self, query: str) -> list[str]:
+        """The BM25 index's own query analysis, so evidence names the terms the route searched."""
+        return list(self._open_indexes().bm25.query_terms(query))
 
     def in_dictionary(self, term: str) -> bool:
         """jieba's dictionary, as the analyzer loads it."""

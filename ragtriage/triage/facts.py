@@ -265,7 +265,7 @@ def collect_facts(
         must_have=list(must_have),
         known_aliases={k: list(v) for k, v in ctx.aliases.items()},
     )
-    facts.terms = key_terms(ctx.tokenize(query))
+    facts.terms = key_terms(ctx.query_terms(query))
     ids: list[str] = list(facts.gold or [])
     for trace in (logged, replay):
         if trace is not None:

@@ -83,3 +83,35 @@ def test_a_home_with_precise_queries_replays_with_them(tmp_path: Path, home: Pat
     trace = json.loads(result.output)
     bm25_raw = next(route for route in trace["routes"] if route["name"] == "bm25_raw")
     assert bm25_raw["hits"] and bm25_raw["flags"] == []
+
+
+def test_diagnosis_evidence_names_the_terms_the_bm25_route_searched(tmp_path: Path, home: Path) -> None:
+    from ragtriage.triage.context import WorkspaceContext
+    from ragtriage.triage.facts import collect_facts, key_terms
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(
+        '[index]\nquery_segmentation = "precise"\nquery_stop_words = ["到底"]\n', encoding="utf-8"
+    )
+    rows = [
+        {"chunk_id": doc.chunk_id, "doc_id": doc.doc_id, "title": doc.title, "content": doc.content}
+        for doc in DOCS
+    ]
+    export = tmp_path / "chunks.jsonl"
+    export.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    result = CliRunner().invoke(cli, ["kb", "import", str(export)])
+    assert result.exit_code == 0, result.output
+    query = "服务器到底为什么开不了机"
+    workspace = Workspace.open(home, None)
+    context = WorkspaceContext(workspace)
+    try:
+        searched = workspace.indexes.bm25.query_terms(query)
+        facts = collect_facts(context, query, logged=None, replay=None, gold=[SERVER])
+    finally:
+        context.close()
+        workspace.close()
+    # Precise segmentation keeps 服务器 whole (search mode would also ask for 服务 and keep only that),
+    # and the query stop word is not reported as a missing term.
+    assert facts.terms == key_terms(searched)
+    assert "服务器" in facts.terms and "服务" not in facts.terms and "到底" not in facts.terms
+    assert facts.unknown_gold == []

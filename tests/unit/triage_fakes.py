@@ -135,6 +135,9 @@ class FakeContext:
     def tokenize(self, text: str) -> list[str]:
         return [t.lower() for t in re.split(r"[\s，。？?！!、,.:：()（）]+", text) if t]
 
+    def query_terms(self, query: str) -> list[str]:
+        return list(dict.fromkeys(self.tokenize(query)))
+
     def similarity(self, query: str, texts: Sequence[str]) -> list[float] | None:
         return self._similarity(query, texts) if self._similarity is not None else None
 
