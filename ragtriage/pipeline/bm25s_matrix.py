@@ -60,7 +60,10 @@ def score_matrix(runs: list[np.ndarray], vocab_size: int, *, k1: float, b: float
         blocks.append((term, tf, per_doc))
         del keys, starts, unique
     idf = np.log(1 + (num_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
-    avgdl = np.float32(lengths.mean() if num_docs else 1.0)
+    # An empty field (no chunk has a title, e.g. an import without titles) has no entries to score:
+    # any avgdl gives the same empty matrix, and 0 would divide 0 by 0 (a numpy RuntimeWarning).
+    total = int(lengths.sum())
+    avgdl = np.float32(total / num_docs if total else 1.0)
     norm = (k1 * ((1 - b) + b * lengths.astype(np.float32) / avgdl)).astype(np.float32)
     data_parts, term_parts, row_counts = [], [], []
     for n, (term, tf, per_doc) in enumerate(blocks):

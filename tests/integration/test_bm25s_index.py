@@ -173,3 +173,42 @@ def test_an_open_index_sees_another_instance_s_write(
     BM25sIndex(tmp_path / "bm25s").apply([doc("mars#1", "火星基地", "火星")])
     monkeypatch.setattr(bm25s_index, "_STALENESS_CHECK_S", 0.0)
     assert index.search("火星", 1)[0][0].chunk_id == "mars#1"
+
+
+def test_an_import_without_titles_builds_without_a_warning(tmp_path: Path, home: Path) -> None:
+    import warnings
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text('[index]\nbm25_engine = "bm25s"\n', encoding="utf-8")
+    ids = [str(uuid.uuid5(uuid.NAMESPACE_URL, name)) for name in TINY_DOCS][:-1] + ["42"]
+    export = tmp_path / "untitled.jsonl"
+    export.write_text(
+        "".join(
+            json.dumps({"chunk_id": chunk_id, "doc_id": chunk_id, "content": body}, ensure_ascii=False) + "\n"
+            for chunk_id, (_, body) in zip(ids, TINY_DOCS.values(), strict=True)
+        ),
+        encoding="utf-8",
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = CliRunner().invoke(cli, ["kb", "import", str(export)])
+    assert result.exit_code == 0, result.output
+    assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == []
+    # Every title is empty: the title field scores 0 and the content alone ranks.
+    workspace = Workspace.open(home, None)
+    try:
+        bm25 = workspace.indexes.bm25
+        assert isinstance(bm25, BM25sIndex)
+        reference = BM25sIndex(
+            tmp_path / "content-only", title_boost=0.0, query_segmentation=bm25.query_segmentation
+        )
+        reference.apply(
+            [doc(chunk_id, body) for chunk_id, (_, body) in zip(ids, TINY_DOCS.values(), strict=True)]
+        )
+        for query in ("红字发票", "报销 发票", "客户端 密码"):
+            hits = [(h.chunk_id, round(h.score, 5)) for h in bm25.search(query, 5)[0]]
+            assert hits and hits == [
+                (h.chunk_id, round(h.score, 5)) for h in reference.search(query, 5)[0]
+            ], query
+    finally:
+        workspace.close()
