@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -103,6 +104,7 @@ class FieldMapper:
         self._ordinals: dict[str, int] = {}
         self.seen_columns: set[str] = set()
         self._resolved: dict[tuple[str, ...], dict[str, str]] = {}
+        self._skip_cache: dict[int, tuple[dict[str, str], frozenset[str]]] = {}
         self._vector_rows = 0
         self.dim: int | None = expected_dim[0] if expected_dim else None
         self._dim_owner = f"the configured embedder {expected_dim[1]}" if expected_dim else "earlier rows"
@@ -228,8 +230,7 @@ class FieldMapper:
                 "to embed them all with the configured embedder",
             )
         # Status columns stay in the metadata too: the stored status (published/deleted) drops their values.
-        skip = {column for name, column in used.items() if name not in ("status", "published", "deleted")}
-        skip |= {self.vector_field} if self.vector_field else set()
+        skip = self._skip_columns(used)
         meta = {key: json_safe(value) for key, value in values.items() if key not in skip}
         return ImportedChunk(
             where=where,
@@ -250,6 +251,18 @@ class FieldMapper:
             vector=vector,
             vector_hash=vector_hash,
         )
+
+    def _skip_columns(self, used: dict[str, str]) -> frozenset[str]:
+        """The columns a row's metadata leaves out (mapped fields but status, and the vector), per shape."""
+        key = id(used)
+        cached = self._skip_cache.get(key)
+        if cached is None or cached[0] is not used:
+            skip = {column for name, column in used.items() if name not in ("status", "published", "deleted")}
+            skip |= {self.vector_field} if self.vector_field else set()
+            cached = (used, frozenset(skip))
+            if len(self._skip_cache) < 64:
+                self._skip_cache[key] = cached
+        return cached[1]
 
     def chunk_id_of(self, row: SourceRow) -> str | None:
         """The row's chunk id if it has a usable one (to keep a rejected row's chunk as it was)."""
@@ -307,6 +320,11 @@ class FieldMapper:
                 f"has {self.dim}",
                 "export vectors from one model only, and configure [embedder] as the model that made them",
             )
+        # One dot product screens the row (NaN/inf propagate, an all-zero vector gives 0); the two
+        # full scans that name the fault run only for a vector that fails it.
+        norm2 = float(np.dot(vector, vector))
+        if math.isfinite(norm2) and norm2 != 0.0:
+            return vector
         if not np.isfinite(vector).all():
             raise RowError(
                 where,

@@ -161,6 +161,7 @@ def test_reimport_embeds_nothing_and_a_changed_vector_reindexes_only_its_chunk(
     [
         ("wrong_dim", "row 3: chunk {id}: the vector has 383 dimensions but the configured embedder"),
         ("nan", "row 3: chunk {id}: the vector contains NaN"),
+        ("inf", "row 3: chunk {id}: the vector contains NaN or infinity"),
         ("zero", "row 3: chunk {id}: the vector is all zeros"),
     ],
 )
@@ -172,6 +173,7 @@ def test_bad_vectors_name_the_row_and_import_nothing(
     rows[2]["embedding"] = {
         "wrong_dim": vector[:-1],
         "nan": [float("nan"), *vector[1:]],
+        "inf": [*vector[:-1], float("-inf")],
         "zero": [0.0] * 384,
     }[case]
 
