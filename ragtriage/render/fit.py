@@ -25,7 +25,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["Col", "FitTable", "PIPE_WIDTH", "data_console", "output_width"]
+__all__ = ["Col", "FitTable", "PIPE_WIDTH", "data_console", "fit_columns", "output_width"]
 
 PIPE_WIDTH = 120
 """Columns used when stdout is not a terminal and `COLUMNS` is unset (a pipe, a file, CI)."""
@@ -124,20 +124,7 @@ class FitTable:
 
     def _bounds(self) -> list[tuple[int, int]]:
         """(narrowest, widest) content width of each column, in cells."""
-        bounds = []
-        for index, column in enumerate(self.columns):
-            cells = [row[index] for row in self.rows]
-            header_word = _widest_word(column.header)
-            widest = max([cell_len(column.header), *(_widest_line(c) for c in cells)])
-            if column.kind in ("id", "number", "label"):
-                narrowest = max([header_word, *(_widest_line(c) for c in cells)])
-            elif column.kind == "ids":
-                narrowest = max([header_word, *(_widest_word(c.plain) for c in cells)])
-            else:
-                floor = column.min_width if column.min_width is not None else TEXT_MIN
-                narrowest = max(header_word, min(widest, floor))
-            bounds.append((narrowest, max(widest, narrowest)))
-        return bounds
+        return _bounds(self.columns, self.rows, header_wraps=True)
 
     def _table(self, widths: Sequence[int] | None) -> Table:
         table = Table(
@@ -245,6 +232,57 @@ class FitTable:
             min(options.max_width, overhead + sum(low for low, _ in bounds)),
             min(options.max_width, overhead + sum(high for _, high in bounds)),
         )
+
+
+def _bounds(
+    columns: Sequence[Col], rows: Sequence[Sequence[Text]], *, header_wraps: bool
+) -> list[tuple[int, int]]:
+    """(narrowest, widest) content width of each column, in cells; a header that does not wrap
+    is as narrow as its whole text, else as its widest word."""
+    bounds = []
+    for index, column in enumerate(columns):
+        cells = [row[index] for row in rows]
+        header_floor = _widest_word(column.header) if header_wraps else cell_len(column.header)
+        widest = max([cell_len(column.header), *(_widest_line(c) for c in cells)])
+        if column.kind in ("id", "number", "label"):
+            narrowest = max([header_floor, *(_widest_line(c) for c in cells)])
+        elif column.kind == "ids":
+            narrowest = max([header_floor, *(_widest_word(c.plain) for c in cells)])
+        else:
+            floor = column.min_width if column.min_width is not None else TEXT_MIN
+            narrowest = max(header_floor, min(widest, floor))
+        bounds.append((narrowest, max(widest, narrowest)))
+    return bounds
+
+
+def fit_columns(
+    columns: Sequence[Col], rows: Sequence[Sequence[Text]], available: int, *, per_column: int = 0
+) -> list[int | None]:
+    """Widths (cells) of `columns` for one-line cells under one-line headers (a Textual
+    `DataTable`), in `available` cells where every shown column also costs `per_column` cells
+    (padding, separators).
+
+    Ids, numbers, labels and headers keep their whole width; `text`/`clip` columns give way
+    first, down to `min_width` (else `TEXT_MIN`) or their header. While even that is too wide,
+    optional columns are left out in `drop_order` (None in the result). When nothing more can be
+    left out, the narrowest widths are returned (the caller scrolls). Cells count East Asian wide
+    characters double.
+    """
+    bounds = _bounds(columns, rows, header_wraps=False)
+    shown = list(range(len(columns)))
+
+    def narrowest() -> int:
+        return sum(bounds[i][0] + per_column for i in shown)
+
+    while narrowest() > available:
+        optional = [(columns[i].drop_order, i) for i in shown if columns[i].drop_order is not None]
+        if not optional:
+            break
+        shown.remove(min(optional)[1])
+    widths = [high for _, high in bounds]
+    excess = sum(widths[i] + per_column for i in shown) - available
+    _shrink(widths, bounds, [i for i in shown if columns[i].kind in ("text", "clip", "ids")], excess)
+    return [widths[i] if i in shown else None for i in range(len(columns))]
 
 
 def _wrap_header(header: str, width: int) -> str:

@@ -33,7 +33,8 @@ async def _settle(app: App[None], pilot) -> None:  # type: ignore[no-untyped-def
 
 
 def _fits(table: QueueTable, width: int) -> None:
-    used = sum(table.layout_widths) + 2 * table.cell_padding * len(COLUMNS) + CHROME
+    shown = [w for w in table.layout_widths if w]
+    used = sum(shown) + 2 * table.cell_padding * len(shown) + CHROME
     assert used <= width, (table.layout_widths, width)
 
 

@@ -1,9 +1,11 @@
 """The queue's table: one page of flagged requests, replaced as a whole (clear + one batch add).
 
-Column widths come from the page's content and the table's width, recomputed whenever either
-changes, so the layout is the same whether the data arrives before or after the first resize:
-time, request id, status, label and suggested cause keep their full width; the reasons are cut
-last-but-one and the query takes the rest (its full text is on the preview line).
+Column widths come from the page's content and the table's width (`render.fit.fit_columns`),
+recomputed whenever either changes, so the layout is the same whether the data arrives before or
+after the first resize. Ids, status, label and headers are never cut: the query is cut first
+(with `…`, counted in cells), then the reasons; at narrow widths (a UUID request id at 80
+columns) the suggested cause, the time and then the query are left out (the preview line under
+the table shows the query and the suggestion whole).
 """
 
 from __future__ import annotations
@@ -17,13 +19,25 @@ from textual import events
 from textual.widgets import DataTable
 
 from ragtriage.logs.queue import QueueItem
+from ragtriage.render.fit import Col, fit_columns
 
-COLUMNS = ("time", "request_id", "query", "flag reasons", "suggested", "status", "label")
+#: The query never gets narrower than this (cells); below it, it is left out.
+QUERY_MIN = 12
+#: The columns at full width, in order. The request id, reasons, status and label are always shown
+#: (ids whole); the query gives way first (cut with `…`, its full text is on the preview line),
+#: then the suggested cause (also on the preview line), the time and the query are left out.
+SPEC = (
+    Col("time", kind="label", drop_order=2),
+    Col("request_id", kind="id"),
+    Col("query", kind="clip", min_width=QUERY_MIN, drop_order=3),
+    Col("flag reasons", kind="clip"),
+    Col("suggested", kind="label", drop_order=1),
+    Col("status", kind="label"),
+    Col("label", kind="label"),
+)
+COLUMNS = tuple(c.header for c in SPEC)
 QUERY = COLUMNS.index("query")
 REASONS = COLUMNS.index("flag reasons")
-#: The query and the reasons never get narrower than this (cells), whatever the width.
-QUERY_MIN = 12
-REASONS_MIN = 10
 #: Cells the table itself takes besides the columns: the vertical scrollbar and a margin.
 CHROME = 3
 TIME_FORMAT = "%m-%d %H:%M"
@@ -46,27 +60,21 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
 
 @dataclass(frozen=True)
 class Layout:
-    """Column widths (cells, without padding) for one page at one table width."""
+    """Column widths (cells, without padding) for one page at one table width; 0 for a column
+    left out at this width."""
 
     widths: tuple[int, ...]
 
+    @property
+    def shown(self) -> tuple[int, ...]:
+        """Indexes (into `COLUMNS`) of the columns shown."""
+        return tuple(i for i, w in enumerate(self.widths) if w)
+
 
 def plan_widths(rows: Sequence[Sequence[Text]], available: int, padding: int) -> Layout:
-    """Natural widths for every column but the query and the reasons; the reasons keep theirs
-    unless that leaves the query under `QUERY_MIN`; the query gets what is left."""
-    natural = [
-        max([cell_len(header), *(cell_len(row[index].plain) for row in rows)])
-        for index, header in enumerate(COLUMNS)
-    ]
-    fixed = sum(w for i, w in enumerate(natural) if i not in (QUERY, REASONS))
-    room = available - CHROME - 2 * padding * len(COLUMNS) - fixed
-    reasons = natural[REASONS]
-    if room - reasons < QUERY_MIN:
-        reasons = max(min(natural[REASONS], REASONS_MIN), room - QUERY_MIN)
-    query = max(QUERY_MIN, min(natural[QUERY], room - reasons)) if rows else max(QUERY_MIN, room - reasons)
-    widths = list(natural)
-    widths[QUERY], widths[REASONS] = query, reasons
-    return Layout(tuple(widths))
+    """The widths `fit_columns` gives `SPEC` for these rows in `available` cells (less `CHROME`)."""
+    widths = fit_columns(SPEC, rows, available - CHROME, per_column=2 * padding)
+    return Layout(tuple(w or 0 for w in widths))
 
 
 def _cut(text: Text, width: int) -> Text:
@@ -117,10 +125,10 @@ class QueueTable(DataTable[Text]):
         self.layout_widths = layout.widths
         keep = self.highlighted_request_id if self.columns else None
         self.clear(columns=True)
-        for header, column_width in zip(COLUMNS, layout.widths, strict=True):
-            self.add_column(header, width=column_width, key=header)
+        for index in layout.shown:
+            self.add_column(COLUMNS[index], width=layout.widths[index], key=COLUMNS[index])
         for item, row in zip(self.items, rows, strict=True):
-            cells = [_cut(cell, w) for cell, w in zip(row, layout.widths, strict=True)]
+            cells = [_cut(row[i], layout.widths[i]) for i in layout.shown]
             self.add_row(*cells, key=item.request_id)
         if keep is not None and keep in {i.request_id for i in self.items}:
             self.move_cursor(row=self.get_row_index(keep))
