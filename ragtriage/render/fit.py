@@ -263,25 +263,30 @@ def fit_columns(
     (padding, separators).
 
     Ids, numbers, labels and headers keep their whole width; `text`/`clip` columns give way
-    first, down to `min_width` (else `TEXT_MIN`) or their header. While even that is too wide,
-    optional columns are left out in `drop_order` (None in the result). When nothing more can be
-    left out, the narrowest widths are returned (the caller scrolls). Cells count East Asian wide
+    (optional ones first), down to `min_width` (else `TEXT_MIN`) or their header. Optional
+    columns are left out in `drop_order` (None in the result) while the columns that always show
+    would not get their full width next to the optional ones at their narrowest. When nothing
+    fits, the narrowest widths are returned (the caller scrolls). Cells count East Asian wide
     characters double.
     """
     bounds = _bounds(columns, rows, header_wraps=False)
     shown = list(range(len(columns)))
 
-    def narrowest() -> int:
-        return sum(bounds[i][0] + per_column for i in shown)
+    def needed() -> int:
+        # Columns that always show at their full width, optional ones at their narrowest.
+        return sum(bounds[i][columns[i].drop_order is None] + per_column for i in shown)
 
-    while narrowest() > available:
+    while needed() > available:
         optional = [(columns[i].drop_order, i) for i in shown if columns[i].drop_order is not None]
         if not optional:
             break
         shown.remove(min(optional)[1])
     widths = [high for _, high in bounds]
     excess = sum(widths[i] + per_column for i in shown) - available
-    _shrink(widths, bounds, [i for i in shown if columns[i].kind in ("text", "clip", "ids")], excess)
+    text = [i for i in shown if columns[i].kind in ("text", "clip", "ids")]
+    # Optional text (it could have been left out) gives way before the text that always shows.
+    excess = _shrink(widths, bounds, [i for i in text if columns[i].drop_order is not None], excess)
+    _shrink(widths, bounds, [i for i in text if columns[i].drop_order is None], excess)
     return [widths[i] if i in shown else None for i in range(len(columns))]
 
 

@@ -2,10 +2,10 @@
 
 Column widths come from the page's content and the table's width (`render.fit.fit_columns`),
 recomputed whenever either changes, so the layout is the same whether the data arrives before or
-after the first resize. Ids, status, label and headers are never cut: the query is cut first
-(with `…`, counted in cells), then the reasons; at narrow widths (a UUID request id at 80
-columns) the suggested cause, the time and then the query are left out (the preview line under
-the table shows the query and the suggestion whole).
+after the first resize. Ids, status, label and headers are never cut; the query is cut (with
+`…`, counted in cells) before the reasons; when the reasons would not show whole (a UUID request
+id at 80 or 100 columns), the suggested cause, the time and then the query are left out (the
+preview line under the table shows the query and the suggestion whole).
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from ragtriage.render.fit import Col, fit_columns
 #: The query never gets narrower than this (cells); below it, it is left out.
 QUERY_MIN = 12
 #: The columns at full width, in order. The request id, reasons, status and label are always shown
-#: (ids whole); the query gives way first (cut with `…`, its full text is on the preview line),
-#: then the suggested cause (also on the preview line), the time and the query are left out.
+#: (ids whole). Before the reasons are cut, the suggested cause (also on the preview line), the
+#: time and the query are left out in that order; the query is cut (with `…`, its full text is
+#: on the preview line) before the reasons.
 SPEC = (
     Col("time", kind="label", drop_order=2),
     Col("request_id", kind="id"),
@@ -81,7 +82,10 @@ def _cut(text: Text, width: int) -> Text:
     if cell_len(text.plain) <= width:
         return text
     cut = text.copy()
-    cut.truncate(width, overflow="ellipsis")
+    # Cut in cells; a wide character that would straddle the edge leaves a pad space, dropped.
+    cut.truncate(width - 1, overflow="crop")
+    cut.rstrip()
+    cut.append("…")
     return cut
 
 
