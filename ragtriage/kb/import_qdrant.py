@@ -18,6 +18,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from ragtriage.errors import InputError
 from ragtriage.kb.import_rows import SourceRow
+from ragtriage.pipeline.qdrant_clients import quiet_local_size_warning
 
 __all__ = ["QdrantSource"]
 
@@ -45,6 +46,8 @@ class QdrantSource:
         self.collection = collection
         self.batch_size = batch_size
         self.name = f"qdrant {self.where} collection {collection}"
+        # A foreign local folder can be big: qdrant-client's size warning would land in our progress.
+        quiet_local_size_warning()
         try:
             self._client = QdrantClient(url=url, timeout=30) if url else QdrantClient(path=str(path))
         except RuntimeError as error:

@@ -11,6 +11,7 @@ import atexit
 import os
 import sys
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,27 @@ from qdrant_client import QdrantClient
 
 from ragtriage.errors import IndexLockedError
 
-__all__ = ["acquire_local", "acquire_server", "forget_inherited", "held_by_this_process", "release"]
+__all__ = [
+    "LOCAL_MODE_LIMIT",
+    "LOCAL_MODE_SIZE_WARNING",
+    "acquire_local",
+    "quiet_local_size_warning",
+    "acquire_server",
+    "forget_inherited",
+    "held_by_this_process",
+    "release",
+]
+
+#: Points above which qdrant-client's local mode warns that it is slow (`LARGE_DATA_THRESHOLD`).
+LOCAL_MODE_LIMIT = 20_000
+#: That warning's message (a regex prefix). It is printed on stderr in the middle of our progress
+#: output, so it is filtered here, where Qdrant local is opened, and `kb stats` says it in our words.
+LOCAL_MODE_SIZE_WARNING = r"Local mode is not recommended for collections with more than"
+
+
+def quiet_local_size_warning() -> None:
+    """Ignore exactly qdrant-client's local-mode size warning (idempotent; call before opening)."""
+    warnings.filterwarnings("ignore", message=LOCAL_MODE_SIZE_WARNING, category=UserWarning)
 
 
 @dataclass
@@ -54,6 +75,7 @@ def acquire_local(folder: Path) -> QdrantClient:
         entry = _registry.get(key)
         if entry is None:
             folder.mkdir(parents=True, exist_ok=True)
+            quiet_local_size_warning()
             try:
                 client = QdrantClient(path=key)
             except RuntimeError as error:

@@ -178,3 +178,48 @@ def test_a_bulk_upsert_commits_once_and_survives_a_reopen(tmp_path: Path) -> Non
         assert reopened.search_vector(docs[123].vector, 1)[0].chunk_id == docs[123].chunk_id
     finally:
         reopened.close()
+
+
+def test_qdrant_local_s_size_warning_stays_off_our_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import warnings
+
+    from qdrant_client import models
+    from qdrant_client.common import client_warnings
+    from qdrant_client.local.local_collection import LocalCollection
+    from qdrant_client.local.qdrant_local import QdrantLocal
+
+    from ragtriage.pipeline import qdrant_clients
+
+    # qdrant-client's real warning code with its 20,000-point threshold lowered, so the test stays small.
+    limit = 10
+    monkeypatch.setattr(LocalCollection, "LARGE_DATA_THRESHOLD", limit)
+    monkeypatch.setattr(QdrantLocal, "LARGE_DATA_THRESHOLD", limit)
+    monkeypatch.setattr(client_warnings, "SEEN_MESSAGES", set())
+    folder, key = tmp_path / "qdrant", str((tmp_path / "qdrant").resolve())
+
+    def fill_and_reopen() -> list[str]:
+        with warnings.catch_warnings(record=True) as caught:
+            client = qdrant_clients.acquire_local(folder)
+            if not client.collection_exists("big"):
+                client.create_collection("big", vectors_config=models.VectorParams(size=2, distance="Cosine"))
+            ids = list(range(limit + 1))
+            client.upsert("big", models.Batch(ids=ids, vectors=[[1.0, float(n)] for n in ids]), wait=True)
+            qdrant_clients.release(key)
+            qdrant_clients.acquire_local(folder)  # reopening a big folder warns too (on every open)
+            qdrant_clients.release(key)
+        return [str(w.message) for w in caught if str(w.message).startswith("Local mode")]
+
+    assert fill_and_reopen() == []
+    quiet = qdrant_clients.quiet_local_size_warning
+    # Control: with every warning shown (overriding our filter) qdrant-client does print it.
+    monkeypatch.setattr(client_warnings, "SEEN_MESSAGES", set())
+    monkeypatch.setattr(qdrant_clients, "quiet_local_size_warning", lambda: warnings.simplefilter("always"))
+    assert len(fill_and_reopen()) == 3  # opening the now big folder, the upsert, reopening
+    # The filter names that one message: qdrant-client's other UserWarnings still show.
+    with warnings.catch_warnings(record=True) as other:
+        warnings.simplefilter("always")
+        quiet()
+        warnings.warn("Local mode does not support something else", UserWarning, stacklevel=1)
+    assert len(other) == 1
