@@ -16,6 +16,7 @@ from ragtriage.commands.common import (
     progress_bar,
     workspace_options,
 )
+from ragtriage.config import Settings
 from ragtriage.errors import NotFoundError, RagtriageError
 from ragtriage.kb import service
 from ragtriage.render.text import plural
@@ -94,8 +95,9 @@ def stats_command(as_json: bool, home: Path | None, config_file: Path | None) ->
     with open_workspace(home, config_file) as workspace:
         stats = service.kb_stats(workspace)
         index = _index_status(workspace)
+    notes = [note] if (note := local_mode_note(workspace.settings, stats.retrievable_chunks)) else []
     if as_json:
-        echo_json({**stats.model_dump(mode="json"), "index": index})
+        echo_json({**stats.model_dump(mode="json"), "index": index, "notes": notes})
         return
     click.echo(f"KB: {stats.kb}  revision {stats.revision}")
     click.echo("documents: " + (_counts(stats.documents) or "none"))
@@ -104,6 +106,21 @@ def stats_command(as_json: bool, home: Path | None, config_file: Path | None) ->
         click.echo(f"index: unavailable ({index['error']})")
     else:
         click.echo("index: " + _index_line(index))
+    for note in notes:
+        click.echo(f"note: {note}")
+
+
+def local_mode_note(settings: Settings, chunks: int) -> str | None:
+    """Our words for qdrant-client's local-mode size warning (filtered where Qdrant is opened):
+    None with a Qdrant server or at most `LOCAL_MODE_LIMIT` published chunks."""
+    from ragtriage.pipeline.qdrant_clients import LOCAL_MODE_LIMIT
+
+    if settings.index.qdrant_url is not None or chunks <= LOCAL_MODE_LIMIT:
+        return None
+    return (
+        f"{chunks:,} chunks in Qdrant local mode, which is slow to search above {LOCAL_MODE_LIMIT:,}; "
+        "for speed set [index] qdrant_url to a Qdrant server and run `ragtriage kb reindex`"
+    )
 
 
 def _index_line(index: dict[str, Any]) -> str:

@@ -120,3 +120,28 @@ def test_installed_console_script_exits_2_on_a_bad_file(tmp_path: Path) -> None:
     assert completed.returncode == 2, completed.stderr
     assert f"kb add: failed: {bad}: empty file; fix: add content or remove the file" in completed.stderr
     assert "files: 1 seen, 0 added, 0 changed, 0 unchanged, 1 failed" in completed.stdout
+
+
+def test_kb_stats_says_when_qdrant_local_mode_is_too_small_for_the_kb(tmp_path: Path, home: Path) -> None:
+    from ragtriage.pipeline.qdrant_clients import LOCAL_MODE_LIMIT
+
+    # Production-style integer ids, more chunks than qdrant-client's local mode is meant for.
+    count = LOCAL_MODE_LIMIT + 1
+    export = tmp_path / "big.jsonl"
+    export.write_text(
+        "".join(
+            json.dumps({"chunk_id": n, "doc_id": n // 10, "content": f"第 {n} 条"}) + "\n"
+            for n in range(count)
+        ),
+        encoding="utf-8",
+    )
+    assert _run("kb", "import", str(export), "--no-index").exit_code == 0
+    text = _run("kb", "stats").stdout
+    assert "note: 20,001 chunks in Qdrant local mode" in text and "[index] qdrant_url" in text
+    assert len(json.loads(_run("kb", "stats", "--json").stdout)["notes"]) == 1
+    # A Qdrant server has no such limit; a small KB gets no note.
+    from ragtriage.commands.kb import local_mode_note
+    from ragtriage.config import Settings
+
+    assert local_mode_note(Settings(index={"qdrant_url": "http://localhost:6333"}), count) is None
+    assert local_mode_note(Settings(), LOCAL_MODE_LIMIT) is None
