@@ -236,6 +236,15 @@ class Trace(BaseModel):
     def candidate(self, chunk_id: str) -> Candidate | None:
         return next((c for c in self.candidates if c.chunk_id == chunk_id), None)
 
+    def refusal_support(self) -> LexicalSupport | None:
+        """The lexical support to show a triager: when the request was refused, or when lexical support
+        is the refusal score (it says which query words the final candidates lack); else None."""
+        if self.lexical_support is not None and (
+            self.refused or self.refusal_score_kind == "lexical_support"
+        ):
+            return self.lexical_support
+        return None
+
 
 class RunOptions(BaseModel):
     """One-off changes to a pipeline run: counterfactual replays, ablations, logged-rewrite replays.

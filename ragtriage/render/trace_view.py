@@ -178,9 +178,8 @@ def summary_text(trace: Trace) -> Text:
     if trace.refused:
         text.append("\nrefused: ", style="bold red")
         text.append(trace.refusal_reason or "yes")
-    support = trace.lexical_support
-    if support is not None and (trace.refused or trace.refusal_score_kind == "lexical_support"):
-        # Which query words the final candidates lack: the plain reason behind a lexical refusal.
+    support = trace.refusal_support()
+    if support is not None:
         text.append("\nquery terms: ", style="bold")
         text.append(support.explain())
     for route in trace.routes:

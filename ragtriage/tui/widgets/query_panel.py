@@ -38,9 +38,8 @@ def query_text(
     if trace.refused:
         text.append("\nrefused    ", style="dim")
         text.append(trace.refusal_reason or "yes")
-    support = trace.lexical_support
-    if support is not None and (trace.refused or trace.refusal_score_kind == "lexical_support"):
-        # Which query words the final candidates lack: why a lexical refusal refused, in words.
+    support = trace.refusal_support()
+    if support is not None:
         text.append("\nsupport    ", style="dim")
         text.append(support.explain())
     if fidelity is not None:
