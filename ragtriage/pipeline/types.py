@@ -12,6 +12,8 @@ from typing import Any, Literal, Protocol, Sequence, runtime_checkable
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ragtriage.wording import plural
+
 ChunkStatus = Literal["ready", "published", "deleted"]
 
 #: Route names in the order the pipeline runs them. `dense_sub_1`, `dense_sub_2`, … are per sub-query.
@@ -182,7 +184,9 @@ class LexicalSupport(BaseModel):
         if not missing:
             return f"{head}: they contain every query term ({', '.join(found)})"
         where = ", ".join(
-            f"{t.term} ({'in no chunk of the KB' if t.df == 0 else f'in {t.df} KB chunks, none of these'})"
+            f"{t.term} (in no chunk of the KB)"
+            if t.df == 0
+            else f"{t.term} (in {plural(t.df, 'chunk')} of the KB, none of these)"
             for t in missing
         )
         return f"{head}: not found: {where}" + (f"; found: {', '.join(found)}" if found else "")

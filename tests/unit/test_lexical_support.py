@@ -60,8 +60,18 @@ def test_share_by_hand() -> None:
     ]
     assert [t.term for t in support.unsupported()] == ["ufw", "放行"]  # heaviest first
     sentence = support.explain()
-    assert "ufw (in no chunk of the KB)" in sentence and "放行 (in 1 KB chunks, none of these)" in sentence
+    assert (
+        "ufw (in no chunk of the KB)" in sentence and "放行 (in 1 chunk of the KB, none of these)" in sentence
+    )
     assert sentence.endswith("found: 端口")
+
+
+def test_missing_terms_count_chunks_of_the_kb_in_words() -> None:
+    support = lexical_support("ufw怎么放行端口", ["防火墙"], TableFrequencies(10, {"放行": 1, "端口": 3}))
+    assert support.explain().endswith(
+        "not found: ufw (in no chunk of the KB), 放行 (in 1 chunk of the KB, none of these), "
+        "端口 (in 3 chunks of the KB, none of these)"
+    )
 
 
 def test_substring_match_survives_segmentation_and_full_width() -> None:
@@ -132,7 +142,7 @@ def test_case_screen_and_trace_view_say_which_terms_are_missing() -> None:
     )
     for shown in (query_text("r-1", trace, None, "replay").plain, summary_text(trace).plain):
         assert "lexical_support score 0.1839 < refusal_threshold 0.5" in shown
-        assert "not found: ufw (in no chunk of the KB), 放行 (in 1 KB chunks, none of these)" in shown
+        assert "not found: ufw (in no chunk of the KB), 放行 (in 1 chunk of the KB, none of these)" in shown
     quiet = trace.model_copy(update={"refused": False, "refusal_score_kind": "dense_cosine"})
     assert "not found" not in query_text("r-1", quiet, None, "replay").plain
 
