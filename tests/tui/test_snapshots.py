@@ -51,8 +51,8 @@ def test_screen_snapshot(workspace: Workspace, snap_compare: Callable[..., bool]
     assert snap_compare(app, run_before=run_before, terminal_size=SIZE)
 
 
-@pytest.mark.parametrize("width", [100, 160])
+@pytest.mark.parametrize("width", [80, 100, 160])
 def test_queue_snapshot_at_width(workspace: Workspace, snap_compare: Callable[..., bool], width: int) -> None:
-    """The queue's columns at a narrow and a wide terminal (query gets the spare width)."""
+    """The queue's columns at 80 columns, a narrow and a wide terminal (query gets the spare width)."""
     app = TriageApp(workspace, warm_up=False)
     assert snap_compare(app, run_before=_queue, terminal_size=(width, SIZE[1]))

@@ -180,7 +180,8 @@ class QueueScreen(WorkerFailures, Screen[None]):
         self.show_preview(str(event.row_key.value) if event.row_key is not None else None)
 
     def show_preview(self, request_id: str | None) -> None:
-        """The full query (and suggested cause) of the highlighted row on the line under the table."""
+        """The highlighted row whole on the line under the table: its query, flag reasons,
+        suggested cause and label (a narrow table leaves some of them out)."""
         preview = self.query_one("#queue-preview", Static)
         item = self.queue_table.item(request_id) if request_id is not None else None
         if item is None:
@@ -188,8 +189,11 @@ class QueueScreen(WorkerFailures, Screen[None]):
             return
         line = Text(f"{item.request_id}: ", style="bold")
         line.append(item.raw_query)
+        details = [f"flagged: {', '.join(item.reasons)}"]
         if item.suggested_label:
-            line.append(f"  (suggested {item.suggested_label})", style="italic")
+            details.append(f"suggested {item.suggested_label}")
+        details.append(f"label {item.primary_label}" if item.primary_label else "no label")
+        line.append(f"  ({'; '.join(details)})", style="italic")
         preview.update(line)
 
     @on(DataTable.RowSelected, "#queue-table")

@@ -2,10 +2,10 @@
 
 Column widths come from the page's content and the table's width (`render.fit.fit_columns`),
 recomputed whenever either changes, so the layout is the same whether the data arrives before or
-after the first resize. Ids, status, label and headers are never cut; the query is cut (with
-`…`, counted in cells) before the reasons; when the reasons would not show whole (a UUID request
-id at 80 or 100 columns), the suggested cause, the time and then the query are left out (the
-preview line under the table shows the query and the suggestion whole).
+after the first resize. The time, the request id (whole: a UUID is 36 cells) and the status always
+show; headers are never cut. On a narrow terminal the suggested cause, the label and then the flag
+reasons are left out and the query (then the reasons) is cut with `…`, counted in cells; the
+preview line under the table shows all of them whole.
 """
 
 from __future__ import annotations
@@ -21,20 +21,21 @@ from textual.widgets import DataTable
 from ragtriage.logs.queue import QueueItem
 from ragtriage.render.fit import Col, fit_columns
 
-#: The query never gets narrower than this (cells); below it, it is left out.
-QUERY_MIN = 12
-#: The columns at full width, in order. The request id, reasons, status and label are always shown
-#: (ids whole). Before the reasons are cut, the suggested cause (also on the preview line), the
-#: time and the query are left out in that order; the query is cut (with `…`, its full text is
-#: on the preview line) before the reasons.
+#: The query never gets narrower than this (cells: three CJK characters and `…`); below it, it is left out.
+QUERY_MIN = 8
+#: The flag reasons are cut (with `…`) down to this many cells, then left out.
+REASONS_MIN = 14
+#: The columns at full width, in order. The time, request id and status are always shown (ids
+#: whole). When the row does not fit, the suggested cause, the label, the flag reasons and last
+#: the query are left out in that order; the widest text (usually the query) is cut first.
 SPEC = (
-    Col("time", kind="label", drop_order=2),
+    Col("time", kind="label"),
     Col("request_id", kind="id"),
-    Col("query", kind="clip", min_width=QUERY_MIN, drop_order=3),
-    Col("flag reasons", kind="clip"),
+    Col("query", kind="clip", min_width=QUERY_MIN, drop_order=4),
+    Col("flag reasons", kind="clip", min_width=REASONS_MIN, drop_order=3),
     Col("suggested", kind="label", drop_order=1),
     Col("status", kind="label"),
-    Col("label", kind="label"),
+    Col("label", kind="label", drop_order=2),
 )
 COLUMNS = tuple(c.header for c in SPEC)
 QUERY = COLUMNS.index("query")
