@@ -6,11 +6,15 @@ check against concurrent edits) and prints the resulting triage record.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from ragtriage.commands.common import (
+    F,
     echo_json,
     open_workspace,
     stderr_console,
@@ -18,6 +22,7 @@ from ragtriage.commands.common import (
     workspace_options,
 )
 from ragtriage.store.triage_repo import TriageRecord
+from ragtriage.workspace import Workspace
 
 
 def _print_record(record: TriageRecord) -> None:
@@ -85,20 +90,48 @@ def _label_from_file(
         click.get_current_context().exit(2)
 
 
+_USER_OPTION = click.option("--user", help="Who makes the change (default: $RAGTRIAGE_USER or the OS login).")
+_REVISION_OPTION = click.option(
+    "--revision",
+    type=int,
+    default=None,
+    help="The revision you looked at; the change is refused if someone changed the case since.",
+)
+_JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print the triage record as JSON.")
+
+
+def _change_options(func: F) -> F:
+    """Add `--user`, `--revision`, `--json`, `--home` and `--config`: what every workflow change takes."""
+    return _USER_OPTION(_REVISION_OPTION(_JSON_OPTION(workspace_options(func))))
+
+
+def _workflow_change(change: Callable[..., TriageRecord]) -> Callable[..., None]:
+    """Make `change(workspace, *arguments, user=, expected_revision=)` a command body.
+
+    The command gets the shared options, runs the change in one workspace and prints the record.
+    """
+
+    @_change_options
+    @functools.wraps(change)
+    def command(
+        *,
+        user: str | None,
+        revision: int | None,
+        as_json: bool,
+        home: Path | None,
+        config_file: Path | None,
+        **arguments: Any,
+    ) -> None:
+        with open_workspace(home, config_file) as workspace:
+            record = change(workspace, user=user, expected_revision=revision, **arguments)
+        _show(record, as_json)
+
+    return command
+
+
 def register(cli: click.Group) -> None:
     """`label`, `confirm`, `dismiss`, `note`, `assign`: the triage workflow (ragtriage.triage.workflow)."""
     from ragtriage.triage import workflow
-
-    user_option = click.option(
-        "--user", help="Who makes the change (default: $RAGTRIAGE_USER or the OS login)."
-    )
-    revision_option = click.option(
-        "--revision",
-        type=int,
-        default=None,
-        help="The revision you looked at; the change is refused if someone changed the case since.",
-    )
-    json_option = click.option("--json", "as_json", is_flag=True, help="Print the triage record as JSON.")
 
     @cli.command("label")
     @click.argument("request_id", required=False)
@@ -126,10 +159,7 @@ def register(cli: click.Group) -> None:
             "with a warning (default: reject the row)."
         ),
     )
-    @user_option
-    @revision_option
-    @json_option
-    @workspace_options
+    @_change_options
     def label_command(
         request_id: str | None,
         label: str | None,
@@ -180,94 +210,38 @@ def register(cli: click.Group) -> None:
 
     @cli.command("confirm")
     @click.argument("request_id")
-    @user_option
-    @revision_option
-    @json_option
-    @workspace_options
-    def confirm_command(
-        request_id: str,
-        user: str | None,
-        revision: int | None,
-        as_json: bool,
-        home: Path | None,
-        config_file: Path | None,
-    ) -> None:
+    @_workflow_change
+    def confirm_command(workspace: Workspace, request_id: str, **change: Any) -> TriageRecord:
         """Confirm REQUEST_ID: needs a primary label and gold (not for labels in [triage] no_gold_labels)."""
-        with open_workspace(home, config_file) as workspace:
-            record = workflow.confirm_case(
-                workspace.engine,
-                request_id,
-                no_gold_labels=workspace.settings.triage.no_gold_labels,
-                user=user,
-                expected_revision=revision,
-            )
-        _show(record, as_json)
+        return workflow.confirm_case(
+            workspace.engine,
+            request_id,
+            no_gold_labels=workspace.settings.triage.no_gold_labels,
+            **change,
+        )
 
     @cli.command("dismiss")
     @click.argument("request_id")
     @click.option("--reason", help="Why this is not a badcase (kept as a note).")
-    @user_option
-    @revision_option
-    @json_option
-    @workspace_options
+    @_workflow_change
     def dismiss_command(
-        request_id: str,
-        reason: str | None,
-        user: str | None,
-        revision: int | None,
-        as_json: bool,
-        home: Path | None,
-        config_file: Path | None,
-    ) -> None:
+        workspace: Workspace, request_id: str, reason: str | None, **change: Any
+    ) -> TriageRecord:
         """Dismiss REQUEST_ID (a flag that is not a retrieval badcase)."""
-        with open_workspace(home, config_file) as workspace:
-            record = workflow.dismiss_case(
-                workspace.engine, request_id, reason=reason, user=user, expected_revision=revision
-            )
-        _show(record, as_json)
+        return workflow.dismiss_case(workspace.engine, request_id, reason=reason, **change)
 
     @cli.command("note")
     @click.argument("request_id")
     @click.argument("text")
-    @user_option
-    @revision_option
-    @json_option
-    @workspace_options
-    def note_command(
-        request_id: str,
-        text: str,
-        user: str | None,
-        revision: int | None,
-        as_json: bool,
-        home: Path | None,
-        config_file: Path | None,
-    ) -> None:
+    @_workflow_change
+    def note_command(workspace: Workspace, request_id: str, text: str, **change: Any) -> TriageRecord:
         """Add a note to REQUEST_ID."""
-        with open_workspace(home, config_file) as workspace:
-            record = workflow.note_case(
-                workspace.engine, request_id, text, user=user, expected_revision=revision
-            )
-        _show(record, as_json)
+        return workflow.note_case(workspace.engine, request_id, text, **change)
 
     @cli.command("assign")
     @click.argument("request_id")
     @click.argument("assignee")
-    @user_option
-    @revision_option
-    @json_option
-    @workspace_options
-    def assign_command(
-        request_id: str,
-        assignee: str,
-        user: str | None,
-        revision: int | None,
-        as_json: bool,
-        home: Path | None,
-        config_file: Path | None,
-    ) -> None:
+    @_workflow_change
+    def assign_command(workspace: Workspace, request_id: str, assignee: str, **change: Any) -> TriageRecord:
         """Assign REQUEST_ID to ASSIGNEE (`-` unassigns)."""
-        with open_workspace(home, config_file) as workspace:
-            record = workflow.assign_case(
-                workspace.engine, request_id, assignee, user=user, expected_revision=revision
-            )
-        _show(record, as_json)
+        return workflow.assign_case(workspace.engine, request_id, assignee, **change)
