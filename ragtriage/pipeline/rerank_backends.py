@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Literal
 
 import httpx
 import numpy as np
@@ -37,6 +37,18 @@ def sigmoid(values: Sequence[float] | np.ndarray) -> list[float]:
     return result
 
 
+def _longest_prefix(passage: str, fits: Callable[[str], bool]) -> str:
+    """The longest prefix of `passage` that `fits` (binary search on characters; `fits` is monotone)."""
+    low, high = 0, len(passage)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(passage[:middle]):
+            low = middle
+        else:
+            high = middle - 1
+    return passage[:low]
+
+
 def _cut_passage(tokenizer: Any, query: str, passage: str, max_length: int) -> tuple[str, bool]:
     """Cut `passage` (never the query) so that [CLS] query [SEP] passage [SEP] fits `max_length` tokens."""
     special = tokenizer.num_special_tokens_to_add(pair=True)
@@ -47,14 +59,10 @@ def _cut_passage(tokenizer: Any, query: str, passage: str, max_length: int) -> t
         return passage, False
     if tokenizer.is_fast:
         return passage[: encoded["offset_mapping"][budget - 1][1]], True
-    low, high = 0, len(passage)  # slow tokenizers have no offsets: binary search on characters
-    while low < high:
-        middle = (low + high + 1) // 2
-        if len(tokenizer(passage[:middle], add_special_tokens=False)["input_ids"]) <= budget:
-            low = middle
-        else:
-            high = middle - 1
-    return passage[:low], True
+    # Slow tokenizers have no offsets.
+    return _longest_prefix(
+        passage, lambda prefix: len(tokenizer(prefix, add_special_tokens=False)["input_ids"]) <= budget
+    ), True
 
 
 def cut_passages(
@@ -77,100 +85,115 @@ def _import_error(error: ImportError) -> PipelineError:
     )
 
 
-class FlagRerankerScorer:
+class _LocalCrossEncoder:
+    """A cross-encoder loaded in this process: extra check, fp16-on-CPU fallback, load errors,
+    passage-only truncation with the model's own tokenizer and the sigmoid. Subclasses say how to
+    import, load and call their library (`_import_library`, `_load`, `_logits`)."""
+
+    _name_prefix: ClassVar[str]
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        max_length: int = 512,
+        batch_size: int = 16,
+        device: str = "cpu",
+        use_fp16: bool = False,
+    ) -> None:
+        try:
+            library = self._import_library()
+        except ImportError as error:
+            raise _import_error(error) from None
+        self.use_fp16, self.notes = _resolve_dtype(use_fp16, device)
+        self.name = f"{self._name_prefix}:{model}"
+        self.max_length = max_length
+        self.batch_size = batch_size
+        try:
+            self._model = self._load(library, model, device)
+        except OSError as error:
+            raise PipelineError(
+                f"cannot load reranker model {quoted(model)}: {error}; fix [rerank] model"
+            ) from None
+
+    def _import_library(self) -> Any:
+        raise NotImplementedError
+
+    def _load(self, library: Any, model: str, device: str) -> Any:
+        raise NotImplementedError
+
+    def _logits(self, pairs: list[tuple[str, str]]) -> np.ndarray:
+        """One raw logit per pair, as a 1-D float64 array."""
+        raise NotImplementedError
+
+    def score(self, query: str, passages: Sequence[str]) -> tuple[list[float], list[bool]]:
+        """Probabilities for (query, passage) pairs and which passages were cut to fit."""
+        if not passages:
+            return [], []
+        texts, truncated = cut_passages(self._model.tokenizer, query, passages, self.max_length)
+        return sigmoid(self._logits([(query, text) for text in texts])), truncated
+
+
+class FlagRerankerScorer(_LocalCrossEncoder):
     """FlagEmbedding `FlagReranker`; raw logits are turned into probabilities by sigmoid here."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        max_length: int = 512,
-        batch_size: int = 16,
-        device: str = "cpu",
-        use_fp16: bool = False,
-    ) -> None:
-        try:
-            from FlagEmbedding import FlagReranker
-        except ImportError as error:
-            raise _import_error(error) from None
-        self.use_fp16, self.notes = _resolve_dtype(use_fp16, device)
-        self.name = f"flagembedding:{model}"
-        self.max_length = max_length
-        self.batch_size = batch_size
-        try:
-            self._model = FlagReranker(
-                model, use_fp16=self.use_fp16, devices=device, batch_size=batch_size, max_length=max_length
-            )
-        except OSError as error:
-            raise PipelineError(
-                f"cannot load reranker model {quoted(model)}: {error}; fix [rerank] model"
-            ) from None
-        if not self.use_fp16:
-            self._model.model.float()
+    _name_prefix = "flagembedding"
 
-    def score(self, query: str, passages: Sequence[str]) -> tuple[list[float], list[bool]]:
-        """Probabilities for (query, passage) pairs and which passages were cut to fit."""
-        if not passages:
-            return [], []
-        texts, truncated = cut_passages(self._model.tokenizer, query, passages, self.max_length)
-        logits = self._model.compute_score(
-            [(query, text) for text in texts],
+    def _import_library(self) -> Any:
+        from FlagEmbedding import FlagReranker
+
+        return FlagReranker
+
+    def _load(self, library: Any, model: str, device: str) -> Any:
+        reranker = library(
+            model,
+            use_fp16=self.use_fp16,
+            devices=device,
             batch_size=self.batch_size,
             max_length=self.max_length,
-            normalize=False,
         )
-        return sigmoid(np.atleast_1d(np.asarray(logits, dtype=np.float64))), truncated
+        if not self.use_fp16:
+            reranker.model.float()
+        return reranker
+
+    def _logits(self, pairs: list[tuple[str, str]]) -> np.ndarray:
+        logits = self._model.compute_score(
+            pairs, batch_size=self.batch_size, max_length=self.max_length, normalize=False
+        )
+        return np.atleast_1d(np.asarray(logits, dtype=np.float64))
 
 
-class SentenceTransformersScorer:
+class SentenceTransformersScorer(_LocalCrossEncoder):
     """sentence-transformers `CrossEncoder`, asked for raw logits (identity activation) and squashed here."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        max_length: int = 512,
-        batch_size: int = 16,
-        device: str = "cpu",
-        use_fp16: bool = False,
-    ) -> None:
-        try:
-            import torch
-            from sentence_transformers import CrossEncoder
-        except ImportError as error:
-            raise _import_error(error) from None
-        self.use_fp16, self.notes = _resolve_dtype(use_fp16, device)
-        self.name = f"cross-encoder:{model}"
-        self.max_length = max_length
-        self.batch_size = batch_size
-        dtype = torch.float16 if self.use_fp16 else torch.float32
-        try:
-            self._model = CrossEncoder(
-                model,
-                device=device,
-                max_length=max_length,
-                model_kwargs={"torch_dtype": dtype},
-                local_files_only=True,
-            )
-        except OSError as error:
-            raise PipelineError(
-                f"cannot load reranker model {quoted(model)}: {error}; fix [rerank] model"
-            ) from None
-        self._identity = torch.nn.Identity()
+    _name_prefix = "cross-encoder"
 
-    def score(self, query: str, passages: Sequence[str]) -> tuple[list[float], list[bool]]:
-        """Probabilities for (query, passage) pairs and which passages were cut to fit."""
-        if not passages:
-            return [], []
-        texts, truncated = cut_passages(self._model.tokenizer, query, passages, self.max_length)
+    def _import_library(self) -> Any:
+        import torch
+        from sentence_transformers import CrossEncoder
+
+        return torch, CrossEncoder
+
+    def _load(self, library: Any, model: str, device: str) -> Any:
+        torch, cross_encoder = library
+        self._identity = torch.nn.Identity()
+        return cross_encoder(
+            model,
+            device=device,
+            max_length=self.max_length,
+            model_kwargs={"torch_dtype": torch.float16 if self.use_fp16 else torch.float32},
+            local_files_only=True,
+        )
+
+    def _logits(self, pairs: list[tuple[str, str]]) -> np.ndarray:
         logits = self._model.predict(
-            [(query, text) for text in texts],
+            pairs,
             batch_size=self.batch_size,
             activation_fn=self._identity,
             show_progress_bar=False,
             convert_to_numpy=True,
         )
-        return sigmoid(np.asarray(logits, dtype=np.float64).reshape(len(texts), -1)[:, -1]), truncated
+        return np.asarray(logits, dtype=np.float64).reshape(len(pairs), -1)[:, -1]
 
 
 def estimate_tokens(text: str) -> int:
@@ -211,14 +234,7 @@ class HTTPRerankScorer:
         budget = max(1, self.max_length - 3 - estimate_tokens(query))
         if estimate_tokens(passage) <= budget:
             return passage, False
-        low, high = 0, len(passage)
-        while low < high:
-            middle = (low + high + 1) // 2
-            if estimate_tokens(passage[:middle]) <= budget:
-                low = middle
-            else:
-                high = middle - 1
-        return passage[:low], True
+        return _longest_prefix(passage, lambda prefix: estimate_tokens(prefix) <= budget), True
 
     def score(self, query: str, passages: Sequence[str]) -> tuple[list[float], list[bool]]:
         """Probabilities for (query, passage) pairs; raises PipelineError when the service fails."""
