@@ -10,47 +10,33 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from ragtriage.config_replay import ElasticsearchEngine
-from ragtriage.pipeline.engine_http import JSONEndpoint, at_path, fill_template, hits_from, is_missing
-from ragtriage.pipeline.types import ScoredChunk
+from ragtriage.pipeline.engine_http import AnswerPaths, JSONRoute, fill_template
 
 
-class ElasticsearchRetriever:
+class ElasticsearchRetriever(JSONRoute[ElasticsearchEngine]):
     """A route searching production's Elasticsearch/OpenSearch index with its own query template."""
 
     def __init__(
         self, route: str, name: str, settings: ElasticsearchEngine, *, kind: Literal["bm25", "dense"]
     ) -> None:
-        self.kind = kind
-        self.name = name
-        self.settings = settings
-        self.endpoint = JSONEndpoint(
-            route=route,
-            engine=name,
+        super().__init__(
+            route,
+            name,
+            settings,
+            kind=kind,
             url=f"{settings.url.rstrip('/')}/{settings.index}/_search",
-            timeout_s=settings.timeout_s,
-            api_key_env=settings.api_key_env,
             auth_scheme="ApiKey",
+            paths=AnswerPaths(
+                results="hits.hits",
+                results_setting="url and index (is this an _search answer?)",
+                chunk_id="_id" if settings.id_field == "_id" else f"_source.{settings.id_field}",
+                id_setting="id_field",
+                score="_score",
+                score_setting="query (no _score: sorted?)",
+            ),
         )
 
-    def search(self, query: str, k: int) -> tuple[list[ScoredChunk], list[str]]:
-        """Hits (ranks from 1, at most k) and no flags. Raises `PipelineError` (one line) on any failure."""
+    def _body(self, query: str, k: int) -> Any:
         body: dict[str, Any] = fill_template(self.settings.query, query, k)
         body["size"] = k
-        answer = self.endpoint.post(body)
-        items = at_path(answer, "hits.hits")
-        if is_missing(items) or not isinstance(items, list):
-            raise self.endpoint.missing("hits.hits", "url and index (is this an _search answer?)", answer)
-        id_path = "_id" if self.settings.id_field == "_id" else f"_source.{self.settings.id_field}"
-        hits = hits_from(
-            self.endpoint,
-            items,
-            id_path,
-            "_score",
-            k,
-            id_setting="id_field",
-            score_setting="query (no _score: sorted?)",
-        )
-        return hits, []
-
-    def close(self) -> None:
-        self.endpoint.close()
+        return body

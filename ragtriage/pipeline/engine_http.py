@@ -3,21 +3,23 @@
 The request body is a template (`[engines.NAME] request`): the string "{{query}}" becomes the
 query text and "{{k}}" the number of hits wanted. The response is mapped by dotted paths:
 `results_path` to the list of hits, `id_path` and `score_path` inside one hit. The helpers here
-(`fill_template`, `at_path`, `JSONEndpoint`) serve the Elasticsearch adapter too.
+(`fill_template`, `at_path`, `JSONEndpoint`, `JSONRoute`) serve the Elasticsearch adapter too.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
 
 import httpx
 
-from ragtriage.config_replay import HTTPEngine
+from ragtriage.config_replay import ElasticsearchEngine, HTTPEngine
 from ragtriage.errors import PipelineError
 from ragtriage.pipeline.types import ScoredChunk
 
 _MISSING = object()
+EngineT = TypeVar("EngineT", bound=ElasticsearchEngine | HTTPEngine)
 
 
 def fill_template(template: Any, query: str, k: int) -> Any:
@@ -182,42 +184,99 @@ def hits_from(
     return hits
 
 
-class HTTPRetriever:
-    """A route that POSTs the query to a JSON retrieval endpoint and maps its answer to ranked chunk ids."""
+@dataclass(frozen=True)
+class AnswerPaths:
+    """Where a JSON answer holds its hits (dotted paths), and the `[engines.NAME]` setting that fixes each."""
+
+    results: str
+    results_setting: str
+    chunk_id: str
+    id_setting: str
+    score: str
+    score_setting: str
+
+
+class JSONRoute(Generic[EngineT]):
+    """A route over one `JSONEndpoint`: POST a body built from the query, map the answer's hits.
+
+    Subclasses build the body (`_body`); the endpoint (timeout, key from the environment, errors)
+    and the answer mapping are shared.
+    """
 
     def __init__(
-        self, route: str, name: str, settings: HTTPEngine, *, kind: Literal["bm25", "dense"]
+        self,
+        route: str,
+        name: str,
+        settings: EngineT,
+        *,
+        kind: Literal["bm25", "dense"],
+        url: str,
+        auth_scheme: str,
+        paths: AnswerPaths,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.kind = kind
         self.name = name
         self.settings = settings
+        self.paths = paths
         self.endpoint = JSONEndpoint(
             route=route,
             engine=name,
-            url=settings.url,
+            url=url,
             timeout_s=settings.timeout_s,
             api_key_env=settings.api_key_env,
-            auth_scheme="Bearer",
-            headers=settings.headers,
+            auth_scheme=auth_scheme,
+            headers=headers,
         )
+
+    def _body(self, query: str, k: int) -> Any:
+        raise NotImplementedError
 
     def search(self, query: str, k: int) -> tuple[list[ScoredChunk], list[str]]:
         """Hits (ranks from 1, at most k) and no flags. Raises `PipelineError` (one line) on any failure."""
-        settings = self.settings
-        answer = self.endpoint.post(fill_template(settings.request, query, k))
-        items = at_path(answer, settings.results_path)
+        answer = self.endpoint.post(self._body(query, k))
+        paths = self.paths
+        items = at_path(answer, paths.results)
         if is_missing(items) or not isinstance(items, list):
-            raise self.endpoint.missing(settings.results_path, "results_path", answer)
+            raise self.endpoint.missing(paths.results, paths.results_setting, answer)
         hits = hits_from(
             self.endpoint,
             items,
-            settings.id_path,
-            settings.score_path,
+            paths.chunk_id,
+            paths.score,
             k,
-            id_setting="id_path",
-            score_setting="score_path",
+            id_setting=paths.id_setting,
+            score_setting=paths.score_setting,
         )
         return hits, []
 
     def close(self) -> None:
         self.endpoint.close()
+
+
+class HTTPRetriever(JSONRoute[HTTPEngine]):
+    """A route that POSTs the query to a JSON retrieval endpoint and maps its answer to ranked chunk ids."""
+
+    def __init__(
+        self, route: str, name: str, settings: HTTPEngine, *, kind: Literal["bm25", "dense"]
+    ) -> None:
+        super().__init__(
+            route,
+            name,
+            settings,
+            kind=kind,
+            url=settings.url,
+            auth_scheme="Bearer",
+            headers=settings.headers,
+            paths=AnswerPaths(
+                results=settings.results_path,
+                results_setting="results_path",
+                chunk_id=settings.id_path,
+                id_setting="id_path",
+                score=settings.score_path,
+                score_setting="score_path",
+            ),
+        )
+
+    def _body(self, query: str, k: int) -> Any:
+        return fill_template(self.settings.request, query, k)
