@@ -11,26 +11,45 @@ import difflib
 import hashlib
 import json
 import tomllib
-import types
-import typing
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
 from ragtriage.config_base import StrictModel
+from ragtriage.config_logs import FlaggingSettings, LogsSettings, OtelSettings
+from ragtriage.config_pipeline import (
+    FeatureWeights,
+    LLMRewriteSettings,
+    RerankSettings,
+    RetrievalSettings,
+    RewriteSettings,
+)
 from ragtriage.config_replay import (
     EngineSettings,
     FusionSettings,
     ProfileSettings,
     ReplaySettings,
-    RouteName,
 )
+from ragtriage.config_sources import describe_error, env_overrides, merge_sections, read_profile_files
 from ragtriage.errors import ConfigError
-from ragtriage.wording import quoted
 
-__all__ = ["StrictModel", "Settings", "load_settings", "FusionSettings", "ProfileSettings", "ReplaySettings"]
+__all__ = [
+    "StrictModel",
+    "Settings",
+    "load_settings",
+    "FusionSettings",
+    "ProfileSettings",
+    "ReplaySettings",
+    "FlaggingSettings",
+    "OtelSettings",
+    "LogsSettings",
+    "LLMRewriteSettings",
+    "RewriteSettings",
+    "RetrievalSettings",
+    "FeatureWeights",
+    "RerankSettings",
+]
 
 
 class StoreSettings(StrictModel):
@@ -154,197 +173,6 @@ class IndexSettings(StrictModel):
     """Use `bm25_procs` processes only when a sync adds at least this many chunks."""
     writer_timeout_s: float = Field(default=5.0, ge=0)
     """How long to wait for another process's Whoosh write lock before giving up."""
-
-
-class LLMRewriteSettings(StrictModel):
-    enabled: bool = False
-    url: str | None = None
-    """Base URL of an OpenAI-compatible chat completions endpoint."""
-    model: str = "gpt-4o-mini"
-    api_key_env: str = "RAGTRIAGE_LLM_API_KEY"
-    timeout_s: float = Field(default=10.0, gt=0)
-
-
-class RewriteSettings(StrictModel):
-    enabled: bool = True
-    """Rule rewrite on/off (the raw query is always kept as its own routes)."""
-    alias_file: str | None = None
-    """Alias dictionary (TOML: `term = ["synonym", …]`); relative paths resolve against the home."""
-    max_sub_queries: int = Field(default=2, ge=0)
-    alias_mode: Literal["expand", "replace"] = "expand"
-    """`expand` appends a term's synonyms; `replace` swaps every member of an alias group for the
-    group's first member (the KB's term), as some production rewrites do."""
-    llm: LLMRewriteSettings = Field(default_factory=LLMRewriteSettings)
-
-
-class RetrievalSettings(StrictModel):
-    bm25_k: int = Field(default=10, gt=0)
-    """Hits per BM25 route."""
-    dense_k: int = Field(default=10, gt=0)
-    """Hits per dense route."""
-    # A list default is copied per instance by pydantic.
-    routes: list[Literal["bm25_raw", "dense_raw", "bm25_rewritten", "dense_rewritten", "dense_sub"]] = [
-        "bm25_raw",
-        "dense_raw",
-        "bm25_rewritten",
-        "dense_rewritten",
-        "dense_sub",
-    ]
-    """Which recall routes run."""
-    rrf_k: int = Field(default=60, gt=0)
-    """RRF constant k in 1/(k + rank)."""
-    candidate_pool: int = Field(default=30, gt=0)
-    """Fused candidates passed to the reranker."""
-    route_k: dict[RouteName, int] = Field(default_factory=dict)
-    """Per-route hits, overriding bm25_k / dense_k, e.g. {bm25_raw = 20}."""
-    route_engine: dict[RouteName, str] = Field(default_factory=dict)
-    """Route → name of an `[engines.NAME]` table (production's engine); unlisted routes use the local index."""
-    fusion: FusionSettings = Field(default_factory=FusionSettings)
-
-
-class FeatureWeights(StrictModel):
-    cross_encoder: float = 1.0
-    rrf: float = 10.0
-    """Weight of the RRF score (about 0.016–0.05) in the features-only or combined score."""
-    title_hit: float = 0.05
-    freshness: float = 0.02
-    product_line: float = 0.05
-    key_terms: float = 0.05
-    bm25_score: float = 0.02
-    """Weight of the chunk's min-max normalised BM25 score (best over the BM25 routes, in [0, 1]):
-    unlike RRF it keeps how far ahead a route put a chunk, so a chunk BM25 ranked far ahead is not
-    always outranked by one both routes found low. 0.02 (at RRF weight 10, about the gap between
-    ranks 1 and 10 of one route) was chosen on the Debian query set's tune split (from 0: Hit@5
-    0.848 → 0.866, MRR@10 0.724 → 0.719; docs/benchmarks.md). 0 turns it off (the trace still
-    shows the feature)."""
-    dense_score: float = 0.0
-    """Weight of the chunk's min-max normalised dense cosine (best over the dense routes, in [0, 1])."""
-
-
-class RerankSettings(StrictModel):
-    backend: Literal["none", "flagembedding", "cross-encoder", "http"] = "none"
-    """`none` ranks by business features and RRF score only (the trace says `features-only`)."""
-    model: str | None = None
-    url: str | None = None
-    """TEI/Jina-style `/rerank` service URL."""
-    api_key_env: str = "RAGTRIAGE_RERANK_API_KEY"
-    max_length: int = Field(default=512, gt=8)
-    batch_size: int = Field(default=16, gt=0)
-    timeout_s: float = Field(default=30.0, gt=0)
-    weights: FeatureWeights = Field(default_factory=FeatureWeights)
-    key_terms: list[str] = Field(default_factory=list)
-    """Configured key terms (process states, error codes) whose exact hit is a feature."""
-    product_line: str | None = None
-    """Product line of the current request context, for the product-line match feature."""
-    enabled: bool = True
-    """False: no rerank stage; the final context is the top of the fused list."""
-    top_n: int = Field(default=6, gt=0)
-    """Chunks kept in the final context (at most)."""
-    min_n: int | None = Field(default=None, gt=0)
-    """With `min_score`: chunks below it are dropped from the final context, but never below `min_n` chunks."""
-    min_score: float | None = None
-    """Drop final chunks scoring below this (keeping at least `min_n`); None: keep `top_n`."""
-    refusal_threshold: float | None = None
-    """Refuse when the refusal score is below this (None: never refuse); `eval calibrate-refusal` proposes one."""
-    refusal_score: Literal["dense_cosine", "fused", "final", "lexical_support"] = "dense_cosine"
-    """The score refusal compares with the threshold when no cross-encoder scored the pool (a
-    cross-encoder's best probability always wins): the best dense cosine, the first fused score, the
-    best combined rerank score, or `lexical_support` — the IDF-weighted share of the query's content
-    terms that the final `top_n` candidates contain (n/a without a local BM25 index: not judged)."""
-    freshness_now: str | None = None
-    """ISO-8601 moment the freshness feature is computed at (None: the current time)."""
-
-    @field_validator("freshness_now")
-    @classmethod
-    def _iso_time(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                datetime.fromisoformat(value.replace("Z", "+00:00"))
-            except ValueError:
-                raise ValueError('not an ISO-8601 time; write it like "2026-11-02T08:00:00Z"') from None
-        return value
-
-    device: str = "cpu"
-    """Torch device of a local cross-encoder."""
-    use_fp16: bool = False
-    """Half precision for a local cross-encoder; ignored on CPU (forced float32, the trace says so)."""
-    http_scores: Literal["probability", "logit"] = "probability"
-    """What an HTTP rerank service returns: calibrated [0, 1] scores (kept) or logits (sigmoid applied)."""
-    freshness_half_life_days: float = Field(default=180.0, gt=0)
-    """Freshness feature = 0.5 ** (age in days / this); a chunk without `updated_at` scores 0."""
-
-
-class FlaggingSettings(StrictModel):
-    bad_ratings: list[str] = Field(default_factory=lambda: ["down", "thumbs_down", "bad", "-1", "1", "2"])
-    """Feedback ratings that flag a request."""
-    escalation: bool = True
-    follow_up_minutes: float = Field(default=5.0, ge=0)
-    """A follow-up from the same session within this many minutes flags the earlier request."""
-    empty_citations: bool = True
-    refusal_markers: list[str] = Field(
-        default_factory=lambda: ["无法回答", "没有找到", "抱歉", "不确定", "I don't know", "cannot answer"]
-    )
-    """Answer substrings that mark a refusal or low-confidence answer."""
-    min_confidence: float | None = None
-    """Flag answers whose logged top-level `confidence` is below this (None: rule off)."""
-    follow_up_marker: bool = True
-    """Also flag requests the producer itself marked with `feedback.follow_up`."""
-
-
-class OtelSettings(StrictModel):
-    """How OpenTelemetry/OpenInference spans (OTLP, Phoenix) and Langfuse observations map onto a
-    request. An attribute *source* is `metadata.KEY` (a key inside the root span's `metadata`
-    JSON), `resource.KEY` (a resource attribute), `tag:PREFIX` (the rest of the first `tag.tags`
-    entry that starts with PREFIX) or an attribute name of the root span."""
-
-    routes: dict[str, list[str]] = Field(default_factory=dict)
-    """Route name → retriever span names (case-insensitive; a name matches when the span name
-    equals it or contains it), e.g. `bm25 = ["bm25", "BM25Retriever"]`. A route whose name
-    contains a `lexical_keywords` entry is lexical, else dense. Unmatched retriever spans are
-    routes named `bm25` (lexical, see `lexical_keywords`) or `dense`, numbered from the second."""
-    lexical_keywords: list[str] = Field(
-        default_factory=lambda: ["bm25", "keyword", "fulltext", "sparse", "lexical"]
-    )
-    """A retriever span whose name contains one of these (case-insensitive) is a lexical route."""
-    request_id_from: list[str] = Field(default_factory=lambda: ["metadata.request_id"])
-    """Sources of the request id, first found wins; the trace id when none is there."""
-    pipeline_version_from: list[str] = Field(
-        default_factory=lambda: ["metadata.pipeline_version", "resource.service.version"]
-    )
-    """Sources of `pipeline_version`, first found wins."""
-    document_id_keys: list[str] = Field(default_factory=lambda: ["chunk_id"])
-    """Keys inside `document.metadata` that hold the chunk id when a document has no
-    `document.id` (LangChain emits none); tried in order."""
-    feedback_names: list[str] = Field(default_factory=lambda: ["feedback", "thumb", "rating"])
-    """An annotation, evaluation or score whose name contains one of these is user feedback."""
-    bad_labels: list[str] = Field(default_factory=lambda: ["thumbs_down", "bad", "negative", "down"])
-    """Feedback labels (case-insensitive) that make the feedback bad."""
-    bad_score_at_most: float | None = 0.0
-    """Feedback with no label is bad when its score is at most this (0 on a 0–1 scale); None: never."""
-    escalation_names: list[str] = Field(default_factory=lambda: ["escalat"])
-    """An annotation or score whose name contains one of these, with a true value or a score
-    above 0, marks the request as escalated to a human."""
-    rewrite_spans: list[str] = Field(default_factory=lambda: ["rewrite"])
-    """Spans whose name contains one of these are the rewrite stage: their `output.value` is the
-    rewritten query."""
-    final_context: str = "reranker"
-    """`reranker`: the reranker's output documents cut at `reranker.top_k`; `metadata.KEY`: a
-    list of chunk ids in the root metadata; any other value: the name of the span whose output
-    (or retrieved) documents are the final context."""
-    stage_names: dict[str, list[str]] = Field(default_factory=lambda: {"reranked": ["rerank"]})
-    """Langfuse: stage → observation names for observations without a telling type, e.g.
-    `reranked = ["rerank"]` (Langfuse has no RERANKER type); stages are `reranked` and `route`."""
-
-
-class LogsSettings(StrictModel):
-    flagging: FlaggingSettings = Field(default_factory=FlaggingSettings)
-    otel: OtelSettings = Field(default_factory=OtelSettings)
-    """Trace formats: OTLP/OpenInference, Phoenix and Langfuse mapping (`[logs.otel]`)."""
-    batch_size: int = Field(default=10_000, gt=0)
-    """Lines per ingest transaction. Larger is faster on a big store (each commit rewrites the
-    index pages the random request ids touched) but holds more in memory (a worker process keeps
-    one batch, about 2.5 KB per logged KB) and makes a triager's write wait longer (10,000 lines
-    take about a third of a second)."""
 
 
 class EvalSettings(StrictModel):
@@ -500,89 +328,6 @@ def _hash_defaults() -> dict[str, Any]:
     return _HASH_DEFAULTS
 
 
-ENV_PREFIX = "RAGTRIAGE__"
-
-
-def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
-    """`RAGTRIAGE__RERANK__TOP_N=8` → {"rerank": {"top_n": "8"}}; values are parsed as JSON when they can be."""
-    tree: dict[str, Any] = {}
-    for name, raw in environ.items():
-        if not name.startswith(ENV_PREFIX):
-            continue
-        parts = [p.lower() for p in name[len(ENV_PREFIX) :].split("__") if p]
-        if not parts:
-            continue
-        try:
-            value: Any = json.loads(raw)
-        except ValueError:
-            value = raw
-        node = tree
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = value
-    return tree
-
-
-def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def _valid_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """Field names valid at `loc` (the parent of the offending key).
-
-    Walks models, `dict[str, Model]` values (the key is a part of `loc`) and tagged unions (pydantic
-    puts the tag, e.g. `elasticsearch`, into `loc`)."""
-    current: Any = model
-    parts = list(loc)
-    while parts:
-        part = parts.pop(0)
-        origin = typing.get_origin(current)
-        if origin is dict:
-            current = typing.get_args(current)[1]
-            continue
-        if origin is typing.Annotated:
-            current = typing.get_args(current)[0]
-            parts.insert(0, part)
-            continue
-        if origin in (typing.Union, types.UnionType):
-            members = {
-                str(m.model_fields["type"].annotation.__args__[0]): m
-                for m in typing.get_args(current)
-                if "type" in getattr(m, "model_fields", {})
-            }
-            current = members.get(str(part))
-            if current is None:
-                return []
-            continue
-        fields = getattr(current, "model_fields", {})
-        field = fields.get(part) or next((f for f in fields.values() if f.alias == part), None)
-        if field is None:
-            return []
-        current = field.annotation
-    while typing.get_origin(current) is typing.Annotated:
-        current = typing.get_args(current)[0]
-    return [field.alias or name for name, field in getattr(current, "model_fields", {}).items()]
-
-
-def _describe(error: dict[str, Any], source: str, model: type[BaseModel] | None = None) -> str:
-    loc = tuple(error["loc"])
-    # pydantic puts an engine's `type` tag into the path (engines.NAME.<type>.key); users never write it.
-    shown = loc[:2] + loc[3:] if len(loc) > 3 and loc[0] == "engines" else loc
-    dotted = ".".join(str(p) for p in shown)
-    if error["type"] == "extra_forbidden":
-        valid = _valid_keys(model or Settings, loc[:-1])
-        close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.5)
-        hint = f"; did you mean '{'.'.join([*map(str, shown[:-1]), close[0]])}'?" if close else ""
-        return f"{source}: unknown key '{dotted}'{hint} (valid here: {', '.join(valid)})"
-    return f"{source}: '{dotted}': {error['msg']} (got {quoted(error.get('input'))})"
-
-
 def load_settings(
     path: Path | None = None,
     *,
@@ -612,10 +357,10 @@ def load_settings(
             raise ConfigError(f"{path}: not valid TOML: {error}") from None
     sources = {name: f"{source} [profiles.{name}]" for name in data.get("profiles") or {}}
     if path is not None:
-        _read_profile_files(path, data, sources)
-    data = _merge(data, _env_overrides(dict(os.environ if environ is None else environ)))
+        read_profile_files(path, data, sources)
+    data = merge_sections(data, env_overrides(dict(os.environ if environ is None else environ)))
     if overrides:
-        data = _merge(data, overrides)
+        data = merge_sections(data, overrides)
     try:
         settings = Settings.model_validate(data)
     except ValidationError as error:
@@ -627,33 +372,12 @@ def load_settings(
         loc: tuple[Any, ...] = tuple(first["loc"])
         if len(loc) > 2 and loc[0] == "profiles" and str(loc[1]) in sources:
             # A profile's own keys: name the profile's file and table, not the `profiles.NAME` path.
-            message = _describe({**first, "loc": loc[2:]}, sources[str(loc[1])], ProfileSettings)
+            message = describe_error({**first, "loc": loc[2:]}, sources[str(loc[1])], ProfileSettings)
             raise ConfigError(message + suffix) from None
-        raise ConfigError(_describe(first, source) + suffix) from None
+        raise ConfigError(describe_error(first, source, Settings) + suffix) from None
     settings._config_file = path
     settings._profile_sources = sources
     from ragtriage.pipeline.profiles import check_profiles
 
     check_profiles(settings)
     return settings
-
-
-def _read_profile_files(path: Path, data: dict[str, Any], sources: dict[str, str]) -> None:
-    """Add every `<profile_dir>/NAME.toml` next to the settings file to `data["profiles"]`."""
-    replay: dict[str, Any] = data["replay"] if isinstance(data.get("replay"), dict) else {}
-    folder = path.parent / str(replay.get("profile_dir", "profiles"))
-    if not folder.is_dir():
-        return
-    profiles = data.setdefault("profiles", {})
-    for file in sorted(folder.glob("*.toml")):
-        name = file.stem
-        if name in sources:
-            raise ConfigError(
-                f"{file}: profile '{name}' is also defined in {sources[name]}; keep one of the two"
-            )
-        try:
-            with open(file, "rb") as handle:
-                profiles[name] = tomllib.load(handle)
-        except tomllib.TOMLDecodeError as error:
-            raise ConfigError(f"{file}: not valid TOML: {error}") from None
-        sources[name] = str(file)

@@ -38,7 +38,8 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from ragtriage.config import Settings, _describe, _merge
+from ragtriage.config import Settings
+from ragtriage.config_sources import describe_error, merge_sections
 from ragtriage.errors import ConfigError, NotFoundError
 from ragtriage.pipeline.types import ProfileRef
 
@@ -173,10 +174,10 @@ def _resolve_settings(settings: Settings, name: str, chain: tuple[str, ...] = ()
     base, _ = _resolve_settings(settings, extends or DEFAULT_PROFILE, (*chain, name))
     data = base.model_dump(mode="json", exclude={"profiles", "replay"})
     try:
-        resolved = Settings.model_validate(_merge(data, sections))
+        resolved = Settings.model_validate(merge_sections(data, sections))
     except ValidationError as error:
         first = sorted(error.errors(), key=lambda e: e["type"] != "extra_forbidden")[0]
-        raise ConfigError(_describe(dict(first), _source(settings, name))) from None
+        raise ConfigError(describe_error(dict(first), _source(settings, name), Settings)) from None
     # A profile's settings still know every profile (a fidelity run may switch between them).
     resolved.profiles = settings.profiles
     resolved.replay = settings.replay
