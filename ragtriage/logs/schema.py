@@ -34,6 +34,10 @@ FLAT_STAGE_KEYS = {
     "final_context_docs": "final_context",
 }
 STAGE_NAMES = ("bm25", "dense", "fused", "reranked", "final_context")
+#: Flat-form names producers give the query and the request time (the first present is used);
+#: the v1 key, when present, wins and the flat one stays as an extra field.
+FLAT_QUERY_KEYS = ("query", "question", "user_query")
+FLAT_TIME_KEYS = ("timestamp", "created_at")
 
 
 class _Open(BaseModel):
@@ -101,7 +105,9 @@ class RequestLog(_Open):
                 "One JSON object per line. Also accepted and mapped onto this form: the flat form with "
                 + ", ".join(f"`{k}` → stages.{v}" for k, v in FLAT_STAGE_KEYS.items())
                 + ", `rewritten_queries` → rewrite (first = rewritten_query, rest = sub_queries), "
-                "`user_feedback` → feedback (a bare value is the rating). Unknown fields are kept."
+                "`user_feedback` → feedback (a bare value is the rating), `query` (or `question`, "
+                "`user_query`) → raw_query and `timestamp` (or `created_at`) → ts when those are absent. "
+                "Unknown fields are kept."
             )
         },
     )
@@ -140,7 +146,9 @@ class RequestLog(_Open):
 
 
 def map_flat_form(data: dict[str, Any]) -> dict[str, Any]:
-    """Return `data` with flat-form keys moved into `stages`, `rewrite` and `feedback` (input not mutated)."""
+    """Return `data` with flat-form keys moved into `stages`, `rewrite` and `feedback`, and the
+    flat form's `query` (or `question`, `user_query`) and `timestamp` (or `created_at`, `time`)
+    into `raw_query` and `ts` when those are absent (input not mutated)."""
     if not any(key in data for key in (*FLAT_STAGE_KEYS, "rewritten_queries", "user_feedback")):
         return data
     mapped = dict(data)
@@ -160,6 +168,11 @@ def map_flat_form(data: dict[str, Any]) -> dict[str, Any]:
         mapped["feedback"] = (
             feedback if isinstance(feedback, dict) or feedback is None else {"rating": feedback}
         )
+    for v1_key, flat_keys in (("raw_query", FLAT_QUERY_KEYS), ("ts", FLAT_TIME_KEYS)):
+        if v1_key not in mapped:
+            found = next((key for key in flat_keys if isinstance(mapped.get(key), (str, int, float))), None)
+            if found is not None:
+                mapped[v1_key] = mapped.pop(found)
     return mapped
 
 

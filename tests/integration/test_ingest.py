@@ -75,6 +75,39 @@ def test_broken_lines_file_gives_the_expected_counts(engine: Engine, name: str) 
     assert get_request(engine, "bl-016").model_extra == {"timestamp_ms": 1762070400000, "tenant": "acme"}
 
 
+def test_flat_logs_naming_the_query_and_time_their_own_way_are_ingested(
+    engine: Engine, tmp_path: Path
+) -> None:
+    # A team's own flat JSONL (not written by ragtriage): `query`, `timestamp`, integer request ids.
+    chunk = "3f1c0d2e-8a4b-4c6d-9e0f-1a2b3c4d5e6f"
+    lines = [
+        {
+            "request_id": 1017,
+            "timestamp": "2026-11-20T10:00:00Z",
+            "query": "怎么安装非debian的程序",
+            "vector_results": [{"chunk_id": chunk, "score": 0.88}],
+            "final_context_docs": [chunk],
+            "user_feedback": {"rating": "thumbs_down"},
+        },
+        {
+            "request_id": 1018,
+            "created_at": 1763632800,
+            "question": "aptitude是什么",
+            "bm25_results": [chunk],
+            "user_feedback": "thumbs_up",
+        },
+    ]
+    path = tmp_path / "flat.jsonl"
+    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+    report = ingest_files(engine, [path])
+    assert (report.read, report.ingested, report.quarantined, report.flagged) == (2, 2, 0, 1)
+    first, second = get_request(engine, "1017"), get_request(engine, "1018")
+    assert first.raw_query == "怎么安装非debian的程序"
+    assert first.ts == datetime(2026, 11, 20, 10, tzinfo=timezone.utc)
+    assert second.raw_query == "aptitude是什么"
+    assert second.ts == datetime(2025, 11, 20, 10, tzinfo=timezone.utc)
+
+
 def test_strict_mode_stops_at_the_first_bad_line_and_keeps_what_came_before(engine: Engine) -> None:
     with pytest.raises(LogFormatError) as caught:
         ingest_files(engine, [BROKEN], strict=True)

@@ -78,6 +78,38 @@ def test_flat_form_is_mapped_onto_v1_sections() -> None:
     assert flat["bm25_results"] == [{"doc_id": "c1", "score": 2}], "the input must not be mutated"
 
 
+def test_flat_form_query_and_timestamp_names_map_onto_raw_query_and_ts() -> None:
+    # What a team's own logger writes: `query` and `timestamp`, an integer request id, UUID chunk ids.
+    flat = {
+        "request_id": 17,
+        "timestamp": "2026-11-20T10:00:00Z",
+        "query": "怎么安装非debian的程序",
+        "bm25_results": [{"chunk_id": "3f1c0d2e-8a4b-4c6d-9e0f-1a2b3c4d5e6f", "score": 9.5}],
+        "user_feedback": {"rating": "thumbs_down"},
+    }
+    record = RequestLog.model_validate(flat)
+    assert record.request_id == "17"
+    assert record.raw_query == "怎么安装非debian的程序"
+    assert record.ts is not None and record.ts.isoformat() == "2026-11-20T10:00:00+00:00"
+    assert "query" not in (record.model_extra or {}) and "timestamp" not in (record.model_extra or {})
+    assert RequestLog.model_validate({**flat, "question": "其他", "created_at": 0}).raw_query == flat["query"]
+
+
+def test_flat_form_keeps_raw_query_and_ts_over_the_flat_names() -> None:
+    mapped = map_flat_form(
+        {"request_id": "r", "raw_query": "q", "query": "other", "ts": 5, "timestamp": 6, "bm25_results": []}
+    )
+    assert (mapped["raw_query"], mapped["ts"]) == ("q", 5)
+    assert (mapped["query"], mapped["timestamp"]) == ("other", 6)
+
+
+def test_a_v1_line_with_only_query_still_lacks_raw_query() -> None:
+    # Without any flat-form key the line is v1, whose query field is raw_query.
+    with pytest.raises(ValidationError) as caught:
+        RequestLog.model_validate({"request_id": "r", "query": "q"})
+    assert caught.value.errors()[0]["loc"] == ("raw_query",)
+
+
 def test_a_v1_section_wins_over_the_flat_key_which_stays_as_extra() -> None:
     mapped = map_flat_form(
         {"request_id": "r", "raw_query": "q", "stages": {"bm25": ["a"]}, "bm25_results": ["b"]}
