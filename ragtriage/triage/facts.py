@@ -92,6 +92,7 @@ class Facts:
     logged: Trace | None
     replay: Trace | None
     top_n: int
+    """Size of the primary trace's final context (`final_size`)."""
     must_have: list[str] = field(default_factory=list)
     journeys: dict[str, GoldJourney] = field(default_factory=dict)
     gold_chunks: dict[str, ChunkRecord] = field(default_factory=dict)
@@ -246,6 +247,13 @@ def propose_alias_pairs(
     return sorted(pairs, key=lambda p: -p.score)
 
 
+def final_size(logged: Trace | None, configured: int) -> int:
+    """How many chunks the final context of the case's trace keeps: the length of the logged final
+    context when the request logged one (production's own top N, e.g. a reranker `top_k` of 3),
+    else the configured `[rerank] top_n` of the replay."""
+    return len(logged.final) if logged is not None and logged.final else configured
+
+
 def collect_facts(
     ctx: DiagnosisContext,
     query: str,
@@ -261,7 +269,7 @@ def collect_facts(
         gold=list(dict.fromkeys(gold)) if gold is not None else None,
         logged=logged,
         replay=replay,
-        top_n=ctx.settings.rerank.top_n,
+        top_n=final_size(logged, ctx.settings.rerank.top_n),
         must_have=list(must_have),
         known_aliases={k: list(v) for k, v in ctx.aliases.items()},
     )

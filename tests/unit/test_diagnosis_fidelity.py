@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ragtriage.triage.diagnose import diagnose
 from ragtriage.triage.facts import collect_facts
+from ragtriage.triage.rules_common import recall_lost
 from ragtriage.triage.suggest import findings
 from tests.unit.triage_fakes import FakeContext, chunk, make_trace
 
@@ -137,3 +138,29 @@ def test_a_replaced_term_reads_in_the_singular() -> None:
         "the rewrite replaced the query's own term (报销 → 费用) with an alias the gold does not contain"
         in rewrite.evidence[-1]
     )
+
+
+def test_the_top_n_of_a_logged_request_is_its_own_final_context_not_the_settings() -> None:
+    # Production's reranker kept 3 (reranker.top_k = 3); the settings' [rerank] top_n is 6. Ids are UUIDs.
+    ids = [f"0000000{i}-5f0e-4c1a-9b7d-3e2f1a0b9c8d" for i in range(1, 9)]
+    chunks = [
+        chunk(c, f"会议室 预订 规则 {i}", title="会议室", doc_id="rooms", ordinal=i)
+        for i, c in enumerate(ids)
+    ]
+    gold = chunk("g", "差旅 报销 流程 需要 发票 原件", title="报销 指南", doc_id="travel", ordinal=1)
+    ctx = FakeContext([gold, *chunks])
+    assert ctx.settings.rerank.top_n == 6
+    # Gold fused at 2, inside production's 3: the reranker cut it.
+    logged = make_trace(QUERY, routes={"bm25": [ids[0], "g", *ids[1:5]]}, reranked=ids[:3], final=ids[:3])
+    facts = collect_facts(ctx, QUERY, logged=logged, replay=None, gold=["g"])
+    assert facts.top_n == 3
+    top = findings(facts)[0]
+    assert top.label == "rerank_error"
+    assert top.evidence[0].endswith("the final context keeps 3 (rerank: features-only)")
+    # Gold fused at 5: inside the settings' 6 but outside production's 3, so the fused rank alone did
+    # not carry it into the final context (recall is to blame as much as the rerank).
+    logged = make_trace(QUERY, routes={"bm25": [*ids[:4], "g", *ids[4:6]]}, reranked=ids[:3], final=ids[:3])
+    assert recall_lost(collect_facts(ctx, QUERY, logged=logged, replay=None, gold=["g"]))
+    # A replay alone keeps the configured top N.
+    replay = make_trace(QUERY, routes={"bm25_raw": ids[:4]}, final=ids[:2])
+    assert collect_facts(ctx, QUERY, logged=None, replay=replay, gold=["g"]).top_n == 6
