@@ -24,6 +24,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "ragtriage.commands.eval_show",
     "ragtriage.commands.eval_refusal",
     "ragtriage.commands.eval_sweep",
+    "ragtriage.commands.eval_fit",
 ]
 
 

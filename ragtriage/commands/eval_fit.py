@@ -1,0 +1,189 @@
+"""`ragtriage eval fit-rerank`: fit the rerank feature weights on an eval set (coordinate ascent)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.text import Text
+
+from ragtriage.commands.common import (
+    echo_json,
+    open_workspace,
+    progress_bar,
+    stdout_console,
+    workspace_options,
+)
+from ragtriage.eval.rerank_fit import CROSS_ENCODER, FitReport
+from ragtriage.pipeline.features import FEATURE_NAMES
+from ragtriage.render.fit import Col, FitTable
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+def _verdict(report: FitReport) -> str:
+    if not report.fitted_names:
+        return "nothing to fit: every feature has one value within each query's candidates"
+    if report.generalises is None:
+        return "not cross-validated (--folds 0): the fit-set figures overstate what unseen queries get"
+    if report.generalises:
+        return "the fitted weights beat the current ones out of fold: worth a run on held-out cases"
+    return "the fitted weights do not beat the current ones out of fold: keep the current weights"
+
+
+def print_fit(report: FitReport) -> None:
+    """Weights (current, fitted), then MRR@K and Hit@H on the fit set and out of fold, then the verdict."""
+    console = stdout_console()
+    skipped = "".join(f", {count} left out ({reason})" for reason, count in report.skipped.items())
+    console.print(
+        Text(
+            f"{report.cases} cases{skipped}; {report.pool_without_gold} with no gold in the rerank input "
+            f"(they score 0 with any weights); final list cut at top_n = {report.top_n}"
+        )
+    )
+    weights = FitTable(
+        [
+            Col("feature", "label"),
+            Col("current", "number", justify="right"),
+            Col("fitted", "number", justify="right"),
+            Col("", "label"),
+        ],
+        title="[rerank.weights]",
+    )
+    for name in report.names:
+        note = (
+            "constant: not fitted"
+            if name in report.constant
+            else ("" if name in report.fitted_names else "kept")
+        )
+        weights.add_row(name, f"{report.current[name]:g}", f"{report.fitted[name]:.6g}", note)
+    console.print(weights)
+    figures = FitTable(
+        [
+            Col("figure", "label"),
+            Col("current", "number", justify="right"),
+            Col("fitted", "number", justify="right"),
+        ],
+    )
+    figures.add_row(f"MRR@{report.k}, fit set", _fmt(report.mrr_current), _fmt(report.mrr_fitted))
+    figures.add_row(f"Hit@{report.hit_k}, fit set", _fmt(report.hit_current), _fmt(report.hit_fitted))
+    if report.generalises is not None:
+        figures.add_row(
+            f"MRR@{report.k}, {report.folds}-fold", _fmt(report.cv_mrr_current), _fmt(report.cv_mrr_fitted)
+        )
+        figures.add_row(
+            f"Hit@{report.hit_k}, {report.folds}-fold",
+            _fmt(report.cv_hit_current),
+            _fmt(report.cv_hit_fitted),
+        )
+    console.print(figures)
+    console.print(Text(_verdict(report)))
+
+
+def register_eval(group: click.Group) -> None:
+    """Attach `fit-rerank` to the `eval` group."""
+
+    @group.command("fit-rerank")
+    @click.option("--dataset", default="default", show_default=True, help="Eval set to fit on.")
+    @click.option(
+        "--tag",
+        "tags",
+        multiple=True,
+        help="Fit only on cases carrying this tag (repeatable: all of them), e.g. --tag split:tune.",
+    )
+    @click.option(
+        "--features",
+        default=None,
+        help="Comma-separated features to fit [every feature that varies]; the others keep their weight.",
+    )
+    @click.option("--k", "k", type=click.IntRange(1), default=10, show_default=True, help="Fit MRR@K.")
+    @click.option(
+        "--folds",
+        type=click.IntRange(0),
+        default=5,
+        show_default=True,
+        help="Cross-validation folds (0: none) to estimate the fit on unseen queries.",
+    )
+    @click.option("--restarts", type=click.IntRange(1), default=3, show_default=True)
+    @click.option("--seed", type=int, default=0, show_default=True)
+    @click.option(
+        "--write",
+        is_flag=True,
+        help="Write the fitted weights to the settings file, only when they beat the current ones out of fold.",
+    )
+    @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+    @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
+    @workspace_options
+    def fit_rerank_command(
+        dataset: str,
+        tags: tuple[str, ...],
+        features: str | None,
+        k: int,
+        folds: int,
+        restarts: int,
+        seed: int,
+        write: bool,
+        as_json: bool,
+        progress: bool,
+        home: Path | None,
+        config_file: Path | None,
+    ) -> None:
+        """Fit the rerank stage's feature weights by coordinate ascent on MRR@K.
+
+        Replays the answerable cases of the eval set (those with every --tag) with the current
+        settings and records each candidate's rerank features. Coordinate ascent (Metzler & Croft
+        2007, RankLib) then moves one weight at a time to the value that raises mean MRR@K most,
+        over the final list (top_n), until no step helps; the weights are rescaled to the current
+        ones' L1 norm. With --folds N it also fits on N−1 folds and scores the held fold, so the
+        report shows whether the fit generalises. Fit on a tuning split and check a held-out one
+        with `eval run` before shipping weights. --write sets [rerank.weights] in the settings file.
+        """
+        from ragtriage.errors import InputError
+        from ragtriage.eval.rerank_fit import collect_fit_cases, fit_weights, write_weights
+
+        only = [name.strip() for name in features.split(",") if name.strip()] if features else None
+        with open_workspace(home, config_file) as workspace:
+            settings = workspace.settings
+            names = list(FEATURE_NAMES)
+            if settings.rerank.backend != "none":
+                names.insert(0, CROSS_ENCODER)
+            if only:
+                unknown = [name for name in only if name not in names]
+                if unknown:
+                    raise InputError(f"--features: no feature {unknown[0]!r}; choose from {', '.join(names)}")
+            with progress_bar(progress) as bar:
+                cases, skipped = collect_fit_cases(
+                    workspace, dataset, names, tags=tags, on_progress=bar("replaying cases")
+                )
+            if not cases:
+                raise InputError(f"eval set {dataset!r} has no answerable case to fit on; add gold first")
+            current = settings.rerank.weights.model_dump()
+            report = fit_weights(
+                cases,
+                names,
+                current,
+                only=only,
+                k=k,
+                top_n=settings.rerank.top_n,
+                folds=folds,
+                restarts=restarts,
+                seed=seed,
+                skipped=skipped,
+            )
+            target = workspace.config_file or workspace.home / "config.toml"
+            wrote = write and report.generalises is not False and bool(report.fitted_names)
+            if wrote:
+                write_weights(target, {name: report.fitted[name] for name in report.names})
+        if as_json:
+            echo_json({**report.__dict__, "generalises": report.generalises})
+        else:
+            print_fit(report)
+        if write:
+            if not wrote:
+                click.echo(
+                    "nothing written: the fitted weights do not beat the current ones out of fold", err=True
+                )
+                click.get_current_context().exit(1)
+            click.echo(f"wrote [rerank.weights] to {target}", err=True)
