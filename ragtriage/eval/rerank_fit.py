@@ -147,7 +147,12 @@ class _Stacked:
 
 
 def rank_metrics(
-    cases: Sequence[FitCase], weights: Sequence[float] | np.ndarray, *, k: int = 10, hit_k: int = 5, top_n: int = 10
+    cases: Sequence[FitCase],
+    weights: Sequence[float] | np.ndarray,
+    *,
+    k: int = 10,
+    hit_k: int = 5,
+    top_n: int = 10,
 ) -> tuple[float, float]:
     """(mean RR@k, mean Hit@hit_k) of the cases reranked by `weights`, the list cut at `top_n`."""
     width = len(weights)
