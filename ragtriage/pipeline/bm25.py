@@ -353,6 +353,23 @@ class WhooshIndex:
                 frequencies[term] = int(np.unique(np.concatenate(held)).size) if held else 0
         return total, frequencies
 
+    def near_terms(self, term: str, max_edits: int = 1) -> list[str]:
+        """Indexed words (title or text) within `max_edits` Damerau–Levenshtein edits of `term`,
+        sharing its first character (lexical support's typo tolerance). Whoosh's own `terms_within`
+        counts a transposition as two edits, so the words under the prefix are measured here."""
+        from rapidfuzz.distance import DamerauLevenshtein
+
+        found: set[str] = set()
+        with self._lock:
+            reader = self._current_searcher().reader()
+            for field in ("content", "title"):
+                schema_field = reader.schema[field]
+                for raw in reader.expand_prefix(field, term[:1]):
+                    word = schema_field.from_bytes(raw)
+                    if DamerauLevenshtein.distance(term, word, score_cutoff=max_edits) <= max_edits:
+                        found.add(word)
+        return sorted(found)
+
     def lexicon(self, field: str = "content") -> list[str]:
         """Every term of `field` (for inspection and tests)."""
         with self._lock:

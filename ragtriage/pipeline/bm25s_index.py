@@ -289,6 +289,18 @@ class BM25sIndex:
         ]
         return hits, []
 
+    def near_terms(self, term: str, max_edits: int = 1) -> list[str]:
+        """Indexed words within `max_edits` Damerau–Levenshtein edits of `term`, sharing its first
+        character (lexical support's typo tolerance), as `WhooshIndex.near_terms`."""
+        from rapidfuzz.distance import DamerauLevenshtein
+
+        with self._lock:
+            self._current()
+            words = [w for w in self._vocab if w[:1] == term[:1]]
+        return sorted(
+            w for w in words if DamerauLevenshtein.distance(term, w, score_cutoff=max_edits) <= max_edits
+        )
+
     def term_stats(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
         """`(indexed chunks, {term: chunks holding it in title or content})` (lexical support's idf)."""
         with self._lock:

@@ -18,7 +18,21 @@ the named thing. The score measures that directly:
 - t is supported when it occurs as a substring of the normalized title, heading path or text of at
   least one of the first n candidates after rerank (n = `[rerank] top_n`, the final context).
   Substring, not term, matching: a query term the chunk holds inside a longer indexed word still
-  counts (segmentation differs between a short query and a long chunk).
+  counts (segmentation differs between a short query and a long chunk). A misspelt word counts
+  where a candidate holds the word it stands for (its spelling neighbours, below).
+
+Spelling neighbours: a word of Latin letters of 5+ characters that no chunk holds (df = 0) stands
+for the indexed words one Damerau–Levenshtein edit away with the same first letter (`tesing` →
+`testing`, `aptitute` → `aptitude`). Shorter words get none: one edit turns a short name into
+another real word too easily (`logo` → `log`).
+
+Out-of-vocabulary names veto: when the query is written in CJK script (Han, kana, Hangul) and holds
+a word with Latin letters (`wsl`, `ufw`, `centos7`, `nginx`) that no chunk of the KB holds as an
+indexed word (df = 0) and that has no spelling neighbour, the score is 0 (`term_share` keeps the
+share). In a CJK query such words name the thing asked about (software, a command, a version), and,
+unlike a CJK term whose word boundaries jieba guessed, a Latin word is delimited, so its absence
+from the whole KB is reliable evidence that the KB does not cover it. Queries without CJK
+characters have no such names (every word is Latin), so the veto never applies to them.
 
 The score is None (n/a) when nothing can be judged: no content term, no local BM25 index to count
 document frequencies in (a KB searched only through a production engine), or no candidate whose
@@ -37,8 +51,10 @@ from ragtriage.pipeline.chunk_lookup import ChunkLookup
 from ragtriage.pipeline.types import LexicalSupport, ScoredChunk, TermSupport
 
 __all__ = [
+    "MIN_FUZZY_CHARS",
     "QUESTION_FILLERS",
     "DocumentFrequencies",
+    "SpellingNeighbours",
     "LexicalSupport",
     "TermSupport",
     "bm25_idf",
@@ -46,6 +62,8 @@ __all__ = [
     "candidate_text",
     "candidates_support",
     "lexical_support",
+    "oov_names",
+    "spelling_neighbours",
 ]
 
 #: Question words and fillers: they say *that* something is asked, not *what*, so no chunk needs
@@ -61,6 +79,14 @@ QUESTION_FILLERS = frozenset(
 #: indexes a character that belongs to a word (安装 → 安装), so its document frequency says nothing.
 _SINGLE_HAN = re.compile(r"^[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]$")
 
+#: CJK script: Han, kana, Hangul syllables.
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_LATIN_LETTER = re.compile(r"[a-z]")
+
+#: Shortest word a spelling neighbour may stand in for: one edit turns a short name into another
+#: real word too easily (ufw/uefi-like pairs, yum/sum), while a typo in a long word rarely does.
+MIN_FUZZY_CHARS = 5
+
 
 @runtime_checkable
 class DocumentFrequencies(Protocol):
@@ -74,6 +100,44 @@ class DocumentFrequencies(Protocol):
     def term_stats(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
         """`(N indexed chunks, {term: df})`."""
         ...
+
+
+@runtime_checkable
+class SpellingNeighbours(Protocol):
+    """A BM25 index that lists its indexed words one edit away from a word (typo tolerance)."""
+
+    def near_terms(self, term: str, max_edits: int = 1) -> list[str]:
+        """Indexed words (title or text) within `max_edits` Damerau–Levenshtein edits of `term`
+        that start with the same character."""
+        ...
+
+
+def spelling_neighbours(term: str, df: int, frequencies: object) -> list[str]:
+    """The indexed words a misspelt `term` may stand for: for a word of Latin letters (no CJK) of
+    `MIN_FUZZY_CHARS`+ characters that no chunk holds (df 0), the index's words one edit away with
+    the same first letter; else none (also when the index cannot list neighbours)."""
+    if (
+        df > 0
+        or len(term) < MIN_FUZZY_CHARS
+        or _CJK.search(term)
+        or not _LATIN_LETTER.search(term)
+        or not isinstance(frequencies, SpellingNeighbours)
+    ):
+        return []
+    return frequencies.near_terms(term, 1)
+
+
+def oov_names(query: str, rows: Sequence[TermSupport]) -> set[str]:
+    """The terms of `rows` that are out-of-vocabulary names (see the module docstring): words with
+    a Latin letter and no CJK character, in no chunk (df 0) and without a spelling neighbour
+    (`TermSupport.spelled_as`); empty when `query` has no CJK character."""
+    if not _CJK.search(query):
+        return set()
+    return {
+        row.term
+        for row in rows
+        if row.df == 0 and not row.spelled_as and not _CJK.search(row.term) and _LATIN_LETTER.search(row.term)
+    }
 
 
 def bm25_idf(df: int, n: int) -> float:
@@ -112,19 +176,32 @@ def lexical_support(
             indexed_chunks=total, note="no candidate text to check (nothing retrieved, or ids not in the KB)"
         )
     texts = [normalize_text(text) for text in candidate_texts]
-    rows = [
-        TermSupport(
-            term=term,
-            df=df.get(term, 0),
-            weight=round(bm25_idf(df.get(term, 0), total), 6),
-            supported=any(term in text for text in texts),
+    rows = []
+    for term in terms:
+        term_df = df.get(term, 0)
+        # A misspelt word (tesing) is found where the candidates hold the word it stands for (testing).
+        neighbours = spelling_neighbours(term, term_df, frequencies)
+        found = next((w for w in [term, *neighbours] if any(w in text for text in texts)), None)
+        rows.append(
+            TermSupport(
+                term=term,
+                df=term_df,
+                weight=round(bm25_idf(term_df, total), 6),
+                supported=found is not None,
+                spelled_as=neighbours,
+            )
         )
-        for term in terms
-    ]
+    names = oov_names(query, rows)
+    if names:
+        rows = [row.model_copy(update={"oov": True}) if row.term in names else row for row in rows]
     weight = sum(row.weight for row in rows)
-    held = sum(row.weight for row in rows if row.supported)
+    share = round(sum(row.weight for row in rows if row.supported) / weight, 6)
     return LexicalSupport(
-        score=round(held / weight, 6), terms=rows, candidates=len(texts), indexed_chunks=total
+        score=0.0 if names else share,
+        term_share=share,
+        terms=rows,
+        candidates=len(texts),
+        indexed_chunks=total,
     )
 
 

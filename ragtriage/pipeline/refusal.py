@@ -4,7 +4,8 @@ The score is the cross-encoder probability of the best candidate when a cross-en
 pool; otherwise the one `[rerank] refusal_score` names: `dense_cosine` (the best cosine similarity
 any dense route returned), `fused` (the fused score of the first fused candidate), `final` (the
 best combined rerank score) or `lexical_support` (the IDF-weighted share of the query's content
-terms that the final candidates contain, `pipeline.lexical_support`). The trace records which
+terms that the final candidates contain, 0 when the query names something the KB never contains,
+`pipeline.lexical_support`). The trace records which
 score was used and its value.
 
 A run without the chosen score refuses, except for `lexical_support`: it is n/a when there is
@@ -80,8 +81,13 @@ def refusal_reason(
     if value < threshold:
         reason = f"{kind} score {value:.4f} < refusal_threshold {threshold:g}"
         if kind == "lexical_support" and support is not None:
-            missing = [t.term for t in support.unsupported()]
-            if missing:
+            names = support.oov_names()
+            missing = [t.term for t in support.unsupported() if not t.oov]
+            if names:
+                reason += f": the KB never mentions {', '.join(names)}"
+                if missing:
+                    reason += f"; the top {support.candidates} candidates also lack {', '.join(missing)}"
+            elif missing:
                 reason += f": the top {support.candidates} candidates lack {', '.join(missing)}"
         return reason
     return None

@@ -155,13 +155,22 @@ class TermSupport(BaseModel):
     """idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5))."""
     supported: bool
     """The term occurs in at least one of the first `candidates` candidates."""
+    spelled_as: list[str] = Field(default_factory=list)
+    """Indexed words a misspelt term (df 0, Latin, 5+ characters) is one edit from; any of them in a
+    candidate supports it."""
+    oov: bool = False
+    """An out-of-vocabulary name: a word in Latin letters or digits inside a CJK query that no chunk of
+    the KB holds, nor a word one edit away (`pipeline.lexical_support.oov_names`)."""
 
 
 class LexicalSupport(BaseModel):
     """The lexical support of one run: the score, its terms, and what it was judged on."""
 
     score: float | None = None
-    """IDF-weighted share of content terms the candidates contain, in [0, 1]; None: n/a (see `note`)."""
+    """IDF-weighted share of content terms the candidates contain, in [0, 1], or 0 when the query
+    names something the KB never contains (`oov_names`); None: n/a (see `note`)."""
+    term_share: float | None = None
+    """The IDF-weighted share alone, before an out-of-vocabulary name sets the score to 0."""
     terms: list[TermSupport] = Field(default_factory=list)
     candidates: int = 0
     """Candidates whose text was read (the first `[rerank] top_n` after rerank that the KB holds)."""
@@ -169,6 +178,10 @@ class LexicalSupport(BaseModel):
     """N: chunks in the BM25 index the document frequencies come from."""
     note: str | None = None
     """Why the score is n/a, in plain words."""
+
+    def oov_names(self) -> list[str]:
+        """The query's out-of-vocabulary names (words the KB never contains), in query order."""
+        return [t.term for t in self.terms if t.oov]
 
     def unsupported(self) -> list[TermSupport]:
         """The terms no candidate contains, heaviest first."""
@@ -178,18 +191,37 @@ class LexicalSupport(BaseModel):
         """One plain sentence: which query terms the candidates lack (or why there is no score)."""
         if self.score is None:
             return f"lexical support n/a: {self.note or 'not computed'}"
-        missing = self.unsupported()
-        found = [t.term for t in self.terms if t.supported]
-        head = f"lexical support {self.score:.3f} over the top {self.candidates} candidates"
-        if not missing:
-            return f"{head}: they contain every query term ({', '.join(found)})"
+        found = [
+            t.term + (f" (as {'/'.join(t.spelled_as)})" if t.spelled_as else "")
+            for t in self.terms
+            if t.supported
+        ]
+        missing = [t for t in self.unsupported() if not t.oov]
+        names = self.oov_names()
+        if names:
+            # The veto comes first: it alone decides the score, the share is context.
+            head = (
+                f"lexical support 0: the KB never mentions {', '.join(names)} (no chunk holds "
+                f"{'it' if len(names) == 1 else 'them'})"
+            )
+            if self.term_share is not None:
+                head += f"; term share {self.term_share:.3f} over the top {self.candidates} candidates"
+        else:
+            head = f"lexical support {self.score:.3f} over the top {self.candidates} candidates"
+            if not missing:
+                return f"{head}: they contain every query term ({', '.join(found)})"
         where = ", ".join(
             f"{t.term} (in no chunk of the KB)"
             if t.df == 0
             else f"{t.term} (in {plural(t.df, 'chunk')} of the KB, none of these)"
             for t in missing
         )
-        return f"{head}: not found: {where}" + (f"; found: {', '.join(found)}" if found else "")
+        parts = (
+            [head]
+            + ([f"not found: {where}"] if where else [])
+            + ([f"found: {', '.join(found)}"] if found else [])
+        )
+        return "; ".join(parts) if names else f"{head}: " + "; ".join(parts[1:])
 
 
 class Trace(BaseModel):

@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 from ragtriage.cli import cli
 from ragtriage.pipeline.analyzer import tokenize
 from ragtriage.pipeline.indexer import open_indexes
-from ragtriage.pipeline.lexical_support import DocumentFrequencies
+from ragtriage.pipeline.lexical_support import DocumentFrequencies, SpellingNeighbours
 from ragtriage.workspace import Workspace
 from tests.engine_stubs import stub_server
 
@@ -60,6 +60,10 @@ def test_foreign_ids_refused_for_what_the_kb_never_mentions(tmp_path: Path, home
         assert total == len(ROWS)
         assert frequencies == {term: sum(term in terms for terms in term_sets) for term in [*lexicon, "微信"]}
         assert frequencies["发票"] == 2 and frequencies["微信"] == 0
+        # Spelling neighbours: indexed words one edit away with the same first letter (title VPN).
+        assert isinstance(indexes.bm25, SpellingNeighbours)
+        assert indexes.bm25.near_terms("vpm") == ["vpn"] and indexes.bm25.near_terms("vnp") == ["vpn"]
+        assert indexes.bm25.near_terms("xpn") == [] and indexes.bm25.near_terms("vpnxx") == []
     finally:
         indexes.close()
         workspace.close()
@@ -76,6 +80,14 @@ def test_foreign_ids_refused_for_what_the_kb_never_mentions(tmp_path: Path, home
     # The text view says in plain words which query words the candidates lack.
     shown = _run("replay", "--query", "微信支付宝怎么报销")
     assert "微信 (in no chunk of the KB)" in shown.output and "refused" in shown.output
+
+    # A Latin name no chunk holds vetoes the share, however much else the candidates hold.
+    named = json.loads(_run("replay", "--query", "wireguard客户端连接失败", "--json").stdout)
+    assert named["refused"] and named["refusal_score"] == 0.0
+    assert named["lexical_support"]["term_share"] > 0.5
+    assert named["refusal_reason"].endswith(": the KB never mentions wireguard")
+    shown = _run("replay", "--query", "wireguard客户端连接失败")
+    assert "the KB never mentions wireguard" in shown.output
 
     answered = json.loads(_run("replay", "--query", "请假要谁审批", "--json").stdout)
     assert not answered["refused"] and answered["lexical_support"]["score"] >= 0.5

@@ -47,21 +47,23 @@ def test_fillers_and_stop_words_are_not_content_terms() -> None:
 
 
 def test_share_by_hand() -> None:
-    # ufw: df 0 → ln 22 = 3.091042; 放行: df 1 → ln(1 + 9.5/1.5) = 1.992430; 端口: df 3 → 1.145132.
+    # 微信: df 0 → ln 22 = 3.091042 (CJK: no out-of-vocabulary name); 放行: df 1 → ln(1 + 9.5/1.5) =
+    # 1.992430; 端口: df 3 → 1.145132.
     frequencies = TableFrequencies(10, {"放行": 1, "端口": 3})
-    support = lexical_support("ufw怎么放行端口", ["防火墙开放端口的方法", "查看端口"], frequencies)
+    support = lexical_support("微信怎么放行端口", ["防火墙开放端口的方法", "查看端口"], frequencies)
     assert support.score == pytest.approx(1.145132 / (3.091042 + 1.992430 + 1.145132), abs=1e-6)
     assert support.score == pytest.approx(0.183851, abs=1e-6)
     assert support.candidates == 2 and support.indexed_chunks == 10
     assert [(t.term, t.df, t.supported) for t in support.terms] == [
-        ("ufw", 0, False),
+        ("微信", 0, False),
         ("放行", 1, False),
         ("端口", 3, True),
     ]
-    assert [t.term for t in support.unsupported()] == ["ufw", "放行"]  # heaviest first
+    assert [t.term for t in support.unsupported()] == ["微信", "放行"]  # heaviest first
     sentence = support.explain()
     assert (
-        "ufw (in no chunk of the KB)" in sentence and "放行 (in 1 chunk of the KB, none of these)" in sentence
+        "微信 (in no chunk of the KB)" in sentence
+        and "放行 (in 1 chunk of the KB, none of these)" in sentence
     )
     assert sentence.endswith("found: 端口")
 
@@ -86,7 +88,8 @@ def test_single_han_characters_are_not_content_terms() -> None:
     # jieba leaves 里 and 装 alone; the index holds 安装, never 装: their df would be a false 0.
     assert content_terms("wsl里怎么装debian") == ["wsl", "debian"]
     support = lexical_support("wsl里怎么装debian", ["安装 debian"], TableFrequencies(9, {"debian": 9}))
-    assert support.score == pytest.approx(bm25_idf(9, 9) / (bm25_idf(0, 9) + bm25_idf(9, 9)), abs=1e-6)
+    assert support.term_share == pytest.approx(bm25_idf(9, 9) / (bm25_idf(0, 9) + bm25_idf(9, 9)), abs=1e-6)
+    assert support.score == 0.0 and support.oov_names() == ["wsl"]
 
 
 def test_not_applicable_cases_say_why() -> None:
@@ -103,12 +106,12 @@ def test_not_applicable_cases_say_why() -> None:
 
 
 def test_refusal_reads_lexical_support() -> None:
-    support = lexical_support("ufw怎么放行端口", ["查看端口"], TableFrequencies(10, {"放行": 1, "端口": 3}))
+    support = lexical_support("微信怎么放行端口", ["查看端口"], TableFrequencies(10, {"放行": 1, "端口": 3}))
     scores = refusal_scores([], [], [], [], support)
     assert scores["lexical_support"] == support.score
     reason = refusal_reason(0.5, "lexical_support", support.score, 3, support)
     assert reason is not None and reason.startswith("lexical_support score 0.1839 < refusal_threshold 0.5")
-    assert reason.endswith("the top 1 candidates lack ufw, 放行")
+    assert reason.endswith("the top 1 candidates lack 微信, 放行")
     assert refusal_reason(0.1, "lexical_support", support.score, 3, support) is None
     # n/a: not refused (it says nothing about the answer), and the trace gets a note saying why.
     na = lexical_support("端口", ["端口"], None)
@@ -127,12 +130,14 @@ def test_case_screen_and_trace_view_say_which_terms_are_missing() -> None:
     from ragtriage.render.trace_view import summary_text
     from ragtriage.tui.widgets.query_panel import query_text
 
-    support = lexical_support("ufw怎么放行端口", ["查看端口"], TableFrequencies(10, {"放行": 1, "端口": 3}))
+    support = lexical_support("微信怎么放行端口", ["查看端口"], TableFrequencies(10, {"放行": 1, "端口": 3}))
     reason = refusal_reason(0.5, "lexical_support", support.score, 1, support)
     trace = Trace(
-        query="ufw怎么放行端口",
+        query="微信怎么放行端口",
         rewrite=RewriteResult(
-            raw_query="ufw怎么放行端口", normalized_query="ufw怎么放行端口", rewritten_query="ufw怎么放行端口"
+            raw_query="微信怎么放行端口",
+            normalized_query="微信怎么放行端口",
+            rewritten_query="微信怎么放行端口",
         ),
         refused=True,
         refusal_reason=reason,
@@ -142,7 +147,7 @@ def test_case_screen_and_trace_view_say_which_terms_are_missing() -> None:
     )
     for shown in (query_text("r-1", trace, None, "replay").plain, summary_text(trace).plain):
         assert "lexical_support score 0.1839 < refusal_threshold 0.5" in shown
-        assert "not found: ufw (in no chunk of the KB), 放行 (in 1 chunk of the KB, none of these)" in shown
+        assert "not found: 微信 (in no chunk of the KB), 放行 (in 1 chunk of the KB, none of these)" in shown
     quiet = trace.model_copy(update={"refused": False, "refusal_score_kind": "dense_cosine"})
     assert "not found" not in query_text("r-1", quiet, None, "replay").plain
 
@@ -151,11 +156,11 @@ def test_terms_are_the_ones_the_bm25_index_searches() -> None:
     # `[index] query_stop_words` / `query_segmentation` reach lexical support through the index.
     class Configured(TableFrequencies):
         def query_terms(self, query: str) -> list[str]:
-            return [t for t in tokenize(query) if t != "ufw"]
+            return [t for t in tokenize(query) if t != "微信"]
 
-    support = lexical_support("ufw怎么放行端口", ["查看端口"], Configured(10, {"放行": 1, "端口": 3}))
+    support = lexical_support("微信怎么放行端口", ["查看端口"], Configured(10, {"放行": 1, "端口": 3}))
     assert [t.term for t in support.terms] == ["放行", "端口"]
-    assert content_terms("ufw怎么放行端口") == ["ufw", "放行", "端口"]  # without an index: the analyzer's
+    assert content_terms("微信怎么放行端口") == ["微信", "放行", "端口"]  # without an index: the analyzer's
 
 
 def test_profile_shape_names_a_non_default_refusal_score() -> None:
@@ -169,3 +174,79 @@ def test_profile_shape_names_a_non_default_refusal_score() -> None:
     assert describe_shape(Settings.model_validate({"rerank": {"refusal_threshold": 0.3}})).endswith(
         "top 6, refuse < 0.3"
     )
+
+
+class NeighbourFrequencies(TableFrequencies):
+    """Document frequencies plus spelling neighbours from a word list (as the real indexes list them)."""
+
+    def __init__(self, total: int, table: dict[str, int]) -> None:
+        super().__init__(total, table)
+
+    def near_terms(self, term: str, max_edits: int = 1) -> list[str]:
+        from rapidfuzz.distance import DamerauLevenshtein
+
+        return [
+            w for w in self.table if w[:1] == term[:1] and DamerauLevenshtein.distance(term, w) <= max_edits
+        ]
+
+
+def test_out_of_vocabulary_name_vetoes_the_share() -> None:
+    # ufw: Latin word in a Chinese query, df 0, no neighbour → the KB never mentions it: score 0,
+    # the share is kept for the triager (same hand-computed 0.183851 as above).
+    frequencies = NeighbourFrequencies(10, {"放行": 1, "端口": 3})
+    support = lexical_support("ufw怎么放行端口", ["防火墙开放端口的方法"], frequencies)
+    assert support.score == 0.0 and support.term_share == pytest.approx(0.183851, abs=1e-6)
+    assert support.oov_names() == ["ufw"]
+    assert [t.term for t in support.terms if t.oov] == ["ufw"]  # 放行 (CJK, df 1) is no name
+    sentence = support.explain()
+    assert sentence.startswith("lexical support 0: the KB never mentions ufw (no chunk holds it")
+    assert "term share 0.184 over the top 1 candidates" in sentence
+    assert "not found: 放行 (in 1 chunk of the KB, none of these)" in sentence and sentence.endswith(
+        "found: 端口"
+    )
+    reason = refusal_reason(0.2, "lexical_support", support.score, 1, support)
+    assert reason == (
+        "lexical_support score 0.0000 < refusal_threshold 0.2: the KB never mentions ufw; "
+        "the top 1 candidates also lack 放行"
+    )
+
+
+@pytest.mark.parametrize(
+    "query, table, names",
+    [
+        # A name the KB holds (df > 0) is no veto, even when no candidate holds it.
+        ("docker怎么配镜像", {"docker": 2, "镜像": 5}, []),
+        # One edit from an indexed word of 5+ characters with the same first letter: a typo.
+        ("tesing里的包坏了", {"testing": 4}, []),
+        ("aptitute升级系统", {"aptitude": 4, "升级": 3, "系统": 5}, []),
+        # Shorter words are not forgiven (logo is one edit from log, but it is another word).
+        ("logo是谁设计的", {"log": 4, "设计": 2}, ["logo"]),
+        # Different first letter: not a typo of it.
+        ("resting时间", {"testing": 4, "时间": 2}, ["resting"]),
+        # Letters with digits are names too (versions); digits alone are not.
+        ("centos7上用yum回滚 22端口", {"端口": 2}, ["centos7", "yum"]),
+        # No CJK character in the query: every word is Latin, none is singled out as a name.
+        ("how to open port with ufw", {"port": 3, "open": 2}, []),
+    ],
+)
+def test_which_words_are_out_of_vocabulary_names(query: str, table: dict[str, int], names: list[str]) -> None:
+    support = lexical_support(query, ["任意候选文本"], NeighbourFrequencies(20, table))
+    assert support.oov_names() == names
+    assert support.score == (0.0 if names else support.term_share)
+
+
+def test_without_spelling_neighbours_a_typo_counts_as_a_name() -> None:
+    # An index that cannot list neighbours (TableFrequencies) gets no typo tolerance.
+    support = lexical_support("tesing里的包坏了", ["x"], TableFrequencies(20, {"testing": 4}))
+    assert support.oov_names() == ["tesing"] and support.score == 0.0
+
+
+def test_a_misspelt_word_is_supported_by_the_word_it_stands_for() -> None:
+    # tesing (df 0) is one edit from the indexed testing; the candidate holds testing, so tesing
+    # counts as found (its weight stays that of a df-0 term), and it is no out-of-vocabulary name.
+    frequencies = NeighbourFrequencies(20, {"testing": 4, "坏了": 2})
+    support = lexical_support("tesing里的包坏了", ["testing 里的软件包"], frequencies)
+    row = next(t for t in support.terms if t.term == "tesing")
+    assert (row.spelled_as, row.supported, row.oov, row.df) == (["testing"], True, False, 0)
+    assert support.oov_names() == [] and support.score == support.term_share
+    assert "found: tesing (as testing)" in support.explain()
