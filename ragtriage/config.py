@@ -147,7 +147,12 @@ class EmbedderSettings(StrictModel):
 
 class IndexSettings(StrictModel):
     qdrant_url: str | None = None
-    """Qdrant server URL; None means local mode in `<home>/index/qdrant`."""
+    """Qdrant server URL; None means the embedded `dense_backend` in the home."""
+    dense_backend: Literal["qdrant_local", "qdrant_edge"] = "qdrant_local"
+    """The embedded dense index (without `qdrant_url`): `qdrant_local` (qdrant-client's pure-Python
+    local mode in `<home>/index/qdrant`) or `qdrant_edge` (Qdrant's Rust engine, `qdrant-edge-py`,
+    in `<home>/index/qdrant_edge`; much faster to fill and search, less memory). Both search exactly;
+    a change makes the next sync fill the other folder (`ragtriage kb reindex`)."""
     qdrant_api_key_env: str = "RAGTRIAGE_QDRANT_API_KEY"
     collection: str = "ragtriage_chunks"
     title_boost: float = Field(default=0.3, gt=0)
@@ -313,6 +318,8 @@ _HASH_DEFAULTS: dict[str, Any] = {}
 #: Settings whose default moved after they were added: dropped from the hash at the value that
 #: reproduces the behaviour from before they existed (a file pinning it keeps its logged hash).
 HASH_NEUTRAL_AT: dict[tuple[str, ...], Any] = {
+    # Configurations logged before the dense backend could be chosen used qdrant-client's local mode.
+    ("index", "dense_backend"): "qdrant_local",
     ("index", "query_segmentation"): "search",
     ("rerank", "weights", "bm25_score"): 0.0,
     # The alias file's contents entered the hash after the fixture traffic was logged with

@@ -54,6 +54,11 @@ def qdrant_dir(home: Path) -> Path:
     return index_dir(home) / "qdrant"
 
 
+def qdrant_edge_dir(home: Path) -> Path:
+    """Parent of the Qdrant Edge shards (one folder per collection)."""
+    return index_dir(home) / "qdrant_edge"
+
+
 def manifest_path(home: Path) -> Path:
     return index_dir(home) / "manifest.json"
 

@@ -115,11 +115,13 @@ def local_mode_note(settings: Settings, chunks: int) -> str | None:
     None with a Qdrant server or at most `LOCAL_MODE_LIMIT` published chunks."""
     from ragtriage.pipeline.qdrant_clients import LOCAL_MODE_LIMIT
 
-    if settings.index.qdrant_url is not None or chunks <= LOCAL_MODE_LIMIT:
+    index = settings.index
+    if index.qdrant_url is not None or index.dense_backend != "qdrant_local" or chunks <= LOCAL_MODE_LIMIT:
         return None
     return (
         f"{chunks:,} chunks in Qdrant local mode, which is slow to search above {LOCAL_MODE_LIMIT:,}; "
-        "for speed set [index] qdrant_url to a Qdrant server and run `ragtriage kb reindex`"
+        'for speed set [index] dense_backend = "qdrant_edge" (or qdrant_url to a Qdrant server) '
+        "and run `ragtriage kb reindex`"
     )
 
 
@@ -146,6 +148,8 @@ def _index_line(index: dict[str, Any]) -> str:
         )
         if index.get(key)
     ]
+    if index.get("dense_backend_matches") is False:
+        behind.append(f"dense index built with {index.get('index_dense_backend')}")
     return (
         f"behind the KB (revision {index.get('kb_revision')}); "
         + ", ".join([*parts, *behind])

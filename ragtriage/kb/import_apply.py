@@ -189,11 +189,9 @@ def _check_index_embedder(workspace: Workspace) -> None:
 
 
 def _dense_held_here(workspace: Workspace) -> bool:
-    from ragtriage import locations
-    from ragtriage.pipeline.qdrant_clients import held_by_this_process
+    from ragtriage.pipeline.dense_sync import dense_held_here
 
-    settings = workspace.settings.index
-    return not settings.qdrant_url and held_by_this_process(locations.qdrant_dir(workspace.home))
+    return dense_held_here(workspace)
 
 
 def _stored_chunks(workspace: Workspace, kb: str) -> dict[str, _Stored]:
@@ -345,7 +343,7 @@ def _reject(report: ImportReport, error: RowError) -> None:
 def _indexes_current(workspace: Workspace, revision: int) -> bool:
     """The index manifest was written at the KB's current revision (nothing to sync)."""
     from ragtriage import locations
-    from ragtriage.pipeline.manifest import read_manifest
+    from ragtriage.pipeline.manifest import dense_backend_matches, read_manifest
 
     manifest = read_manifest(locations.manifest_path(workspace.home))
     return (
@@ -353,4 +351,5 @@ def _indexes_current(workspace: Workspace, revision: int) -> bool:
         and manifest.kb_revision == revision
         and manifest.kb == workspace.settings.kb.name
         and manifest.bm25_engine == workspace.settings.index.bm25_engine
+        and dense_backend_matches(manifest, workspace.settings.index)
     )

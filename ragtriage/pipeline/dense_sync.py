@@ -12,19 +12,34 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from ragtriage import locations
 from ragtriage.pipeline.dense import DenseDocument, QdrantIndex
+from ragtriage.pipeline.dense_edge import EdgeIndex
 from ragtriage.pipeline.embed import passage_text
 from ragtriage.pipeline.embed_cache import EmbeddingCache, text_hash
 from ragtriage.pipeline.imported_vectors import check_imported_vectors, load_vectors
 from ragtriage.pipeline.kb_chunks import KBChunk
+from ragtriage.pipeline.qdrant_clients import held_by_this_process
 from ragtriage.pipeline.types import Embedder
 from ragtriage.workspace import Workspace
 
-__all__ = ["CACHE_FILE", "DenseFigures", "dense_document", "open_dense", "sync_dense"]
+__all__ = [
+    "CACHE_FILE",
+    "DenseFigures",
+    "DenseIndex",
+    "dense_document",
+    "dense_folder",
+    "dense_held_here",
+    "open_dense",
+    "sync_dense",
+]
+
+#: A dense index of either embedded backend (or a Qdrant server, through `QdrantIndex`).
+DenseIndex = QdrantIndex | EdgeIndex
 
 CACHE_FILE = "embeddings.sqlite"
 _VECTOR_BATCH = 2000  # imported vectors per batch: ids per IN (…), one Qdrant commit in local mode
@@ -49,8 +64,15 @@ class DenseFigures:
     stopped: bool = False
 
 
-def open_dense(workspace: Workspace, embedder: Embedder, *, recreate: bool = False) -> QdrantIndex:
-    """The workspace's Qdrant collection: local mode in the home, or `[index] qdrant_url`."""
+def open_dense(workspace: Workspace, embedder: Embedder, *, recreate: bool = False) -> DenseIndex:
+    """The workspace's dense index: `[index] qdrant_url`, else the `dense_backend` in the home.
+
+    The one place that picks the dense implementation (the indexer, the import's dense worker,
+    replay and the service all open it here).
+
+    Raises:
+        IndexStateError: the index is held by another process, or holds vectors of another dimension.
+    """
     index = workspace.settings.index
     if index.qdrant_url:
         return QdrantIndex.open(
@@ -60,14 +82,34 @@ def open_dense(workspace: Workspace, embedder: Embedder, *, recreate: bool = Fal
             collection=index.collection,
             recreate=recreate,
         )
+    if index.dense_backend == "qdrant_edge":
+        return EdgeIndex.open(
+            embedder, path=locations.qdrant_edge_dir(workspace.home), collection=index.collection, recreate=recreate
+        )
     return QdrantIndex.open(
         embedder, path=locations.qdrant_dir(workspace.home), collection=index.collection, recreate=recreate
     )
 
 
+def dense_folder(workspace: Workspace) -> Path | None:
+    """The folder the configured embedded dense index locks (None with a Qdrant server)."""
+    index = workspace.settings.index
+    if index.qdrant_url:
+        return None
+    if index.dense_backend == "qdrant_edge":
+        return locations.qdrant_edge_dir(workspace.home) / index.collection
+    return locations.qdrant_dir(workspace.home)
+
+
+def dense_held_here(workspace: Workspace) -> bool:
+    """This process has the configured embedded dense index open (another process could not open it)."""
+    folder = dense_folder(workspace)
+    return folder is not None and held_by_this_process(folder)
+
+
 def sync_dense(
     workspace: Workspace,
-    dense: QdrantIndex,
+    dense: DenseIndex,
     embedder: Embedder,
     wanted: Mapping[str, str],
     load: Callable[[list[str]], Sequence[KBChunk]],
@@ -102,7 +144,7 @@ def sync_dense(
 def _embed_and_upsert(
     figures: DenseFigures,
     workspace: Workspace,
-    dense: QdrantIndex,
+    dense: DenseIndex,
     embedder: Embedder,
     cache: EmbeddingCache,
     todo: list[KBChunk],

@@ -1,10 +1,10 @@
 """The dense index synced in a forked process, concurrently with `kb import`'s SQL pass and BM25 build.
 
-Qdrant local mode is pure Python on one core and locks its folder, so while the worker runs only it
-opens the collection (the importing process never does). The import starts it at the first batch
-it writes with vectors and `stream`s it the points of the published rows it writes; the worker
-upserts them (read from a spill file, so the pass never waits for the worker) inside one
-uncommitted Qdrant transaction (`QdrantIndex.atomic`). Once the import's
+Qdrant local mode is pure Python on one core, and both embedded backends lock their folder, so while
+the worker runs only it opens the index (the importing process never does). The import starts it at
+the first batch it writes with vectors and `stream`s it the points of the published rows it writes;
+the worker upserts them (read from a spill file, so the pass never waits for the worker) inside one
+uncommitted block (`atomic()`: a Qdrant local transaction, or Qdrant Edge's undo journal). Once the import's
 SQL transaction has committed, `commit` makes the worker commit those points; `sync` then gives it
 the index hash of every published chunk, and it runs the ordinary dense sync (`dense_sync.sync_dense`,
 the same diff against the KB as committed: deletions, points written with other content, chunks

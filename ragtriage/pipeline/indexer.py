@@ -20,13 +20,13 @@ from sqlmodel import select
 
 from ragtriage import locations
 from ragtriage.pipeline.bm25 import BM25Document, WhooshIndex
-from ragtriage.pipeline.dense import QdrantIndex
-from ragtriage.pipeline.dense_sync import CACHE_FILE, DenseFigures, open_dense, sync_dense
+from ragtriage.pipeline.dense_sync import CACHE_FILE, DenseFigures, DenseIndex, open_dense, sync_dense
 from ragtriage.pipeline.embed import embedder_name, get_embedder
 from ragtriage.pipeline.kb_chunks import KBChunk, kb_revision_of, load_chunks
 from ragtriage.pipeline.manifest import (
     IndexManifest,
     check_embedder,
+    dense_backend_matches,
     hash_digest,
     read_manifest,
     write_manifest,
@@ -94,7 +94,7 @@ class Indexes:
     """The opened BM25 and dense indexes, the embedder they were built with and the manifest."""
 
     bm25: WhooshIndex | BM25sIndex
-    dense: QdrantIndex
+    dense: DenseIndex
     embedder: Embedder
     manifest: IndexManifest | None
     _closed: bool = field(default=False, repr=False)
@@ -205,7 +205,7 @@ def _sync(
     previous = read_manifest(manifest_file)
     check_embedder(previous, embedder, manifest_file)
     bm25 = _open_bm25(workspace)
-    dense: QdrantIndex | None = None
+    dense: DenseIndex | None = None
     try:
         dense_before: dict[str, str] = {}
         if dense_worker is not None:
@@ -318,6 +318,7 @@ def _write(
         last_sync_seconds=round(report.total_seconds, 3),
         last_embed_seconds=round(report.embed_seconds, 3),
         bm25_engine=workspace.settings.index.bm25_engine,
+        dense_backend=workspace.settings.index.dense_backend,
     )
     if previous is not None:
         manifest.created_at = previous.created_at
@@ -344,6 +345,11 @@ def index_lag(workspace: Workspace) -> str | None:
         return (
             f"the indexes hold KB revision {manifest.kb_revision}, the KB is at revision {revision}: "
             "run `ragtriage kb reindex` to search the current chunks"
+        )
+    if not dense_backend_matches(manifest, workspace.settings.index):
+        return (
+            f"the dense index was built with dense_backend {manifest.dense_backend}, the settings name "
+            f"{workspace.settings.index.dense_backend}: run `ragtriage kb reindex` to fill it"
         )
     return None
 
@@ -374,7 +380,8 @@ def index_status(workspace: Workspace) -> dict[str, Any]:
     changed = sum(1 for cid, h in kb_hashes.items() if cid in indexed and indexed[cid] != h)
     not_indexed = len(kb_hashes.keys() - indexed.keys())
     extra = len(indexed.keys() - kb_hashes.keys())
-    up_to_date = manifest.kb_revision == revision and not (changed or not_indexed or extra)
+    backend_matches = dense_backend_matches(manifest, workspace.settings.index)
+    up_to_date = manifest.kb_revision == revision and backend_matches and not (changed or not_indexed or extra)
     return {
         **status,
         "state": "up_to_date" if up_to_date else "stale",
@@ -387,5 +394,8 @@ def index_status(workspace: Workspace) -> dict[str, Any]:
         "imported_vectors": manifest.imported_vectors,
         "index_dim": manifest.dim,
         "embedder_matches": manifest.embedder == configured,
+        "dense_backend": workspace.settings.index.dense_backend,
+        "index_dense_backend": manifest.dense_backend,
+        "dense_backend_matches": backend_matches,
         "updated_at": manifest.updated_at,
     }

@@ -17,10 +17,18 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
+from ragtriage.config import IndexSettings
 from ragtriage.errors import IndexStateError
 from ragtriage.pipeline.types import Embedder
 
-__all__ = ["IndexManifest", "check_embedder", "hash_digest", "read_manifest", "write_manifest"]
+__all__ = [
+    "IndexManifest",
+    "check_embedder",
+    "dense_backend_matches",
+    "hash_digest",
+    "read_manifest",
+    "write_manifest",
+]
 
 MANIFEST_VERSION = 1
 REINDEX_HINT = "run `ragtriage kb reindex` to rebuild the indexes with the configured embedder"
@@ -65,6 +73,9 @@ class IndexManifest(BaseModel):
     last_embed_seconds: float = 0.0
     bm25_engine: str = "whoosh"
     """`[index] bm25_engine` the BM25 index was built with (a change means a sync builds the other)."""
+    dense_backend: str = "qdrant_local"
+    """`[index] dense_backend` the embedded dense index was built with (a change means a sync fills
+    the other backend's folder; manifests from before the setting are local mode's)."""
 
 
 def read_manifest(path: Path) -> IndexManifest | None:
@@ -104,3 +115,8 @@ def check_embedder(manifest: IndexManifest | None, embedder: Embedder, path: Pat
             f"{path}: the indexes {built} {manifest.embedder} (dim {manifest.dim}) but the "
             f"settings configure {embedder.name} (dim {embedder.dim}); {REINDEX_HINT}, or set [embedder] back"
         )
+
+
+def dense_backend_matches(manifest: IndexManifest, settings: IndexSettings) -> bool:
+    """The manifest's dense index is the configured one (always, with a Qdrant server)."""
+    return settings.qdrant_url is not None or manifest.dense_backend == settings.dense_backend

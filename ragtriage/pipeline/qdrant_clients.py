@@ -1,8 +1,9 @@
-"""Qdrant clients shared per folder (local mode) or URL (server) within this process.
+"""Qdrant clients shared per folder (local mode, edge shards) or URL (server) within this process.
 
-Local mode locks its folder: one client per folder per process, shared by every `QdrantIndex` on
-it (counted users), closed by the last user and at exit. A pid file next to the folder names the
-process holding it, so a second process gets an `IndexLockedError` that says which process to stop.
+Local mode and Qdrant Edge lock their folder: one handle per folder per process, shared by every
+index on it (counted users), closed by the last user and at exit. A pid file next to the folder
+names the process holding it, so a second process gets an `IndexLockedError` that says which
+process to stop.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import os
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from qdrant_client import QdrantClient
 
@@ -22,7 +25,9 @@ from ragtriage.errors import IndexLockedError
 __all__ = [
     "LOCAL_MODE_LIMIT",
     "LOCAL_MODE_SIZE_WARNING",
+    "acquire_folder",
     "acquire_local",
+    "locked_error",
     "quiet_local_size_warning",
     "acquire_server",
     "forget_inherited",
@@ -44,9 +49,14 @@ def quiet_local_size_warning() -> None:
 
 @dataclass
 class _ClientEntry:
-    client: QdrantClient
+    client: Any
+    """A `QdrantClient`, or what `acquire_folder` was given to open (an edge shard holder)."""
     users: int
     pid_file: Path | None
+    close: Callable[[], None]
+
+
+_Handle = TypeVar("_Handle")
 
 
 _registry: dict[str, _ClientEntry] = {}
@@ -68,30 +78,49 @@ def _holder_description(folder: Path) -> str:
     return f"another ragtriage process (pid {pid}: {command.strip() or 'unknown command'})"
 
 
-def acquire_local(folder: Path) -> QdrantClient:
-    """The client of local-mode `folder` (opened on first use); raises IndexLockedError if another process holds it."""
+def locked_error(folder: Path) -> IndexLockedError:
+    """The error for `folder` held by another client: names the holder and what to do."""
+    return IndexLockedError(
+        f"{folder}: the dense index is in use by {_holder_description(folder)}; "
+        "stop that process and retry, or set index.qdrant_url to a Qdrant server "
+        "for concurrent access"
+    )
+
+
+def acquire_folder(
+    folder: Path, open_handle: Callable[[], _Handle], close_handle: Callable[[_Handle], None]
+) -> _Handle:
+    """The handle of `folder`, opened by `open_handle` on first use in this process (which raises
+    `IndexLockedError` when another client holds the folder); the pid file then names this process.
+    The last `release` (or the exit) calls `close_handle`."""
     key = str(folder.resolve())
     with _registry_lock:
         entry = _registry.get(key)
         if entry is None:
-            folder.mkdir(parents=True, exist_ok=True)
-            quiet_local_size_warning()
-            try:
-                client = QdrantClient(path=key)
-            except RuntimeError as error:
-                if "already accessed" not in str(error):
-                    raise
-                raise IndexLockedError(
-                    f"{folder}: the dense index is in use by {_holder_description(folder)}; "
-                    "stop that process and retry, or set index.qdrant_url to a Qdrant server "
-                    "for concurrent access"
-                ) from None
+            handle = open_handle()
             pid_file = _pid_file(folder)
             pid_file.write_text(f"{os.getpid()}\n{' '.join(sys.argv)}\n", encoding="utf-8")
-            entry = _ClientEntry(client=client, users=0, pid_file=pid_file)
+            entry = _ClientEntry(handle, 0, pid_file, lambda: close_handle(handle))
             _registry[key] = entry
         entry.users += 1
-        return entry.client
+        handle_in_use: _Handle = entry.client
+        return handle_in_use
+
+
+def acquire_local(folder: Path) -> QdrantClient:
+    """The client of local-mode `folder` (opened on first use); raises IndexLockedError if another process holds it."""
+
+    def open_client() -> QdrantClient:
+        folder.mkdir(parents=True, exist_ok=True)
+        quiet_local_size_warning()
+        try:
+            return QdrantClient(path=str(folder.resolve()))
+        except RuntimeError as error:
+            if "already accessed" not in str(error):
+                raise
+            raise locked_error(folder) from None
+
+    return acquire_folder(folder, open_client, QdrantClient.close)
 
 
 def held_by_this_process(folder: Path) -> bool:
@@ -106,10 +135,12 @@ def acquire_server(url: str, api_key: str | None, timeout_s: float) -> QdrantCli
     with _registry_lock:
         entry = _registry.get(key)
         if entry is None:
-            entry = _ClientEntry(QdrantClient(url=url, api_key=api_key, timeout=int(timeout_s)), 0, None)
+            client = QdrantClient(url=url, api_key=api_key, timeout=int(timeout_s))
+            entry = _ClientEntry(client, 0, None, client.close)
             _registry[key] = entry
         entry.users += 1
-        return entry.client
+        server_client: QdrantClient = entry.client
+        return server_client
 
 
 def release(key: str) -> None:
@@ -125,7 +156,7 @@ def release(key: str) -> None:
 
 
 def _close_entry(entry: _ClientEntry) -> None:
-    entry.client.close()
+    entry.close()
     if entry.pid_file is not None:
         try:
             if entry.pid_file.read_text(encoding="utf-8").split("\n", 1)[0] == str(os.getpid()):
@@ -144,7 +175,8 @@ def _close_all() -> None:
 
 def forget_inherited() -> None:
     """In a forked process: drop the parent's clients without closing them (they are the parent's
-    to close; sharing a client's SQLite connection or HTTP pool across a fork is unsafe)."""
+    to close; sharing a client's SQLite connection, an edge shard or an HTTP pool across a fork is
+    unsafe)."""
     global _registry_lock
     _registry.clear()
     _registry_lock = threading.Lock()  # the parent may have held it while forking
