@@ -133,7 +133,7 @@ class _Journal:
 
     def record(self, shard: edge.EdgeShard, point_ids: Sequence[str]) -> None:
         """Append the prior state of the points not yet recorded; flushed before the change runs."""
-        new = [pid for pid in dict.fromkeys(point_ids) if pid not in self.seen]
+        new: list[Any] = [pid for pid in dict.fromkeys(point_ids) if pid not in self.seen]
         if not new:
             return
         prior = {

@@ -84,7 +84,10 @@ def open_dense(workspace: Workspace, embedder: Embedder, *, recreate: bool = Fal
         )
     if index.dense_backend == "qdrant_edge":
         return EdgeIndex.open(
-            embedder, path=locations.qdrant_edge_dir(workspace.home), collection=index.collection, recreate=recreate
+            embedder,
+            path=locations.qdrant_edge_dir(workspace.home),
+            collection=index.collection,
+            recreate=recreate,
         )
     return QdrantIndex.open(
         embedder, path=locations.qdrant_dir(workspace.home), collection=index.collection, recreate=recreate

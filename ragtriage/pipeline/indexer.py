@@ -381,7 +381,9 @@ def index_status(workspace: Workspace) -> dict[str, Any]:
     not_indexed = len(kb_hashes.keys() - indexed.keys())
     extra = len(indexed.keys() - kb_hashes.keys())
     backend_matches = dense_backend_matches(manifest, workspace.settings.index)
-    up_to_date = manifest.kb_revision == revision and backend_matches and not (changed or not_indexed or extra)
+    up_to_date = (
+        manifest.kb_revision == revision and backend_matches and not (changed or not_indexed or extra)
+    )
     return {
         **status,
         "state": "up_to_date" if up_to_date else "stale",

@@ -137,11 +137,13 @@ def test_kb_stats_says_when_qdrant_local_mode_is_too_small_for_the_kb(tmp_path: 
     )
     assert _run("kb", "import", str(export), "--no-index").exit_code == 0
     text = _run("kb", "stats").stdout
-    assert "note: 20,001 chunks in Qdrant local mode" in text and "[index] qdrant_url" in text
+    assert "note: 20,001 chunks in Qdrant local mode" in text and "qdrant_url" in text
+    assert 'dense_backend = "qdrant_edge"' in text
     assert len(json.loads(_run("kb", "stats", "--json").stdout)["notes"]) == 1
-    # A Qdrant server has no such limit; a small KB gets no note.
+    # A Qdrant server and Qdrant Edge have no such limit; a small KB gets no note.
     from ragtriage.commands.kb import local_mode_note
     from ragtriage.config import Settings
 
     assert local_mode_note(Settings(index={"qdrant_url": "http://localhost:6333"}), count) is None
+    assert local_mode_note(Settings(index={"dense_backend": "qdrant_edge"}), count) is None
     assert local_mode_note(Settings(), LOCAL_MODE_LIMIT) is None

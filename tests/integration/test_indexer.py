@@ -1,4 +1,5 @@
-"""sync_indexes / open_indexes / index_status on a real SQLite store, Whoosh and Qdrant local in tmp_path."""
+"""sync_indexes / open_indexes / index_status on a real SQLite store, Whoosh and each embedded dense
+backend (Qdrant local mode, Qdrant Edge) in tmp_path."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from ragtriage import locations
 from ragtriage.errors import IndexStateError
 from ragtriage.pipeline.indexer import (
+    index_lag,
     index_status,
     indexed_content_hash,
     open_indexes,
@@ -44,8 +46,17 @@ def put_chunk(
         session.add(state)
 
 
-@pytest.fixture
-def workspace(home: Path) -> Workspace:
+OTHER_BACKEND = {"qdrant_local": "qdrant_edge", "qdrant_edge": "qdrant_local"}
+
+
+def set_dense_backend(home: Path, backend: str) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(f'[index]\ndense_backend = "{backend}"\n', encoding="utf-8")
+
+
+@pytest.fixture(params=list(OTHER_BACKEND))
+def workspace(home: Path, request: pytest.FixtureRequest) -> Workspace:
+    set_dense_backend(home, request.param)
     ws = Workspace.open(home)
     for chunk_id, (content, title) in CHUNKS.items():
         put_chunk(ws, chunk_id, content, title)
@@ -159,3 +170,34 @@ def test_an_unreadable_manifest_names_the_file_and_the_fix(workspace: Workspace)
     path.write_text("{not json", encoding="utf-8")
     with pytest.raises(IndexStateError, match=r"manifest\.json: unreadable index manifest.*kb reindex"):
         open_indexes(workspace)
+
+
+def test_a_change_of_dense_backend_fills_the_other_index_from_the_cache(workspace: Workspace) -> None:
+    sync_indexes(workspace)
+    built_with = workspace.settings.index.dense_backend
+    indexes = open_indexes(workspace)
+    try:
+        expected = indexes.dense.search("低头思念故乡", 5)[0]
+    finally:
+        indexes.close()
+    set_dense_backend(workspace.home, OTHER_BACKEND[built_with])
+    switched = Workspace.open(workspace.home)
+    try:
+        status = index_status(switched)
+        assert status["state"] == "stale" and status["dense_backend_matches"] is False
+        assert status["index_dense_backend"] == built_with
+        lag = index_lag(switched)
+        assert lag is not None and built_with in lag and "kb reindex" in lag
+
+        report = sync_indexes(switched)
+        assert (report.added, report.embedded, report.cache_hits) == (5, 0, 5)
+        assert index_status(switched)["state"] == "up_to_date" and index_lag(switched) is None
+        indexes = open_indexes(switched)
+        try:
+            hits = indexes.dense.search("低头思念故乡", 5)[0]
+        finally:
+            indexes.close()
+    finally:
+        switched.close()
+    assert [hit.chunk_id for hit in hits] == [hit.chunk_id for hit in expected]
+    assert [hit.score for hit in hits] == pytest.approx([hit.score for hit in expected], abs=1e-5)

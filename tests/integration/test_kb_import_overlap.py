@@ -1,6 +1,7 @@
 """`kb import` with vectors writes the dense index in a forked process (`dense_worker`) during the SQL
 pass and the BM25 build: the indexes must equal those of a sequential sync, and a failing worker
-must fail the import without leaving points on disk that the KB does not hold."""
+must fail the import without leaving points on disk that the KB does not hold. Every test runs on
+both embedded dense backends (Qdrant local mode and Qdrant Edge)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ragtriage.kb.import_report import ImportReport
 from ragtriage.kb.importer import ImportSpec, run_import
 from ragtriage.pipeline import dense_worker
 from ragtriage.pipeline.dense import QdrantIndex
+from ragtriage.pipeline.dense_edge import EdgeIndex
 from ragtriage.pipeline.indexer import index_status, open_indexes, sync_indexes
 from ragtriage.workspace import Workspace
 
@@ -34,6 +36,13 @@ TEXTS = [
     ("会议", "会议室可以提前七天预订。"),
 ]
 VOLATILE = {"created_at", "updated_at", "last_sync_seconds", "last_embed_seconds"}
+COLLECTION = "ragtriage_chunks"
+
+
+@pytest.fixture(params=["qdrant_local", "qdrant_edge"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """`[index] dense_backend` of every home the test makes."""
+    return str(request.param)
 
 
 def _rows(seed: int = 3) -> list[dict[str, Any]]:
@@ -71,12 +80,23 @@ def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
-def _home(root: Path, name: str) -> Path:
+def _home(root: Path, name: str, backend: str) -> Path:
     home = root / name
     home.mkdir()
     # Batches of two rows: the worker is fed several batches during the pass.
-    (home / "config.toml").write_text("[kb.import]\nbatch_size = 2\n", encoding="utf-8")
+    config = f'[kb.import]\nbatch_size = 2\n[index]\ndense_backend = "{backend}"\n'
+    (home / "config.toml").write_text(config, encoding="utf-8")
     return home
+
+
+def _dense_folder(home: Path) -> Path:
+    """The folder of the home's dense index (local mode's, or the edge shard's)."""
+    edge = locations.qdrant_edge_dir(home) / COLLECTION
+    return (
+        edge
+        if "qdrant_edge" in (home / "config.toml").read_text(encoding="utf-8")
+        else locations.qdrant_dir(home)
+    )
 
 
 def _import(home: Path, path: Path, *, index: bool = True, full: bool = False) -> ImportReport:
@@ -106,17 +126,32 @@ def _state(home: Path) -> str:
 
 def _dense_points(home: Path) -> dict[str, tuple[dict[str, Any], list[float]]]:
     """Every point on disk: id → (payload, vector), read by a fresh client as a later process would."""
-    folder = locations.qdrant_dir(home)
+    folder = _dense_folder(home)
+    if folder.parent.name == "qdrant_edge":
+        return _edge_points(folder)
     if not folder.exists():
         return {}
     client = QdrantClient(path=str(folder))
     try:
-        if not client.collection_exists("ragtriage_chunks"):
+        if not client.collection_exists(COLLECTION):
             return {}
-        points, _ = client.scroll("ragtriage_chunks", limit=1000, with_payload=True, with_vectors=True)
+        points, _ = client.scroll(COLLECTION, limit=1000, with_payload=True, with_vectors=True)
         return {str(p.id): (dict(p.payload or {}), list(p.vector)) for p in points}  # type: ignore[arg-type]
     finally:
         client.close()
+
+
+def _edge_points(folder: Path) -> dict[str, tuple[dict[str, Any], list[float]]]:
+    import qdrant_edge
+
+    if not (folder / "edge_config.json").exists():
+        return {}
+    shard = qdrant_edge.EdgeShard.load(str(folder))
+    try:
+        records, _ = shard.scroll(qdrant_edge.ScrollRequest(limit=1000, with_payload=True, with_vector=True))
+        return {str(r.id): (dict(r.payload or {}), list(r.vector)) for r in records}  # type: ignore[arg-type]
+    finally:
+        shard.close()
 
 
 def _indexes(home: Path) -> dict[str, Any]:
@@ -132,7 +167,7 @@ def _indexes(home: Path) -> dict[str, Any]:
     finally:
         workspace.close()
     manifest = json.loads(locations.manifest_path(home).read_text(encoding="utf-8"))
-    assert manifest.pop("qdrant") == str(locations.qdrant_dir(home))  # the one field naming the home
+    assert manifest.pop("qdrant") == str(_dense_folder(home))  # the one field naming the home
     return {
         "bm25": bm25,
         "bm25_hits": [(hit.chunk_id, round(hit.score, 6)) for hit in hits],
@@ -141,8 +176,8 @@ def _indexes(home: Path) -> dict[str, Any]:
     }
 
 
-def test_overlapped_import_builds_the_indexes_a_sequential_sync_builds(tmp_path: Path) -> None:
-    overlapped, sequential = _home(tmp_path, "overlapped"), _home(tmp_path, "sequential")
+def test_overlapped_import_builds_the_indexes_a_sequential_sync_builds(tmp_path: Path, backend: str) -> None:
+    overlapped, sequential = _home(tmp_path, "overlapped", backend), _home(tmp_path, "sequential", backend)
     export = tmp_path / "chunks.jsonl"
 
     for version in (_rows(), _second_version(_rows())):
@@ -161,9 +196,9 @@ def test_overlapped_import_builds_the_indexes_a_sequential_sync_builds(tmp_path:
 
 
 def test_a_bad_row_after_streamed_batches_leaves_the_kb_and_the_dense_index_as_they_were(
-    tmp_path: Path,
+    tmp_path: Path, backend: str
 ) -> None:
-    home = _home(tmp_path, "home")
+    home = _home(tmp_path, "home", backend)
     export = _write(tmp_path / "chunks.jsonl", _rows())
     _import(home, export)
     before = _indexes(home)
@@ -181,9 +216,9 @@ def _fail_sync(*args: Any, **kwargs: Any) -> Any:
 
 
 def test_a_worker_failing_after_the_commit_fails_the_import_and_the_next_import_repairs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
-    home = _home(tmp_path, "home")
+    home = _home(tmp_path, "home", backend)
     export = _write(tmp_path / "chunks.jsonl", _rows())
     with monkeypatch.context() as patch:
         patch.setattr(dense_worker, "sync_dense", _fail_sync)  # the forked worker inherits it
@@ -200,21 +235,22 @@ def test_a_worker_failing_after_the_commit_fails_the_import_and_the_next_import_
 
 
 def test_a_worker_failing_while_points_stream_rolls_its_points_back(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
-    home = _home(tmp_path, "home")
+    home = _home(tmp_path, "home", backend)
     export = _write(tmp_path / "chunks.jsonl", _rows())
     calls: list[int] = []
-    original = QdrantIndex.upsert
+    index_class: Any = EdgeIndex if backend == "qdrant_edge" else QdrantIndex
+    original = index_class.upsert
 
-    def upsert_then_fail(self: QdrantIndex, documents: Any) -> None:
+    def upsert_then_fail(self: Any, documents: Any) -> None:
         calls.append(len(documents))
         if len(calls) == 2:  # the second streamed batch, after the first was applied
             raise RuntimeError("Qdrant failed on purpose (test)")
         original(self, documents)
 
     with monkeypatch.context() as patch:
-        patch.setattr(QdrantIndex, "upsert", upsert_then_fail)
+        patch.setattr(index_class, "upsert", upsert_then_fail)
 
         with pytest.raises(RuntimeError, match="Qdrant failed on purpose"):
             _import(home, export)
@@ -226,10 +262,10 @@ def test_a_worker_failing_while_points_stream_rolls_its_points_back(
     assert _state(home) == "up_to_date"
 
 
-def test_a_process_holding_the_dense_index_imports_without_a_worker(tmp_path: Path) -> None:
-    """The service and the TUI keep the Qdrant folder open: a worker could not open it, so the
+def test_a_process_holding_the_dense_index_imports_without_a_worker(tmp_path: Path, backend: str) -> None:
+    """The service and the TUI keep the dense index open: a worker could not open it, so the
     dense index is written here, after the BM25 build, through the client this process holds."""
-    home = _home(tmp_path, "home")
+    home = _home(tmp_path, "home", backend)
     export = _write(tmp_path / "chunks.jsonl", _rows())
     workspace = Workspace.open(home)
     try:

@@ -217,6 +217,9 @@ def test_new_settings_at_their_default_keep_logged_hashes() -> None:
     # Score features of the rerank: dense_score neutral at its default 0.
     assert Settings(rerank={"weights": {"dense_score": 0.0}}).config_hash() == Settings().config_hash()
     assert Settings(rerank={"weights": {"dense_score": 0.01}}).config_hash() != Settings().config_hash()
+    # The dense backend: neutral at qdrant_local (what every logged configuration used), whatever the default.
+    assert Settings(index={"dense_backend": "qdrant_local"}).config_hash() == "22d04331576c"
+    assert Settings(index={"dense_backend": "qdrant_edge"}).config_hash() != "22d04331576c"
 
 
 def test_fixture_versions_map_to_their_profiles() -> None:
