@@ -6,6 +6,7 @@ the real OpenTelemetry SDK) included. Quarantine, reconciliation, idempotency an
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import subprocess
@@ -15,12 +16,14 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from ragtriage.cli import cli
 from ragtriage.config import OtelSettings
 from ragtriage.errors import LogFormatError
+from ragtriage.logs.formats.detect import detect
 from ragtriage.logs.ingest import ingest_files
 from ragtriage.logs.schema import RequestLog, map_flat_form, stage_ids
 from ragtriage.store.db import make_engine, read_session, sqlite_url
@@ -126,6 +129,55 @@ def test_base64_phoenix_and_langfuse_exports_store_the_same(tmp_path: Path, v1_v
         k: (v[0].replace(microsecond=v[0].microsecond // 1000 * 1000), *v[1:]) for k, v in v1_view.items()
     }
     assert _stored(engine, ms=True) == expected
+
+
+def test_opentelemetry_sdk_console_exporter_output_stores_the_same(
+    tmp_path: Path, v1_view: dict[str, Any]
+) -> None:
+    # What a service without a Collector has on disk: the SDK's own ConsoleSpanExporter, whose
+    # default formatter pretty-prints each span (ReadableSpan.to_json, "0x" hex ids, ISO times)
+    # with nothing between spans; and the same spans one per line with a compact formatter.
+    tracer, exporter = make_tracer(seed=11, service_version="prod-2.3")
+    for number, request in enumerate(_requests()):
+        record_request(tracer, request, feedback_as="evaluator" if number % 2 else "annotation")
+    spans = exporter.get_finished_spans()
+    pretty, compact = io.StringIO(), io.StringIO()
+    ConsoleSpanExporter(out=pretty).export(spans)
+    ConsoleSpanExporter(out=compact, formatter=lambda span: span.to_json(indent=None) + "\n").export(spans)
+    assert pretty.getvalue().startswith("{\n") and '"trace_id": "0x' in pretty.getvalue()
+    expected = {k: (*v[:9], "prod-2.3" if v[9] is None else v[9], v[10]) for k, v in v1_view.items()}
+    for name, text in (("console.txt", pretty.getvalue()), ("console.jsonl", compact.getvalue())):
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        assert detect(path) == ("otlp", "stream" if name.endswith(".txt") else "lines")
+        engine = _store(tmp_path, name)
+        report = ingest_files(engine, [path])
+        assert (report.read, report.ingested, report.quarantined) == (267, 267, 0) and report.reconciles()
+        assert _stored(engine) == expected
+
+
+def test_a_bad_sdk_span_in_a_pretty_printed_stream_names_its_line(tmp_path: Path) -> None:
+    tracer, exporter = make_tracer(seed=12)
+    record_request(
+        tracer,
+        {"request_id": "r1", "ts": "2026-11-02T08:00:00Z", "raw_query": "年假", "stages": {"bm25": ["c1"]}},
+    )
+    out = io.StringIO()
+    ConsoleSpanExporter(out=out).export(exporter.get_finished_spans())
+    text = out.getvalue()
+    first_line_of_second = text[: text.index("\n}\n") + 3].count("\n") + 1
+    bad = text.replace('"span_id": "0x', '"span_id": "0xzz', 2)  # the first span keeps its id
+    bad = bad.replace('"span_id": "0xzz', '"span_id": "0x', 1)
+    path = tmp_path / "console.txt"
+    path.write_text(bad, encoding="utf-8")
+    report = ingest_files(_store(tmp_path, "bad"), [path])
+    assert report.reconciles() and report.quarantined >= 1
+    with read_session(_store(tmp_path, "bad")) as session:
+        rows = session.execute(select(QuarantinedLineRow)).scalars().all()
+    assert any(
+        row.line_no == first_line_of_second and "context.span_id" in row.reason and "hex" in row.reason
+        for row in rows
+    ), [(row.line_no, row.reason) for row in rows]
 
 
 def test_quarantine_names_file_line_and_span(tmp_path: Path) -> None:

@@ -1,20 +1,24 @@
 """Tell a log file's format and layout by its content, never by its name.
 
-Layout: `lines` (JSONL, one record per line) or `document` (one JSON object or array, perhaps
-pretty-printed over many lines; never read line by line). Format: one of `FORMATS`, from the
+Layout: `lines` (JSONL, one record per line), `document` (one JSON object or array, perhaps
+pretty-printed over many lines; never read line by line) or `stream` (JSON values one after
+another, each perhaps over many lines, as OpenTelemetry's `ConsoleSpanExporter` prints spans;
+trace formats only). Format: one of `FORMATS`, from the
 keys of the first record that names one.
 """
 
 from __future__ import annotations
 
 import gzip
+import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from ragtriage.errors import InputError
-from ragtriage.logs.formats import langfuse, otlp, phoenix
+from ragtriage.logs.formats import langfuse, otel_sdk, otlp, phoenix
 from ragtriage.logs.formats.csv_table import csv_header
 
 #: Formats `--format` accepts besides `auto` (`parquet` is read by the columnar reader).
@@ -63,7 +67,7 @@ def sniff(record: Any) -> str | None:
         return sniff(record[0]) if record else None
     if not isinstance(record, dict):
         return None
-    if otlp.is_export_request(record) or otlp.is_otlp_span(record):
+    if otlp.is_export_request(record) or otlp.is_otlp_span(record) or otel_sdk.is_sdk_span(record):
         return "otlp"
     if phoenix.is_span(record) or phoenix.is_annotation(record):
         return "phoenix"
@@ -136,6 +140,9 @@ def detect(path: Path) -> tuple[str, str]:
             if found is None:
                 raise InputError(_unknown(path, document))
             return found, "document"
+        found = sniff(first_stream_value(text))
+        if found in TRACE_FORMATS:
+            return found, "stream"
     for line in lines[:_SNIFF_LINES]:
         try:
             found = sniff(orjson.loads(line))
@@ -149,6 +156,38 @@ def detect(path: Path) -> tuple[str, str]:
 
 
 _NOT_JSON = object()
+
+
+def first_stream_value(text: bytes) -> Any:
+    """The first of several JSON values written one after another (None if it does not parse)."""
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text.decode("utf-8", errors="replace").lstrip())
+    except json.JSONDecodeError:
+        return None
+    return value
+
+
+def iter_stream(text: bytes) -> Iterator[tuple[int, bytes]]:
+    """`(line number where it starts, bytes)` of each JSON value of a stream of them; where a value
+    does not parse, the rest of the text as one piece (its reader reports the JSON error)."""
+    decoded = text.decode("utf-8", errors="replace")
+    decoder = json.JSONDecoder()
+    position, line_no, size = 0, 1, len(decoded)
+    while True:
+        start = position
+        while start < size and decoded[start].isspace():
+            start += 1
+        if start >= size:
+            return
+        line_no += decoded.count("\n", position, start)
+        try:
+            _, end = decoder.raw_decode(decoded, start)
+        except json.JSONDecodeError:
+            yield line_no, decoded[start:].encode("utf-8")
+            return
+        yield line_no, decoded[start:end].encode("utf-8")
+        line_no += decoded.count("\n", start, end)
+        position = end
 
 
 def _is_page(record: Any) -> bool:

@@ -43,7 +43,7 @@ class PlannedFile:
     path: Path
     format: str
     layout: str
-    """`lines` (JSONL) or `document` (one JSON value)."""
+    """`lines` (JSONL), `document` (one JSON value) or `stream` (JSON values one after another)."""
 
     @property
     def is_table(self) -> bool:

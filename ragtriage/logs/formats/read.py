@@ -22,10 +22,10 @@ import orjson
 
 from ragtriage.config import OtelSettings
 from ragtriage.errors import InputError
-from ragtriage.logs.formats import langfuse, otlp, otlp_fast, phoenix
+from ragtriage.logs.formats import langfuse, otel_sdk, otlp, otlp_fast, phoenix
 from ragtriage.logs.formats.assemble import Assembled, Rejected, assemble, digest, unpack_result
 from ragtriage.logs.formats.collect import Digest, TraceCollector
-from ragtriage.logs.formats.detect import open_bytes
+from ragtriage.logs.formats.detect import iter_stream, open_bytes
 from ragtriage.logs.formats.otlp import SpanFormatError
 from ragtriage.logs.formats.spans import Note, Span
 from ragtriage.logs.line_files import cut_message
@@ -34,7 +34,10 @@ _BOM = b"\xef\xbb\xbf"
 #: Allocations between young-generation collections while traces are read (CPython's default: 700).
 GC_YOUNG_THRESHOLD = 50_000
 _MISSING_FORMAT = {
-    "otlp": ("not_otlp", "an ExportTraceServiceRequest (resourceSpans) or an OTLP span"),
+    "otlp": (
+        "not_otlp",
+        "an ExportTraceServiceRequest (resourceSpans), an OTLP span or an OpenTelemetry SDK span (to_json)",
+    ),
     "phoenix": ("not_phoenix", "a Phoenix span (context, span_kind) or annotation"),
     "langfuse": ("not_langfuse", "a Langfuse observation, trace or score"),
 }
@@ -43,9 +46,10 @@ _MISSING_FORMAT = {
 def iter_raw(
     path: Path, layout: str, piece: tuple[int, int, int] | None = None
 ) -> Iterator[tuple[int, bytes]]:
-    """`(line number, bytes)` of every non-blank line, or `(1, whole file)` for a document; a
-    leading byte-order mark is dropped. `piece` `(first line number, offset, length)`: only the
-    whole lines in those bytes of an uncompressed file (`line_files.iter_line_ranges`).
+    """`(line number, bytes)` of every non-blank line, `(1, whole file)` for a document, or each
+    value of a stream with the line it starts on; a leading byte-order mark is dropped. `piece`
+    `(first line number, offset, length)`: only the whole lines in those bytes of an uncompressed
+    file (`line_files.iter_line_ranges`).
 
     Raises:
         InputError: the file cannot be read, or its gzip stream is corrupt or cut off.
@@ -54,9 +58,13 @@ def iter_raw(
     line_no = first_line_no - 1
     with open_bytes(path) as handle:
         try:
-            if layout == "document":
+            if layout in ("document", "stream"):
                 text = handle.read()
-                yield 1, text[len(_BOM) :] if text.startswith(_BOM) else text
+                text = text[len(_BOM) :] if text.startswith(_BOM) else text
+                if layout == "stream":
+                    yield from iter_stream(text)
+                else:
+                    yield 1, text
                 return
             lines = handle if piece is None else _lines_between(handle, piece[1], piece[2])
             for line_no, raw in enumerate(lines, start=first_line_no):
@@ -129,6 +137,8 @@ def items_of(
                 return list(otlp.iter_export(record, source, line_no))
             if otlp.is_otlp_span(record):
                 return [otlp.span_from_otlp(record, {}, source, line_no)]
+            if otel_sdk.is_sdk_span(record):
+                return [otel_sdk.span_from_sdk(record, source, line_no)]
         if fmt == "phoenix" and isinstance(record, dict):
             if phoenix.is_span(record):
                 return [phoenix.span_from_phoenix(record, source, line_no)]
