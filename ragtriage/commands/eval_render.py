@@ -27,8 +27,11 @@ def print_comparison(comparison: Comparison) -> None:
     console = stdout_console()
     for warning in comparison.warnings:
         console.print(f"warning: {warning}")
+    # One line per run: at 80 columns a shared line would wrap a hash away from its name.
     console.print(
-        f"run {comparison.run_a}: profile {comparison.profile_a} (config {comparison.config_hash_a}); "
+        f"run {comparison.run_a}: profile {comparison.profile_a} (config {comparison.config_hash_a})"
+    )
+    console.print(
         f"run {comparison.run_b}: profile {comparison.profile_b} (config {comparison.config_hash_b})"
     )
     table = FitTable(

@@ -21,14 +21,17 @@ def _print_detail(detail: RunDetail) -> None:
         Text(
             f"run {detail.run_id} ({detail.name or 'unnamed'}) of KB {detail.kb} on "
             f"{detail.dataset}@{detail.dataset_version}: {detail.status}, "
-            f"{detail.cases_done}/{detail.case_count} cases, config {detail.config_hash}"
+            f"{detail.cases_done}/{detail.case_count} cases"
         )
     )
+    # On a line of its own: at 80 columns the hash would otherwise wrap away from its name.
+    console.print(Text(f"profile {detail.profile}, config {detail.config_hash}"))
     page = detail.cases
     # Ids wrap only between ids, never inside one (FitTable goes vertical when narrow).
     table = FitTable(
         [
             Col("case", "id"),
+            Col("query", "text"),
             *(Col(metric, "number", justify="right") for metric in CASE_METRICS),
             Col("retrieved", "ids"),
             Col("relevant", "ids"),
@@ -39,6 +42,7 @@ def _print_detail(detail: RunDetail) -> None:
         drops = sorted({g.dropped_at for g in case.gold_journey if g.dropped_at})
         table.add_row(
             Text(case.case_id),
+            Text(case.query or "-"),
             *(Text(f"{case.metrics[m]:.4f}" if m in case.metrics else "-") for m in CASE_METRICS),
             Text(" ".join(case.retrieved_chunk_ids[:5]) or ("(refused)" if case.refused else "-")),
             Text(" ".join(case.relevant_chunk_ids) or "(no gold)"),

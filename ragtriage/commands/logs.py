@@ -6,6 +6,7 @@ import shlex
 from pathlib import Path
 
 import click
+from rich.console import Console
 from rich.text import Text
 
 from ragtriage.commands.common import (
@@ -30,7 +31,7 @@ from ragtriage.logs.queue import (
 from ragtriage.logs.requests import QuarantinedLine, RequestView, quarantined_lines, request_view
 from ragtriage.logs.schema import STAGE_NAMES, stage_ids
 from ragtriage.render.fit import Col, FitTable
-from ragtriage.render.text import page_range, plural
+from ragtriage.render.text import field_text, page_range, plural
 from ragtriage.store.log_tables import TRIAGE_STATUSES
 
 COUNT_NAMES = ("read", "ingested", "flagged", "duplicates", "conflicts", "quarantined", "blank", "recovered")
@@ -327,36 +328,42 @@ def show_command(request_id: str, as_json: bool, home: Path | None, config_file:
     _print_view(view)
 
 
-def _field(console_text: Text, name: str, value: object) -> None:
-    console_text.append(f"{name}: ", style="bold")
-    console_text.append(str(value))
-    console_text.append("\n")
+class _Fields:
+    """`name: value` lines at the console's width; a long value wraps under its name."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.lines: list[Text] = []
+
+    def __call__(self, name: str, value: object) -> None:
+        self.lines.append(field_text(self.console, name, str(value)))
 
 
 def _print_view(view: RequestView) -> None:
     record = view.request.record
-    out = Text()
-    _field(out, "request_id", record.request_id)
-    _field(out, "time", record.ts.isoformat() if record.ts else "-")
+    console = stdout_console()
+    _field = _Fields(console)
+    _field("request_id", record.request_id)
+    _field("time", record.ts.isoformat() if record.ts else "-")
     for name in ("kb", "session", "user", "pipeline_version", "config_hash", "latency_ms"):
         value = getattr(record, name)
         if value is not None:
-            _field(out, name, value)
-    _field(out, "query", record.raw_query)
+            _field(name, value)
+    _field("query", record.raw_query)
     if record.rewrite is not None:
         rewrite = record.rewrite
-        _field(out, "rewrite", rewrite.rewritten_query or rewrite.normalized_query or "-")
+        _field("rewrite", rewrite.rewritten_query or rewrite.normalized_query or "-")
         if rewrite.sub_queries:
-            _field(out, "sub-queries", " | ".join(rewrite.sub_queries))
+            _field("sub-queries", " | ".join(rewrite.sub_queries))
     stages = record.stages
     for stage in STAGE_NAMES:
         items = getattr(stages, stage) if stages is not None else None
         if items is not None:
-            _field(out, stage, " ".join(stage_ids(items)) or "(empty)")
+            _field(stage, " ".join(stage_ids(items)) or "(empty)")
     if record.citations is not None:
-        _field(out, "citations", " ".join(stage_ids(record.citations)) or "(none)")
+        _field("citations", " ".join(stage_ids(record.citations)) or "(none)")
     if record.answer is not None:
-        _field(out, "answer", record.answer)
+        _field("answer", record.answer)
     if record.feedback is not None:
         feedback = record.feedback
         parts = [f"rating={feedback.rating}", f"escalated={bool(feedback.escalated)}"]
@@ -364,33 +371,31 @@ def _print_view(view: RequestView) -> None:
             parts.append(f"reason={feedback.reason}")
         if feedback.follow_up:
             parts.append(f"follow_up={feedback.follow_up}")
-        _field(out, "feedback", " ".join(parts))
+        _field("feedback", " ".join(parts))
     extras = record.model_extra or {}
     if extras:
-        _field(out, "other fields", ", ".join(sorted(extras)))
+        _field("other fields", ", ".join(sorted(extras)))
     stored = view.request
     _field(
-        out,
         "source",
         f"{stored.source_file}:{stored.source_line}" + (" (GB18030, recovered)" if stored.recovered else ""),
     )
     if stored.conflicts:
-        _field(
-            out, "conflicts", f"{plural(stored.conflicts, 'later line')} had a different body under this id"
-        )
+        _field("conflicts", f"{plural(stored.conflicts, 'later line')} had a different body under this id")
     triage = view.triage
     if triage is None:
-        out.append("triage: not flagged\n")
+        _field("triage", "not flagged")
     else:
-        _field(out, "triage", f"{triage.status} (revision {triage.revision})")
-        _field(out, "reasons", ", ".join(triage.reasons) or "-")
-        _field(out, "labels", ", ".join(triage.labels) or "-")
-        _field(out, "gold", " ".join(triage.gold_chunk_ids) or "-")
+        _field("triage", f"{triage.status} (revision {triage.revision})")
+        _field("reasons", ", ".join(triage.reasons) or "-")
+        _field("labels", ", ".join(triage.labels) or "-")
+        _field("gold", " ".join(triage.gold_chunk_ids) or "-")
         if triage.assignee:
-            _field(out, "assignee", triage.assignee)
+            _field("assignee", triage.assignee)
         for note in triage.notes:
-            _field(out, "note", f"{note.at:%Y-%m-%d %H:%M} {note.user}: {note.text}")
-    stdout_console().print(out, end="")
+            _field("note", f"{note.at:%Y-%m-%d %H:%M} {note.user}: {note.text}")
+    for line in _field.lines:
+        console.print(line)
 
 
 def register(cli: click.Group) -> None:

@@ -86,8 +86,8 @@ def test_eval_run_uses_and_records_the_profile(home: Path) -> None:
     assert compared.exit_code == 0, compared.output
     run_a, run_b = base_summary["run_id"], old_summary["run_id"]
     assert (
-        f"run {run_a}: profile default (config {base_summary['config_hash']}); "
-        f"run {run_b}: profile bm25-only (config {old_summary['config_hash']})"
+        f"run {run_a}: profile default (config {base_summary['config_hash']})\n"
+        f"run {run_b}: profile bm25-only (config {old_summary['config_hash']})\n"
     ) in compared.stdout
     as_json: dict[str, Any] = json.loads(_run("eval", "compare", "base", "old-shape", "--json").stdout)
     assert (as_json["profile_a"], as_json["profile_b"]) == ("default", "bm25-only")

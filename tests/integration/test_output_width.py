@@ -86,6 +86,8 @@ COMMANDS = [
     ["queue", "--sort", "fidelity"],
     ["eval", "runs"],
     ["eval", "compare", "1", "2"],
+    ["eval", "show", "1"],
+    ["doctor"],
 ]
 
 
