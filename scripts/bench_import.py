@@ -2,9 +2,10 @@
 
 Writes N chunks of about 400 Chinese characters (sentences drawn from the fixture KB and, when
 extracted, the Debian documentation) with UUID ids, 20 chunks per document and random unit 384-d
-vectors into one Parquet file, then imports it into a fresh home: SQL (SQLite) + Whoosh + Qdrant
-local mode. Prints the time per part, the ratio to reading the same file with pyarrow, the peak
-memory, and the time of a second import of the unchanged file.
+vectors into one Parquet file, then imports it into a fresh home: SQL (SQLite) + Whoosh or bm25s +
+Qdrant local mode or Qdrant Edge (`--dense-backend`). Prints the time per part, the ratio to
+reading the same file with pyarrow, the peak memory, and the time of a second import of the
+unchanged file.
 
 The import overlaps its parts: the dense index is written by a forked process fed during the SQL
 pass, while this process then builds BM25 (with forked segmenters). The critical path is printed
@@ -15,6 +16,7 @@ summing RSS would count the pages a fork shares once per process.
 Usage:
     python scripts/bench_import.py [--chunks 100000] [--workdir DIR] [--keep] [--no-index]
                                    [--bm25-engine whoosh|bm25s]
+                                   [--dense-backend qdrant_local|qdrant_edge]
 """
 
 from __future__ import annotations
@@ -151,6 +153,12 @@ def main() -> None:
         default="whoosh",
         help="[index] bm25_engine of the home.",
     )
+    parser.add_argument(
+        "--dense-backend",
+        choices=["qdrant_local", "qdrant_edge"],
+        default="qdrant_local",
+        help="[index] dense_backend of the home (qdrant_local: the comparison for qdrant_edge).",
+    )
     args = parser.parse_args()
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-import-"))
@@ -171,7 +179,10 @@ def main() -> None:
     shutil.rmtree(home, ignore_errors=True)
     baseline = pyarrow_read_seconds(export)
     home.mkdir(parents=True)
-    (home / "config.toml").write_text(f'[index]\nbm25_engine = "{args.bm25_engine}"\n', encoding="utf-8")
+    (home / "config.toml").write_text(
+        f'[index]\nbm25_engine = "{args.bm25_engine}"\ndense_backend = "{args.dense_backend}"\n',
+        encoding="utf-8",
+    )
     workspace = Workspace.open(home)
     load_before = os.getloadavg()[0]
     try:
@@ -207,7 +218,7 @@ def main() -> None:
     busy, busy_cpu = index.get("dense_seconds", 0.0), index.get("dense_cpu_seconds", 0.0)
     print(
         f"  (dense process busy {busy:.1f} s, {busy_cpu:.1f} CPU-s, overlapping the pass and the BM25 build;"
-        f" {index.get('imported_vectors', 0)} imported vectors)"
+        f" {index.get('imported_vectors', 0)} imported vectors, {args.dense_backend})"
     )
     print(
         f"peak memory: {peak_pss_mb:.0f} MB PSS of this process and its children together "
@@ -217,7 +228,11 @@ def main() -> None:
         f"re-import, unchanged: {again_seconds:.1f} s ({again_seconds / first_seconds * 100:.1f} % of the first);"
         f" {again.counts_line()}, written {again.written}, index: {again.index_skipped}"
     )  # type: ignore[attr-defined]
-    scope = "sql_only" if args.no_index else f"end_to_end bm25_engine={args.bm25_engine}"
+    scope = (
+        "sql_only"
+        if args.no_index
+        else f"end_to_end bm25_engine={args.bm25_engine} dense_backend={args.dense_backend}"
+    )
     print(
         f"RESULT name=import_parquet value={first_seconds:.1f} unit=s target=<=60 scope={scope} "
         f"ratio={first_seconds / baseline:.1f} baseline=pyarrow_read chunks={args.chunks} cpu_s={first_cpu:.1f}"
