@@ -10,6 +10,7 @@ from rich.text import Text
 from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
 from ragtriage.eval.run_view import MAX_PAGE, RunDetail, run_detail
 from ragtriage.render.fit import Col, FitTable
+from ragtriage.render.text import field_text
 
 #: Per-case metrics shown in the table (every metric is in --json).
 CASE_METRICS = ("recall@5", "mrr", "ndcg@10")
@@ -49,6 +50,13 @@ def _print_detail(detail: RunDetail) -> None:
             Text(", ".join(drops) or ("-" if not case.relevant_chunk_ids else "reached final")),
         )
     console.print(table)
+    for case in page.items:
+        if case.refused:
+            console.print(
+                field_text(console, f"refused {case.case_id}", case.refusal_reason or "nothing retrieved")
+            )
+            if case.lexical_support is not None:
+                console.print(field_text(console, "  query terms", case.lexical_support.explain(), indent=4))
     end = page.offset + len(page.items)
     more = f"; next page: --offset {end}" if end < page.total else ""
     console.print(Text(f"cases {page.offset + 1 if page.items else page.offset}–{end} of {page.total}{more}"))

@@ -17,6 +17,7 @@ from sqlalchemy.engine import Engine
 from ragtriage.errors import InputError, NotFoundError
 from ragtriage.eval import store as eval_store
 from ragtriage.eval.runner import RunSummary, effective_status, run_summary
+from ragtriage.pipeline.types import LexicalSupport
 from ragtriage.store.eval_tables import EvalRunCaseRow, EvalRunRow
 from ragtriage.triage.journey import STAGE_ORDER, GoldStages
 
@@ -90,6 +91,11 @@ class CaseResult(BaseModel):
     query: str | None = None
     has_gold: bool
     refused: bool
+    refusal_reason: str | None = None
+    """Why the pipeline refused (None: not refused, or a run stored before reasons were kept)."""
+    lexical_support: LexicalSupport | None = None
+    """Which query terms the final candidates lack, when the case was refused or lexical support is
+    the refusal score (`Trace.refusal_support`)."""
     buckets: list[str] = Field(default_factory=list)
     retrieved_chunk_ids: list[str] = Field(default_factory=list)
     """The final context in rank order (doc ids at `doc` granularity are still chunk ids here)."""
@@ -247,6 +253,10 @@ def _case_result(row: EvalRunCaseRow, case: eval_store.StoredCase | None, detail
         query=case.case.query if case is not None else None,
         has_gold=row.has_gold,
         refused=row.refused,
+        refusal_reason=snapshot.get("refusal_reason"),
+        lexical_support=LexicalSupport.model_validate(support)
+        if (support := snapshot.get("lexical_support"))
+        else None,
         buckets=list(row.buckets or []),
         retrieved_chunk_ids=[str(c) for c in snapshot.get("final", [])],
         relevant_chunk_ids=relevant,

@@ -125,6 +125,7 @@ def score_trace(
         }
         for c in trace.candidates
     ]
+    support = trace.refusal_support()
     snapshot = {
         "final": list(trace.final),
         "rewritten_query": trace.rewrite.rewritten_query,
@@ -135,6 +136,9 @@ def score_trace(
             trace.routes, trace.fused, trace.reranked, trace.rerank_pairs, trace.lexical_support
         ),
         "refusal_score_kind": trace.refusal_score_kind,
+        "refusal_reason": trace.refusal_reason,
+        # Which query terms the final candidates lack, as `replay` and `diagnose` show it.
+        "lexical_support": support.model_dump(mode="json") if support is not None else None,
         "candidates": candidates,
         "rank_shift": [
             {"id": s.chunk_id, "before": s.rank_before, "after": s.rank_after, "shift": s.shift}

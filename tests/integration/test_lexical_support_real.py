@@ -115,3 +115,39 @@ def test_production_bm25_engine_without_a_local_index_is_not_judged(
     assert trace["lexical_support"]["score"] is None and trace["refusal_score"] is None
     note = "refusal not judged: lexical support n/a: the local BM25 index is empty (run `ragtriage index`)"
     assert note in trace["flags"]
+
+
+def test_eval_show_names_the_query_terms_a_refused_case_lacks(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _import(tmp_path, home, SETTINGS)
+    cases = tmp_path / "cases.json"
+    cases.write_text(
+        json.dumps(
+            [
+                {"case_id": "no-answer-weixin", "question": "微信支付宝怎么报销", "relevant_chunk_ids": []},
+                {"case_id": "leave", "question": "请假要谁审批", "relevant_chunk_ids": [ROWS[1]["id"]]},
+            ],
+            ensure_ascii=False,
+        ),
+        encoding="utf-8",
+    )
+    assert _run("eval", "import", str(cases), "--format", "cases-json").exit_code == 0
+    assert _run("eval", "run", "--name", "lexical").exit_code == 0
+
+    detail = json.loads(_run("eval", "show", "lexical", "--json").stdout)
+    by_id = {case["case_id"]: case for case in detail["cases"]["items"]}
+    refused = by_id["no-answer-weixin"]
+    assert refused["refused"] and "the top 2 candidates lack 微信" in refused["refusal_reason"]
+    weixin = next(t for t in refused["lexical_support"]["terms"] if t["term"] == "微信")
+    assert (weixin["df"], weixin["supported"]) == (0, False)
+    assert not by_id["leave"]["refused"] and by_id["leave"]["refusal_reason"] is None
+
+    monkeypatch.setenv("COLUMNS", "80")
+    shown = _run("eval", "show", "lexical")
+    assert shown.exit_code == 0, shown.output
+    said = " ".join(shown.stdout.split())
+    # The same words as `replay` and `diagnose` (LexicalSupport.explain), for the refused case only.
+    assert "refused no-answer-weixin: lexical_support score" in said
+    assert "query terms: lexical support" in said and "not found: 微信 (in no chunk of the KB)" in said
+    assert "refused leave" not in said
