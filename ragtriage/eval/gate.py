@@ -18,7 +18,7 @@ from sqlalchemy.engine import Engine
 from ragtriage.errors import InputError
 from ragtriage.eval import store as eval_store
 from ragtriage.eval.compare import compare_runs
-from ragtriage.eval.runner import effective_status
+from ragtriage.eval.run_status import effective_status
 from ragtriage.eval.specs import parse_metric
 from ragtriage.wording import quoted
 

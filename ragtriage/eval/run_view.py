@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 
 from ragtriage.errors import InputError, NotFoundError
 from ragtriage.eval import store as eval_store
-from ragtriage.eval.runner import RunSummary, effective_status, run_summary
+from ragtriage.eval.run_status import RunSummary, effective_status, run_summary
 from ragtriage.pipeline.types import LexicalSupport
 from ragtriage.store.eval_tables import EvalRunCaseRow, EvalRunRow
 from ragtriage.triage.journey import STAGE_ORDER, GoldStages

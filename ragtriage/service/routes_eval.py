@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragtriage.errors import NotFoundError
 from ragtriage.eval import store as eval_store
+from ragtriage.eval.run_status import effective_status
 from ragtriage.eval.run_view import MAX_PAGE, RunDetail, RunListItem, list_run_items, run_detail
-from ragtriage.eval.runner import effective_status
 from ragtriage.service.state import ServiceState, service_state
 from ragtriage.wording import quoted
 
