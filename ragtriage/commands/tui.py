@@ -33,7 +33,8 @@ def run_tui(home: Path | None, config_file: Path | None) -> None:
 
 def print_summary(home: Path) -> None:
     """The headless demo summary: flagged by suggested label, one replayed case's gold journey, the eval table."""
-    from ragtriage.demo import NOT_DIAGNOSED, demo_summary
+    from ragtriage.demo_summary import demo_summary
+    from ragtriage.logs.queue import NOT_DIAGNOSED
     from ragtriage.render.journey_view import journey_table
 
     summary = demo_summary(home)
