@@ -29,7 +29,7 @@ from ragtriage.logs.queue import (
     queue_counts,
 )
 from ragtriage.logs.requests import QuarantinedLine, RequestView, quarantined_lines, request_view
-from ragtriage.logs.schema import STAGE_NAMES, stage_ids
+from ragtriage.logs.schema import STAGE_NAMES, LoggedFeedback, stage_ids
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.text import field_text, page_range, plural
 from ragtriage.store.log_tables import TRIAGE_STATUSES
@@ -366,12 +366,7 @@ def _print_view(view: RequestView) -> None:
         _field("answer", record.answer)
     if record.feedback is not None:
         feedback = record.feedback
-        parts = [f"rating={feedback.rating}", f"escalated={bool(feedback.escalated)}"]
-        if feedback.reason:
-            parts.append(f"reason={feedback.reason}")
-        if feedback.follow_up:
-            parts.append(f"follow_up={feedback.follow_up}")
-        _field("feedback", " ".join(parts))
+        _field("feedback", feedback_line(feedback))
     extras = record.model_extra or {}
     if extras:
         _field("other fields", ", ".join(sorted(extras)))
@@ -406,3 +401,17 @@ def register(cli: click.Group) -> None:
     queue_command.add_command(sample_command)
     cli.add_command(queue_command)
     cli.add_command(show_command)
+
+
+def feedback_line(feedback: LoggedFeedback) -> str:
+    """The user's feedback in words (`rating down · escalated to a human · reason: …`), no Python values."""
+    parts = ["no rating" if feedback.rating is None else f"rating {feedback.rating}"]
+    if feedback.escalated:
+        parts.append("escalated to a human")
+    if feedback.reason:
+        parts.append(f"reason: {feedback.reason}")
+    if isinstance(feedback.follow_up, str) and feedback.follow_up:
+        parts.append(f"follow-up question: {feedback.follow_up}")
+    elif feedback.follow_up:
+        parts.append("followed up")
+    return " · ".join(parts)

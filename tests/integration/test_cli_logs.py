@@ -113,6 +113,8 @@ def test_show_prints_the_request_and_its_triage_record(tmp_path: Path) -> None:
     assert "query: 怎么联系人工客服" in result.stdout
     assert "bm25: faq/contact#c0" in result.stdout
     assert "reasons: bad_rating, escalated" in result.stdout
+    assert "feedback: rating down · escalated to a human\n" in result.stdout
+    assert "False" not in result.stdout and "None" not in result.stdout
     view = json.loads(_run("show", "bl-016", "--json").stdout)
     assert view["request"]["record"]["tenant"] == "acme"
     assert view["triage"]["status"] == "new"

@@ -174,3 +174,16 @@ def test_to_line_round_trips_through_the_reader() -> None:
     parsed = parse_line(record.to_line().encode(), 1)
     assert isinstance(parsed, LogLine)
     assert parsed.record() == record
+
+
+def test_feedback_is_shown_in_words() -> None:
+    from ragtriage.commands.logs import feedback_line
+    from ragtriage.logs.schema import LoggedFeedback
+
+    assert feedback_line(LoggedFeedback(rating="thumbs_down")) == "rating thumbs_down"
+    assert feedback_line(LoggedFeedback(escalated=True, follow_up=True)) == (
+        "no rating · escalated to a human · followed up"
+    )
+    assert feedback_line(LoggedFeedback(rating=1, reason="答非所问", follow_up="那 testing 呢")) == (
+        "rating 1 · reason: 答非所问 · follow-up question: 那 testing 呢"
+    )
