@@ -112,6 +112,12 @@ def import_command(
 
 def _summary(report: ImportReport) -> str:
     lines = [f"source: {report.source}", f"rows: {report.counts_line()}"]
+    if report.deleted_by:
+        reasons = ", ".join(f"{reason} {count:,}" for reason, count in sorted(report.deleted_by.items()))
+        lines.append(
+            f"deleted: rows the status filters keep out of retrieval ({reasons}); stored as deleted chunks, "
+            "their ids stay known ([kb.import] retrievable_statuses)"
+        )
     if report.missing:
         lines.append(f"missing from the source (--full): {plural(report.missing, 'chunk')} marked deleted")
     lines.append(f"chunks written: {report.written:,}")

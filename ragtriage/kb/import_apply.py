@@ -303,6 +303,8 @@ def _classify(chunk: ImportedChunk, state: _Pass, report: ImportReport) -> bool:
     same = stored is not None and stored.source_hash == source_hash
     if not chunk.retrievable:
         report.deleted += 1
+        reason = chunk.excluded_by or "status filters"
+        report.deleted_by[reason] = report.deleted_by.get(reason, 0) + 1
         if stored is not None and stored.status != DELETED:
             state.retired[chunk.chunk_id] = chunk.doc_id
         return not (same and stored is not None and stored.status == DELETED)

@@ -212,7 +212,8 @@ class FieldMapper:
         headings = heading_path(get("heading_path"), where, self.settings.heading_separator)
         doc_title = text_value(get("doc_title"))
         title = text_value(get("title")) or (headings[-1] if headings else None) or doc_title or ""
-        retrievable = self._retrievable_row(where, get("status"), get("published"), get("deleted"))
+        excluded_by = self._excluded_by(where, get("status"), get("published"), get("deleted"))
+        retrievable = excluded_by is None
         ordinal = self._ordinal(where, get("ordinal"), doc_id)
         vector = row.vector
         self._vector_rows += vector is not None
@@ -247,6 +248,7 @@ class FieldMapper:
             updated_at=timestamp(where, get("updated_at")),
             product_line=text_value(get("product_line")),
             retrievable=retrievable,
+            excluded_by=excluded_by,
             meta=meta,
             vector=vector,
             vector_hash=vector_hash,
@@ -300,14 +302,16 @@ class FieldMapper:
             ) from None
         return ordinal
 
-    def _retrievable_row(self, where: str, status: Any, published: Any, deleted: Any) -> bool:
+    def _excluded_by(self, where: str, status: Any, published: Any, deleted: Any) -> str | None:
+        """Which status filter keeps the row out of retrieval (`deleted`, `not published`,
+        `status DRAFT`), None when it is retrievable."""
         if deleted is not None and flag(where, "deleted", deleted):
-            return False
+            return "deleted"
         if published is not None and not flag(where, "published", published):
-            return False
+            return "not published"
         if status is not None and str(status).strip().casefold() not in self._retrievable:
-            return False
-        return True
+            return f"status {str(status).strip()}"
+        return None
 
     def _check_vector(self, where: str, chunk_id: str, vector: np.ndarray) -> np.ndarray:
         vector = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)

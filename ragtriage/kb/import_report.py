@@ -35,6 +35,8 @@ class ImportReport(BaseModel):
     deleted: int = 0
     """Rows the status filters exclude (`deleted`, not `published`, a status outside
     `[kb.import] retrievable_statuses`): stored as deleted chunks."""
+    deleted_by: dict[str, int] = Field(default_factory=dict)
+    """`deleted` per filter: `deleted`, `not published`, `status <value as given>`."""
     rejected: int = 0
     """Bad rows left out (only with `--skip-bad-rows`; otherwise the first one stops the import)."""
     missing: int = 0

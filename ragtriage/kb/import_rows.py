@@ -44,6 +44,8 @@ class ImportedChunk:
     product_line: str | None
     retrievable: bool
     """Passes the status filters (`status`, `published`, `deleted`)."""
+    excluded_by: str | None = None
+    """The filter that keeps it out (`deleted`, `not published`, `status DRAFT`); None when retrievable."""
     meta: dict[str, Any] = field(default_factory=dict)
     vector: np.ndarray | None = None
     vector_hash: str | None = None

@@ -60,6 +60,7 @@ def test_jsonl_export_keeps_ids_verbatim_metadata_and_status_filters(tmp_path: P
     report = _import(_write_jsonl(tmp_path / "chunks.jsonl", ROWS))
 
     assert (report["read"], report["added"], report["deleted"], report["written"]) == (4, 3, 1, 4)
+    assert report["deleted_by"] == {"status DRAFT": 1}
     chunks = _chunks()
     assert sorted(chunks) == sorted([UUID_A, UUID_B, "42", "43"])
     assert chunks["42"]["doc_id"] == "8" and chunks[UUID_A]["doc_id"] == "7"

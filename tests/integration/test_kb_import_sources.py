@@ -83,6 +83,14 @@ def test_sql_query_imports_joined_rows_with_their_vectors(production_db: Path) -
         _run("kb", "import", "--sql", url, "--query", QUERY, "--vector-field", "embedding", "--json").stdout
     )
     assert (again["unchanged"], again["deleted"], again["index"]["deleted"]) == (2, 1, 1)
+    assert again["deleted_by"] == {"deleted": 1}
+    shown = _run("kb", "import", "--sql", url, "--query", QUERY, "--vector-field", "embedding")
+    assert shown.exit_code == 0, shown.output
+    assert "rows: read 3 = added 0 + changed 0 + unchanged 2 + deleted 1 + rejected 0\n" in shown.stdout
+    assert (
+        "deleted: rows the status filters keep out of retrieval (deleted 1); stored as deleted"
+        in shown.stdout
+    )
 
 
 @pytest.mark.parametrize(
