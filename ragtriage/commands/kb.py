@@ -230,7 +230,8 @@ def show_command(chunk_id: str, as_json: bool, home: Path | None, config_file: P
             {
                 **chunk.model_dump(mode="json"),
                 "neighbours": [n.chunk_id for n in around],
-                "deletion": deletion.deletion if deletion else None,
+                "deletion": deletion.kind if deletion else None,
+                "deletion_reason": _deletion_text(deletion) if deletion else None,
                 "closest_live_chunk": deletion.replacement if deletion else None,
             }
         )
@@ -266,6 +267,8 @@ def show_command(chunk_id: str, as_json: bool, home: Path | None, config_file: P
 
 def _deletion_text(deletion: DeletedGold) -> str:
     """Why a deleted chunk went, in words: the stored reason, or that none was recorded."""
+    if deletion.filtered is not None:
+        return deletion.filtered
     if not deletion.document_live:
         return f"removed with its document {deletion.doc_id}"
     if deletion.deletion == "rechunked":

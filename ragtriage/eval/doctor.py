@@ -19,7 +19,7 @@ from sqlmodel import col, select
 
 from ragtriage.eval import store as eval_store
 from ragtriage.store.db import read_session
-from ragtriage.store.kb_tables import ChunkRow, DocumentRow
+from ragtriage.store.kb_tables import ChunkRow, DocumentRow, filtered_reason
 
 if TYPE_CHECKING:
     from ragtriage.workspace import Workspace
@@ -185,14 +185,15 @@ def run_doctor(workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET) 
                 )
             elif chunk.status == DELETED:
                 owner = documents.get(chunk.doc_id)
-                if owner is not None and owner.status != DELETED and chunk.deletion == REMOVED:
+                filtered = filtered_reason(chunk.deletion)
+                if owner is not None and owner.status != DELETED and (chunk.deletion == REMOVED or filtered):
                     add(
                         "deleted_gold",
                         FindingItem(
                             case_id=case.case_id,
                             gold_id=gold_id,
-                            note=f"chunk deleted; its document {chunk.doc_id} is live: "
-                            f"ragtriage kb chunks --doc {chunk.doc_id}",
+                            note=f"chunk {filtered + ' when imported' if filtered else 'deleted'}; its "
+                            f"document {chunk.doc_id} is live: ragtriage kb chunks --doc {chunk.doc_id}",
                         ),
                     )
                 elif owner is not None and owner.status != DELETED:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -214,6 +214,7 @@ class FieldMapper:
         title = text_value(get("title")) or (headings[-1] if headings else None) or doc_title or ""
         excluded_by = self._excluded_by(where, get("status"), get("published"), get("deleted"))
         retrievable = excluded_by is None
+        filtered_by = None if retrievable else self._filter_detail(excluded_by, used, get)
         ordinal = self._ordinal(where, get("ordinal"), doc_id)
         vector = row.vector
         self._vector_rows += vector is not None
@@ -249,6 +250,7 @@ class FieldMapper:
             product_line=text_value(get("product_line")),
             retrievable=retrievable,
             excluded_by=excluded_by,
+            filtered_by=filtered_by,
             meta=meta,
             vector=vector,
             vector_hash=vector_hash,
@@ -312,6 +314,15 @@ class FieldMapper:
         if status is not None and str(status).strip().casefold() not in self._retrievable:
             return f"status {str(status).strip()}"
         return None
+
+    @staticmethod
+    def _filter_detail(excluded_by: str, used: Mapping[str, str], get: Callable[[str], Any]) -> str:
+        """`excluded_by` in words with the source column and its value, as `kb show` says it:
+        `not published (status=DRAFT)`, `deleted at the source (is_deleted=1)`."""
+        if excluded_by == "deleted":
+            return f"deleted at the source ({used['deleted']}={get('deleted')})"
+        field_name = "published" if excluded_by == "not published" else "status"
+        return f"not published ({used[field_name]}={str(get(field_name)).strip()})"
 
     def _check_vector(self, where: str, chunk_id: str, vector: np.ndarray) -> np.ndarray:
         vector = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)

@@ -46,6 +46,8 @@ class ImportedChunk:
     """Passes the status filters (`status`, `published`, `deleted`)."""
     excluded_by: str | None = None
     """The filter that keeps it out (`deleted`, `not published`, `status DRAFT`); None when retrievable."""
+    filtered_by: str | None = None
+    """`excluded_by` with the source column and value, e.g. `not published (status=DRAFT)` (`kb show`)."""
     meta: dict[str, Any] = field(default_factory=dict)
     vector: np.ndarray | None = None
     vector_hash: str | None = None

@@ -17,7 +17,7 @@ from sqlmodel import Session, SQLModel, col, select
 
 from ragtriage.kb.import_rows import ImportedChunk
 from ragtriage.kb.repository import DELETED, RECHUNKED, REMOVED
-from ragtriage.store.kb_tables import ChunkRow, ChunkVectorRow, DocumentRow
+from ragtriage.store.kb_tables import FILTERED, ChunkRow, ChunkVectorRow, DocumentRow
 
 __all__ = ["DocFields", "ImportWriter", "PUBLISHED"]
 
@@ -145,7 +145,11 @@ class ImportWriter:
                     "doc_version": chunk.doc_version,
                     "meta": chunk.meta or None,
                     "source_hash": chunk.source_hash(),
-                    "deletion": None if chunk.retrievable else REMOVED,
+                    "deletion": None
+                    if chunk.retrievable
+                    else f"{FILTERED}: {chunk.filtered_by}"
+                    if chunk.filtered_by
+                    else REMOVED,
                 }
             )
             if chunk.vector is not None and chunk.vector_hash is not None:

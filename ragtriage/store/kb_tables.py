@@ -13,7 +13,15 @@ from sqlmodel import Field, SQLModel
 
 from ragtriage.store.columns import json_dict_column, json_list_column, utcnow
 
-__all__ = ["DocumentRow", "ChunkRow", "ChunkVectorRow", "KBStateRow"]
+__all__ = [
+    "FILTERED",
+    "DocumentRow",
+    "ChunkRow",
+    "ChunkVectorRow",
+    "KBStateRow",
+    "deletion_kind",
+    "filtered_reason",
+]
 
 
 class DocumentRow(SQLModel, table=True):
@@ -66,8 +74,27 @@ class ChunkRow(SQLModel, table=True):
     """sha256 of an imported row as mapped (with its vector's hash): equal means nothing to write."""
     deletion: str | None = None
     """Why a deleted chunk is deleted: `rechunked` (the write that deleted it gave its document
-    new chunks) or `removed` (it did not, or the document went); None while live, or when deleted
-    by a version that did not record it."""
+    new chunks), `removed` (it did not, or the document went), or `filtered: <reason>` (an imported
+    row the status filter left out, e.g. `filtered: not published (status=DRAFT)`; see
+    `filtered_reason`); None while live, or when deleted by a version that did not record it."""
+
+
+#: `ChunkRow.deletion` prefix of an imported row the status filters (`status`, `published`,
+#: `deleted`) left out.
+FILTERED = "filtered"
+
+
+def filtered_reason(deletion: str | None) -> str | None:
+    """The status filter's reason in a `ChunkRow.deletion` (`not published (status=DRAFT)`), or None
+    when the chunk was deleted for another reason."""
+    if deletion is None or not deletion.startswith(f"{FILTERED}: "):
+        return None
+    return deletion[len(FILTERED) + 2 :]
+
+
+def deletion_kind(deletion: str | None) -> str | None:
+    """The code of a `ChunkRow.deletion`: `rechunked`, `removed`, `filtered`, or None."""
+    return FILTERED if filtered_reason(deletion) is not None else deletion
 
 
 class ChunkVectorRow(SQLModel, table=True):

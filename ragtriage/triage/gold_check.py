@@ -10,12 +10,13 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
 from ragtriage.store.db import read_session
-from ragtriage.store.kb_tables import ChunkRow, DocumentRow
+from ragtriage.store.kb_tables import ChunkRow, DocumentRow, deletion_kind, filtered_reason
 
 __all__ = ["DeletedGold", "deleted_gold", "describe"]
 
 _DELETED = "deleted"
 _REMOVED = "removed"
+_FILTERED = "filtered"
 
 
 @dataclass(frozen=True)
@@ -28,13 +29,26 @@ class DeletedGold:
     replacement: str | None
     """The live chunk of the same document closest in content, when the document was re-chunked."""
     deletion: str | None = None
-    """The stored reason (`kb_chunk.deletion`): `rechunked`, `removed`, or None when the chunk was
-    deleted before the store recorded reasons."""
+    """The stored reason (`kb_chunk.deletion`): `rechunked`, `removed`, `filtered: …` (an imported
+    row the status filter left out), or None when the chunk was deleted before the store recorded
+    reasons."""
+
+    @property
+    def kind(self) -> str | None:
+        """The stored reason's code: `rechunked`, `removed`, `filtered`, or None (not recorded)."""
+        return deletion_kind(self.deletion)
+
+    @property
+    def filtered(self) -> str | None:
+        """Why the import's status filter left the row out (`not published (status=DRAFT)`), if it did."""
+        return filtered_reason(self.deletion)
 
     @property
     def reason(self) -> str:
         """Why the chunk cannot be gold, e.g. `chunk X is deleted (document 7 was re-chunked)`."""
-        if not self.document_live:
+        if self.filtered is not None:
+            why = f"{self.filtered} when imported"
+        elif not self.document_live:
             why = f"its document {self.doc_id} was deleted"
         elif self.replacement is not None:
             why = f"document {self.doc_id} was re-chunked"
@@ -57,6 +71,8 @@ class DeletedGold:
         if self.replacement is not None:
             closest = self.replacement
             return f"the closest current chunk is {closest} (`ragtriage kb show {closest}`); or {pick}"
+        if self.filtered is not None:
+            return f"{pick}; or publish it at the source and run `ragtriage kb import` again"
         return pick
 
 
@@ -83,7 +99,7 @@ def deleted_gold(engine: Engine, chunk_ids: Sequence[str]) -> list[DeletedGold]:
             live = document is not None and document.status != _DELETED
             replacement = None
             # A deletion recorded before `deletion` existed counts as a re-chunking (as in `doctor`).
-            if live and row.deletion != _REMOVED:
+            if live and deletion_kind(row.deletion) not in (_REMOVED, _FILTERED):
                 candidates = session.exec(
                     select(ChunkRow.chunk_id, ChunkRow.content).where(
                         ChunkRow.doc_id == row.doc_id, col(ChunkRow.status) != _DELETED

@@ -121,7 +121,8 @@ def test_diagnose_replays_with_the_profile_of_the_logged_version(
     # stale index), and the evidence says how to re-mark it.
     code, out, err = run_cli(["label", *base, REQUEST_ID, "bm25_miss", "--gold", ARCHIVED])
     assert code == 2 and f"chunk {ARCHIVED} is deleted in the KB" in err
-    assert f"removed from document {DOC_ID}" in err and f"kb chunks --doc {DOC_ID}" in err
+    assert "not published (status=archived) when imported" in err and f"kb chunks --doc {DOC_ID}" in err
+    assert "publish it at the source" in err
     code, out, err = run_cli(
         ["diagnose", *base, REQUEST_ID, "--gold", ARCHIVED, "--no-counterfactuals", "--json"]
     )

@@ -72,6 +72,33 @@ def test_jsonl_export_keeps_ids_verbatim_metadata_and_status_filters(tmp_path: P
     assert meta == {"source_url": "https://kb.example/7#a", "tags": ["财务", "报销"], "status": "PUBLISHED"}
 
 
+def test_kb_show_says_which_status_filter_left_a_row_out(tmp_path: Path) -> None:
+    rows = [*ROWS, {**ROWS[2], "id": 44, "text": "旧网关已下线。", "chunk_index": 2, "is_deleted": 1}]
+    _import(_write_jsonl(tmp_path / "chunks.jsonl", rows), "--map", "deleted=is_deleted")
+
+    draft = _run("kb", "show", "43")
+    assert draft.exit_code == 0, draft.output
+    assert "deletion:     not published (status=DRAFT)" in draft.stdout and "removed" not in draft.stdout
+    gone = _run("kb", "show", "44").stdout
+    assert "deletion:     deleted at the source (is_deleted=1)" in gone and "removed" not in gone
+    shown = json.loads(_run("kb", "show", "43", "--json").stdout)
+    assert (shown["deletion"], shown["deletion_reason"]) == ("filtered", "not published (status=DRAFT)")
+    cases = tmp_path / "cases.json"
+    cases.write_text(
+        json.dumps([{"case_id": "q1", "question": "新的 VPN 网关", "relevant_chunk_ids": ["43"]}])
+    )
+    assert _run("eval", "import", str(cases), "--format", "cases-json").exit_code == 0
+    findings = json.loads(_run("doctor", "--json").stdout)["findings"]
+    item = next(f for f in findings if f["kind"] == "deleted_gold")["items"][0]
+    assert item["gold_id"] == "43" and item["note"].startswith(
+        "chunk not published (status=DRAFT) when imported"
+    )
+    # Published again at the source: live, and the reason goes with the deletion.
+    _import(_write_jsonl(tmp_path / "chunks.jsonl", [{**ROWS[3], "status": "PUBLISHED"}]))
+    again = json.loads(_run("kb", "show", "43", "--json").stdout)
+    assert (again["status"], again["deletion"], again["deletion_reason"]) == ("published", None, None)
+
+
 def test_reimport_of_an_unchanged_file_writes_nothing_and_a_change_makes_a_new_version(
     tmp_path: Path,
 ) -> None:
