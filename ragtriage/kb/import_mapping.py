@@ -214,7 +214,7 @@ class FieldMapper:
         title = text_value(get("title")) or (headings[-1] if headings else None) or doc_title or ""
         excluded_by = self._excluded_by(where, get("status"), get("published"), get("deleted"))
         retrievable = excluded_by is None
-        filtered_by = None if retrievable else self._filter_detail(excluded_by, used, get)
+        filtered_by = None if excluded_by is None else self._filter_detail(excluded_by, used, get)
         ordinal = self._ordinal(where, get("ordinal"), doc_id)
         vector = row.vector
         self._vector_rows += vector is not None
