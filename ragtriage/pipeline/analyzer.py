@@ -20,30 +20,21 @@ mode indexed for the same word, so a query no longer matches the sub-words of it
 jieba runs as a private `jieba.Tokenizer` instance, so words another module adds to jieba's global
 dictionary do not change how the index was tokenized.
 
-Cold start: jieba's prefix dictionary has about 500,000 entries and loading it takes about a
-second, while one query needs a few hundred of them. The dictionary is therefore also kept as an
-SQLite file in the user cache folder (`_PrefixDictionary`), read entry by entry on demand; after
-`FULL_LOAD_AFTER` distinct lookups (indexing, a long batch) the whole dictionary is loaded as jieba
-normally does. Both hold the same entries, so the tokens are the same either way.
+Cold start: jieba's prefix dictionary is read on demand from an SQLite cache (`jieba_dictionary`).
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import re
-import sqlite3
-import tempfile
-import threading
 import unicodedata
 import warnings
 from collections.abc import Iterator
-from pathlib import Path
 
-from platformdirs import user_cache_path
 from whoosh.analysis import Token, Tokenizer
 
+from ragtriage.pipeline.jieba_dictionary import shared_tokenizer
 from ragtriage.wording import quoted
 
 with warnings.catch_warnings():
@@ -77,135 +68,9 @@ _HAS_DIGIT = re.compile(r"\d")
 _HAS_LETTER = re.compile(r"[a-z]")
 _DOTTED_NUMBER = re.compile(r"v?\d+(?:\.\d+)+")
 
-_jieba_lock = threading.Lock()
-_jieba: jieba.Tokenizer | None = None
-
-#: Distinct dictionary lookups after which the whole dictionary is loaded into memory.
-FULL_LOAD_AFTER = 20_000
 #: Texts segmented by Python jieba before switching to jieba-rs (`RAGTRIAGE_SEGMENTER`: auto, rust, python).
 RUST_AFTER = 64
 _segmented = 0
-_MISSING = object()
-
-
-def dictionary_cache_dir() -> Path:
-    """Where jieba's dictionary caches live: `$RAGTRIAGE_JIEBA_CACHE_DIR`, else the user cache folder."""
-    configured = os.environ.get("RAGTRIAGE_JIEBA_CACHE_DIR")
-    return Path(configured) if configured else user_cache_path("ragtriage") / "jieba"
-
-
-def _dictionary_file() -> Path:
-    package: Path = Path(jieba.__file__).resolve().parent
-    return package / str(jieba.DEFAULT_DICT_NAME)
-
-
-def _prefix_db_path(folder: Path) -> Path:
-    """One file per jieba version and dictionary (size and mtime), so an upgrade never reads a stale one."""
-    stat = _dictionary_file().stat()
-    return folder / f"prefix-{jieba.__version__}-{stat.st_size}-{int(stat.st_mtime)}.sqlite"
-
-
-def _write_prefix_db(path: Path, freq: dict[str, int], total: int) -> None:
-    """Write the prefix dictionary to `path` atomically (a temporary file, then a rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    os.close(handle)
-    try:
-        connection = sqlite3.connect(temporary)
-        try:
-            connection.execute(
-                "CREATE TABLE freq (word TEXT PRIMARY KEY, freq INTEGER NOT NULL) WITHOUT ROWID"
-            )
-            connection.execute("CREATE TABLE meta (total INTEGER NOT NULL)")
-            connection.executemany("INSERT INTO freq VALUES (?, ?)", freq.items())
-            connection.execute("INSERT INTO meta VALUES (?)", (total,))
-            connection.commit()
-        finally:
-            connection.close()
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-class _PrefixDictionary:
-    """jieba's `FREQ` (word or word prefix → frequency) read from SQLite entry by entry, remembered.
-
-    Implements what jieba reads: `in`, `[]` and `get`. After `FULL_LOAD_AFTER` distinct lookups
-    the owning tokenizer is switched to the in-memory dictionary jieba builds itself.
-    """
-
-    def __init__(self, path: Path, tokenizer: jieba.Tokenizer) -> None:
-        self._connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-        self._tokenizer = tokenizer
-        self._memo: dict[str, int | None] = {}
-        self._lock = threading.Lock()
-        row = self._connection.execute("SELECT total FROM meta").fetchone()
-        self.total = int(row[0])
-
-    def get(self, word: str, default: int | None = None) -> int | None:
-        value = self._memo.get(word, _MISSING)
-        if value is _MISSING:
-            with self._lock:
-                row = self._connection.execute("SELECT freq FROM freq WHERE word = ?", (word,)).fetchone()
-            value = None if row is None else int(row[0])
-            self._memo[word] = value
-            if len(self._memo) > FULL_LOAD_AFTER:
-                self._load_everything()
-        return default if value is None else value  # type: ignore[return-value]
-
-    def __contains__(self, word: object) -> bool:
-        return isinstance(word, str) and self.get(word) is not None
-
-    def __getitem__(self, word: str) -> int:
-        value = self.get(word)
-        if value is None:
-            raise KeyError(word)
-        return value
-
-    def _load_everything(self) -> None:
-        tokenizer = self._tokenizer
-        with _jieba_lock:
-            if tokenizer.FREQ is self:
-                tokenizer.initialized = False
-                tokenizer.initialize()  # jieba's own marshal cache in the same folder
-                self._connection.close()
-
-
-def _new_tokenizer() -> jieba.Tokenizer:
-    """A private jieba tokenizer on the SQLite prefix dictionary (written on first use)."""
-    # jieba reports "Building prefix dict…" at DEBUG on its own logger; keep that noise out.
-    jieba.setLogLevel(logging.WARNING)
-    tokenizer = jieba.Tokenizer()
-    folder = dictionary_cache_dir()
-    tokenizer.tmp_dir = str(folder)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        path = _prefix_db_path(folder)
-        if not path.exists():
-            tokenizer.initialize()
-            _write_prefix_db(path, tokenizer.FREQ, tokenizer.total)
-            return tokenizer
-        lazy = _PrefixDictionary(path, tokenizer)
-    except (OSError, sqlite3.Error):
-        # A read-only or broken cache folder costs speed, never correctness.
-        tokenizer.tmp_dir = None
-        tokenizer.initialized = False
-        tokenizer.initialize()
-        return tokenizer
-    tokenizer.FREQ, tokenizer.total = lazy, lazy.total
-    tokenizer.initialized = True
-    return tokenizer
-
-
-def _segmenter() -> jieba.Tokenizer:
-    """The module's jieba tokenizer, created once."""
-    global _jieba
-    if _jieba is None:
-        with _jieba_lock:
-            if _jieba is None:
-                _jieba = _new_tokenizer()
-    return _jieba
 
 
 def _is_code(run: str) -> bool:
@@ -229,7 +94,7 @@ def normalize_text(text: str) -> str:
 def segments(text: str) -> Iterator[tuple[str, int, int]]:
     """(token, start, end) over the normalized text; offsets index `normalize_text(text)`."""
     normalized = normalize_text(text)
-    segmenter = _segmenter()
+    segmenter = shared_tokenizer()
     cursor = 0
     for match in _ASCII_RUN.finditer(normalized):
         if not _is_code(match.group()):
@@ -242,7 +107,7 @@ def segments(text: str) -> Iterator[tuple[str, int, int]]:
 
 def _python_search(text: str) -> list[tuple[str, int, int]]:
     """Python jieba's search-mode segmentation (the reference `segment_rs` is kept equal to)."""
-    return list(_segmenter().tokenize(text, mode="search"))
+    return list(shared_tokenizer().tokenize(text, mode="search"))
 
 
 def _use_rust(bulk: bool = False) -> bool:
@@ -369,7 +234,7 @@ def _terms_between(piece: str) -> list[str]:
 
         words = search_words(piece, _python_search)
     else:
-        words = [word for word, _, _ in _segmenter().tokenize(piece, mode="search")]
+        words = [word for word, _, _ in shared_tokenizer().tokenize(piece, mode="search")]
     return [term for term in map(_term, words) if term]
 
 
@@ -382,7 +247,7 @@ def _term(word: str) -> str:
 
 def in_dictionary(word: str) -> bool:
     """True when jieba's dictionary lists `word` (its HMM may still emit words it does not list)."""
-    frequency = _segmenter().FREQ.get(word)
+    frequency = shared_tokenizer().FREQ.get(word)
     return bool(frequency)
 
 
@@ -429,5 +294,5 @@ def _precise_between(piece: str) -> list[str]:
     if not piece:
         return []
     # A query is short: Python jieba on its lazy dictionary, never the bulk jieba-rs path.
-    words = (word for word, _, _ in _segmenter().tokenize(piece, mode="default"))
+    words = (word for word, _, _ in shared_tokenizer().tokenize(piece, mode="default"))
     return [term for term in map(_term, words) if term]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ragtriage.pipeline import analyzer
+from ragtriage.pipeline import jieba_dictionary
 
 TEXTS = [
     "如何查出一个特定的文件属于哪个软件包？",
@@ -25,7 +25,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("jieba-cache")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RAGTRIAGE_JIEBA_CACHE_DIR", str(folder))
-        first = analyzer._new_tokenizer()
+        first = jieba_dictionary.new_tokenizer()
     assert isinstance(first.FREQ, dict), "the first tokenizer loads jieba's dictionary and writes the file"
     assert list(folder.glob("prefix-*.sqlite"))
     return folder
@@ -37,25 +37,27 @@ def _cuts(tokenizer: object, texts: list[str]) -> list[list[tuple[str, int, int]
 
 def test_lazy_dictionary_cuts_like_the_full_one(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGTRIAGE_JIEBA_CACHE_DIR", str(cache_dir))
-    lazy = analyzer._new_tokenizer()
-    assert isinstance(lazy.FREQ, analyzer._PrefixDictionary)
-    full = analyzer._new_tokenizer()
+    lazy = jieba_dictionary.new_tokenizer()
+    assert isinstance(lazy.FREQ, jieba_dictionary.PrefixDictionary)
+    full = jieba_dictionary.new_tokenizer()
     full.FREQ._load_everything()
     assert isinstance(full.FREQ, dict)
     assert _cuts(lazy, TEXTS) == _cuts(full, TEXTS)
     assert lazy.total == full.total
-    assert isinstance(lazy.FREQ, analyzer._PrefixDictionary), "a few queries stay on the lazy dictionary"
+    assert isinstance(lazy.FREQ, jieba_dictionary.PrefixDictionary), (
+        "a few queries stay on the lazy dictionary"
+    )
 
 
 def test_many_lookups_switch_to_the_full_dictionary(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGTRIAGE_JIEBA_CACHE_DIR", str(cache_dir))
-    monkeypatch.setattr(analyzer, "FULL_LOAD_AFTER", 40)
-    tokenizer = analyzer._new_tokenizer()
+    monkeypatch.setattr(jieba_dictionary, "FULL_LOAD_AFTER", 40)
+    tokenizer = jieba_dictionary.new_tokenizer()
     expected = _cuts(tokenizer, TEXTS[:1])
     cuts = _cuts(tokenizer, TEXTS)
     assert isinstance(tokenizer.FREQ, dict), "indexing-sized work loads the whole dictionary"
     assert cuts[0] == expected[0]
-    reference = analyzer._new_tokenizer()
+    reference = jieba_dictionary.new_tokenizer()
     reference.FREQ._load_everything()
     assert cuts == _cuts(reference, TEXTS)
 
@@ -66,6 +68,6 @@ def test_an_unwritable_cache_folder_falls_back_to_jieba(
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("", encoding="utf-8")
     monkeypatch.setenv("RAGTRIAGE_JIEBA_CACHE_DIR", str(blocker / "jieba"))
-    tokenizer = analyzer._new_tokenizer()
+    tokenizer = jieba_dictionary.new_tokenizer()
     assert isinstance(tokenizer.FREQ, dict)
     assert [w for w, _, _ in tokenizer.tokenize("软件包", mode="search")] == ["软件", "软件包"]
