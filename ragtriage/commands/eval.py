@@ -21,6 +21,7 @@ from ragtriage.render.text import plural
 #: Modules that add subcommands to `eval_group` through `register_eval(group)`.
 SUBCOMMAND_MODULES: list[str] = [
     "ragtriage.commands.eval_runs",
+    "ragtriage.commands.eval_compare",
     "ragtriage.commands.eval_show",
     "ragtriage.commands.eval_refusal",
     "ragtriage.commands.eval_sweep",
