@@ -12,7 +12,8 @@ A failure in the child is raised here: `InputError` as it was, anything else as 
 with the child's traceback. Closing the iterator early (a stop request, a strict-mode error)
 ends the child and its readers, and removes the spill file. A process killed outright cannot
 remove its spill folder; the folder's name says which process on which host owned it, and
-`remove_stale_spill_dirs` removes those whose owner has ended.
+`remove_stale_spill_dirs` removes those whose owner has ended, and those whose name names no owner
+(an older version's, or a collector's own temp folder) once nothing in them changed for a day.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import shutil
 import signal
 import socket
 import tempfile
+import time
 import traceback
 from collections.abc import Generator, Iterator, Sequence
 from multiprocessing.connection import Connection
@@ -40,6 +42,12 @@ from ragtriage.logs.formats.dispatch import PlannedFile, trace_lines
 
 #: Spill folders in the temporary directory: `ragtriage-trace-ingest-PID@HOST-XXXXXXXX`.
 SPILL_PREFIX = "ragtriage-trace-ingest-"
+#: A trace collector's own spill folder (`formats.collect`), in the temporary directory when an
+#: ingest reads in this process: its name names no owner.
+COLLECTOR_PREFIX = "ragtriage-traces-"
+#: A folder whose name names no owner is removed once nothing in it changed for this long (s): a
+#: live ingest rewrites its spill file far more often.
+STALE_AFTER_S = 24 * 3600
 # TemporaryDirectory's random part has no `-`; a host name may.
 _OWNER = re.compile(rf"{re.escape(SPILL_PREFIX)}(\d+)@(.+)-[^-]+")
 
@@ -58,19 +66,42 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _last_change(folder: Path) -> float:
+    """The newest modification time of `folder` and everything in it (s since the epoch)."""
+    newest = folder.stat().st_mtime
+    for parent, names, files in os.walk(folder):
+        for name in (*names, *files):
+            with contextlib.suppress(OSError):  # removed meanwhile
+                newest = max(newest, os.stat(os.path.join(parent, name)).st_mtime)
+    return newest
+
+
+def _stale(folder: Path, host: str, now: float) -> bool:
+    owner = _OWNER.fullmatch(folder.name)
+    if owner is not None:
+        return owner.group(2) == host and not _alive(int(owner.group(1)))
+    # No owner to ask (another user's or an older version's live ingest looks the same): age decides.
+    return now - _last_change(folder) > STALE_AFTER_S
+
+
 def remove_stale_spill_dirs() -> list[Path]:
-    """Remove the spill folders left by ingests on this host whose process has ended (killed
-    before its cleanup ran); returns the folders removed. Folders of other hosts sharing the
-    temporary directory, of live processes, and of unknown owners are left alone."""
-    host = socket.gethostname()
+    """Remove the spill folders left by ingests killed before their cleanup ran; returns the
+    folders removed. A folder whose name names its owner goes when that process on this host has
+    ended; one whose name names none (`COLLECTOR_PREFIX`, an older version's) when nothing in it
+    changed for `STALE_AFTER_S`. Folders of other hosts sharing the temporary directory and of
+    live processes are left alone."""
+    host, now = socket.gethostname(), time.time()
     removed: list[Path] = []
+    root = Path(tempfile.gettempdir())
     try:
-        folders = list(Path(tempfile.gettempdir()).glob(f"{SPILL_PREFIX}*"))
+        folders = [*root.glob(f"{SPILL_PREFIX}*"), *root.glob(f"{COLLECTOR_PREFIX}*")]
     except OSError:
         return removed
     for folder in folders:
-        owner = _OWNER.fullmatch(folder.name)
-        if owner is None or owner.group(2) != host or _alive(int(owner.group(1))) or not folder.is_dir():
+        try:
+            if not folder.is_dir() or not _stale(folder, host, now):
+                continue
+        except OSError:  # removed meanwhile, or not ours to read
             continue
         shutil.rmtree(folder, ignore_errors=True)
         if not folder.exists():
