@@ -46,6 +46,15 @@ def _print_summary(summary: Any) -> None:
     )
 
 
+def _gold_warnings(workspace: Any, dataset: str) -> list[str]:
+    """The doctor's error findings on `dataset` as one warning line (gold the KB does not hold,
+    document ids as chunk ids, deleted gold…): the scores they make wrong are printed anyway."""
+    from ragtriage.eval.doctor import run_doctor
+
+    line = run_doctor(workspace, dataset).error_line()
+    return [] if line is None else [line]
+
+
 def register_eval(group: click.Group) -> None:
     """Attach import, export, run and runs to the `eval` group."""
 
@@ -79,6 +88,7 @@ def register_eval(group: click.Group) -> None:
         cases = read_cases(file, fmt, warnings=warnings, split=split, granularity=granularity)  # type: ignore[arg-type]
         with open_workspace(home, config_file) as workspace:
             report = eval_store.add_cases(workspace.engine, dataset, cases, provenance={"source": str(file)})
+            warnings += _gold_warnings(workspace, dataset)
         for warning in warnings:
             click.echo(f"warning: {warning}", err=True)
         if as_json:
@@ -223,10 +233,13 @@ def register_eval(group: click.Group) -> None:
                     err=True,
                 )
                 raise SystemExit(130) from None
+            gold_warnings = _gold_warnings(workspace, dataset)
         if as_json:
             echo_json(summary)
         else:
             _print_summary(summary)
+        for warning in gold_warnings:
+            click.echo(f"warning: {warning}", err=True)
         if summary.status != "complete":
             click.echo(
                 f"run {summary.run_id} is {summary.status}; finish it with "

@@ -96,7 +96,7 @@ def print_sweep(table: SweepTable) -> None:
     if any(row.unmapped_cases for row in table.rows):
         console.print(
             "unmapped: cases whose gold refs map to no chunk in that setting (scored as misses); "
-            "see `ragtriage eval doctor`"
+            "see `ragtriage doctor`"
         )
     if table.skipped_documents:
         console.print(

@@ -71,6 +71,25 @@ class DoctorReport(BaseModel):
         """True when there is no error-level finding."""
         return not any(f.severity == "error" for f in self.findings)
 
+    def error_line(self) -> str | None:
+        """One line naming the error-level findings and the command that explains them (None when
+        `ok`): `the gold of 1 case makes its scores wrong (unknown_gold: x1); see …`."""
+        errors = [f for f in self.findings if f.severity == "error"]
+        if not errors:
+            return None
+        cases = len({case for f in errors for case in f.case_ids})
+        kinds = "; ".join(
+            f"{f.kind}: {', '.join(f.case_ids[:3])}"
+            + (f" +{len(f.case_ids) - 3} more" if len(f.case_ids) > 3 else "")
+            for f in errors
+        )
+        where = "" if self.dataset == eval_store.DEFAULT_DATASET else f" --dataset {self.dataset}"
+        return (
+            f"the gold of {cases} case{'' if cases == 1 else 's'} of {self.dataset}@{self.dataset_version} "
+            f"makes {'its' if cases == 1 else 'their'} scores wrong ({kinds}); "
+            f"see `ragtriage doctor{where}` for the fix"
+        )
+
 
 def _char_bigrams(text: str) -> set[str]:
     compact = "".join(text.split())

@@ -349,3 +349,26 @@ def test_an_empty_kb_says_how_to_fill_it_in_stats_and_chunks() -> None:
     listed = _run("kb", "chunks")
     assert listed.exit_code == 0 and listed.stdout == "chunk_id\tstatus\tanchor\ttitle\n"
     assert listed.stderr.startswith("no chunks in this KB; add documents with `ragtriage kb add DOCS`")
+
+
+def test_eval_import_of_production_ids_warns_about_gold_the_kb_does_not_hold(tmp_path: Path) -> None:
+    imported = _run("kb", "import", str(_write_jsonl(tmp_path / "chunks.jsonl", ROWS)), "--map", MAP)
+    assert imported.exit_code == 0, imported.output
+    unknown = "7d1c5c0e-0a9b-4f0e-8d43-2f4a1b3c5d6e"
+    cases = [
+        {"case_id": "prod-1", "question": "发票多久内交", "relevant_chunk_ids": [UUID_A], "k": 5},
+        {"case_id": "prod-2", "question": "VPN 连不上", "relevant_chunk_ids": [42], "k": 5},
+        {"case_id": "prod-3", "question": "报销超期", "relevant_chunk_ids": [unknown], "k": 5},
+    ]
+    path = tmp_path / "eval.json"
+    path.write_text(json.dumps(cases, ensure_ascii=False), encoding="utf-8")
+    result = _run("eval", "import", str(path), "--format", "cases-json", "--dataset", "prod")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "prod@1: 3 added, 0 updated, 0 unchanged\n"
+    assert result.stderr == (
+        "warning: the gold of 1 case of prod@1 makes its scores wrong (unknown_gold: prod-3); "
+        "see `ragtriage doctor --dataset prod` for the fix\n"
+    )
+    path.write_text(json.dumps(cases[:2], ensure_ascii=False), encoding="utf-8")
+    clean = _run("eval", "import", str(path), "--format", "cases-json")
+    assert clean.exit_code == 0 and clean.stderr == "", clean.output
