@@ -1,6 +1,7 @@
 """Where settings come from and how their errors read: `RAGTRIAGE__…` environment overrides,
 section-by-section merging, profile files next to the settings file, and one error line per
-validation problem with a "did you mean" hint. `config.load_settings` puts them together.
+validation problem with a "did you mean" hint. `config.load_settings` puts them together;
+`set_settings_values` edits the file in place (`--write` of the tuning commands).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 import tomllib
 import types
 import typing
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +125,34 @@ def read_profile_files(path: Path, data: dict[str, Any], sources: dict[str, str]
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"{file}: not valid TOML: {error}") from None
         sources[name] = str(file)
+
+
+def set_settings_values(path: Path, table: Sequence[str], values: Mapping[str, Any]) -> None:
+    """Set `values` in the table `table` (e.g. `("rerank", "weights")`) of the settings file at
+    `path`, keeping its comments and layout; the file and missing tables are created.
+
+    Raises:
+        ConfigError: the file is not valid TOML, or a key on the table's path is not a table.
+    """
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+
+    path = Path(path)
+    try:
+        document = tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
+    except TOMLKitError as error:
+        raise ConfigError(f"{path}: not valid TOML ({error}); fix it, then run with --write again") from None
+    node: Any = document
+    for depth, name in enumerate(table, start=1):
+        child = node.get(name)
+        if child is None:
+            child = tomlkit.table()
+            node[name] = child
+        if not isinstance(child, Mapping):
+            dotted = ".".join(table[:depth])
+            raise ConfigError(f"{path}: `{dotted}` is not a table; make it [{dotted}]")
+        node = child
+    for key, value in values.items():
+        node[key] = value
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(tomlkit.dumps(document), encoding="utf-8")

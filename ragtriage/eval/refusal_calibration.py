@@ -218,24 +218,9 @@ def write_threshold(path: Path, threshold: float, score: str) -> None:
     Raises:
         ConfigError: the file is not valid TOML, or `[rerank]` is not a table.
     """
-    import tomlkit
-    from tomlkit.exceptions import TOMLKitError
+    from ragtriage.config_sources import set_settings_values
 
-    from ragtriage.errors import ConfigError
-
-    path = Path(path)
-    try:
-        document = tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
-    except TOMLKitError as error:
-        raise ConfigError(f"{path}: not valid TOML ({error}); fix it, then run with --write again") from None
-    rerank = document.get("rerank")
-    if rerank is None:
-        rerank = tomlkit.table()
-        document["rerank"] = rerank
-    if not isinstance(rerank, Mapping):
-        raise ConfigError(f"{path}: `rerank` is not a table; make it [rerank]")
-    rerank["refusal_threshold"] = round(threshold, 6)  # type: ignore[index]
+    values: dict[str, float | str] = {"refusal_threshold": round(threshold, 6)}
     if score != "cross_encoder":
-        rerank["refusal_score"] = score  # type: ignore[index]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(tomlkit.dumps(document), encoding="utf-8")
+        values["refusal_score"] = score
+    set_settings_values(path, ("rerank",), values)

@@ -322,32 +322,10 @@ def write_weights(path: Path, weights: Mapping[str, float]) -> None:
     Raises:
         ConfigError: the file is not valid TOML, or `rerank` / `rerank.weights` is not a table.
     """
-    import tomlkit
-    from tomlkit.exceptions import TOMLKitError
+    from ragtriage.config_sources import set_settings_values
 
-    from ragtriage.errors import ConfigError
-
-    path = Path(path)
-    try:
-        document = tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
-    except TOMLKitError as error:
-        raise ConfigError(f"{path}: not valid TOML ({error}); fix it, then run with --write again") from None
-    rerank = document.get("rerank")
-    if rerank is None:
-        rerank = tomlkit.table()
-        document["rerank"] = rerank
-    if not isinstance(rerank, Mapping):
-        raise ConfigError(f"{path}: `rerank` is not a table; make it [rerank]")
-    table = rerank.get("weights")
-    if table is None:
-        table = tomlkit.table()
-        rerank["weights"] = table  # type: ignore[index]
-    if not isinstance(table, Mapping):
-        raise ConfigError(f"{path}: `rerank.weights` is not a table; make it [rerank.weights]")
-    for name, value in weights.items():
-        table[name] = round(float(value), 6)  # type: ignore[index]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(tomlkit.dumps(document), encoding="utf-8")
+    values = {name: round(float(value), 6) for name, value in weights.items()}
+    set_settings_values(path, ("rerank", "weights"), values)
 
 
 def collect_fit_cases(
