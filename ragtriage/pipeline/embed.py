@@ -117,7 +117,25 @@ def _import_models_extra(module: str) -> Any:
         ) from None
 
 
-class SentenceTransformerEmbedder:
+class _PrefixedEmbedder:
+    """`embed_queries` / `embed_passages` over the backend's `_encode`, with `embedder.query_prefix`
+    / `passage_prefix` prepended (e.g. the BGE query instruction, or e5's `query: `)."""
+
+    _settings: EmbedderSettings
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Query vectors, with `embedder.query_prefix` prepended."""
+        return self._encode([self._settings.query_prefix + text for text in texts])
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """Passage vectors, with `embedder.passage_prefix` prepended."""
+        return self._encode([self._settings.passage_prefix + text for text in texts])
+
+
+class SentenceTransformerEmbedder(_PrefixedEmbedder):
     """A sentence-transformers model by name or local path; CPU float32 by default."""
 
     def __init__(self, settings: EmbedderSettings) -> None:
@@ -153,19 +171,11 @@ class SentenceTransformerEmbedder:
             )
         return _normalise(vectors)
 
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        """Query vectors, with `embedder.query_prefix` prepended."""
-        return self._encode([self._settings.query_prefix + text for text in texts])
-
-    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        """Passage vectors, with `embedder.passage_prefix` prepended."""
-        return self._encode([self._settings.passage_prefix + text for text in texts])
-
     def __repr__(self) -> str:
         return f"SentenceTransformerEmbedder(name={self.name!r}, dim={self.dim})"
 
 
-class FlagModelEmbedder:
+class FlagModelEmbedder(_PrefixedEmbedder):
     """A FlagEmbedding `FlagModel` (BGE family) by name or local path; fp16 off (CPU float32)."""
 
     def __init__(self, settings: EmbedderSettings) -> None:
@@ -194,14 +204,6 @@ class FlagModelEmbedder:
                 # FlagModel draws a tqdm bar unless the input is shorter than its batch size.
                 vectors.append(np.atleast_2d(self._model.encode(batch, batch_size=len(batch) + 1)))
         return _normalise(np.concatenate(vectors, axis=0))
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        """Query vectors, with `embedder.query_prefix` (e.g. the BGE instruction) prepended."""
-        return self._encode([self._settings.query_prefix + text for text in texts])
-
-    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        """Passage vectors, with `embedder.passage_prefix` prepended."""
-        return self._encode([self._settings.passage_prefix + text for text in texts])
 
     def __repr__(self) -> str:
         return f"FlagModelEmbedder(name={self.name!r}, dim={self.dim})"
@@ -232,7 +234,7 @@ def embeddings_url(base_url: str) -> str:
     return url + "/v1/embeddings"
 
 
-class OpenAIEmbedder:
+class OpenAIEmbedder(_PrefixedEmbedder):
     """An OpenAI-compatible `/v1/embeddings` service; the API key comes only from `embedder.api_key_env`."""
 
     retry_wait = wait_exponential(multiplier=0.2, min=0.2, max=5.0)
@@ -330,14 +332,6 @@ class OpenAIEmbedder:
             )
         self._dim = int(matrix.shape[1])
         return matrix
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        """Query vectors, with `embedder.query_prefix` prepended."""
-        return self._encode([self._settings.query_prefix + text for text in texts])
-
-    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        """Passage vectors, with `embedder.passage_prefix` prepended."""
-        return self._encode([self._settings.passage_prefix + text for text in texts])
 
     def close(self) -> None:
         """Close the HTTP client."""
