@@ -135,17 +135,10 @@ def _result_row(
     if isinstance(trace, str):
         # The pipeline rejected the case (e.g. an empty query): it scores 0 and says why.
         metrics = {spec.label: 0.0 for spec in specs} if case.case.has_gold else {}
-        return EvalRunCaseRow(
-            run_id=0,
-            case_id=case.case.case_id,
-            case_version=case.version,
-            has_gold=case.case.has_gold,
-            refused=False,
-            metrics=metrics,
-            buckets=buckets,
-            snapshot={"error": trace},
-        )
-    metrics, refused, snapshot = score_trace(case.case, trace, specs)
+        refused, snapshot, ms = False, {"error": trace}, 0.0
+    else:
+        metrics, refused, snapshot = score_trace(case.case, trace, specs)
+        ms = float(trace.timings_ms.get("total", 0.0))
     return EvalRunCaseRow(
         run_id=0,
         case_id=case.case.case_id,
@@ -155,7 +148,7 @@ def _result_row(
         metrics=metrics,
         buckets=buckets,
         snapshot=snapshot,
-        ms=float(trace.timings_ms.get("total", 0.0)),
+        ms=ms,
     )
 
 
