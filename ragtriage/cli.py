@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from pathlib import Path
 
 import click
@@ -28,10 +29,49 @@ COMMAND_MODULES = [
 ]
 
 
+#: Stands in for `-` while help text is wrapped, so no line breaks inside `--max-wrong-refusals`.
+_NO_BREAK_HYPHEN = "\u2011"
+
+
+class HelpFormatter(click.HelpFormatter):
+    """click's help layout, except that a line never breaks at a hyphen: an option name or a
+    hyphenated word stays whole on one line."""
+
+    def _restore_hyphens(self, start: int) -> None:
+        self.buffer[start:] = [part.replace(_NO_BREAK_HYPHEN, "-") for part in self.buffer[start:]]
+
+    def write_text(self, text: str) -> None:
+        start = len(self.buffer)
+        super().write_text(text.replace("-", _NO_BREAK_HYPHEN))
+        self._restore_hyphens(start)
+
+    def write_dl(self, rows: Iterable[tuple[str, str]], col_max: int = 30, col_spacing: int = 2) -> None:
+        start = len(self.buffer)
+        protected = [(term, text.replace("-", _NO_BREAK_HYPHEN)) for term, text in rows]
+        super().write_dl(protected, col_max, col_spacing)
+        self._restore_hyphens(start)
+
+
+class HelpContext(click.Context):
+    """The context of every ragtriage command: help through `HelpFormatter`."""
+
+    formatter_class = HelpFormatter
+
+
+def _use_help_context(command: click.Command) -> None:
+    """Give `command` and its subcommands `HelpContext` (they are defined in separate modules)."""
+    command.context_class = HelpContext
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _use_help_context(sub)
+
+
 class LazyGroup(click.Group):
     """Imports a command module only when needed: `ragtriage replay` imports `commands.replay`
     (a module named like the command is tried first), `--help` and unknown names import them all.
     Cold start of one command then skips every other command's imports."""
+
+    context_class = HelpContext
 
     def _register(self, module: str) -> None:
         if module not in _registered:
@@ -44,7 +84,10 @@ class LazyGroup(click.Group):
         if cmd_name not in self.commands:
             for module in COMMAND_MODULES:
                 self._register(module)
-        return super().get_command(ctx, cmd_name)
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _use_help_context(command)
+        return command
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         for module in COMMAND_MODULES:

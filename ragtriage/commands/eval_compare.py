@@ -20,7 +20,7 @@ def register_eval(group: click.Group) -> None:
     @click.option(
         "--metric", default=None, help="Metric that orders regressed cases [first of mrr, recall@5, ndcg@10]."
     )
-    @click.option("--json", "as_json", is_flag=True)
+    @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
     @workspace_options
     def compare_command(
         run_a: str, run_b: str, metric: str | None, as_json: bool, home: Path | None, config_file: Path | None
@@ -40,8 +40,10 @@ def register_eval(group: click.Group) -> None:
         print_comparison(comparison)
 
     @group.command("gate")
-    @click.option("--run", "run_ref", required=True, metavar="RUN")
-    @click.option("--baseline", default=None, metavar="RUN")
+    @click.option("--run", "run_ref", required=True, metavar="RUN", help="Run to judge (id or name).")
+    @click.option(
+        "--baseline", default=None, metavar="RUN", help="Run to compare with (--max-drop, --no-regress)."
+    )
     @click.option("--min", "mins", multiple=True, metavar="METRIC=VALUE", help="Floor, e.g. recall@5=0.8.")
     @click.option(
         "--max-drop",
@@ -64,7 +66,7 @@ def register_eval(group: click.Group) -> None:
         default=None,
         help="Also write the HTML report (RUN against --baseline) with the verdict to this file.",
     )
-    @click.option("--json", "as_json", is_flag=True)
+    @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
     @workspace_options
     def gate_command(
         run_ref: str,
@@ -110,7 +112,7 @@ def register_eval(group: click.Group) -> None:
             click.get_current_context().exit(1)
 
     @group.command("ablate")
-    @click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True)
+    @click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True, help="Eval set name.")
     @click.option(
         "--reference",
         type=click.Choice(["A", "C"]),
@@ -118,8 +120,14 @@ def register_eval(group: click.Group) -> None:
         show_default=True,
         help="The configuration deltas are computed against.",
     )
-    @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
-    @click.option("--json", "as_json", is_flag=True)
+    @click.option(
+        "--workers",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="Threads over batches of queries.",
+    )
+    @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
     @workspace_options
     def ablate_command(
         dataset: str, reference: str, workers: int, as_json: bool, home: Path | None, config_file: Path | None

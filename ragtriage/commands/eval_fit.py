@@ -106,8 +106,14 @@ def register_eval(group: click.Group) -> None:
         show_default=True,
         help="Cross-validation folds (0: none) to estimate the fit on unseen queries.",
     )
-    @click.option("--restarts", type=click.IntRange(1), default=3, show_default=True)
-    @click.option("--seed", type=int, default=0, show_default=True)
+    @click.option(
+        "--restarts",
+        type=click.IntRange(1),
+        default=3,
+        show_default=True,
+        help="Ascents from perturbed weights; the best fit wins.",
+    )
+    @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the restarts and folds.")
     @click.option(
         "--write",
         is_flag=True,

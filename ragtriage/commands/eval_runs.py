@@ -69,7 +69,7 @@ def register_eval(group: click.Group) -> None:
         help="Override whether gold ids are chunk ids or document ids.",
     )
     @click.option("--split", default="test", show_default=True, help="BEIR qrels split.")
-    @click.option("--json", "as_json", is_flag=True)
+    @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
     @workspace_options
     def import_command(
         file: Path,
@@ -101,8 +101,8 @@ def register_eval(group: click.Group) -> None:
 
     @group.command("export")
     @click.argument("out", type=click.Path(path_type=Path))
-    @click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True)
-    @click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), required=True)
+    @click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True, help="Eval set name.")
+    @click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), required=True, help="File format.")
     @click.option("--version", "version", type=int, default=None, help="Dataset version [current].")
     @click.option(
         "--negatives",
@@ -170,7 +170,7 @@ def register_eval(group: click.Group) -> None:
             click.echo(f"wrote {path}", err=True)
 
     @group.command("run")
-    @click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True)
+    @click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True, help="Eval set name.")
     @click.option("--name", default=None, help="A name for the run (compare and gate accept it).")
     @click.option(
         "--workers",
@@ -179,7 +179,9 @@ def register_eval(group: click.Group) -> None:
         show_default=True,
         help="Threads over batches of queries.",
     )
-    @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
+    @click.option(
+        "--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Queries per batch."
+    )
     @click.option("--resume", "resume", default=None, metavar="RUN", help="Finish the missing cases of RUN.")
     @click.option(
         "--profile",
@@ -189,7 +191,7 @@ def register_eval(group: click.Group) -> None:
         help="Replay profile to run (see `ragtriage profiles`), as `replay --profile`; "
         "default: the settings file as it is.",
     )
-    @click.option("--json", "as_json", is_flag=True)
+    @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
     @workspace_options
     def run_command(
         dataset: str,
@@ -249,8 +251,8 @@ def register_eval(group: click.Group) -> None:
             click.get_current_context().exit(1)
 
     @group.command("runs")
-    @click.option("--dataset", default=None)
-    @click.option("--json", "as_json", is_flag=True)
+    @click.option("--dataset", default=None, help="Only runs of this eval set.")
+    @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
     @workspace_options
     def runs_command(dataset: str | None, as_json: bool, home: Path | None, config_file: Path | None) -> None:
         """List stored runs, newest first."""

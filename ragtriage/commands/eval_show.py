@@ -67,8 +67,12 @@ def register_eval(group: click.Group) -> None:
 
     @group.command("show")
     @click.argument("run_ref", metavar="RUN")
-    @click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True)
-    @click.option("--limit", type=click.IntRange(1, MAX_PAGE), default=50, show_default=True)
+    @click.option(
+        "--offset", type=click.IntRange(min=0), default=0, show_default=True, help="Cases to skip (paging)."
+    )
+    @click.option(
+        "--limit", type=click.IntRange(1, MAX_PAGE), default=50, show_default=True, help="Cases per page."
+    )
     @click.option(
         "--json", "as_json", is_flag=True, help="The run, its settings and the case results as JSON."
     )

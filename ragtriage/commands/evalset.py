@@ -25,7 +25,7 @@ def _grades(values: tuple[str, ...]) -> dict[str, int]:
 
 @click.command("promote")
 @click.argument("request_id")
-@click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True)
+@click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True, help="Eval set name.")
 @click.option("--grade", "grades", multiple=True, metavar="CHUNK_ID=GRADE", help="Grade of a gold chunk [1].")
 @click.option(
     "--must-have", "must_have", multiple=True, help="A constraint the answer must respect (repeatable)."
@@ -36,7 +36,7 @@ def _grades(values: tuple[str, ...]) -> dict[str, int]:
 @click.option("--difficulty", default=None, help="e.g. easy, medium, hard.")
 @click.option("--tag", "tags", multiple=True, help="Bucket tag (repeatable).")
 @click.option("--case-id", default=None, help="Case id [badcase-NNNN].")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @workspace_options
 def promote_command(
     request_id: str,
@@ -80,8 +80,8 @@ def promote_command(
 
 
 @click.command("doctor")
-@click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True, help="Eval set name.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @workspace_options
 def doctor_command(dataset: str, as_json: bool, home: Path | None, config_file: Path | None) -> None:
     """Explain metrics that come out all zero or wrong: bad gold ids, re-chunked gold, duplicates, no gold."""

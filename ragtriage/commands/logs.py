@@ -174,8 +174,10 @@ def quarantine_command(
     "`none` for the ones not diagnosed yet.",
 )
 @click.option("--since", default=None, help="Requests since a time: 30m, 12h, 7d, 2w or an ISO date/time.")
-@click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True)
-@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True, help="Requests per page.")
+@click.option(
+    "--offset", type=click.IntRange(min=0), default=0, show_default=True, help="Requests to skip (paging)."
+)
 @click.option(
     "--sort",
     type=click.Choice(list(QUEUE_SORTS)),

@@ -28,7 +28,13 @@ def _help() -> str:
     show_default=True,
     help="Requests since a time: 30m, 12h, 7d, 2w or an ISO date/time.",
 )
-@click.option("--by", type=click.Choice(["day", "version"]), default="day", show_default=True)
+@click.option(
+    "--by",
+    type=click.Choice(["day", "version"]),
+    default="day",
+    show_default=True,
+    help="Group per day (UTC) or per logged pipeline_version.",
+)
 @click.option(
     "--coverage-n",
     type=click.IntRange(min=1),

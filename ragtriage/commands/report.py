@@ -22,7 +22,13 @@ def register(cli: click.Group) -> None:
     @click.option(
         "--since", default="30d", show_default=True, help="With --monitor: 30m, 12h, 7d, 2w or a date."
     )
-    @click.option("--by", type=click.Choice(["day", "version"]), default="day", show_default=True)
+    @click.option(
+        "--by",
+        type=click.Choice(["day", "version"]),
+        default="day",
+        show_default=True,
+        help="Group per day (UTC) or per logged pipeline_version.",
+    )
     @click.option(
         "-o",
         "--output",
