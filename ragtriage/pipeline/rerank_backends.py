@@ -111,9 +111,13 @@ class _LocalCrossEncoder:
         self.batch_size = batch_size
         try:
             self._model = self._load(library, model, device)
-        except OSError as error:
+        except (OSError, ValueError) as error:
+            # A missing folder is an OSError in sentence-transformers but huggingface_hub's
+            # HFValidationError (a ValueError) through FlagEmbedding: both mean a wrong model path.
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise PipelineError(
-                f"cannot load reranker model {quoted(model)}: {error}; fix [rerank] model"
+                f"cannot load reranker model {quoted(model)}: {first_line}; fix [rerank] model "
+                "(a local model folder or a model name already in the Hugging Face cache)"
             ) from None
 
     def _import_library(self) -> Any:

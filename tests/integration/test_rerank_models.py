@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragtriage.errors import PipelineError
 from ragtriage.pipeline.rerank_backends import (
     FP16_ON_CPU_NOTE,
     FlagRerankerScorer,
@@ -117,3 +118,13 @@ def test_cut_keeps_the_whole_query(tiny_cross_encoder: Path) -> None:
         encoded
     )
     assert np.isclose(sigmoid([0.0])[0], 0.5)
+
+
+@pytest.mark.parametrize("scorer_class", [FlagRerankerScorer, SentenceTransformersScorer])
+def test_a_missing_model_folder_is_one_clear_error(scorer_class: type, tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-reranker"
+    with pytest.raises(PipelineError) as caught:
+        scorer_class(str(missing))
+    message = str(caught.value)
+    assert message.startswith(f"cannot load reranker model '{missing}'") and "fix [rerank] model" in message
+    assert "\n" not in message and "Traceback" not in message
