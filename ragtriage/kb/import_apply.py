@@ -8,7 +8,10 @@ counted as rejected instead). An unchanged source opens no write transaction: no
 nothing embedded. Then the indexes are synced; vectors that came with the rows are used as given
 (see `ragtriage.pipeline.indexer`). Rows written with vectors are also handed, batch by batch, to a
 `pipeline.dense_worker` process that writes the dense index meanwhile (committed only after this
-transaction; rolled back with it), so Qdrant overlaps the pass and the BM25 build.
+transaction; rolled back with it), so Qdrant overlaps the pass and the BM25 build. What the pass
+computed for the written chunks (index hashes; with bm25s their term ids, segmented by forked
+processes meanwhile) is handed to the sync (`pipeline.import_handoff`), which then loads back from
+SQL only what it cannot know otherwise.
 """
 
 from __future__ import annotations
@@ -30,12 +33,14 @@ from ragtriage.kb.import_report import ImportReport, RejectedRow
 from ragtriage.kb.import_rows import ImportedChunk, RowError, SourceRow
 from ragtriage.kb.import_write import PUBLISHED, DocFields, ImportWriter
 from ragtriage.kb.repository import DELETED, bump_revision, kb_revision
+from ragtriage.pipeline.kb_chunks import index_hash
 from ragtriage.store.db import read_session, write_session
 from ragtriage.store.kb_tables import ChunkRow
 from ragtriage.workspace import Workspace
 
 if TYPE_CHECKING:
     from ragtriage.pipeline.dense_worker import DenseWorker
+    from ragtriage.pipeline.import_handoff import ImportHandoff
 
 __all__ = ["ChunkSource", "import_chunks"]
 
@@ -101,8 +106,29 @@ def import_chunks(
     started = time.perf_counter()
     mapper = make_mapper()
     stream = _DenseStream(workspace) if index and vector_embedder is not None else None
+    handoff = _handoff(workspace) if index else None
+
+    def on_written(chunks: list[ImportedChunk]) -> None:
+        hashes = [index_hash(chunk, chunk.vector_hash) for chunk in chunks]
+        for chunk, chunk_hash in zip(chunks, hashes, strict=True):
+            chunk.index_hash = chunk_hash  # computed once, for the dense stream and the handoff
+        if stream is not None:
+            stream.send(chunks)
+        if handoff is not None:
+            for chunk, chunk_hash in zip(chunks, hashes, strict=True):
+                if chunk.retrievable:
+                    handoff.add(
+                        chunk.chunk_id,
+                        chunk.doc_id,
+                        chunk.title,
+                        chunk.heading_path,
+                        chunk.content,
+                        chunk.content_hash,
+                        chunk_hash,
+                    )
+
     try:
-        changed = _import(
+        revision = _import(
             workspace,
             source,
             mapper,
@@ -110,11 +136,14 @@ def import_chunks(
             full=full,
             skip_bad_rows=skip_bad_rows,
             on_progress=on_progress,
-            on_written=None if stream is None else stream.send,
+            on_written=on_written if stream is not None or handoff is not None else None,
         )
+        changed = revision is not None
         worker = None if stream is None else stream.worker
         if worker is not None:
             worker.commit()  # the KB has committed: the worker commits its points and syncs the rest
+        if handoff is not None:
+            handoff.finish()
         report.read_seconds = time.perf_counter() - started - report.write_seconds
         report.vector_dim = mapper.dim if report.vectors else None
         if not report.vectors:
@@ -128,12 +157,30 @@ def import_chunks(
         else:
             from ragtriage.pipeline.indexer import sync_indexes
 
-            index_report = sync_indexes(workspace, on_index_progress, dense_worker=worker)
+            if handoff is not None:
+                handoff.base_revision = report.kb_revision if revision is None else revision - 1
+            index_report = sync_indexes(workspace, on_index_progress, dense_worker=worker, handoff=handoff)
             report.index = dataclasses.asdict(index_report)
     finally:
+        if handoff is not None:
+            handoff.close()
         if stream is not None:
             stream.close()
     return report
+
+
+def _handoff(workspace: Workspace) -> ImportHandoff:
+    """What the pass keeps for the index sync; with bm25s it segments the written texts meanwhile."""
+    import os
+
+    from ragtriage.pipeline.import_handoff import ImportHandoff
+
+    settings = workspace.settings.index
+    return ImportHandoff(
+        segment=settings.bm25_engine == "bm25s",
+        procs=min(settings.bm25_procs, os.cpu_count() or 1),
+        min_docs=settings.bm25_multiproc_min_docs,
+    )
 
 
 class _DenseStream:
@@ -149,14 +196,13 @@ class _DenseStream:
 
     def send(self, chunks: list[ImportedChunk]) -> None:
         from ragtriage.pipeline.dense import DenseDocument
-        from ragtriage.pipeline.kb_chunks import index_hash
 
         documents = [
             DenseDocument(
                 chunk.chunk_id,
                 chunk.doc_id,
                 chunk.content_hash,
-                index_hash(chunk, chunk.vector_hash),
+                chunk.index_hash or index_hash(chunk, chunk.vector_hash),
                 chunk.vector,
             )
             for chunk in chunks
@@ -216,8 +262,9 @@ def _import(
     skip_bad_rows: bool,
     on_progress: ProgressCallback | None,
     on_written: Callable[[list[ImportedChunk]], None] | None = None,
-) -> bool:
-    """Read, check and write every row in one transaction; True if anything was written.
+) -> int | None:
+    """Read, check and write every row in one transaction; the KB revision it made (None: nothing
+    was written).
 
     `on_written` is given each batch of written chunks (inside the transaction).
     """
@@ -253,15 +300,15 @@ def _import(
         missing = _missing(source, state, report) if full else []
         report.missing = len(missing)
         if writer is None and not missing:
-            return False
+            return None
         began = time.perf_counter()
         writer = writer or open_writer()
         writer.retag_rechunked([cid for cid, doc in state.retired.items() if doc in state.grown_docs])
         missing_docs = writer.mark_missing(missing, state.grown_docs)
         writer.write_documents(state.touched_docs, missing_docs, source.name)
-        bump_revision(writer.session, kb)
+        revision = bump_revision(writer.session, kb)
         report.write_seconds += time.perf_counter() - began
-    return True
+    return revision
 
 
 def _read_batch(

@@ -51,6 +51,8 @@ class ImportedChunk:
     meta: dict[str, Any] = field(default_factory=dict)
     vector: np.ndarray | None = None
     vector_hash: str | None = None
+    index_hash: str | None = None
+    """`kb_chunks.index_hash` of the chunk, once it is written (for the indexes)."""
     _source_hash: str | None = field(default=None, repr=False, compare=False)
 
     def source_hash(self) -> str:

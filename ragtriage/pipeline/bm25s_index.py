@@ -38,7 +38,7 @@ from ragtriage.errors import IndexLockedError
 from ragtriage.pipeline.analyzer import normalize_text, query_terms
 from ragtriage.pipeline.bm25 import FLAG_INDEX_EMPTY, FLAG_TOKENIZES_TO_NOTHING, BM25Document
 from ragtriage.pipeline.bm25s_matrix import build_model
-from ragtriage.pipeline.bulk_terms import iter_term_ids
+from ragtriage.pipeline.bulk_terms import SegmentedTerms, iter_term_ids
 from ragtriage.pipeline.types import ScoredChunk
 
 __all__ = ["BM25sIndex"]
@@ -59,6 +59,31 @@ _EMPTY_META: dict[str, Any] = {
 
 
 @dataclass
+class _Runs:
+    """One field's term ids, one run per chunk: run n is `flat[offsets[n]:offsets[n + 1]]`."""
+
+    flat: np.ndarray
+    offsets: np.ndarray
+
+    @classmethod
+    def empty(cls) -> _Runs:
+        return cls(np.zeros(0, np.int32), np.zeros(1, np.int64))
+
+    @classmethod
+    def join(cls, runs: Sequence[np.ndarray]) -> _Runs:
+        """One flat array of `runs` (views into other flat arrays, copied once here)."""
+        lengths = np.fromiter((len(run) for run in runs), dtype=np.int64, count=len(runs))
+        flat = np.concatenate(runs).astype(np.int32, copy=False) if runs else np.zeros(0, np.int32)
+        return cls(flat, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def run(self, n: int) -> np.ndarray:
+        return self.flat[self.offsets[n] : self.offsets[n + 1]]
+
+
+@dataclass
 class _State:
     """Everything one version of the index holds (term ids as int32 runs per chunk and field)."""
 
@@ -67,12 +92,12 @@ class _State:
     content_hashes: list[str]
     index_hashes: list[str]
     vocab: dict[str, int]
-    terms: dict[str, list[np.ndarray]]
-    """field → one int32 array of term ids per chunk."""
+    terms: dict[str, _Runs]
+    """field → the term ids of every chunk, in chunk order."""
 
     @classmethod
     def empty(cls) -> _State:
-        return cls([], [], [], [], {}, {field: [] for field in FIELDS})
+        return cls([], [], [], [], {}, {field: _Runs.empty() for field in FIELDS})
 
 
 class BM25sIndex:
@@ -115,11 +140,14 @@ class BM25sIndex:
         upserts: Sequence[BM25Document],
         deletes: Iterable[str] = (),
         on_progress: Callable[[int], None] | None = None,
+        *,
+        segmented: SegmentedTerms | None = None,
     ) -> None:
         """Add or replace `upserts` and remove `deletes` (chunk ids), then rebuild both models.
 
-        Chunks whose content hash the index already holds are not segmented again. Big additions
-        are segmented by `procs` processes.
+        Chunks whose content hash the index already holds are not segmented again, nor contents and
+        titles `segmented` holds (`kb import` segments them during its pass: such a document may
+        come with empty `content`). Big additions are segmented by `procs` processes.
 
         Raises:
             IndexLockedError: another process holds the write lock for `writer_timeout_s`.
@@ -129,7 +157,7 @@ class BM25sIndex:
             return
         with self._write_lock():
             state = self._read_state()
-            self._write_state(self._changed(state, upserts, delete_ids, on_progress))
+            self._write_state(self._changed(state, upserts, delete_ids, on_progress, segmented))
         if on_progress is not None:
             on_progress(len(upserts))
         self._invalidate()
@@ -150,30 +178,44 @@ class BM25sIndex:
         upserts: Sequence[BM25Document],
         deletes: set[str],
         on_progress: Callable[[int], None] | None,
+        segmented: SegmentedTerms | None = None,
     ) -> _State:
         replaced = deletes | {doc.chunk_id for doc in upserts}
         keep = [n for n, chunk_id in enumerate(state.chunk_ids) if chunk_id not in replaced]
-        cached = {state.content_hashes[n]: state.terms["content"][n] for n in range(len(state.chunk_ids))}
-        todo = [doc for doc in upserts if doc.content_hash not in cached]
-        procs = self.procs if len(todo) >= self.multiproc_min_docs else 1
         vocab = state.vocab
-        contents = iter_term_ids([doc.content for doc in todo], vocab, procs)
-        for done, (doc, ids) in enumerate(zip(todo, contents, strict=True), start=1):
-            cached[doc.content_hash] = ids
+        old = state.terms["content"]
+        known = {content_hash: n for n, content_hash in enumerate(state.content_hashes)}
+        given = _Given(segmented, vocab)
+        todo = {
+            doc.content_hash: doc.content
+            for doc in upserts
+            if doc.content_hash not in known and not given.has("content", doc.content_hash)
+        }
+        procs = self.procs if len(todo) >= self.multiproc_min_docs else 1
+        fresh: dict[str, np.ndarray] = {}
+        contents = iter_term_ids(list(todo.values()), vocab, procs)
+        for done, (content_hash, ids) in enumerate(zip(todo, contents, strict=True), start=1):
+            fresh[content_hash] = ids
             if on_progress is not None and done % 500 == 0:
                 on_progress(done)
-        titles = list(iter_term_ids([doc.title for doc in upserts], vocab))
+        content_runs = [old.run(n) for n in keep]
+        for doc in upserts:
+            n = known.get(doc.content_hash)
+            run = given.run("content", doc.content_hash) if n is None else old.run(n)
+            content_runs.append(fresh[doc.content_hash] if run is None else run)
+        titles = list(dict.fromkeys(doc.title for doc in upserts if not given.has("title", doc.title)))
+        fresh = dict(zip(titles, iter_term_ids(titles, vocab), strict=True))
+        title_runs = [state.terms["title"].run(n) for n in keep]
+        for doc in upserts:
+            run = given.run("title", doc.title)
+            title_runs.append(fresh[doc.title] if run is None else run)
         return _State(
             chunk_ids=[state.chunk_ids[n] for n in keep] + [doc.chunk_id for doc in upserts],
             doc_ids=[state.doc_ids[n] for n in keep] + [doc.doc_id for doc in upserts],
             content_hashes=[state.content_hashes[n] for n in keep] + [doc.content_hash for doc in upserts],
             index_hashes=[state.index_hashes[n] for n in keep] + [doc.index_hash for doc in upserts],
             vocab=vocab,
-            terms={
-                "content": [state.terms["content"][n] for n in keep]
-                + [cached[doc.content_hash] for doc in upserts],
-                "title": [state.terms["title"][n] for n in keep] + titles,
-            },
+            terms={"content": _Runs.join(content_runs), "title": _Runs.join(title_runs)},
         )
 
     def _write_lock(self) -> _FileLock:
@@ -186,14 +228,10 @@ class BM25sIndex:
         staging.mkdir()
         for field in FIELDS:
             runs = state.terms[field]
-            lengths = np.fromiter((len(run) for run in runs), dtype=np.int64, count=len(runs))
-            offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-            flat = np.concatenate(runs).astype(np.int32) if runs else np.zeros(0, np.int32)
-            np.save(staging / f"{field}.terms.npy", flat)
-            np.save(staging / f"{field}.offsets.npy", offsets)
-            del flat, offsets
-            if runs:
-                build_model(runs, state.vocab, k1=K1, b=B).save(str(staging / field))
+            np.save(staging / f"{field}.terms.npy", runs.flat)
+            np.save(staging / f"{field}.offsets.npy", runs.offsets)
+            if len(runs):
+                build_model(runs.flat, runs.offsets, state.vocab, k1=K1, b=B).save(str(staging / field))
         meta = {
             "chunk_ids": state.chunk_ids,
             "doc_ids": state.doc_ids,
@@ -215,11 +253,10 @@ class BM25sIndex:
         meta = self._read_meta()
         if meta is None:
             return _State.empty()
-        terms: dict[str, list[np.ndarray]] = {}
-        for field in FIELDS:
-            flat = np.load(current / f"{field}.terms.npy")
-            offsets = np.load(current / f"{field}.offsets.npy")
-            terms[field] = np.split(flat, offsets[1:-1]) if len(offsets) > 1 else []
+        terms = {
+            field: _Runs(np.load(current / f"{field}.terms.npy"), np.load(current / f"{field}.offsets.npy"))
+            for field in FIELDS
+        }
         vocab = {term: n for n, term in enumerate(meta["vocab"])}
         return _State(
             meta["chunk_ids"], meta["doc_ids"], meta["content_hashes"], meta["index_hashes"], vocab, terms
@@ -345,10 +382,8 @@ class BM25sIndex:
     def lexicon(self, field: str = "content") -> list[str]:
         """Every term of `field` (for inspection and tests), in vocabulary order."""
         state = self._read_state()
-        if not state.terms[field]:
-            return []
         vocab = list(state.vocab)
-        return [vocab[n] for n in np.unique(np.concatenate(state.terms[field]))]
+        return [vocab[n] for n in np.unique(state.terms[field].flat)]
 
     def close(self) -> None:
         """Drop the loaded models (the index needs no other cleanup)."""
@@ -356,6 +391,34 @@ class BM25sIndex:
 
     def __repr__(self) -> str:
         return f"BM25sIndex(folder={str(self.folder)!r})"
+
+
+class _Given:
+    """Runs a `SegmentedTerms` holds, with its term ids translated into the index's vocabulary."""
+
+    def __init__(self, segmented: SegmentedTerms | None, vocab: dict[str, int]) -> None:
+        self.segmented = segmented
+        self.flat = np.zeros(0, np.int32)
+        if segmented is not None and len(segmented.words):
+            remap = np.fromiter(
+                (vocab.setdefault(word, len(vocab)) for word in segmented.words),
+                dtype=np.int32,
+                count=len(segmented.words),
+            )
+            self.flat = remap[segmented.flat]
+
+    def has(self, kind: str, key: str) -> bool:
+        return self.segmented is not None and key in getattr(self.segmented, kind)
+
+    def run(self, kind: str, key: str) -> np.ndarray | None:
+        """The run of `key`, or None when it was not given."""
+        if self.segmented is None:
+            return None
+        n = getattr(self.segmented, kind).get(key)
+        if n is None:
+            return None
+        offsets = self.segmented.offsets
+        return self.flat[offsets[n] : offsets[n + 1]]
 
 
 class _FileLock:

@@ -17,39 +17,44 @@ __all__ = ["build_model", "score_matrix"]
 _BLOCK = 10_000
 
 
-def build_model(runs: list[np.ndarray], vocab: dict[str, int], *, k1: float, b: float) -> bm25s.BM25:
-    """A bm25s model over term-id runs; every vocabulary id is a column (unused ones score 0).
+def build_model(
+    flat: np.ndarray, offsets: np.ndarray, vocab: dict[str, int], *, k1: float, b: float
+) -> bm25s.BM25:
+    """A bm25s model over term-id runs (run n is `flat[offsets[n]:offsets[n + 1]]`); every
+    vocabulary id is a column (unused ones score 0).
 
     The score matrix is computed here with numpy (`score_matrix`), the same matrix `bm25s.BM25.index`
     builds (a test checks it against bm25s) in a tenth of the time and memory: bm25s counts each
     chunk's terms with a Python `Counter` (about 30 s for 100k chunks here).
     """
     model = bm25s.BM25(k1=k1, b=b, method="lucene")
-    model.scores = score_matrix(runs, len(vocab), k1=k1, b=b)
+    model.scores = score_matrix(flat, offsets, len(vocab), k1=k1, b=b)
     model.vocab_dict = vocab
     model.unique_token_ids_set = set(vocab.values())
     model.nonoccurrence_array = None
     return model
 
 
-def score_matrix(runs: list[np.ndarray], vocab_size: int, *, k1: float, b: float) -> dict[str, Any]:
-    """bm25s's Lucene BM25 score matrix of chunks × terms in CSC form (`data`, `indices`, `indptr`,
+def score_matrix(
+    flat: np.ndarray, offsets: np.ndarray, vocab_size: int, *, k1: float, b: float
+) -> dict[str, Any]:
+    """bm25s's Lucene BM25 score matrix of chunks × terms (chunk n's term ids are
+    `flat[offsets[n]:offsets[n + 1]]`) in CSC form (`data`, `indices`, `indptr`,
     `num_docs`): entry (d, t) = `idf(t) · tf / (tf + k1 · (1 − b + b · |d| / avgdl))`.
 
     Term counts are taken per block of 10,000 chunks (sort the block's (term, chunk) keys, count
     runs); the scores fill a chunk-major (CSR) matrix that scipy turns into CSC, rows in chunk
     order within each column. About 20 bytes per (chunk, term) pair at the peak.
     """
-    num_docs = len(runs)
-    lengths = np.fromiter((len(run) for run in runs), dtype=np.int64, count=num_docs)
+    num_docs = len(offsets) - 1
+    lengths = np.diff(offsets).astype(np.int64)
     df = np.zeros(vocab_size, dtype=np.int64)
     blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     for first in range(0, num_docs, _BLOCK):
-        block = runs[first : first + _BLOCK]
-        size = len(block)
+        size = min(_BLOCK, num_docs - first)
         keys = np.repeat(np.arange(size, dtype=np.int64), lengths[first : first + size]) * vocab_size
         if len(keys):
-            keys += np.concatenate(block)
+            keys += flat[offsets[first] : offsets[first + size]]
         keys.sort()
         starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]])) if len(keys) else keys
         unique = keys[starts]

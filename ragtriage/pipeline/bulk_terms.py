@@ -3,26 +3,31 @@
 A worker runs `analyzer.terms` (jieba-rs) on a batch of texts and numbers the batch's terms itself:
 it sends back the batch's distinct terms and one int32 array of local ids, which pickles in
 microseconds; the caller maps the few thousand distinct terms to vocabulary ids and translates the
-whole batch with one numpy lookup. At most two batches per worker are in flight, so memory stays
+whole batch with one numpy lookup. At most a few batches per worker are in flight, so memory stays
 flat however many texts there are. Workers are forked where the platform allows (as Whoosh's
 writer processes are): they start in milliseconds with jieba-rs loaded and use nothing of the
 parent but the analyzer; `spawn` would re-import the package (~2 s a worker) and re-run the
-caller's main script.
+caller's main script. Workers ignore Ctrl-C: the parent handles it and stops them.
+
+Two ways in: `iter_term_ids` segments a list it is given (an index sync), and `TermStream` takes
+texts while the caller goes on (`kb import`'s pass) and hands back a `SegmentedTerms`.
 """
 
 from __future__ import annotations
 
 import gc
 import multiprocessing
+import signal
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ragtriage.pipeline.analyzer import terms
 
-__all__ = ["iter_term_ids"]
+__all__ = ["SegmentedTerms", "TermStream", "iter_term_ids"]
 
 BATCH = 500
 _Batch = tuple[list[str], np.ndarray, np.ndarray]
@@ -40,13 +45,43 @@ def _local_ids(texts: list[str]) -> _Batch:
     return list(local), np.asarray(flat, dtype=np.int32), lengths
 
 
-def _global_ids(batch: _Batch, vocab: dict[str, int]) -> Iterator[np.ndarray]:
-    words, flat, lengths = batch
+def _translate(batch: _Batch, vocab: dict[str, int]) -> np.ndarray:
+    """The batch's term ids in `vocab` (new terms are added), concatenated."""
+    words, flat, _ = batch
     remap = np.fromiter(
         (vocab.setdefault(word, len(vocab)) for word in words), dtype=np.int32, count=len(words)
     )
-    translated = remap[flat] if len(flat) else flat
-    yield from np.split(translated, np.cumsum(lengths)[:-1])
+    return remap[flat] if len(flat) else flat
+
+
+def _global_ids(batch: _Batch, vocab: dict[str, int]) -> Iterator[np.ndarray]:
+    yield from np.split(_translate(batch, vocab), np.cumsum(batch[2])[:-1])
+
+
+def _ignore_interrupt() -> None:
+    """Pool initializer: Ctrl-C reaches the whole process group, and it is the parent's to handle."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _start_pool(procs: int, first_text: str) -> ProcessPoolExecutor:
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    # Segment one text here first: the dictionaries (jieba-rs's, loaded on import, and Python
+    # jieba's) are then loaded before the fork, in pages the workers share instead of each
+    # loading its own copy.
+    terms(first_text)
+    return ProcessPoolExecutor(max_workers=procs, mp_context=context, initializer=_ignore_interrupt)
+
+
+def _submit(pool: ProcessPoolExecutor, texts: list[str]) -> Future[_Batch]:
+    # A forked worker's garbage collector would walk every object of the parent (100k chunk rows
+    # during a sync), writing to their pages: twice the segmenting time. Frozen objects are
+    # skipped; the workers fork at the first submit.
+    gc.freeze()
+    try:
+        return pool.submit(_local_ids, texts)
+    finally:
+        gc.unfreeze()
 
 
 def iter_term_ids(texts: Sequence[str], vocab: dict[str, int], procs: int = 1) -> Iterator[np.ndarray]:
@@ -57,23 +92,115 @@ def iter_term_ids(texts: Sequence[str], vocab: dict[str, int], procs: int = 1) -
         for start in starts:
             yield from _global_ids(_local_ids(list(texts[start : start + BATCH])), vocab)
         return
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    # Segment one text here first: the dictionaries (jieba-rs's, loaded on import, and Python
-    # jieba's) are then loaded before the fork, in pages the workers share instead of each
-    # loading its own copy.
-    terms(texts[0])
-    # A forked worker's garbage collector would walk every object of the parent (100k chunk rows
-    # during a sync), writing to their pages: twice the segmenting time. Frozen objects are skipped.
-    gc.freeze()
+    pool = _start_pool(procs, texts[0])
     try:
-        with ProcessPoolExecutor(max_workers=procs, mp_context=context) as pool:
-            pending: deque[Future[_Batch]] = deque()
-            for start in starts:
-                pending.append(pool.submit(_local_ids, list(texts[start : start + BATCH])))
-                if len(pending) >= 2 * procs:
-                    yield from _global_ids(pending.popleft().result(), vocab)
-            while pending:
+        pending: deque[Future[_Batch]] = deque()
+        for start in starts:
+            pending.append(_submit(pool, list(texts[start : start + BATCH])))
+            if len(pending) >= 2 * procs:
                 yield from _global_ids(pending.popleft().result(), vocab)
+        while pending:
+            yield from _global_ids(pending.popleft().result(), vocab)
     finally:
-        gc.unfreeze()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+@dataclass
+class SegmentedTerms:
+    """Term ids of many texts in one flat int32 array, numbered in the store's own `words`.
+
+    Run n is `flat[offsets[n]:offsets[n + 1]]`; `content` and `title` map a key (a chunk's content
+    hash, a title text) to its run. A BM25 index translates the ids into its vocabulary once.
+    """
+
+    words: list[str] = field(default_factory=list)
+    flat: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    content: dict[str, int] = field(default_factory=dict)
+    title: dict[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+
+class TermStream:
+    """Segments texts handed over batch by batch while the caller goes on (`kb import`'s pass).
+
+    Texts are segmented here until `min_docs` were given, then by `procs` forked processes (the
+    waiting ones too); `finish` waits for the rest and returns the `SegmentedTerms`. A text whose
+    key was given before is not segmented again. Only term ids are kept, never the texts.
+    """
+
+    def __init__(self, procs: int = 1, min_docs: int = 2000) -> None:
+        self.procs = procs
+        self.min_docs = min_docs
+        self._given = 0
+        self._keys: dict[str, dict[str, int]] = {"content": {}, "title": {}}
+        self._buffer: list[str] = []
+        self._pool: ProcessPoolExecutor | None = None
+        self._pending: deque[Future[_Batch]] = deque()
+        self._vocab: dict[str, int] = {}
+        self._parts: list[np.ndarray] = []
+        self._lengths: list[np.ndarray] = []
+
+    def add(self, kind: str, key: str, text: str) -> None:
+        """Segment `text` as run `key` of `kind` (`content` or `title`) unless that key was given."""
+        keys = self._keys[kind]
+        if key in keys:
+            return
+        keys[key] = self._given
+        self._given += 1
+        self._buffer.append(text)
+        if self._pool is None and self.procs > 1 and self._given >= self.min_docs:
+            self._pool = _start_pool(self.procs, self._buffer[0])
+        if self._pool is None and self.procs <= 1 and len(self._buffer) >= BATCH:
+            self._take(_local_ids(self._flush()))
+        elif self._pool is not None and len(self._buffer) >= BATCH:
+            self._dispatch()
+
+    def _flush(self) -> list[str]:
+        texts, self._buffer = self._buffer, []
+        return texts
+
+    def _dispatch(self) -> None:
+        assert self._pool is not None
+        while len(self._buffer) >= BATCH:
+            texts, self._buffer = self._buffer[:BATCH], self._buffer[BATCH:]
+            self._pending.append(_submit(self._pool, texts))
+        # Collect what is done, in order; wait only when many batches are in flight.
+        while self._pending and (self._pending[0].done() or len(self._pending) > 4 * self.procs):
+            self._take(self._pending.popleft().result())
+
+    def _take(self, batch: _Batch) -> None:
+        self._parts.append(_translate(batch, self._vocab))
+        self._lengths.append(batch[2])
+
+    def finish(self) -> SegmentedTerms:
+        """Segment what is left, wait for the workers, and return every run."""
+        if self._buffer:
+            if self._pool is not None:
+                self._pending.append(_submit(self._pool, self._flush()))
+            else:
+                for start in range(0, len(self._buffer), BATCH):
+                    self._take(_local_ids(self._buffer[start : start + BATCH]))
+                self._buffer = []
+        while self._pending:
+            self._take(self._pending.popleft().result())
+        self.close()
+        lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64)
+        segmented = SegmentedTerms(
+            words=list(self._vocab),
+            flat=np.concatenate(self._parts) if self._parts else np.zeros(0, np.int32),
+            offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+            content=self._keys["content"],
+            title=self._keys["title"],
+        )
+        self._parts, self._lengths, self._vocab = [], [], {}
+        return segmented
+
+    def close(self) -> None:
+        """Stop the workers (also when the caller gave up: pending batches are dropped)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._pending.clear()

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 from sqlmodel import select
 
 from ragtriage import locations
-from ragtriage.pipeline.bm25 import BM25Document, WhooshIndex
+from ragtriage.pipeline.bm25 import WhooshIndex
 from ragtriage.pipeline.dense_sync import CACHE_FILE, DenseFigures, DenseIndex, open_dense, sync_dense
 from ragtriage.pipeline.embed import embedder_name, get_embedder
-from ragtriage.pipeline.kb_chunks import KBChunk, kb_revision_of, load_chunks
+from ragtriage.pipeline.kb_chunks import kb_revision_of
 from ragtriage.pipeline.manifest import (
     IndexManifest,
     check_embedder,
@@ -31,6 +31,7 @@ from ragtriage.pipeline.manifest import (
     read_manifest,
     write_manifest,
 )
+from ragtriage.pipeline.published import PublishedChunks, published_chunks
 from ragtriage.pipeline.types import Embedder
 from ragtriage.store.db import read_session
 from ragtriage.store.kb_tables import ChunkRow
@@ -39,6 +40,7 @@ from ragtriage.workspace import Workspace
 if TYPE_CHECKING:
     from ragtriage.pipeline.bm25s_index import BM25sIndex
     from ragtriage.pipeline.dense_worker import DenseWorker
+    from ragtriage.pipeline.import_handoff import ImportHandoff
 
 __all__ = [
     "CACHE_FILE",
@@ -162,14 +164,22 @@ def sync_indexes(
     should_stop: StopCallback | None = None,
     *,
     dense_worker: DenseWorker | None = None,
+    handoff: ImportHandoff | None = None,
 ) -> IndexReport:
     """Bring Whoosh and Qdrant in line with the published chunks and write the manifest.
 
     With `dense_worker` (`kb import`), the dense index is synced by that process, which already
     holds the points streamed to it; this process builds BM25 meanwhile and then waits for it.
+    With `handoff` (`kb import`), the chunks the import wrote are taken from its pass instead of
+    being loaded back from SQL (`published.published_chunks`).
     """
     return _sync(
-        workspace, rebuild=False, on_progress=on_progress, should_stop=should_stop, dense_worker=dense_worker
+        workspace,
+        rebuild=False,
+        on_progress=on_progress,
+        should_stop=should_stop,
+        dense_worker=dense_worker,
+        handoff=handoff,
     )
 
 
@@ -185,6 +195,18 @@ def rebuild_indexes(
     return _sync(workspace, rebuild=True, on_progress=on_progress, should_stop=should_stop)
 
 
+def _trusted(previous: IndexManifest | None, workspace: Workspace, handoff: ImportHandoff | None) -> bool:
+    """The indexes held the KB as the import found it: their hashes are those of the chunks it did not write."""
+    return (
+        handoff is not None
+        and handoff.base_revision is not None
+        and previous is not None
+        and previous.kb_revision == handoff.base_revision
+        and previous.kb == workspace.settings.kb.name
+        and previous.bm25_engine == workspace.settings.index.bm25_engine
+    )
+
+
 def _sync(
     workspace: Workspace,
     *,
@@ -192,10 +214,10 @@ def _sync(
     on_progress: ProgressCallback | None,
     should_stop: StopCallback | None,
     dense_worker: DenseWorker | None = None,
+    handoff: ImportHandoff | None = None,
 ) -> IndexReport:
     started = time.perf_counter()
     report = IndexReport()
-    chunks, report.kb_revision = load_chunks(workspace)
     embedder = get_embedder(workspace.settings.embedder)
     manifest_file = locations.manifest_path(workspace.home)
     if rebuild:
@@ -207,30 +229,41 @@ def _sync(
     bm25 = _open_bm25(workspace)
     dense: DenseIndex | None = None
     try:
+        bm25_hashes = bm25.indexed_hashes()
+        chunks = published_chunks(
+            workspace, handoff, indexed=bm25_hashes, trusted=_trusted(previous, workspace, handoff)
+        )
+        report.kb_revision = chunks.revision
+        wanted = chunks.index_hashes
         dense_before: dict[str, str] = {}
         if dense_worker is not None:
-            dense_worker.sync({cid: c.index_hash for cid, c in chunks.items()})
+            dense_worker.sync(wanted)
         else:
             dense = open_dense(workspace, embedder, recreate=rebuild)
             dense_before = {cid: hashes[1] for cid, hashes in dense.indexed_hashes().items()}
-        bm25_state = {cid: hashes[1] for cid, hashes in bm25.indexed_hashes().items()}
-        bm25_todo = [c for cid, c in chunks.items() if bm25_state.get(cid) != c.index_hash]
+        bm25_state = {cid: hashes[1] for cid, hashes in bm25_hashes.items()}
+        del bm25_hashes
+        bm25_todo = [cid for cid, ihash in wanted.items() if bm25_state.get(cid) != ihash]
         # With a worker the dense diff happens there: count every chunk as possible dense work.
         dense_todo = (
-            len(chunks)
+            len(wanted)
             if dense is None
-            else sum(1 for cid, c in chunks.items() if dense_before.get(cid) != c.index_hash)
+            else sum(1 for cid, ihash in wanted.items() if dense_before.get(cid) != ihash)
         )
         total = len(bm25_todo) + dense_todo
         if on_progress is not None:
             on_progress(0, total)
 
         began = time.perf_counter()
-        bm25.apply(
-            [_bm25_document(c) for c in bm25_todo],
-            [cid for cid in bm25_state if cid not in chunks],
-            on_progress=None if on_progress is None else lambda done: on_progress(done, total),
-        )
+        documents = chunks.bm25_documents(workspace, bm25_todo)
+        deletes = [cid for cid in bm25_state if cid not in wanted]
+        progress = None if on_progress is None else lambda done: on_progress(done, total)
+        if chunks.segmented is not None and not isinstance(bm25, WhooshIndex):
+            bm25.apply(documents, deletes, on_progress=progress, segmented=chunks.segmented)
+        else:
+            bm25.apply(documents, deletes, on_progress=progress)
+        del documents
+        chunks.segmented = None  # the term ids are in the index now
         report.bm25_seconds = time.perf_counter() - began
         began = time.perf_counter()
         if dense_worker is not None:
@@ -244,19 +277,19 @@ def _sync(
                 workspace,
                 dense,
                 embedder,
-                {cid: c.index_hash for cid, c in chunks.items()},
-                lambda ids: [chunks[cid] for cid in ids],
+                wanted,
+                lambda ids: chunks.load(workspace, ids),
                 dense_before,
                 progress=None
                 if on_progress is None
                 else lambda done: on_progress(len(bm25_todo) + done, total),
                 should_stop=should_stop,
             )
-        _count_changes(report, chunks, bm25_state, figures.before)
+        _count_changes(report, wanted, bm25_state, figures.before)
         report.embedded, report.imported_vectors = figures.embedded, figures.imported_vectors
         report.cache_hits, report.stopped = figures.cache_hits, figures.stopped
         report.embed_seconds, report.dense_seconds = figures.embed_seconds, figures.dense_seconds
-        report.chunk_count = len(chunks)
+        report.chunk_count = len(wanted)
         report.total_seconds = time.perf_counter() - started
         report.other_seconds = report.total_seconds - report.embed_seconds
         if not report.stopped:
@@ -269,29 +302,17 @@ def _sync(
 
 
 def _count_changes(
-    report: IndexReport, chunks: dict[str, KBChunk], bm25_state: dict[str, str], dense_state: dict[str, str]
+    report: IndexReport, wanted: dict[str, str], bm25_state: dict[str, str], dense_state: dict[str, str]
 ) -> None:
-    for chunk_id, chunk in chunks.items():
+    for chunk_id, ihash in wanted.items():
         states = (bm25_state.get(chunk_id), dense_state.get(chunk_id))
         if None in states:
             report.added += 1
-        elif any(state != chunk.index_hash for state in states):
+        elif any(state != ihash for state in states):
             report.updated += 1
         else:
             report.unchanged += 1
-    report.deleted = len((bm25_state.keys() | dense_state.keys()) - chunks.keys())
-
-
-def _bm25_document(chunk: KBChunk) -> BM25Document:
-    row = chunk.row
-    return BM25Document(
-        chunk_id=row.chunk_id,
-        doc_id=row.doc_id,
-        title=" ".join([row.title, *row.heading_path]).strip(),
-        content=row.content,
-        content_hash=row.content_hash,
-        index_hash=chunk.index_hash,
-    )
+    report.deleted = len((bm25_state.keys() | dense_state.keys()) - wanted.keys())
 
 
 def _write(
@@ -300,10 +321,9 @@ def _write(
     workspace: Workspace,
     embedder: Embedder,
     dense: DenseFigures,
-    chunks: dict[str, KBChunk],
+    chunks: PublishedChunks,
     report: IndexReport,
 ) -> None:
-    content_hashes = {chunk_id: chunk.row.content_hash for chunk_id, chunk in chunks.items()}
     manifest = IndexManifest(
         kb=workspace.settings.kb.name,
         kb_revision=report.kb_revision,
@@ -312,9 +332,9 @@ def _write(
         collection=dense.collection,
         qdrant=dense.where,
         chunk_count=len(chunks),
-        content_digest=hash_digest(content_hashes),
-        content_hashes=content_hashes,
-        imported_vectors=sum(1 for chunk in chunks.values() if chunk.imported_vector is not None),
+        content_digest=hash_digest(chunks.content_hashes),
+        content_hashes=chunks.content_hashes,
+        imported_vectors=chunks.imported_vectors,
         last_sync_seconds=round(report.total_seconds, 3),
         last_embed_seconds=round(report.embed_seconds, 3),
         bm25_engine=workspace.settings.index.bm25_engine,

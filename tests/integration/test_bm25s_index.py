@@ -100,7 +100,8 @@ def test_score_matrix_equals_bm25s_own_build() -> None:
     vocab: dict[str, int] = {}
     runs = list(bulk_terms.iter_term_ids(fixture_texts() + ["", "的了"], vocab))
     assert len(runs[-1]) == 0 and len(vocab) > 500
-    ours = score_matrix(runs, len(vocab), k1=K1, b=B)
+    offsets = np.concatenate([[0], np.cumsum([len(run) for run in runs])]).astype(np.int64)
+    ours = score_matrix(np.concatenate(runs), offsets, len(vocab), k1=K1, b=B)
     reference = bm25s.BM25(k1=K1, b=B, method="lucene")
     reference.index(([run.tolist() for run in runs], vocab), create_empty_token=False, show_progress=False)
     for key in ("indices", "indptr"):
