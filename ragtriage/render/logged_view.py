@@ -148,7 +148,8 @@ def header(comparison: LoggedReplay) -> Text:
     unknown = sorted({c for diff in comparison.diffs.values() for c in diff.unknown})
     if unknown:
         text.append(f"\n{plural(len(unknown), 'logged chunk id')} unknown to the KB", style="bold magenta")
-        text.append(" (stale index or another KB)")
+        shown = ", ".join(unknown[:5]) + (f" (+{len(unknown) - 5} more)" if len(unknown) > 5 else "")
+        text.append(f": {shown} (stale index or another KB)")
     if not replayed.gold:
         text.append("\ngold: unknown; ", style="bold yellow")
         text.append(

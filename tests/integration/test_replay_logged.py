@@ -106,6 +106,7 @@ def test_text_view_and_unknown_request(
     assert code == 0 and "request: lg-2" in out and "final_context" in out
     assert "dense  (not logged: nothing to compare)" in out and "lost" in out
     code, out, _ = run_cli(["--home", str(home), "replay", "lg-1"])
-    assert "errors/e1001#stale00000  unknown" in out and "1 logged chunk id unknown to the KB" in out
+    assert "errors/e1001#stale00000  unknown" in out
+    assert "1 logged chunk id unknown to the KB: errors/e1001#stale00000 (stale" in out
     code, _, err = run_cli(["--home", str(home), "replay", "no-such-id"])
     assert code == 2 and "'no-such-id'" in err and err.startswith("not found")

@@ -94,4 +94,4 @@ def test_view_prints_data_literally_and_marks_unknown() -> None:
     text = console.export_text()
     assert "r[red]1[/red]" in text and "[link=x]q[/link]" in text and "[bold]x[/bold]" in text
     assert "gone#1  unknown" in text and "new" in text and "★ b" in text
-    assert "1 logged chunk id unknown to the KB" in text
+    assert "1 logged chunk id unknown to the KB: gone#1 (stale index or another KB)" in text
