@@ -41,9 +41,11 @@ def print_sweep(table: SweepTable) -> None:
     view = FitTable(
         [
             Col("chars", "number", justify="right"),
-            Col("chunks", "number", justify="right"),
+            # At 80 columns the KB size and the unmapped count (also in a line below) make room
+            # for the figures and the best mark, so the table stays one row per size.
+            Col("chunks", "number", justify="right", drop_order=2),
             Col("cases", "number", justify="right"),
-            Col("unmapped", "number", justify="right"),
+            Col("unmapped", "number", justify="right", drop_order=1),
             *[Col(metric, "number", justify="right") for metric in table.metrics],
             Col("refusal acc", "number", justify="right"),
             Col("best", "label"),
@@ -94,8 +96,9 @@ def print_sweep(table: SweepTable) -> None:
             "add gold_refs to the eval file"
         )
     if any(row.unmapped_cases for row in table.rows):
+        counts = ", ".join(f"{row.target_chars} chars {row.unmapped_cases}" for row in table.rows)
         console.print(
-            "unmapped: cases whose gold refs map to no chunk in that setting (scored as misses); "
+            f"unmapped: cases whose gold refs map to no chunk in that setting (scored as misses: {counts}); "
             "see `ragtriage doctor`"
         )
     if table.skipped_documents:
