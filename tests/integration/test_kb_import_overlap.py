@@ -280,3 +280,30 @@ def test_a_process_holding_the_dense_index_imports_without_a_worker(tmp_path: Pa
 
     assert report.index is not None and report.index["dense_wait_seconds"] == 0.0
     assert report.index["imported_vectors"] == len(_rows()) and _state(home) == "up_to_date"
+
+
+def test_an_unchanged_import_after_a_dense_backend_change_fills_the_new_index(
+    tmp_path: Path, backend: str
+) -> None:
+    """The manifest names the backend: an import of the same file after the switch is not skipped
+    as up to date, and the new backend gets every point with the imported vectors (nothing embedded)."""
+    home = _home(tmp_path, "home", backend)
+    export = _write(tmp_path / "chunks.jsonl", _rows())
+    _import(home, export)
+    before = _dense_points(home)
+    other = "qdrant_local" if backend == "qdrant_edge" else "qdrant_edge"
+    config = home / "config.toml"
+    config.write_text(config.read_text(encoding="utf-8").replace(backend, other), encoding="utf-8")
+    assert _state(home) == "stale"
+
+    again = _import(home, export)
+
+    assert again.unchanged == len(_rows()) and again.index is not None
+    assert again.index["embedded"] == 0 and again.index["imported_vectors"] == len(_rows())
+    after = _dense_points(home)
+    assert {pid: payload for pid, (payload, _) in after.items()} == {
+        pid: payload for pid, (payload, _) in before.items()
+    }
+    for pid, (_, vector) in after.items():
+        assert vector == pytest.approx(before[pid][1], abs=1e-6)
+    assert _state(home) == "up_to_date"
