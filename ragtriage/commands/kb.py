@@ -148,6 +148,15 @@ def _index_line(index: dict[str, Any]) -> str:
         )
         if index.get(key)
     ]
+    if (
+        index.get("dense_backend_matches") is False
+        and not behind
+        and index.get("index_revision") == index.get("kb_revision")
+    ):
+        return (
+            f"dense index built with dense_backend {index.get('index_dense_backend')}, the settings name "
+            f"{index.get('dense_backend')}; " + ", ".join(parts) + "; run `ragtriage kb reindex`"
+        )
     if index.get("dense_backend_matches") is False:
         behind.append(f"dense index built with {index.get('index_dense_backend')}")
     return (

@@ -342,6 +342,19 @@ def test_kb_stats_says_in_words_whether_the_indexes_hold_the_kb(tmp_path: Path) 
     assert "1 changed" in line and line.endswith("; run `ragtriage kb reindex`") and "_" not in line
 
 
+def test_kb_stats_names_a_dense_backend_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _import(_write_jsonl(tmp_path / "chunks.jsonl", ROWS))
+    assert _run("kb", "reindex").exit_code == 0  # Qdrant local mode, the default
+    monkeypatch.setenv("RAGTRIAGE__INDEX__DENSE_BACKEND", "qdrant_edge")
+    line = _run("kb", "stats").stdout.splitlines()[-1]
+    assert line.startswith(
+        "index: dense index built with dense_backend qdrant_local, the settings name qdrant_edge; 3 chunks"
+    )
+    assert line.endswith("; run `ragtriage kb reindex`")
+    assert _run("kb", "reindex").exit_code == 0
+    assert _run("kb", "stats").stdout.splitlines()[-1].startswith("index: up to date; 3 chunks indexed")
+
+
 def test_an_empty_kb_says_how_to_fill_it_in_stats_and_chunks() -> None:
     assert _run("kb", "stats").stdout.splitlines()[-1] == (
         "index: empty: the KB has no chunk yet (`ragtriage kb add DOCS` or `ragtriage kb import FILE`)"
