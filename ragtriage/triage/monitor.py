@@ -238,6 +238,17 @@ def compute_monitor(
     )
 
 
+def _no_gain_reason(key: str, by: GroupBy, gains: dict[str, Figure]) -> str:
+    """Why a group has no rewrite gain: the gain is per eval-set run, and runs carry no
+    pipeline_version, so a version group points at the `all` row, when that row has one."""
+    no_pair = "no pair of replays with and without rewriting (run `ragtriage eval ablate`)"
+    if by != "version" or key == "all":
+        return no_pair
+    if "all" in gains:
+        return "eval runs carry no pipeline_version; see the `all` row"
+    return f"eval runs carry no pipeline_version, and there is {no_pair}"
+
+
 def _make_group(
     key: str,
     counts: GroupCounts,
@@ -260,12 +271,7 @@ def _make_group(
             counts.with_rewrite,
             no_requests if not counts.requests else "no request logged a rewrite",
         ),
-        "rewrite_gain": gains.get(key)
-        or Figure(
-            reason="eval runs carry no pipeline_version; see the `all` row"
-            if by == "version" and key != "all"
-            else "no pair of replays with and without rewriting (run `ragtriage eval ablate`)"
-        ),
+        "rewrite_gain": gains.get(key) or Figure(reason=_no_gain_reason(key, by, gains)),
         "rank_shift": _shift_figure(shift) if counts.requests else Figure(reason=no_requests),
         "bad_feedback_share": ratio(counts.bad, counts.requests, no_requests),
         "coverage": ratio(

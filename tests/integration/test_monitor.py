@@ -202,6 +202,20 @@ def test_by_version_and_coverage_n(engine: Engine) -> None:
     assert _values(report.overall)["rewrite_gain"] == 0.2
 
 
+def test_a_version_group_without_any_rewrite_gain_does_not_point_at_an_empty_all_row(tmp_path: Path) -> None:
+    path = tmp_path / "requests.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in _lines()) + "\n", encoding="utf-8")
+    no_runs = make_engine(sqlite_url(tmp_path / "no-runs.db"))
+    ingest_files(no_runs, [path])
+    report = compute_monitor(no_runs, by="version", since=SINCE, now=NOW, bad_ratings=["down"])
+    assert report.overall.figures["rewrite_gain"].value is None
+    reason = next(g for g in report.groups if g.key == "v1").figures["rewrite_gain"].reason
+    assert reason == (
+        "eval runs carry no pipeline_version, and there is no pair of replays with and without "
+        "rewriting (run `ragtriage eval ablate`)"
+    )
+
+
 def test_no_data_is_na_with_a_reason_never_zero(tmp_path: Path) -> None:
     empty = make_engine(sqlite_url(tmp_path / "empty.db"))
     report = compute_monitor(empty, since=SINCE, now=NOW)
