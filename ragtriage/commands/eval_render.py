@@ -7,7 +7,7 @@ from ragtriage.eval.ablation import ABLATION_METRICS, AblationTable
 from ragtriage.eval.compare import Comparison
 from ragtriage.eval.doctor import DoctorReport
 from ragtriage.render.fit import Col, FitTable
-from ragtriage.render.text import plural
+from ragtriage.render.text import hanging_text, plural
 
 #: Metrics shown per bucket in the comparison (all metrics are in --json).
 BUCKET_METRICS = ("recall@5", "mrr", "ndcg@10")
@@ -134,9 +134,15 @@ def print_doctor(report: DoctorReport) -> None:
             "duplicate gold); if metrics still look wrong, compare runs with `ragtriage eval compare`"
         )
         return
+    # Wrapped lines hang under their finding or case (at 80 columns an id list spans lines).
     for finding in report.findings:
+        console.print()
         console.print(
-            f"\n[{finding.severity}] {finding.kind}: {finding.summary} ({plural(len(finding.case_ids), 'case')})"
+            hanging_text(
+                console,
+                f"[{finding.severity}] {finding.kind}: {finding.summary} ({plural(len(finding.case_ids), 'case')})",
+                indent=4,
+            )
         )
         for item in finding.items[:20]:
             parts = [item.case_id]
@@ -147,7 +153,7 @@ def print_doctor(report: DoctorReport) -> None:
             if item.proposal:
                 overlap = f" (overlap {item.overlap:.2f})" if item.overlap is not None else ""
                 parts.append(f"→ {item.proposal}{overlap}")
-            console.print("  " + "; ".join(parts))
+            console.print(hanging_text(console, "  " + "; ".join(parts), indent=4))
         if len(finding.items) > 20:
             console.print(f"  … and {len(finding.items) - 20} more (see --json)")
-        console.print(f"  fix: {finding.fix}")
+        console.print(hanging_text(console, f"  fix: {finding.fix}", indent=4))

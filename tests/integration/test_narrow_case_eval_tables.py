@@ -5,6 +5,7 @@ are never split across lines."""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from pathlib import Path
@@ -138,4 +139,14 @@ def test_case_and_eval_output_at_80_columns_keeps_uuids_whole(
     compared = ok("eval", "compare", "base", "top1")
     _check_narrow(compared, [])
     _check_narrow(ok("eval", "runs"), [])
-    _check_narrow(ok("doctor"), [])
+    # A gold given as the document's id (a UUID too): doctor's finding wraps under itself.
+    cases = tmp_path / "doc-gold.json"
+    case = {"case_id": "doc-gold", "question": "加签最多几次", "relevant_chunk_ids": [DOC_ID]}
+    cases.write_text(json.dumps([case], ensure_ascii=False), encoding="utf-8")
+    ok("eval", "import", str(cases), "--format", "cases-json")
+    code, doctor, err = run_cli(["doctor", *base])
+    assert code == 1, err  # an error finding
+    _check_narrow(doctor, [DOC_ID])
+    lines = doctor.splitlines()
+    assert any(line.startswith("[") and "doc_id_as_chunk" in line for line in lines), doctor
+    assert all(not line or line.startswith(("doctor:", "[", " ")) for line in lines), doctor
