@@ -250,7 +250,8 @@ def explain_request(
       scores depend on corpus-wide statistics);
     - `upstream`: a stage it is computed from already differed for a documented reason;
     - `rewrite`: the replayed rewrite is not the logged one (the profile does not reproduce it);
-    - `k_differs`: same chunks, but the replay keeps another number of them (the profile's k).
+    - `k_differs`: same chunks, but the replay keeps another number of them (the profile's k),
+      or the profile runs no route of a logged route's kind.
 
     `replayed_docs` maps replayed chunk ids to their document; `*_scores` map stage → chunk → score.
     """
@@ -301,6 +302,13 @@ def explain_request(
         if fidelity.rewrite_differs is not None and on_rewrite:
             stage.reason = MissReason(
                 kind="rewrite", text=f"the replayed rewrite differs: {fidelity.rewrite_differs}"
+            )
+            continue
+        if stage.stage in STAGE_ROUTES and stage.route is None:
+            # The replay ran no route of this kind at all (e.g. a dense-only profile).
+            stage.reason = MissReason(
+                kind="k_differs",
+                text=f"the profile runs no {stage.stage} route where production logged {stage.k}",
             )
             continue
         if (

@@ -132,6 +132,21 @@ def test_a_different_rewrite_and_a_different_k_are_reasons_but_not_documented_on
     assert result.unexplained == ["dense", "fused"]
 
 
+def test_a_route_kind_the_profile_does_not_run_is_said_so() -> None:
+    # A dense-only profile replaying a request that logged a BM25 list too.
+    replay = _trace([U[0]], [U[1], U[2]], [U[1], U[2]], [U[1]], {})
+    replay.routes = [r for r in replay.routes if r.kind == "dense"]
+    logged = {"bm25": [U[3], U[4]], "dense": [U[1], U[2]], "final_context": [U[1]]}
+    result = _request(logged, replay, set(U))
+    explain_request(result, replayed_docs={}, stale_docs_of_version=set())
+    bm25 = next(s for s in result.stages if s.stage == "bm25")
+    assert bm25.route is None and bm25.reason is not None
+    assert (bm25.reason.kind, bm25.reason.text) == (
+        "k_differs",
+        "the profile runs no bm25 route where production logged 2",
+    )
+
+
 def test_summary_per_stage_version_and_route() -> None:
     replay = _trace([U[0]], [U[1]], [U[0], U[1]], [U[0]], {})
     exact = _request({"bm25": [U[0]], "dense": [U[1]], "final_context": [U[0]]}, replay, set(U))
