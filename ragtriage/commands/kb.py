@@ -245,19 +245,20 @@ def show_command(chunk_id: str, as_json: bool, home: Path | None, config_file: P
             }
         )
         return
+    # An absent value is `-` (as in `ragtriage show`), never a blank that reads like a cut line.
     fields = {
         "chunk_id": chunk.chunk_id,
         "doc_id": chunk.doc_id,
         "status": chunk.status,
         "title": chunk.title,
-        "heading_path": " › ".join(chunk.heading_path),
-        "anchor": chunk.anchor or "",
+        "heading_path": " › ".join(chunk.heading_path) or "-",
+        "anchor": chunk.anchor or "-",
         "ordinal": chunk.ordinal,
         "version": chunk.version,
-        "doc_version": chunk.doc_version or "",
-        "product_line": chunk.product_line or "",
-        "updated_at": chunk.updated_at or "",
-        "source_path": chunk.source_path or "",
+        "doc_version": chunk.doc_version or "-",
+        "product_line": chunk.product_line or "-",
+        "updated_at": chunk.updated_at or "-",
+        "source_path": chunk.source_path or "-",
         "content_hash": chunk.content_hash[:16],
         "neighbours": ", ".join(n.chunk_id for n in around),
     }

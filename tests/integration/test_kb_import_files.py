@@ -79,6 +79,9 @@ def test_kb_show_says_which_status_filter_left_a_row_out(tmp_path: Path) -> None
     draft = _run("kb", "show", "43")
     assert draft.exit_code == 0, draft.output
     assert "deletion:     not published (status=DRAFT)" in draft.stdout and "removed" not in draft.stdout
+    # A production row without anchor, version or product line shows `-`, never a blank value.
+    assert "anchor:       -\n" in draft.stdout and "product_line: -\n" in draft.stdout
+    assert not any(line.endswith(":") or line.endswith(": ") for line in draft.stdout.splitlines())
     gone = _run("kb", "show", "44").stdout
     assert "deletion:     deleted at the source (is_deleted=1)" in gone and "removed" not in gone
     shown = json.loads(_run("kb", "show", "43", "--json").stdout)
