@@ -16,7 +16,7 @@ from ragtriage.commands.common import (
     workspace_options,
 )
 from ragtriage.render.fit import Col, FitTable
-from ragtriage.render.journey_view import journey_table, suggestion_lines
+from ragtriage.render.journey_view import journey_notes, journey_table, suggestion_lines
 from ragtriage.render.text import plural
 from ragtriage.triage.agreement import AgreementReport
 from ragtriage.triage.diagnose import Diagnosis
@@ -47,6 +47,8 @@ def _render(diagnosis: Diagnosis) -> None:
     console.print(head)
     for source, journey in diagnosis.journeys.items():
         console.print(journey_table(journey, f"gold journey ({source})"))
+        for note in journey_notes(journey):
+            console.print(Text(note))
     for line in suggestion_lines(diagnosis):
         console.print(Text(line))
     for result in diagnosis.counterfactuals:

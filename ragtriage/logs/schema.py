@@ -229,6 +229,12 @@ def to_trace(record: RequestLog) -> Trace:
     if any(isinstance(i, str) or i.score is None for i in all_items):
         flags.append("logged-without-scores")
     fused = _scored(stages.fused)
+    logged_lists = {
+        "routes": stages.bm25 if stages.bm25 is not None else stages.dense,
+        "fused": stages.fused,
+        "reranked": stages.reranked,
+        "final": stages.final_context,
+    }
     return Trace(
         query=record.raw_query,
         rewrite=trace_rewrite,
@@ -238,6 +244,7 @@ def to_trace(record: RequestLog) -> Trace:
         reranked=_scored(stages.reranked),
         rerank_mode="logged",
         final=stage_ids(stages.final_context),
+        not_logged=[stage for stage, items in logged_lists.items() if items is None],
         timings_ms={"total": record.latency_ms} if record.latency_ms is not None else {},
         flags=flags,
         config_hash=record.config_hash,

@@ -240,6 +240,10 @@ class Trace(BaseModel):
     rerank_pairs: list[RerankPair] = Field(default_factory=list)
     truncated_pairs: int = 0
     final: list[str] = Field(default_factory=list)
+    not_logged: list[str] = Field(default_factory=list)
+    """Stages a logged request did not record at all (`routes`, `fused`, `reranked`, `final`), as
+    opposed to recording them empty: a pipeline without a reranker logs no final context, so its
+    `final` is [] here without meaning a refusal. Always [] for a replay."""
     refused: bool = False
     refusal_reason: str | None = None
     refusal_score_kind: str | None = None

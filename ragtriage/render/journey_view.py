@@ -10,28 +10,57 @@ from rich.text import Text
 
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.triage.diagnose import Diagnosis
-from ragtriage.triage.journey import GoldJourney
+from ragtriage.triage.journey import GoldJourney, Stage
 
 MISSING = "—"
 """Shown where the gold chunk is not in a stage's list."""
+NOT_LOGGED = "not logged"
+"""Shown for a stage production did not log at all (unlike a stage logged empty)."""
+#: Journey stages by column title (routes have their own columns).
+STAGE_COLUMNS: dict[str, Stage] = {
+    "fused": "fused",
+    "rerank in": "rerank_input",
+    "reranked": "reranked",
+    "final": "final",
+}
 
 
 def journey_table(journey: GoldJourney, title: str) -> FitTable:
     """Rank of each gold chunk at every route and stage, and the stage where it dropped out."""
-    stages = [*journey.route_names, "fused", "rerank in", "reranked", "final"]
+    stages = [*journey.route_names, *STAGE_COLUMNS]
     columns = [Col("gold", "id"), *(Col(name, "number", justify="right") for name in stages)]
     columns.append(Col("dropped at", "label"))
     table = FitTable(columns, title=Text(title), vertical="transpose")
+    unlogged = [title for title, stage in STAGE_COLUMNS.items() if stage in journey.not_logged]
     for gold in journey.gold:
-        ranks = [gold.routes.get(name) for name in journey.route_names]
-        ranks += [gold.fused, gold.rerank_input, gold.reranked, gold.final]
-        dropped = gold.dropped_at or "reached final"
-        table.add_row(
-            Text(gold.chunk_id),
-            *(MISSING if rank is None else str(rank) for rank in ranks),
-            Text(dropped, style="green" if gold.dropped_at is None else "bold red"),
-        )
+        cells = [
+            MISSING if gold.routes.get(name) is None else str(gold.routes[name])
+            for name in journey.route_names
+        ]
+        for column, stage in STAGE_COLUMNS.items():
+            rank = gold.stage_rank(stage)
+            cells.append(NOT_LOGGED if column in unlogged else MISSING if rank is None else str(rank))
+        if gold.dropped_at is not None:
+            dropped = Text(gold.dropped_at, style="bold red")
+        elif gold.final is None:
+            dropped = Text(f"final {NOT_LOGGED}", style="yellow")
+        else:
+            dropped = Text("reached final", style="green")
+        table.add_row(Text(gold.chunk_id), *cells, dropped)
     return table
+
+
+def journey_notes(journey: GoldJourney) -> list[str]:
+    """Lines under a journey table for what production did not log (empty for a replay)."""
+    if journey.final_logged:
+        return []
+    where = ", ".join(
+        f"{g.chunk_id} last seen at {g.last_seen}" for g in journey.gold if g.dropped_at is None
+    )
+    return [
+        f"final context: {NOT_LOGGED} by production (no reranker/context span)"
+        + (f"; {where}, where it went next is unknown" if where else "")
+    ]
 
 
 def suggestion_lines(diagnosis: Diagnosis) -> list[str]:

@@ -104,6 +104,8 @@ def _current_index(facts: Facts, baseline: Trace) -> CounterfactualResult:
     logged = facts.journeys.get("logged")
     if facts.logged is None or logged is None:
         return _unavailable("current_index", "no logged request to compare with")
+    if not logged.final_logged and logged.first_drop is None:
+        return _unavailable("current_index", "production logged no final context to compare with")
     ranks = _final_ranks(baseline, gold)
     reaches = any(rank is not None for rank in ranks.values())
     return CounterfactualResult(

@@ -26,7 +26,8 @@ class GoldStages(BaseModel):
     reranked: int | None = None
     final: int | None = None
     dropped_at: Stage | None = None
-    """First stage after which the chunk never appears again; None when it reached the final context."""
+    """First recorded stage the chunk is absent from, never to come back; None when it reached the
+    final context, or when it is in the last recorded stage of a request that logged no final context."""
     last_seen: Stage | None = None
     """Last stage the chunk was present at; None when no recorded stage had it."""
 
@@ -44,7 +45,10 @@ class GoldJourney(BaseModel):
 
     source: Literal["logged", "replay"]
     stages: list[Stage] = Field(default_factory=list)
-    """Stages this trace recorded (a logged request may lack, e.g., the rerank input)."""
+    """Stages this trace recorded (a logged request may lack, e.g., the rerank input or the final context)."""
+    not_logged: list[Stage] = Field(default_factory=list)
+    """Stages production did not log at all (`Trace.not_logged`): their ranks say nothing, unlike a
+    stage logged empty (a final context logged as [] is a real drop or refusal)."""
     route_names: list[str] = Field(default_factory=list)
     gold: list[GoldStages] = Field(default_factory=list)
 
@@ -54,9 +58,15 @@ class GoldJourney(BaseModel):
         return any(g.final is not None for g in self.gold)
 
     @property
+    def final_logged(self) -> bool:
+        """False when production logged no final context (e.g. no reranker span): where gold ended is unknown."""
+        return "final" in self.stages
+
+    @property
     def first_drop(self) -> Stage | None:
-        """The furthest any gold chunk got decides: the drop stage of the best-travelled gold chunk."""
-        if not self.gold or self.reached_final:
+        """The furthest any gold chunk got decides: the drop stage of the best-travelled gold chunk
+        (None when one reached the final context or the last stage a final-less log recorded)."""
+        if not self.gold or any(g.dropped_at is None for g in self.gold):
             return None
         order = {stage: i for i, stage in enumerate(STAGE_ORDER)}
         drops = [g.dropped_at for g in self.gold if g.dropped_at is not None]
@@ -69,12 +79,23 @@ class GoldJourney(BaseModel):
         return next((g for g in self.gold if g.chunk_id == chunk_id), None)
 
 
+def unlogged_stages(trace: Trace) -> list[Stage]:
+    """Stages the trace says production did not log (`Trace.not_logged`; an unlogged fused list
+    also means no logged rerank input)."""
+    names = set(trace.not_logged)
+    if "fused" in names:
+        names.add("rerank_input")
+    return [stage for stage in STAGE_ORDER if stage in names]
+
+
 def recorded_stages(trace: Trace) -> list[Stage]:
     """Stages the trace recorded: a stage counts when its list is non-empty or every later list is empty.
 
     An empty list followed by a non-empty later one means the stage was not logged (a real run
-    cannot lose everything and then recover); the final context always counts (empty = refused).
+    cannot lose everything and then recover). The final context counts unless the trace marks it
+    not logged (`Trace.not_logged`): logged empty, it is a real drop or refusal.
     """
+    unlogged = set(unlogged_stages(trace))
     lists: dict[Stage, bool] = {
         "routes": bool(trace.routes),
         "fused": bool(trace.fused),
@@ -90,7 +111,7 @@ def recorded_stages(trace: Trace) -> list[Stage]:
     stages: list[Stage] = []
     for i, stage in enumerate(STAGE_ORDER):
         later_filled = any(filled[later] for later in STAGE_ORDER[i + 1 :])
-        if lists[stage] and (filled[stage] or not later_filled):
+        if stage not in unlogged and lists[stage] and (filled[stage] or not later_filled):
             stages.append(stage)
     return stages
 
@@ -123,7 +144,8 @@ def gold_stages(trace: Trace, chunk_id: str, stages: Sequence[Stage]) -> GoldSta
             record.dropped_at = stages[0] if stages else "routes"
         else:
             after = list(stages)[list(stages).index(record.last_seen) + 1 :]
-            record.dropped_at = after[0] if after else "final"
+            # Present at the last stage a final-less log recorded: not a drop, just not logged further.
+            record.dropped_at = after[0] if after else None
     return record
 
 
@@ -133,6 +155,7 @@ def gold_journey(trace: Trace, gold: Sequence[str], source: Literal["logged", "r
     return GoldJourney(
         source=source,
         stages=stages,
+        not_logged=unlogged_stages(trace),
         route_names=[route.name for route in trace.routes],
         gold=[gold_stages(trace, chunk_id, stages) for chunk_id in dict.fromkeys(gold)],
     )

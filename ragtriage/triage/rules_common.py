@@ -32,9 +32,11 @@ class Finding(BaseModel):
 
 
 def gold_lost(facts: Facts) -> bool:
-    """Gold is known and no gold chunk reached the primary trace's final context."""
+    """Gold is known and every gold chunk dropped out at a stage the primary trace recorded (not
+    when one reached the final context, nor when it is in the last stage of a log without a final
+    context: production never recorded where it went from there)."""
     journey = facts.primary_journey
-    return bool(facts.gold_chunks) and journey is not None and not journey.reached_final
+    return bool(facts.gold_chunks) and journey is not None and journey.first_drop is not None
 
 
 def route_ran(route: RouteResult) -> bool:

@@ -3,6 +3,7 @@ in its context, or the KB has no answer."""
 
 from __future__ import annotations
 
+from ragtriage.pipeline.types import Trace
 from ragtriage.triage.facts import Facts, covered
 from ragtriage.triage.rules_common import RELEVANT_COVERAGE, WEAK_COVERAGE, Finding, short_ids, words
 
@@ -68,22 +69,35 @@ def rule_generation_error(facts: Facts) -> Finding | None:
     )
 
 
+def _top_logged(trace: Trace, top_n: int) -> list[str]:
+    """The top `top_n` of the latest logged list before the final context (reranked, fused, routes)."""
+    if trace.reranked:
+        return [hit.chunk_id for hit in trace.reranked[:top_n]]
+    if trace.fused:
+        return [hit.chunk_id for hit in trace.fused[:top_n]]
+    return list(dict.fromkeys(hit.chunk_id for route in trace.routes for hit in route.hits[:top_n]))
+
+
 def rule_no_answer_in_kb(facts: Facts) -> Finding | None:
     """No gold, and nothing retrieved carries the query (low term coverage, low cross-encoder scores)."""
     trace = facts.primary
     if facts.gold_chunks or facts.unknown_gold or trace is None or not facts.terms:
         return None
-    final_texts = [facts.candidate_texts[c] for c in trace.final if c in facts.candidate_texts]
+    final_logged = "final" not in trace.not_logged
+    # Without a logged final context, judge what production's last logged stage kept on top.
+    shown = list(trace.final) if final_logged else _top_logged(trace, facts.top_n)
+    place = "final chunk" if final_logged else "top retrieved chunk (no final context was logged)"
+    final_texts = [facts.candidate_texts[c] for c in shown if c in facts.candidate_texts]
     best = max((len(covered(facts.terms, t)) / len(facts.terms) for t in final_texts), default=0.0)
     probabilities = [p.cross_encoder_score for p in trace.rerank_pairs if p.cross_encoder_score is not None]
     near_miss = best >= 0.5 or bool(probabilities and max(probabilities) >= 0.3)
     # With gold marked empty, only a final chunk carrying every key term contradicts the triager.
     if near_miss and (facts.gold != [] or best >= 1.0):
         return None
-    evidence = [f"no final chunk carries more than {best:.0%} of the key terms ({words(facts.terms)})"]
+    evidence = [f"no {place} carries more than {best:.0%} of the key terms ({words(facts.terms)})"]
     if near_miss:
         evidence = [
-            f"the triager marked no gold; the best final chunk carries {best:.0%} of the key terms "
+            f"the triager marked no gold; the best {place} carries {best:.0%} of the key terms "
             f"({words(facts.terms)}; a near miss: check that it does not answer)"
         ]
     if probabilities:

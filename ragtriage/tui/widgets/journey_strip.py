@@ -17,14 +17,19 @@ STAGE_TITLES: dict[str, str] = {
 }
 
 
+NOT_LOGGED = "not logged"
+"""Shown for a stage production did not log (no reranker or context span): not a drop."""
+
+
 def best_rank(ranks: list[int | None]) -> int | None:
     """The best (lowest) rank among gold chunks, None when none is present."""
     present = [rank for rank in ranks if rank is not None]
     return min(present) if present else None
 
 
-def journey_cells(journey: GoldJourney) -> list[tuple[str, int | None, bool]]:
-    """(title, best gold rank, lost here) per route and stage of the journey."""
+def journey_cells(journey: GoldJourney) -> list[tuple[str, int | str | None, bool]]:
+    """(title, best gold rank, lost here) per route and stage of the journey; a final context
+    production did not log is a last cell saying so (rank `NOT_LOGGED`)."""
     lost: Stage | None = journey.first_drop
     cells = [
         (name, best_rank([g.routes.get(name) for g in journey.gold]), lost == "routes")
@@ -35,6 +40,8 @@ def journey_cells(journey: GoldJourney) -> list[tuple[str, int | None, bool]]:
             continue
         ranks = [g.stage_rank(stage) for g in journey.gold]
         cells.append((STAGE_TITLES.get(stage, stage), best_rank(ranks), lost == stage))
+    if not journey.final_logged:
+        cells.append(("final", NOT_LOGGED, False))
     return cells
 
 
@@ -56,5 +63,5 @@ class JourneyStrip(Horizontal):
         for title, rank, lost in journey_cells(self.journey):
             cell = Static(f"{title}\n{'—' if rank is None else rank}", markup=False, classes="journey-cell")
             cell.set_class(lost, "-lost")
-            cell.set_class(rank is not None, "-present")
+            cell.set_class(isinstance(rank, int), "-present")
             yield cell
