@@ -121,3 +121,12 @@ def test_journey_table_says_not_logged_in_words() -> None:
         "g last seen at routes, where it went next is unknown"
     ]
     assert journey_notes(gold_journey(_logged({"bm25": ["g"], "final_context": []}), ["g"], "logged")) == []
+
+
+def test_case_screen_strip_ends_with_a_not_logged_final_cell() -> None:
+    from ragtriage.tui.widgets.journey_strip import NOT_LOGGED, journey_cells
+
+    journey = gold_journey(_logged({"bm25": ["a", "g"]}), ["g"], "logged")
+    assert journey_cells(journey) == [("bm25_raw", 2, False), ("final", NOT_LOGGED, False)]
+    refused = gold_journey(_logged({"bm25": ["a", "g"], "final_context": []}), ["g"], "logged")
+    assert journey_cells(refused) == [("bm25_raw", 2, False), ("final", None, True)]
