@@ -97,7 +97,9 @@ def test_unlogged_final_context_is_not_a_drop_and_logged_empty_is(
     assert "final" not in logged["stages"] and "final" in logged["not_logged"]
     gold = logged["gold"][0]
     assert (gold["chunk_id"], gold["dropped_at"], gold["last_seen"]) == (IDS[0], None, "routes")
-    labels = [diagnosis["suggestion"]["label"]] + [f["label"] for f in diagnosis["suggestion"]["alternatives"]]
+    labels = [diagnosis["suggestion"]["label"]] + [
+        f["label"] for f in diagnosis["suggestion"]["alternatives"]
+    ]
     assert "rerank_error" not in labels, out
     assert not any("stage final" in line for line in diagnosis["suggestion"]["evidence"]), out
     monkeypatch.setenv("COLUMNS", "80")
