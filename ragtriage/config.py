@@ -306,7 +306,6 @@ HASH_NEUTRAL_WHEN_DEFAULT: tuple[tuple[str, ...], ...] = (
     ("rerank", "enabled"),
     ("rerank", "min_n"),
     ("rerank", "min_score"),
-    ("rerank", "refusal_score"),
     ("engines",),
     ("index", "bm25_engine"),
     ("index", "query_stop_words"),
@@ -320,6 +319,9 @@ _HASH_DEFAULTS: dict[str, Any] = {}
 HASH_NEUTRAL_AT: dict[tuple[str, ...], Any] = {
     # Configurations logged before the dense backend could be chosen used qdrant-client's local mode.
     ("index", "dense_backend"): "qdrant_local",
+    # Refusal became a default (lexical support at 0.167256). `refusal_threshold` always hashed (as
+    # null when unset), so "off" hashes as before; the score kind hashed only away from dense_cosine.
+    ("rerank", "refusal_score"): "dense_cosine",
     ("index", "query_segmentation"): "search",
     ("rerank", "weights", "bm25_score"): 0.0,
     # The alias file's contents entered the hash after the fixture traffic was logged with
