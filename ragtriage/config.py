@@ -148,11 +148,13 @@ class EmbedderSettings(StrictModel):
 class IndexSettings(StrictModel):
     qdrant_url: str | None = None
     """Qdrant server URL; None means the embedded `dense_backend` in the home."""
-    dense_backend: Literal["qdrant_local", "qdrant_edge"] = "qdrant_local"
+    dense_backend: Literal["auto", "qdrant_local", "qdrant_edge"] = "auto"
     """The embedded dense index (without `qdrant_url`): `qdrant_local` (qdrant-client's pure-Python
     local mode in `<home>/index/qdrant`) or `qdrant_edge` (Qdrant's Rust engine, `qdrant-edge-py`,
     in `<home>/index/qdrant_edge`; much faster to fill and search, less memory). Both search exactly;
-    a change makes the next sync fill the other folder (`ragtriage kb reindex`)."""
+    a change makes the next sync fill the other folder (`ragtriage kb reindex`). `auto`: the backend
+    the home's index manifest records (local mode for indexes built before the setting), else
+    `qdrant_edge` for a home with no index yet (`manifest.effective_dense_backend`)."""
     qdrant_api_key_env: str = "RAGTRIAGE_QDRANT_API_KEY"
     collection: str = "ragtriage_chunks"
     title_boost: float = Field(default=0.3, gt=0)
@@ -273,7 +275,8 @@ class Settings(StrictModel):
             node = payload
             for part in path[:-1]:
                 node = node[part]
-            if node.get(path[-1]) == neutral:
+            value = node.get(path[-1])
+            if value == neutral or (isinstance(neutral, frozenset) and isinstance(value, str) and value in neutral):
                 node.pop(path[-1], None)
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
@@ -317,8 +320,10 @@ _HASH_DEFAULTS: dict[str, Any] = {}
 #: Settings whose default moved after they were added: dropped from the hash at the value that
 #: reproduces the behaviour from before they existed (a file pinning it keeps its logged hash).
 HASH_NEUTRAL_AT: dict[tuple[str, ...], Any] = {
-    # Configurations logged before the dense backend could be chosen used qdrant-client's local mode.
-    ("index", "dense_backend"): "qdrant_local",
+    # Configurations logged before the dense backend could be chosen used qdrant-client's local mode;
+    # `auto` (the default since) keeps an existing home on the backend it was built with, and both
+    # backends search exactly, so it hashes as that default did. A frozenset: any of these values.
+    ("index", "dense_backend"): frozenset({"qdrant_local", "auto"}),
     # Refusal became a default (lexical support at 0.167256). `refusal_threshold` always hashed (as
     # null when unset), so "off" hashes as before; the score kind hashed only away from dense_cosine.
     ("rerank", "refusal_score"): "dense_cosine",

@@ -156,8 +156,9 @@ def main() -> None:
     parser.add_argument(
         "--dense-backend",
         choices=["qdrant_local", "qdrant_edge"],
-        default="qdrant_local",
-        help="[index] dense_backend of the home (qdrant_local: the comparison for qdrant_edge).",
+        default="qdrant_edge",
+        help="[index] dense_backend of the home (qdrant_edge: a new home's default; qdrant_local: the "
+        "comparison, what homes indexed before the default moved keep).",
     )
     args = parser.parse_args()
 

@@ -95,7 +95,9 @@ def stats_command(as_json: bool, home: Path | None, config_file: Path | None) ->
     with open_workspace(home, config_file) as workspace:
         stats = service.kb_stats(workspace)
         index = _index_status(workspace)
-    notes = [note] if (note := local_mode_note(workspace.settings, stats.retrievable_chunks)) else []
+    backend = index.get("dense_backend")
+    note = None if backend is None else local_mode_note(workspace.settings, stats.retrievable_chunks, backend)
+    notes = [note] if note else []
     if as_json:
         echo_json({**stats.model_dump(mode="json"), "index": index, "notes": notes})
         return
@@ -105,24 +107,40 @@ def stats_command(as_json: bool, home: Path | None, config_file: Path | None) ->
     if "error" in index:
         click.echo(f"index: unavailable ({index['error']})")
     else:
+        click.echo("dense backend: " + _backend_line(index))
         click.echo("index: " + _index_line(index))
     for note in notes:
         click.echo(f"note: {note}")
 
 
-def local_mode_note(settings: Settings, chunks: int) -> str | None:
+def local_mode_note(settings: Settings, chunks: int, backend: str) -> str | None:
     """Our words for qdrant-client's local-mode size warning (filtered where Qdrant is opened):
-    None with a Qdrant server or at most `LOCAL_MODE_LIMIT` published chunks."""
+    None with a Qdrant server, the `backend` in use (`index_status`'s `dense_backend`) not
+    `qdrant_local`, or at most `LOCAL_MODE_LIMIT` published chunks."""
     from ragtriage.pipeline.qdrant_clients import LOCAL_MODE_LIMIT
 
     index = settings.index
-    if index.qdrant_url is not None or index.dense_backend != "qdrant_local" or chunks <= LOCAL_MODE_LIMIT:
+    if index.qdrant_url is not None or backend != "qdrant_local" or chunks <= LOCAL_MODE_LIMIT:
         return None
+    kept = " (dense_backend auto keeps the local mode this home's index was built with)"
     return (
-        f"{chunks:,} chunks in Qdrant local mode, which is slow to search above {LOCAL_MODE_LIMIT:,}; "
+        f"{chunks:,} chunks in Qdrant local mode{kept if index.dense_backend == 'auto' else ''}, "
+        f"which is slow to search above {LOCAL_MODE_LIMIT:,}; "
         'for speed set [index] dense_backend = "qdrant_edge" (or qdrant_url to a Qdrant server) '
-        "and run `ragtriage kb reindex`"
+        "and run `ragtriage kb reindex` (it reuses cached embeddings)"
     )
+
+
+def _backend_line(index: dict[str, Any]) -> str:
+    """The dense index in use, and why when `auto` chose it."""
+    if index.get("dense_server"):
+        return "Qdrant server ([index] qdrant_url)"
+    backend = str(index.get("dense_backend"))
+    if not index.get("dense_backend_auto"):
+        return f"{backend} ([index] dense_backend)"
+    if index.get("state") == "missing":
+        return f"{backend} (chosen automatically: the default for a home with no index yet)"
+    return f"{backend} (chosen automatically: the backend this home's index was built with)"
 
 
 def _index_line(index: dict[str, Any]) -> str:

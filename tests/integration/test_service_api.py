@@ -194,11 +194,14 @@ def test_evaluate_with_a_profile_records_it_and_an_unknown_one_is_404(
     assert missing.json()["detail"] == _cli_error(built.home, "eval", "run", "--profile", "no-such-profile")
 
 
+# Another ragtriage process with the home's dense index open, whichever backend built it.
 HOLD_QDRANT = textwrap.dedent(
     """
     import sys, time
-    from qdrant_client import QdrantClient
-    client = QdrantClient(path=sys.argv[1])
+    from pathlib import Path
+    from ragtriage.pipeline.indexer import open_indexes
+    from ragtriage.workspace import Workspace
+    indexes = open_indexes(Workspace.open(Path(sys.argv[1])))
     print("held", flush=True)
     time.sleep(120)
     """
@@ -209,7 +212,7 @@ def test_evaluate_while_another_process_holds_the_index_is_409_with_the_fix(
     built: EvalHome, tmp_path: Path
 ) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_QDRANT, str(built.home / "index" / "qdrant")],
+        [sys.executable, "-c", HOLD_QDRANT, str(built.home)],
         stdout=subprocess.PIPE,
         text=True,
     )

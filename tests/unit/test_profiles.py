@@ -228,10 +228,13 @@ def test_new_settings_at_their_default_keep_logged_hashes() -> None:
     # Score features of the rerank: dense_score neutral at its default 0.
     assert Settings(rerank={"weights": {"dense_score": 0.0}}).config_hash() == Settings().config_hash()
     assert Settings(rerank={"weights": {"dense_score": 0.01}}).config_hash() != Settings().config_hash()
-    # The dense backend: neutral at qdrant_local (what every logged configuration used), whatever the default.
+    # The dense backend: neutral at qdrant_local (what every logged configuration used) and at `auto`
+    # (the default since, which keeps an existing home on the backend it was built with).
+    assert Settings().index.dense_backend == "auto"
     assert Settings(index={"dense_backend": "qdrant_local"}).config_hash() == Settings().config_hash()
-    pinned = Settings(index={"dense_backend": "qdrant_local"}, rerank=no_refusal)  # type: ignore[arg-type]
-    assert pinned.config_hash() == "22d04331576c"
+    for neutral in ("auto", "qdrant_local"):
+        pinned = Settings(index={"dense_backend": neutral}, rerank=no_refusal)  # type: ignore[arg-type]
+        assert pinned.config_hash() == "22d04331576c"
     assert Settings(index={"dense_backend": "qdrant_edge"}).config_hash() != Settings().config_hash()
 
 
