@@ -276,7 +276,9 @@ class Settings(StrictModel):
             for part in path[:-1]:
                 node = node[part]
             value = node.get(path[-1])
-            if value == neutral or (isinstance(neutral, frozenset) and isinstance(value, str) and value in neutral):
+            if value == neutral or (
+                isinstance(neutral, frozenset) and isinstance(value, str) and value in neutral
+            ):
                 node.pop(path[-1], None)
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
         return hashlib.sha256(blob).hexdigest()[:12]

