@@ -90,13 +90,17 @@ def _home(root: Path, name: str, backend: str) -> Path:
 
 
 def _dense_folder(home: Path) -> Path:
-    """The folder of the home's dense index (local mode's, or the edge shard's)."""
-    edge = locations.qdrant_edge_dir(home) / COLLECTION
-    return (
-        edge
-        if "qdrant_edge" in (home / "config.toml").read_text(encoding="utf-8")
-        else locations.qdrant_dir(home)
-    )
+    """The folder of the home's dense index (local mode's, or the edge shard's), as resolved for
+    `[index] dense_backend` (explicit, or `auto`: the manifest's backend, else Edge)."""
+    from ragtriage.config import load_settings
+    from ragtriage.pipeline.manifest import effective_dense_backend, read_manifest
+
+    config = home / "config.toml"
+    settings = load_settings(config if config.exists() else None, environ={})
+    backend = effective_dense_backend(settings.index, read_manifest(locations.manifest_path(home)))
+    if backend == "qdrant_edge":
+        return locations.qdrant_edge_dir(home) / COLLECTION
+    return locations.qdrant_dir(home)
 
 
 def _import(home: Path, path: Path, *, index: bool = True, full: bool = False) -> ImportReport:
