@@ -311,6 +311,7 @@ HASH_NEUTRAL_WHEN_DEFAULT: tuple[tuple[str, ...], ...] = (
     ("rerank", "enabled"),
     ("rerank", "min_n"),
     ("rerank", "min_score"),
+    ("rerank", "refusal_score"),
     ("engines",),
     ("index", "bm25_engine"),
     ("index", "query_stop_words"),
@@ -326,9 +327,6 @@ HASH_NEUTRAL_AT: dict[tuple[str, ...], Any] = {
     # `auto` (the default since) keeps an existing home on the backend it was built with, and both
     # backends search exactly, so it hashes as that default did. A frozenset: any of these values.
     ("index", "dense_backend"): frozenset({"qdrant_local", "auto"}),
-    # Refusal became a default (lexical support at 0.167256). `refusal_threshold` always hashed (as
-    # null when unset), so "off" hashes as before; the score kind hashed only away from dense_cosine.
-    ("rerank", "refusal_score"): "dense_cosine",
     ("index", "query_segmentation"): "search",
     ("rerank", "weights", "bm25_score"): 0.0,
     # The alias file's contents entered the hash after the fixture traffic was logged with

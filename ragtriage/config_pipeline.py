@@ -104,27 +104,15 @@ class RerankSettings(StrictModel):
     """With `min_score`: chunks below it are dropped from the final context, but never below `min_n` chunks."""
     min_score: float | None = None
     """Drop final chunks scoring below this (keeping at least `min_n`); None: keep `top_n`."""
-    refusal_threshold: float | None = 0.167256
-    """Refuse when the refusal score is below this; `"off"` (or None): never refuse. The default was
-    proposed by `eval calibrate-refusal` for `lexical_support` on the Debian query set's tune split
-    (docs/benchmarks.md); calibrate again on your own eval set, and after adding a cross-encoder
-    (its probability then replaces the score this threshold was calibrated for)."""
-    refusal_score: Literal["dense_cosine", "fused", "final", "lexical_support"] = "lexical_support"
+    refusal_threshold: float | None = None
+    """Refuse when the refusal score is below this (None: never refuse); `eval calibrate-refusal` proposes one."""
+    refusal_score: Literal["dense_cosine", "fused", "final", "lexical_support"] = "dense_cosine"
     """The score refusal compares with the threshold when no cross-encoder scored the pool (a
     cross-encoder's best probability always wins): the best dense cosine, the first fused score, the
     best combined rerank score, or `lexical_support` — the IDF-weighted share of the query's content
-    terms that the final `top_n` candidates contain, 0 when the query names a word the KB never holds
-    (n/a without a local BM25 index: not judged)."""
+    terms that the final `top_n` candidates contain (n/a without a local BM25 index: not judged)."""
     freshness_now: str | None = None
     """ISO-8601 moment the freshness feature is computed at (None: the current time)."""
-
-    @field_validator("refusal_threshold", mode="before")
-    @classmethod
-    def _refusal_off(cls, value: object) -> object:
-        """`"off"` turns refusal off (TOML has no null to write None with)."""
-        if isinstance(value, str) and value.strip().lower() in {"off", "none"}:
-            return None
-        return value
 
     @field_validator("freshness_now")
     @classmethod

@@ -35,11 +35,6 @@ def _build(home: Path) -> None:
     from ragtriage.logs.ingest import ingest_lines
 
     write_demo_config(home, FIXTURES / "aliases.toml")
-    # Refusal off: the traffic and the replays show the designed retrieval failures (alias gaps),
-    # which the default lexical-support refusal would answer with a refusal instead; how a refusal
-    # is shown is tested in tests/unit/test_lexical_support.py.
-    with (home / "config.toml").open("a", encoding="utf-8") as config:
-        config.write('[rerank]\nrefusal_threshold = "off"\n')
     workspace = Workspace.open(home)
     try:
         seed_embedding_cache(workspace)

@@ -198,23 +198,12 @@ def test_new_settings_at_their_default_keep_logged_hashes() -> None:
     # The default's changed on purpose: `index.title_boost` 2.0 → 0.3, then the rerank's `bm25_score`
     # weight 0 → 0.02 and `index.query_segmentation` search → precise; with the old values pinned,
     # the old hashes come back.
-    # Refusal by lexical support (0.167256) became a default after that: "off" and dense_cosine give
-    # the hashes from before it.
-    no_refusal = {"refusal_threshold": "off", "refusal_score": "dense_cosine"}
-    assert Settings().config_hash() == "ba50fd7d8385"
-    assert Settings(rerank=no_refusal).config_hash() == "22d04331576c"  # type: ignore[arg-type]
-    assert Settings(rerank={"refusal_threshold": None, "refusal_score": "dense_cosine"}).config_hash() == (
-        "22d04331576c"
-    )
-    before = {
-        "rerank": {"weights": {"bm25_score": 0.0}, **no_refusal},
-        "index": {"query_segmentation": "search"},
-    }
+    before = {"rerank": {"weights": {"bm25_score": 0.0}}, "index": {"query_segmentation": "search"}}
+    assert Settings().config_hash() == "22d04331576c"
     assert Settings(**before).config_hash() == "3103edbaa3d2"  # type: ignore[arg-type]
     old = {**before, "index": {"query_segmentation": "search", "title_boost": 2.0}}
     assert Settings(**old).config_hash() == "a68ea699b433"  # type: ignore[arg-type]
     production = load_settings(FIXTURES_DIR / "logs" / "production.toml", environ={})
-    assert production.rerank.refusal_threshold is None and production.rerank.refusal_score == "dense_cosine"
     assert production.rerank.weights.bm25_score == 0.0
     assert production.index.query_segmentation == "search"
     assert production.config_hash() == "daf63ae39dcf"
