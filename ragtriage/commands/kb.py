@@ -139,8 +139,8 @@ def _backend_line(index: dict[str, Any]) -> str:
     if not index.get("dense_backend_auto"):
         return f"{backend} ([index] dense_backend)"
     if index.get("state") == "missing":
-        return f"{backend} (chosen automatically: the default for a home with no index yet)"
-    return f"{backend} (chosen automatically: the backend this home's index was built with)"
+        return f"{backend} (chosen automatically: a new home's default)"
+    return f"{backend} (chosen automatically: this home's index uses it)"
 
 
 def _index_line(index: dict[str, Any]) -> str:

@@ -93,13 +93,7 @@ def test_a_new_home_without_settings_indexes_on_qdrant_edge(tmp_path: Path, home
         "up_to_date",
     )
     text = _ok("kb", "stats").stdout
-    assert (
-        "dense backend: qdrant_edge (chosen automatically: the default for a home with no index" not in text
-    )
-    assert (
-        "dense backend: qdrant_edge (chosen automatically: the backend this home's index was built with)"
-        in text
-    )
+    assert "dense backend: qdrant_edge (chosen automatically: this home's index uses it)\n" in text
     hits = json.loads(_ok("replay", "--query", "出差发票多久内提交", "--json").stdout)
     dense = [route for route in hits["routes"] if route["name"].startswith("dense")]
     assert dense and dense[0]["hits"]
@@ -107,9 +101,7 @@ def test_a_new_home_without_settings_indexes_on_qdrant_edge(tmp_path: Path, home
 
 def test_an_empty_new_home_says_edge_will_be_chosen(home: Path) -> None:
     text = _ok("kb", "stats").stdout
-    assert (
-        "dense backend: qdrant_edge (chosen automatically: the default for a home with no index yet)" in text
-    )
+    assert "dense backend: qdrant_edge (chosen automatically: a new home's default)\n" in text
 
 
 @pytest.fixture
@@ -142,9 +134,7 @@ def test_an_old_local_home_keeps_local_mode_through_add_import_replay_and_rebuil
     index = _stats(home)
     assert (index["dense_backend"], index["state"]) == ("qdrant_local", "up_to_date")
     text = _ok("kb", "stats").stdout
-    assert (
-        "dense backend: qdrant_local (chosen automatically: the backend this home's index was built" in text
-    )
+    assert "dense backend: qdrant_local (chosen automatically: this home's index uses it)\n" in text
     assert "behind" not in text and "kb reindex" not in text
 
     added = json.loads(_ok("kb", "add", str(write_markdown_docs(tmp_path / "more", LATER)), "--json").stdout)
