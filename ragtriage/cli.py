@@ -120,8 +120,11 @@ def main() -> None:
     """Console-script entry point."""
     try:
         status = cli(standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+    except click.exceptions.Abort as abort:
+        # A Ctrl-C (click turns it into Abort) may say what was left done and undone.
+        reason = abort.__cause__
+        said = str(reason) if isinstance(reason, KeyboardInterrupt) else ""
+        click.echo(said or "aborted", err=True)
         raise SystemExit(130) from None
     except click.ClickException as error:
         error.show()
@@ -131,8 +134,8 @@ def main() -> None:
     except RagtriageError as error:
         click.echo(f"{error.title}: {error}", err=True)
         raise SystemExit(2) from None
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
+    except KeyboardInterrupt as interrupt:
+        click.echo(str(interrupt) or "interrupted", err=True)
         raise SystemExit(130) from None
     if isinstance(status, int) and status:
         raise SystemExit(status)

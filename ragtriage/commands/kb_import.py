@@ -88,16 +88,23 @@ def import_command(
         map=parse_map_option(map_values),
         vector_field=vector_field,
     )
-    with open_workspace(home, config_file) as workspace, progress_bar(True) as bar:
-        report = run_import(
-            workspace,
-            spec,
-            full=full,
-            skip_bad_rows=skip_bad_rows,
-            index=not no_index,
-            on_progress=bar("reading the source"),
-            on_index_progress=bar("indexing chunks"),
-        )
+    try:
+        with open_workspace(home, config_file) as workspace, progress_bar(True) as bar:
+            report = run_import(
+                workspace,
+                spec,
+                full=full,
+                skip_bad_rows=skip_bad_rows,
+                index=not no_index,
+                on_progress=bar("reading the source"),
+                on_index_progress=bar("indexing chunks"),
+            )
+    except KeyboardInterrupt as interrupt:
+        if str(interrupt):
+            raise  # it says what was stored
+        from ragtriage.kb.import_feed import interrupted_message
+
+        raise KeyboardInterrupt(interrupted_message(None)) from None  # before the import began
     for rejected in report.rejected_rows:
         click.echo(f"kb import: rejected: {rejected.message()}", err=True)
     if report.rejected > len(report.rejected_rows):

@@ -27,20 +27,20 @@ from typing import TYPE_CHECKING, Protocol
 from sqlmodel import select
 
 from ragtriage.errors import InputError
+from ragtriage.interrupts import latched_interrupts
+from ragtriage.kb.import_feed import IndexFeed, interrupted_message, make_handoff
 from ragtriage.kb.import_files import release_reader_memory
 from ragtriage.kb.import_mapping import FieldMapper
 from ragtriage.kb.import_report import ImportReport, RejectedRow
 from ragtriage.kb.import_rows import ImportedChunk, RowError, SourceRow
 from ragtriage.kb.import_write import PUBLISHED, DocFields, ImportWriter
 from ragtriage.kb.repository import DELETED, bump_revision, kb_revision
-from ragtriage.pipeline.kb_chunks import index_hash
 from ragtriage.store.db import read_session, write_session
 from ragtriage.store.kb_tables import ChunkRow
 from ragtriage.workspace import Workspace
 
 if TYPE_CHECKING:
     from ragtriage.pipeline.dense_worker import DenseWorker
-    from ragtriage.pipeline.import_handoff import ImportHandoff
 
 __all__ = ["ChunkSource", "import_chunks"]
 
@@ -106,81 +106,55 @@ def import_chunks(
     started = time.perf_counter()
     mapper = make_mapper()
     stream = _DenseStream(workspace) if index and vector_embedder is not None else None
-    handoff = _handoff(workspace) if index else None
-
-    def on_written(chunks: list[ImportedChunk]) -> None:
-        hashes = [index_hash(chunk, chunk.vector_hash) for chunk in chunks]
-        for chunk, chunk_hash in zip(chunks, hashes, strict=True):
-            chunk.index_hash = chunk_hash  # computed once, for the dense stream and the handoff
-        if stream is not None:
-            stream.send(chunks)
-        if handoff is not None:
-            for chunk, chunk_hash in zip(chunks, hashes, strict=True):
-                if chunk.retrievable:
-                    handoff.add(
-                        chunk.chunk_id,
-                        chunk.doc_id,
-                        chunk.title,
-                        chunk.heading_path,
-                        chunk.content,
-                        chunk.content_hash,
-                        chunk_hash,
-                    )
-
-    try:
-        revision = _import(
-            workspace,
-            source,
-            mapper,
-            report,
-            full=full,
-            skip_bad_rows=skip_bad_rows,
-            on_progress=on_progress,
-            on_written=on_written if stream is not None or handoff is not None else None,
-        )
-        changed = revision is not None
-        worker = None if stream is None else stream.worker
-        if worker is not None:
-            worker.commit()  # the KB has committed: the worker commits its points and syncs the rest
-        if handoff is not None:
-            handoff.finish()
-        report.read_seconds = time.perf_counter() - started - report.write_seconds
-        report.vector_dim = mapper.dim if report.vectors else None
-        if not report.vectors:
-            report.vector_embedder = None
-        report.kb_revision = kb_revision(workspace.engine, workspace.settings.kb.name)
-        release_reader_memory()
-        if not index:
-            report.index_skipped = "--no-index: run `ragtriage kb reindex` once the KB is complete"
-        elif not changed and _indexes_current(workspace, report.kb_revision):
-            report.index_skipped = "nothing changed and the indexes are up to date"
-        else:
-            from ragtriage.pipeline.indexer import sync_indexes
-
+    handoff = make_handoff(workspace) if index else None
+    stored: int | None = None
+    with latched_interrupts() as check_interrupt:
+        try:
+            revision = _import(
+                workspace,
+                source,
+                mapper,
+                report,
+                full=full,
+                skip_bad_rows=skip_bad_rows,
+                on_progress=on_progress,
+                on_written=IndexFeed(None if stream is None else stream.send, handoff) if index else None,
+                check_interrupt=check_interrupt,
+            )
+            report.kb_revision = kb_revision(workspace.engine, workspace.settings.kb.name)
+            stored = report.kb_revision if revision is not None else None
+            worker = None if stream is None else stream.worker
+            if worker is not None:
+                worker.commit()  # the KB has committed: the worker commits its points and syncs the rest
             if handoff is not None:
-                handoff.base_revision = report.kb_revision if revision is None else revision - 1
-            index_report = sync_indexes(workspace, on_index_progress, dense_worker=worker, handoff=handoff)
-            report.index = dataclasses.asdict(index_report)
-    finally:
-        if handoff is not None:
-            handoff.close()
-        if stream is not None:
-            stream.close()
+                handoff.finish()
+            check_interrupt()
+            report.read_seconds = time.perf_counter() - started - report.write_seconds
+            report.vector_dim = mapper.dim if report.vectors else None
+            if not report.vectors:
+                report.vector_embedder = None
+            release_reader_memory()
+            if not index:
+                report.index_skipped = "--no-index: run `ragtriage kb reindex` once the KB is complete"
+            elif revision is None and _indexes_current(workspace, report.kb_revision):
+                report.index_skipped = "nothing changed and the indexes are up to date"
+            else:
+                from ragtriage.pipeline.indexer import sync_indexes
+
+                if handoff is not None:
+                    handoff.base_revision = report.kb_revision if revision is None else revision - 1
+                index_report = sync_indexes(
+                    workspace, on_index_progress, dense_worker=worker, handoff=handoff
+                )
+                report.index = dataclasses.asdict(index_report)
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt(interrupted_message(stored)) from None
+        finally:
+            if handoff is not None:
+                handoff.close()
+            if stream is not None:
+                stream.close()
     return report
-
-
-def _handoff(workspace: Workspace) -> ImportHandoff:
-    """What the pass keeps for the index sync; with bm25s it segments the written texts meanwhile."""
-    import os
-
-    from ragtriage.pipeline.import_handoff import ImportHandoff
-
-    settings = workspace.settings.index
-    return ImportHandoff(
-        segment=settings.bm25_engine == "bm25s",
-        procs=min(settings.bm25_procs, os.cpu_count() or 1),
-        min_docs=settings.bm25_multiproc_min_docs,
-    )
 
 
 class _DenseStream:
@@ -196,6 +170,7 @@ class _DenseStream:
 
     def send(self, chunks: list[ImportedChunk]) -> None:
         from ragtriage.pipeline.dense import DenseDocument
+        from ragtriage.pipeline.kb_chunks import index_hash
 
         documents = [
             DenseDocument(
@@ -262,11 +237,13 @@ def _import(
     skip_bad_rows: bool,
     on_progress: ProgressCallback | None,
     on_written: Callable[[list[ImportedChunk]], None] | None = None,
+    check_interrupt: Callable[[], None] = lambda: None,
 ) -> int | None:
     """Read, check and write every row in one transaction; the KB revision it made (None: nothing
     was written).
 
-    `on_written` is given each batch of written chunks (inside the transaction).
+    `on_written` is given each batch of written chunks (inside the transaction); `check_interrupt`
+    is called at every batch (it raises `KeyboardInterrupt` after a Ctrl-C a library swallowed).
     """
     kb = workspace.settings.kb.name
     state = _Pass(stored=_stored_chunks(workspace, kb))
@@ -281,6 +258,7 @@ def _import(
 
         columns_checked = False
         for batch in source.batches(on_progress):
+            check_interrupt()
             if not columns_checked and not source.schemaless and source.columns is not None:
                 mapper.check_columns(source.columns)
                 columns_checked = True

@@ -279,16 +279,35 @@ def _vector_column(column: Any) -> list[np.ndarray | None] | None:
     None when the column is not a list (JSON text or float32 bytes): the mapper decodes those.
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     kind = column.type
     if not (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)):
         return None
-    lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
-    if column.null_count == 0 and len(lengths) and (lengths == lengths[0]).all():
-        flat = column.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+    if pa.types.is_fixed_size_list(kind):
+        lengths = np.full(len(column), kind.list_size, dtype=np.int64)
+    else:
+        lengths = np.diff(_numbers(column.offsets))
+    values = column.flatten()
+    numeric = pa.types.is_integer(values.type) or pa.types.is_floating(values.type)
+    if column.null_count == 0 and len(lengths) and (lengths == lengths[0]).all() and numeric:
+        flat = _numbers(values).astype(np.float32, copy=False)
         return list(flat.reshape(len(column), int(lengths[0])))
     return [None if value is None else np.asarray(value, dtype=np.float32) for value in column.to_pylist()]
+
+
+def _numbers(array: Any) -> np.ndarray:
+    """A numeric Arrow array as numpy, read from its data buffer (nulls become NaN).
+
+    Not Arrow's `to_numpy`: its first call imports pandas from C++, which clears any Python error
+    raised meanwhile, so a Ctrl-C during that import (a second or two) was lost and the import went on.
+    """
+    if array.null_count:
+        import pyarrow.compute as pc
+
+        array = pc.fill_null(array.cast("float64"), float("nan"))
+    dtype = np.dtype(array.type.to_pandas_dtype())
+    data = np.frombuffer(array.buffers()[1], dtype=dtype, count=array.offset + len(array))
+    return data[array.offset :]
 
 
 class _DecodedLines:

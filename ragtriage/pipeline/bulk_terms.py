@@ -7,7 +7,8 @@ whole batch with one numpy lookup. At most a few batches per worker are in fligh
 flat however many texts there are. Workers are forked where the platform allows (as Whoosh's
 writer processes are): they start in milliseconds with jieba-rs loaded and use nothing of the
 parent but the analyzer; `spawn` would re-import the package (~2 s a worker) and re-run the
-caller's main script. Workers ignore Ctrl-C: the parent handles it and stops them.
+caller's main script. Workers ignore Ctrl-C (the parent handles it and stops them) and are
+daemons, so none outlives an import that failed or was interrupted.
 
 Two ways in: `iter_term_ids` segments a list it is given (an index sync), and `TermStream` takes
 texts while the caller goes on (`kb import`'s pass) and hands back a `SegmentedTerms`.
@@ -20,11 +21,12 @@ import multiprocessing
 import signal
 from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing.pool import AsyncResult, Pool
 
 import numpy as np
 
+from ragtriage.interrupts import children_ignore_interrupts
 from ragtriage.pipeline.analyzer import terms
 
 __all__ = ["SegmentedTerms", "TermStream", "iter_term_ids"]
@@ -63,23 +65,19 @@ def _ignore_interrupt() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _start_pool(procs: int, first_text: str) -> ProcessPoolExecutor:
+def _start_pool(procs: int, first_text: str) -> Pool:
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     # Segment one text here first: the dictionaries (jieba-rs's, loaded on import, and Python
     # jieba's) are then loaded before the fork, in pages the workers share instead of each
     # loading its own copy.
     terms(first_text)
-    return ProcessPoolExecutor(max_workers=procs, mp_context=context, initializer=_ignore_interrupt)
-
-
-def _submit(pool: ProcessPoolExecutor, texts: list[str]) -> Future[_Batch]:
     # A forked worker's garbage collector would walk every object of the parent (100k chunk rows
     # during a sync), writing to their pages: twice the segmenting time. Frozen objects are
-    # skipped; the workers fork at the first submit.
+    # skipped. Pool workers are daemons: however this process ends, none is left behind.
     gc.freeze()
     try:
-        return pool.submit(_local_ids, texts)
+        return context.Pool(procs, initializer=_ignore_interrupt)
     finally:
         gc.unfreeze()
 
@@ -92,17 +90,23 @@ def iter_term_ids(texts: Sequence[str], vocab: dict[str, int], procs: int = 1) -
         for start in starts:
             yield from _global_ids(_local_ids(list(texts[start : start + BATCH])), vocab)
         return
-    pool = _start_pool(procs, texts[0])
+    pool: Pool | None = None
     try:
-        pending: deque[Future[_Batch]] = deque()
+        # Workers are born with SIGINT blocked; a Ctrl-C meanwhile comes once `pool` is held.
+        with children_ignore_interrupts():
+            pool = _start_pool(procs, texts[0])
+        pending: deque[AsyncResult[_Batch]] = deque()
         for start in starts:
-            pending.append(_submit(pool, list(texts[start : start + BATCH])))
+            pending.append(pool.apply_async(_local_ids, (list(texts[start : start + BATCH]),)))
             if len(pending) >= 2 * procs:
-                yield from _global_ids(pending.popleft().result(), vocab)
+                yield from _global_ids(pending.popleft().get(), vocab)
         while pending:
-            yield from _global_ids(pending.popleft().result(), vocab)
+            yield from _global_ids(pending.popleft().get(), vocab)
+        pool.close()
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        if pool is not None:
+            pool.terminate()
+            pool.join()
 
 
 @dataclass
@@ -137,8 +141,8 @@ class TermStream:
         self._given = 0
         self._keys: dict[str, dict[str, int]] = {"content": {}, "title": {}}
         self._buffer: list[str] = []
-        self._pool: ProcessPoolExecutor | None = None
-        self._pending: deque[Future[_Batch]] = deque()
+        self._pool: Pool | None = None
+        self._pending: deque[AsyncResult[_Batch]] = deque()
         self._vocab: dict[str, int] = {}
         self._parts: list[np.ndarray] = []
         self._lengths: list[np.ndarray] = []
@@ -152,7 +156,9 @@ class TermStream:
         self._given += 1
         self._buffer.append(text)
         if self._pool is None and self.procs > 1 and self._given >= self.min_docs:
-            self._pool = _start_pool(self.procs, self._buffer[0])
+            # Workers are born with SIGINT blocked; a Ctrl-C meanwhile comes once the pool is held.
+            with children_ignore_interrupts():
+                self._pool = _start_pool(self.procs, self._buffer[0])
         if self._pool is None and self.procs <= 1 and len(self._buffer) >= BATCH:
             self._take(_local_ids(self._flush()))
         elif self._pool is not None and len(self._buffer) >= BATCH:
@@ -166,10 +172,10 @@ class TermStream:
         assert self._pool is not None
         while len(self._buffer) >= BATCH:
             texts, self._buffer = self._buffer[:BATCH], self._buffer[BATCH:]
-            self._pending.append(_submit(self._pool, texts))
+            self._pending.append(self._pool.apply_async(_local_ids, (texts,)))
         # Collect what is done, in order; wait only when many batches are in flight.
-        while self._pending and (self._pending[0].done() or len(self._pending) > 4 * self.procs):
-            self._take(self._pending.popleft().result())
+        while self._pending and (self._pending[0].ready() or len(self._pending) > 4 * self.procs):
+            self._take(self._pending.popleft().get())
 
     def _take(self, batch: _Batch) -> None:
         self._parts.append(_translate(batch, self._vocab))
@@ -179,13 +185,13 @@ class TermStream:
         """Segment what is left, wait for the workers, and return every run."""
         if self._buffer:
             if self._pool is not None:
-                self._pending.append(_submit(self._pool, self._flush()))
+                self._pending.append(self._pool.apply_async(_local_ids, (self._flush(),)))
             else:
                 for start in range(0, len(self._buffer), BATCH):
                     self._take(_local_ids(self._buffer[start : start + BATCH]))
                 self._buffer = []
         while self._pending:
-            self._take(self._pending.popleft().result())
+            self._take(self._pending.popleft().get())
         self.close()
         lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64)
         segmented = SegmentedTerms(
@@ -199,8 +205,9 @@ class TermStream:
         return segmented
 
     def close(self) -> None:
-        """Stop the workers (also when the caller gave up: pending batches are dropped)."""
+        """Stop the workers (also when the caller gave up: batches in flight are dropped)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.terminate()
+            self._pool.join()
             self._pool = None
         self._pending.clear()

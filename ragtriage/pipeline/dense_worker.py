@@ -39,6 +39,7 @@ import numpy as np
 
 from ragtriage.config import Settings
 from ragtriage.errors import RagtriageError
+from ragtriage.interrupts import children_ignore_interrupts
 from ragtriage.pipeline import qdrant_clients
 from ragtriage.pipeline.dense import DenseDocument
 from ragtriage.pipeline.dense_sync import (
@@ -173,7 +174,8 @@ class DenseWorker:
                 name="ragtriage-dense-index",
                 daemon=True,
             )
-            self._process.start()
+            with children_ignore_interrupts():  # stopped by this process, which rolls it back
+                self._process.start()
         finally:
             gc.unfreeze()
         child_end.close()
