@@ -17,6 +17,7 @@ from ragtriage.commands.common import (
 from ragtriage.eval.rerank_fit import CROSS_ENCODER, FitReport
 from ragtriage.pipeline.features import FEATURE_NAMES
 from ragtriage.render.fit import Col, FitTable
+from ragtriage.wording import quoted
 
 
 def _fmt(value: float | None) -> str:
@@ -158,13 +159,17 @@ def register_eval(group: click.Group) -> None:
             if only:
                 unknown = [name for name in only if name not in names]
                 if unknown:
-                    raise InputError(f"--features: no feature {unknown[0]!r}; choose from {', '.join(names)}")
+                    raise InputError(
+                        f"--features: no feature {quoted(unknown[0])}; choose from {', '.join(names)}"
+                    )
             with progress_bar(progress) as bar:
                 cases, skipped = collect_fit_cases(
                     workspace, dataset, names, tags=tags, on_progress=bar("replaying cases")
                 )
             if not cases:
-                raise InputError(f"eval set {dataset!r} has no answerable case to fit on; add gold first")
+                raise InputError(
+                    f"eval set {quoted(dataset)} has no answerable case to fit on; add gold first"
+                )
             current = settings.rerank.weights.model_dump()
             report = fit_weights(
                 cases,

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ragtriage.pipeline.types import Trace
+from ragtriage.wording import quoted
 
 if TYPE_CHECKING:
     from ragtriage.workspace import Workspace
@@ -276,7 +277,7 @@ def fit_weights(
         raise ValueError("no case with gold and a rerank input to fit on")
     unknown = [name for name in only or () if name not in names]
     if unknown:
-        raise ValueError(f"unknown feature {unknown[0]!r}; features: {', '.join(names)}")
+        raise ValueError(f"unknown feature {quoted(unknown[0])}; features: {', '.join(names)}")
     start = np.array([current.get(name, 0.0) for name in names], dtype=np.float64)
     varies = [
         any(len(c.relevant) > 1 and np.ptp(c.features[:, j]) > 1e-6 for c in cases) for j in range(len(names))
@@ -353,7 +354,7 @@ def collect_fit_cases(
     if not cases:
         wanted = f" tagged {', '.join(tags)}" if tags else ""
         raise InputError(
-            f"eval set {dataset!r} has no case{wanted} ({len(stored)} cases in all); "
+            f"eval set {quoted(dataset)} has no case{wanted} ({len(stored)} cases in all); "
             "check --dataset and --tag"
         )
     cases = [m.case for m in resolve_cases(workspace.engine, cases)]
