@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -13,11 +12,10 @@ import pytest
 @pytest.fixture(scope="module")
 def demo_runs(
     tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[Path, list[subprocess.CompletedProcess[str]], list[float]]:
+) -> tuple[Path, list[subprocess.CompletedProcess[str]]]:
     home = tmp_path_factory.mktemp("demo") / "home"
-    runs, seconds = [], []
+    runs = []
     for _ in range(2):
-        started = time.perf_counter()
         runs.append(
             subprocess.run(
                 [sys.executable, "-m", "ragtriage", "demo", "--home", str(home), "--headless"],
@@ -26,12 +24,11 @@ def demo_runs(
                 timeout=900,
             )
         )
-        seconds.append(time.perf_counter() - started)
-    return home, runs, seconds
+    return home, runs
 
 
 def test_first_run_builds_everything_and_prints_the_summary(demo_runs) -> None:  # type: ignore[no-untyped-def]
-    home, runs, _ = demo_runs
+    home, runs = demo_runs
     first = runs[0]
     assert first.returncode == 0, first.stderr
     stdout = " ".join(first.stdout.split())  # Rich wraps table titles
@@ -44,12 +41,12 @@ def test_first_run_builds_everything_and_prints_the_summary(demo_runs) -> None: 
 
 
 def test_second_run_reuses_what_exists(demo_runs) -> None:  # type: ignore[no-untyped-def]
-    _, runs, seconds = demo_runs
+    _, runs = demo_runs
     second = runs[1]
     assert second.returncode == 0, second.stderr
     assert "reused: kb, logs, diagnosis, eval" in " ".join(second.stderr.split())
+    # Reuse is shown by what the second run says and did, not by its wall time (flaky under load).
     assert "eval run 1" in " ".join(second.stdout.split())  # no second run was started
-    assert seconds[1] < seconds[0]
 
 
 @pytest.mark.realdata
@@ -74,7 +71,7 @@ def test_real_demo_over_the_debian_faq_has_badcases(tmp_path: Path) -> None:
 
 
 def test_without_a_terminal_demo_prints_the_summary_and_tui_explains(demo_runs) -> None:  # type: ignore[no-untyped-def]
-    home, _, _ = demo_runs
+    home, _ = demo_runs
     demo = subprocess.run(
         [sys.executable, "-m", "ragtriage", "demo", "--home", str(home)],
         stdin=subprocess.DEVNULL,
