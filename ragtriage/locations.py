@@ -37,6 +37,11 @@ def db_path(home: Path) -> Path:
     return home / "ragtriage.db"
 
 
+def last_import_path(home: Path) -> Path:
+    """What the last file import was (fingerprint, KB revision, counts): `kb.import_fingerprint`."""
+    return home / "last_import.json"
+
+
 def index_dir(home: Path) -> Path:
     """Parent of the derived indexes (Whoosh, Qdrant local) and their manifest."""
     return home / "index"

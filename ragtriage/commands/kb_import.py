@@ -119,6 +119,11 @@ def import_command(
 
 def _summary(report: ImportReport) -> str:
     lines = [f"source: {report.source}", f"rows: {report.counts_line()}"]
+    if report.same_source_as_last:
+        lines.append(
+            "not read again: the same file and settings as the last import into this KB revision "
+            "(the counts are that import's)"
+        )
     if report.deleted_by:
         reasons = ", ".join(f"{reason} {count:,}" for reason, count in sorted(report.deleted_by.items()))
         lines.append(

@@ -30,6 +30,7 @@ from ragtriage.errors import InputError
 from ragtriage.interrupts import latched_interrupts
 from ragtriage.kb.import_feed import IndexFeed, interrupted_message, make_handoff
 from ragtriage.kb.import_files import release_reader_memory
+from ragtriage.kb.import_fingerprint import last_import_report, record_import
 from ragtriage.kb.import_mapping import FieldMapper
 from ragtriage.kb.import_report import ImportReport, RejectedRow
 from ragtriage.kb.import_rows import ImportedChunk, RowError, SourceRow
@@ -95,15 +96,25 @@ def import_chunks(
     vector_embedder: str | None = None,
     on_progress: ProgressCallback | None = None,
     on_index_progress: ProgressCallback | None = None,
+    fingerprint: str | None = None,
 ) -> ImportReport:
     """Import `source` into the workspace's KB and sync the indexes (unless `index=False`).
+
+    `fingerprint` (file sources: `import_fingerprint.file_fingerprint`) lets a re-import of the last
+    import's file and settings into an unchanged KB with current indexes skip the row pass.
 
     Raises:
         InputError: a bad row or column, or an empty source with `full` (it would delete every
             chunk); the transaction is rolled back and nothing is imported.
     """
-    report = ImportReport(source=source.name, vector_embedder=vector_embedder)
     started = time.perf_counter()
+    kb = workspace.settings.kb.name
+    if fingerprint is not None:
+        same = _same_as_last_import(workspace, kb, fingerprint, source.name, index)
+        if same is not None:
+            same.read_seconds = time.perf_counter() - started
+            return same
+    report = ImportReport(source=source.name, vector_embedder=vector_embedder)
     mapper = make_mapper()
     stream = _DenseStream(workspace) if index and vector_embedder is not None else None
     handoff = make_handoff(workspace) if index else None
@@ -154,6 +165,24 @@ def import_chunks(
                 handoff.close()
             if stream is not None:
                 stream.close()
+    record_import(workspace.home, kb, fingerprint, report)
+    return report
+
+
+def _same_as_last_import(
+    workspace: Workspace, kb: str, fingerprint: str, source_name: str, index: bool
+) -> ImportReport | None:
+    """The report of a re-import that cannot change anything (see `import_fingerprint`), or None."""
+    revision = kb_revision(workspace.engine, kb)
+    if index and not _indexes_current(workspace, revision):
+        return None
+    report = last_import_report(workspace.home, kb, fingerprint, revision, source_name)
+    if report is not None:
+        report.index_skipped = (
+            "nothing changed and the indexes are up to date"
+            if index
+            else "--no-index: run `ragtriage kb reindex` once the KB is complete"
+        )
     return report
 
 

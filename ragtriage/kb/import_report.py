@@ -58,6 +58,9 @@ class ImportReport(BaseModel):
     index: dict[str, Any] | None = None
     """The indexer's report, when indexing ran."""
     index_skipped: str | None = None
+    same_source_as_last: bool = False
+    """The file and settings were those of the last import into this KB revision: its rows were not
+    read again and their counts are the last import's (`import_fingerprint`)."""
 
     @property
     def adds_up(self) -> bool:

@@ -77,6 +77,24 @@ def run_import(
             expected_dim=expected_dim,
         )
 
+    fingerprint = None
+    if spec.path is not None:
+        from ragtriage import __version__
+        from ragtriage.kb.import_fingerprint import file_fingerprint
+
+        mapping = {
+            "ragtriage": __version__,
+            "path": str(spec.path.resolve()),
+            "encoding": spec.encoding,
+            "vector_field": vector_field,
+            "map": explicit,
+            "kb.import": settings.model_dump(mode="json"),
+            "vectors_recorded_as": embedder_label,
+            "dim": expected_dim,
+            "full": full,
+            "skip_bad_rows": skip_bad_rows,
+        }
+        fingerprint = file_fingerprint(spec.path, mapping)
     try:
         return import_chunks(
             workspace,
@@ -88,6 +106,7 @@ def run_import(
             vector_embedder=embedder_label,
             on_progress=on_progress,
             on_index_progress=on_index_progress,
+            fingerprint=fingerprint,
         )
     finally:
         close = getattr(source, "close", None)

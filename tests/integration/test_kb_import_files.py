@@ -388,3 +388,62 @@ def test_eval_import_of_production_ids_warns_about_gold_the_kb_does_not_hold(tmp
     path.write_text(json.dumps(cases[:2], ensure_ascii=False), encoding="utf-8")
     clean = _run("eval", "import", str(path), "--format", "cases-json")
     assert clean.exit_code == 0 and clean.stderr == "", clean.output
+
+
+def _counts(report: dict[str, Any]) -> tuple[int, ...]:
+    names = ("read", "added", "changed", "unchanged", "deleted", "rejected", "missing", "written", "vectors")
+    return tuple(report[name] for name in names)
+
+
+def test_the_same_file_again_skips_the_row_pass_with_the_counts_a_full_pass_gives(
+    tmp_path: Path, home: Path
+) -> None:
+    path = _write_jsonl(tmp_path / "chunks.jsonl", [*ROWS, {"id": 99, "document_id": 9}])  # no content
+    first = _import(path, "--skip-bad-rows")
+    assert first["same_source_as_last"] is False and first["rejected"] == 1
+
+    again = _import(path, "--skip-bad-rows")
+    assert again["same_source_as_last"] is True
+    assert again["kb_revision"] == first["kb_revision"] and again["deleted_by"] == first["deleted_by"]
+    assert again["rejected_rows"] == first["rejected_rows"]
+
+    locations.last_import_path(home).unlink()
+    read_again = _import(path, "--skip-bad-rows")  # no record: every row is read and compared
+    assert read_again["same_source_as_last"] is False
+    assert _counts(again) == _counts(read_again) == (5, 0, 0, 3, 1, 1, 0, 0, 0)
+
+
+def test_a_changed_file_kb_or_mapping_reads_the_rows_again(tmp_path: Path) -> None:
+    path = _write_jsonl(tmp_path / "chunks.jsonl", ROWS)
+    _import(path)
+    assert _import(path)["same_source_as_last"] is True
+
+    assert _import(path, "--map", "anchor=source_url")["same_source_as_last"] is False  # other settings
+    assert _import(path, "--map", "anchor=source_url")["same_source_as_last"] is True
+    assert _import(path, "--full")["same_source_as_last"] is False
+
+    path.write_text(path.read_text(encoding="utf-8") + "\n", encoding="utf-8")  # same rows, other bytes
+    assert _import(path)["same_source_as_last"] is False
+
+    doc = tmp_path / "docs" / "vpn.md"
+    doc.parent.mkdir()
+    doc.write_text("# VPN\n\n连接失败时先检查网络。\n", encoding="utf-8")
+    assert _run("kb", "add", str(doc.parent), "--no-index").exit_code == 0  # the KB moved on
+    after_add = _import(path)
+    assert after_add["same_source_as_last"] is False and after_add["unchanged"] == 3
+    assert _import(path)["same_source_as_last"] is True
+
+
+def test_the_shortcut_needs_indexes_at_the_kb_revision(tmp_path: Path, home: Path) -> None:
+    path = _write_jsonl(tmp_path / "chunks.jsonl", ROWS[:2])
+    first = _run("kb", "import", str(path), "--map", MAP, "--json")
+    assert first.exit_code == 0, first.output
+    again = json.loads(_run("kb", "import", str(path), "--map", MAP, "--json").stdout)
+    assert again["same_source_as_last"] is True
+    assert again["index_skipped"] == "nothing changed and the indexes are up to date"
+    text = _run("kb", "import", str(path), "--map", MAP).stdout
+    assert "not read again: the same file and settings as the last import" in " ".join(text.split())
+
+    locations.manifest_path(home).unlink()  # the indexes no longer say they hold this revision
+    synced = json.loads(_run("kb", "import", str(path), "--map", MAP, "--json").stdout)
+    assert synced["same_source_as_last"] is False and synced["index"] is not None
