@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from qdrant_client import QdrantClient, models
@@ -27,7 +28,7 @@ from ragtriage.pipeline.qdrant_clients import acquire_local, acquire_server, rel
 from ragtriage.pipeline.types import Embedder, ScoredChunk
 from ragtriage.wording import quoted
 
-__all__ = ["DenseDocument", "QdrantIndex", "point_id"]
+__all__ = ["DenseDocument", "QdrantIndex", "point_id", "stored_hashes"]
 
 #: Fixed namespace of the chunk-id → point-id mapping (changing it orphans every stored point).
 POINT_NAMESPACE = uuid.UUID("6f1c2a8e-3d4b-5e6f-8a9b-0c1d2e3f4a5b")
@@ -49,6 +50,24 @@ class DenseDocument:
     content_hash: str
     index_hash: str
     vector: np.ndarray
+
+    def payload(self) -> dict[str, str]:
+        """The point payload both embedded backends store (results are read from its chunk id)."""
+        return {
+            "chunk_id": self.chunk_id,
+            "doc_id": self.doc_id,
+            "content_hash": self.content_hash,
+            "index_hash": self.index_hash,
+        }
+
+
+def stored_hashes(payload: dict[str, Any] | None) -> tuple[str, tuple[str, str]]:
+    """(chunk id, (content hash, index hash)) of a stored point's payload."""
+    payload = payload or {}
+    return str(payload["chunk_id"]), (
+        str(payload.get("content_hash", "")),
+        str(payload.get("index_hash", "")),
+    )
 
 
 class _DeferredCommits:
@@ -215,12 +234,7 @@ class QdrantIndex:
                     models.PointStruct(
                         id=point_id(doc.chunk_id),
                         vector=np.asarray(doc.vector, dtype=np.float32).tolist(),
-                        payload={
-                            "chunk_id": doc.chunk_id,
-                            "doc_id": doc.doc_id,
-                            "content_hash": doc.content_hash,
-                            "index_hash": doc.index_hash,
-                        },
+                        payload=doc.payload(),
                     )
                     for doc in batch
                 ],
@@ -286,12 +300,7 @@ class QdrantIndex:
             points, offset = self._client.scroll(
                 self.collection, limit=_SCROLL_PAGE, offset=offset, with_payload=True, with_vectors=False
             )
-            for point in points:
-                payload = point.payload or {}
-                found[str(payload["chunk_id"])] = (
-                    str(payload.get("content_hash", "")),
-                    str(payload.get("index_hash", "")),
-                )
+            found.update(stored_hashes(point.payload) for point in points)
             if offset is None:
                 return found
 

@@ -32,7 +32,7 @@ import numpy as np
 import qdrant_edge as edge
 
 from ragtriage.errors import IndexStateError
-from ragtriage.pipeline.dense import DenseDocument, point_id
+from ragtriage.pipeline.dense import DenseDocument, point_id, stored_hashes
 from ragtriage.pipeline.qdrant_clients import acquire_folder, locked_error, release
 from ragtriage.pipeline.types import Embedder, ScoredChunk
 from ragtriage.wording import quoted
@@ -242,14 +242,8 @@ class EdgeIndex:
             points = []
             for doc in batch:
                 self._check_dim(doc.vector)
-                payload = {
-                    "chunk_id": doc.chunk_id,
-                    "doc_id": doc.doc_id,
-                    "content_hash": doc.content_hash,
-                    "index_hash": doc.index_hash,
-                }
                 vector = np.asarray(doc.vector, dtype=np.float32).reshape(-1).tolist()
-                points.append(edge.Point(point_id(doc.chunk_id), vector, payload))
+                points.append(edge.Point(point_id(doc.chunk_id), vector, doc.payload()))
             if self._journal is not None:
                 self._journal.record(self._shard, [str(point.id) for point in points])
             self._shard.update(edge.UpdateOperation.upsert_points(points))
@@ -322,12 +316,7 @@ class EdgeIndex:
             records, offset = self._shard.scroll(
                 edge.ScrollRequest(offset=offset, limit=_SCROLL_PAGE, with_payload=True, with_vector=False)
             )
-            for record in records:
-                payload = record.payload or {}
-                found[str(payload["chunk_id"])] = (
-                    str(payload.get("content_hash", "")),
-                    str(payload.get("index_hash", "")),
-                )
+            found.update(stored_hashes(record.payload) for record in records)
             if offset is None:
                 return found
 
