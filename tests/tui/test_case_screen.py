@@ -16,8 +16,14 @@ from tests.tui.conftest import SIZE
 
 
 async def _settle(app: TriageApp, pilot) -> None:  # type: ignore[no-untyped-def]
-    await app.workers.wait_for_complete()
-    await pilot.pause()
+    """Wait until no worker runs and no key press waits for a save (a burst chains workers)."""
+    for _ in range(100):
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        screen = app.screen
+        waiting = isinstance(screen, CaseScreen) and (screen._save_in_flight or screen._waiting_actions)
+        if not waiting and not any(w.is_running for w in app.workers):
+            return
 
 
 def _case_with_gold(workspace: Workspace) -> str:
@@ -96,6 +102,37 @@ async def test_g_toggles_the_highlighted_candidate_as_gold(workspace: Workspace)
         after = find_record(workspace.engine, request_id).gold_chunk_ids  # type: ignore[union-attr]
         expected = [g for g in before if g != chunk_id] if chunk_id in before else [*before, chunk_id]
         assert after == expected
+
+
+async def test_keys_pressed_during_a_save_apply_in_order_instead_of_conflicting(
+    workspace: Workspace,
+) -> None:
+    """Label, gold on two rows, confirm and promote in one burst: every key applies, none conflicts."""
+    request_id = _case_with_gold(workspace)
+    seen: list[Message] = []
+    app = TriageApp(workspace, warm_up=False)
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+        screen = await _open(app, pilot, request_id)
+        table = screen.candidate_table
+        first = table.highlighted_chunk_id
+        gold_before = list(screen.case.gold)  # type: ignore[union-attr]
+        # No settling between keys: each key lands while the previous save is still in flight.
+        await pilot.press("5", "g", "j", "g", "c", "p")
+        second = table.highlighted_chunk_id
+        assert first is not None and second is not None and first != second
+        await _settle(app, pilot)
+        assert not [m for m in seen if isinstance(m, RecordConflict)]
+        record = find_record(workspace.engine, request_id)
+        assert record is not None and record.status == "confirmed"
+        assert record.primary_label == "bm25_miss"
+        expected = list(gold_before)
+        for chunk_id in (first, second):
+            expected = (
+                [g for g in expected if g != chunk_id] if chunk_id in expected else [*expected, chunk_id]
+            )
+        assert record.gold_chunk_ids == expected
+        cases = eval_store.dataset_cases(workspace.engine, eval_store.DEFAULT_DATASET)
+        assert [c.provenance.get("request_id") for c in cases] == [request_id]
 
 
 async def test_a_change_made_meanwhile_is_shown_and_never_overwritten(workspace: Workspace) -> None:

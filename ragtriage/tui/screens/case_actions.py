@@ -2,7 +2,9 @@
 
 Every action is saved at once through the triage repository with the revision on screen; a
 `ConflictError` (someone else changed the record) is shown and the case reloads, nothing is
-overwritten. Saves run in thread workers and talk back with messages.
+overwritten. Saves run in thread workers and talk back with messages. Keys pressed while this
+screen's own save is in flight wait for it and then apply in order, each on the saved record:
+a quick "label, confirm, promote" is the triager's own sequence, not a conflict.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ class CaseActions:
 
     case: CaseData | None
     request_id: str
+    _save_in_flight: bool = False
+    _waiting_actions: list[Callable[[], None]] | None = None
 
     @property
     def workspace(self) -> Workspace:
@@ -34,8 +38,34 @@ class CaseActions:
     def _revision(self) -> int | None:
         return self.case.record.revision if self.case is not None and self.case.record is not None else None
 
+    def in_turn(self, action: Callable[[], None]) -> None:
+        """Run `action` now, or after this screen's save in flight has come back.
+
+        An action reads the record on screen (its revision, its gold list) when it runs, so
+        waiting its turn makes it apply on top of the save before it instead of conflicting.
+        """
+        if self._save_in_flight:
+            if self._waiting_actions is None:
+                self._waiting_actions = []
+            self._waiting_actions.append(action)
+        else:
+            action()
+
+    def _run_waiting(self) -> None:
+        self._save_in_flight = False
+        while self._waiting_actions and not self._save_in_flight:
+            self._waiting_actions.pop(0)()
+
+    def drop_waiting(self) -> int:
+        """Forget the actions waiting for a save that failed or conflicted; returns how many."""
+        dropped = len(self._waiting_actions or [])
+        self._waiting_actions = None
+        self._save_in_flight = False
+        return dropped
+
     def save(self, summary: str, change: Callable[..., TriageRecord], *args: Any, **kwargs: Any) -> None:
         """Run `change(engine, request_id, *args, expected_revision=…)` in a worker."""
+        self._save_in_flight = True
         self._save(summary, change, args, kwargs, self._revision())
 
     @work(thread=True, exclusive=False, exit_on_error=False, group="saves")  # type: ignore[misc]
@@ -62,11 +92,18 @@ class CaseActions:
             self.case.record = message.record
         self.notify(message.summary, markup=False)  # type: ignore[attr-defined]
         self.refresh_case()  # type: ignore[attr-defined]
+        self._run_waiting()
 
     def on_record_conflict(self, message: RecordConflict) -> None:
         """Say who changed the record meanwhile and reload it; nothing was written."""
+        dropped = self.drop_waiting()
+        later = (
+            f" ({dropped} later key press{'es' if dropped > 1 else ''} not applied: press again)"
+            if dropped
+            else ""
+        )
         self.notify(
-            message.detail,
+            message.detail + later,
             title="changed meanwhile: reloaded",
             severity="error",  # type: ignore[attr-defined]
             timeout=10,
@@ -86,6 +123,11 @@ class CaseActions:
         """Make `label` the primary label (other labels are kept after it)."""
         if self.case is None:
             return
+        self.in_turn(lambda: self._assign_label(label))
+
+    def _assign_label(self, label: str) -> None:
+        if self.case is None:
+            return
         others = [lbl for lbl in (self.case.record.labels if self.case.record else []) if lbl != label]
         self.save(f"label: {label}", triage_repo.set_labels, [label, *others])
 
@@ -94,12 +136,18 @@ class CaseActions:
         chunk_id = self.candidate_table.highlighted_chunk_id  # type: ignore[attr-defined]
         if self.case is None or chunk_id is None:
             return
-        self.set_gold_member(chunk_id, remove=chunk_id in self.case.gold)
+        self.in_turn(lambda: self._set_gold_member(chunk_id, remove=chunk_id in self._gold()))
 
     def set_gold_member(self, chunk_id: str, *, remove: bool = False) -> None:
-        """Save the gold with `chunk_id` added (or removed)."""
-        if self.case is None:
-            return
+        """Save the gold with `chunk_id` added (or removed), after any save in flight."""
+        self.in_turn(lambda: self._set_gold_member(chunk_id, remove=remove))
+
+    def _gold(self) -> list[str]:
+        return list(self.case.gold) if self.case is not None else []
+
+    def _set_gold_member(self, chunk_id: str, *, remove: bool) -> None:
+        if self.case is None or (chunk_id in self.case.gold) != remove:
+            return  # already as asked (an earlier key in the same burst did it)
         gold = [g for g in self.case.gold if g != chunk_id] if remove else [*self.case.gold, chunk_id]
         self.save(f"gold {'-' if remove else '+'} {chunk_id}", triage_repo.set_gold, gold)
 
@@ -107,7 +155,7 @@ class CaseActions:
         from ragtriage.tui.screens.gold_search_modal import GoldSearchModal
 
         def chosen(chunk_id: str | None) -> None:
-            if chunk_id is not None and self.case is not None and chunk_id not in self.case.gold:
+            if chunk_id is not None:
                 self.set_gold_member(chunk_id)
 
         query = self.case.query if self.case is not None else ""
@@ -118,18 +166,19 @@ class CaseActions:
 
         def written(text: str | None) -> None:
             if text is not None:
-                self.save("note saved", triage_repo.add_note, text)
+                self.in_turn(lambda: self.save("note saved", triage_repo.add_note, text))
 
         self.app.push_screen(NoteModal(), written)  # type: ignore[attr-defined]
 
     def action_confirm(self) -> None:
-        self.save("confirmed", triage_repo.set_status, "confirmed")
+        self.in_turn(lambda: self.save("confirmed", triage_repo.set_status, "confirmed"))
 
     def action_dismiss_case(self) -> None:
-        self.save("dismissed", triage_repo.set_status, "dismissed")
+        self.in_turn(lambda: self.save("dismissed", triage_repo.set_status, "dismissed"))
 
     def action_promote(self) -> None:
-        self._promote()
+        # After the saves in flight: "confirm, promote" pressed quickly promotes the confirmed case.
+        self.in_turn(self._promote)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="promotions")  # type: ignore[misc]
     def _promote(self) -> None:

@@ -244,6 +244,9 @@ class CaseScreen(CaseActions, WorkerFailures, Screen[None]):
     def on_worker_failed(self, worker: Worker[object]) -> None:
         if worker.group == "replays":
             self._end_replay()
+        elif worker.group == "saves" and (dropped := self.drop_waiting()):
+            plural = "es" if dropped > 1 else ""
+            self.notify(f"{dropped} later key press{plural} not applied: press again", severity="warning")
 
     def action_cancel_or_back(self) -> None:
         # Pending counts too: escape pressed right after `r` cancels the replay, not the screen.
