@@ -25,7 +25,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["Col", "FitTable", "PIPE_WIDTH", "data_console", "fit_columns", "output_width"]
+__all__ = ["Col", "FitTable", "PIPE_WIDTH", "cut_cells", "data_console", "fit_columns", "output_width"]
 
 PIPE_WIDTH = 120
 """Columns used when stdout is not a terminal and `COLUMNS` is unset (a pipe, a file, CI)."""
@@ -288,6 +288,19 @@ def fit_columns(
     excess = _shrink(widths, bounds, [i for i in text if columns[i].drop_order is not None], excess)
     _shrink(widths, bounds, [i for i in text if columns[i].drop_order is None], excess)
     return [widths[i] if i in shown else None for i in range(len(columns))]
+
+
+def cut_cells(text: Text, width: int) -> Text:
+    """`text` cut to `width` cells with a trailing `…` (East Asian wide characters count double);
+    unchanged when it fits."""
+    if cell_len(text.plain) <= width:
+        return text
+    cut = text.copy()
+    # A wide character that would straddle the edge leaves a pad space, dropped.
+    cut.truncate(width - 1, overflow="crop")
+    cut.rstrip()
+    cut.append("…")
+    return cut
 
 
 def _wrap_header(header: str, width: int) -> str:

@@ -167,7 +167,8 @@ class CaseScreen(CaseActions, WorkerFailures, Screen[None]):
         if self.case is None or chunk_id is None:
             return
         terms = self.case.diagnosis.key_terms if self.case.diagnosis is not None else self.case.query.split()
-        self.query_one(ChunkPreview).show(self.case.chunks.get(chunk_id), terms, chunk_id)
+        left_out = self.candidate_table.left_out_text(chunk_id)
+        self.query_one(ChunkPreview).show(self.case.chunks.get(chunk_id), terms, chunk_id, left_out)
 
     def action_toggle_source(self) -> None:
         if self.case is None:

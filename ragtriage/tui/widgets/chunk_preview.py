@@ -12,11 +12,18 @@ from ragtriage.pipeline.types import ChunkRecord
 HIGHLIGHT_STYLE = "bold black on yellow"
 
 
-def preview_text(chunk: ChunkRecord | None, terms: Sequence[str], chunk_id: str | None = None) -> Text:
-    """The chunk as literal text; `terms` are highlighted case-insensitively (never parsed as markup)."""
-    if chunk is None:
-        return Text(f"{chunk_id or '(no chunk)'}: not in the KB (stale index or another KB)", style="red")
+def preview_text(
+    chunk: ChunkRecord | None, terms: Sequence[str], chunk_id: str | None = None, left_out: Text | None = None
+) -> Text:
+    """The chunk as literal text; `terms` are highlighted case-insensitively (never parsed as markup).
+    `left_out` (the candidate's cells the table could not show) comes first, on its own line."""
     text = Text()
+    if left_out is not None:
+        text.append_text(left_out)
+        text.append("\n")
+    if chunk is None:
+        text.append(f"{chunk_id or '(no chunk)'}: not in the KB (stale index or another KB)", style="red")
+        return text
     text.append(" › ".join([chunk.title, *chunk.heading_path]) + "\n", style="bold")
     text.append(
         f"{chunk.chunk_id}  ·  {chunk.doc_id}  ·  {chunk.status}  ·  {chunk.updated_at or '—'}\n\n",
@@ -36,6 +43,12 @@ class ChunkPreview(Static):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", markup=False, id=id)
 
-    def show(self, chunk: ChunkRecord | None, terms: Sequence[str], chunk_id: str | None = None) -> None:
-        """Preview `chunk` with `terms` highlighted."""
-        self.update(preview_text(chunk, terms, chunk_id))
+    def show(
+        self,
+        chunk: ChunkRecord | None,
+        terms: Sequence[str],
+        chunk_id: str | None = None,
+        left_out: Text | None = None,
+    ) -> None:
+        """Preview `chunk` with `terms` highlighted, under the table's `left_out` cells if any."""
+        self.update(preview_text(chunk, terms, chunk_id, left_out))

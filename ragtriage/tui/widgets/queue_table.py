@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rich.cells import cell_len
 from rich.text import Text
 from textual import events
 from textual.widgets import DataTable
 
 from ragtriage.logs.queue import QueueItem
-from ragtriage.render.fit import Col, fit_columns
+from ragtriage.render.fit import Col, cut_cells, fit_columns
 
 #: The query never gets narrower than this (cells: three CJK characters and `…`); below it, it is left out.
 QUERY_MIN = 8
@@ -79,17 +78,6 @@ def plan_widths(rows: Sequence[Sequence[Text]], available: int, padding: int) ->
     return Layout(tuple(w or 0 for w in widths))
 
 
-def _cut(text: Text, width: int) -> Text:
-    if cell_len(text.plain) <= width:
-        return text
-    cut = text.copy()
-    # Cut in cells; a wide character that would straddle the edge leaves a pad space, dropped.
-    cut.truncate(width - 1, overflow="crop")
-    cut.rstrip()
-    cut.append("…")
-    return cut
-
-
 class QueueTable(DataTable[Text]):
     """Flagged requests of the current page; the row key is the request id."""
 
@@ -133,7 +121,7 @@ class QueueTable(DataTable[Text]):
         for index in layout.shown:
             self.add_column(COLUMNS[index], width=layout.widths[index], key=COLUMNS[index])
         for item, row in zip(self.items, rows, strict=True):
-            cells = [_cut(row[i], layout.widths[i]) for i in layout.shown]
+            cells = [cut_cells(row[i], layout.widths[i]) for i in layout.shown]
             self.add_row(*cells, key=item.request_id)
         if keep is not None and keep in {i.request_id for i in self.items}:
             self.move_cursor(row=self.get_row_index(keep))
