@@ -19,6 +19,7 @@ KB_TEXTS_LIMIT = 20
 if TYPE_CHECKING:
     from ragtriage.pipeline.pipeline import Pipeline
     from ragtriage.pipeline.profiles import ResolvedProfile
+    from ragtriage.triage.gold_check import DeletedGold
     from ragtriage.workspace import Workspace
 
 
@@ -132,6 +133,13 @@ class WorkspaceContext:
         from ragtriage.logs.fidelity_run import chunk_origins
 
         return chunk_origins(self.workspace.engine, chunk_ids)
+
+    def deleted_gold(self, chunk_ids: Sequence[str]) -> list[DeletedGold]:
+        """Why each of these deleted chunks is deleted, and the live chunk closest to it
+        (`triage.gold_check.deleted_gold`; live and unknown ids are left out)."""
+        from ragtriage.triage.gold_check import deleted_gold
+
+        return deleted_gold(self.workspace.engine, chunk_ids)
 
     def chunk(self, chunk_id: str) -> ChunkRecord | None:
         """The chunk from SQL (cached), None when unknown."""

@@ -10,6 +10,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
@@ -17,6 +18,9 @@ from ragtriage.pipeline.types import ChunkRecord, Trace
 from ragtriage.triage.context import DiagnosisContext
 from ragtriage.triage.fidelity_facts import ReplayFidelity, replay_fidelity
 from ragtriage.triage.journey import GoldJourney, gold_journey
+
+if TYPE_CHECKING:
+    from ragtriage.triage.gold_check import DeletedGold
 
 #: Function and question words that never carry a query's meaning (not a synonym source).
 STOPWORDS = frozenset(
@@ -97,6 +101,9 @@ class Facts:
     journeys: dict[str, GoldJourney] = field(default_factory=dict)
     gold_chunks: dict[str, ChunkRecord] = field(default_factory=dict)
     unknown_gold: list[str] = field(default_factory=list)
+    deleted_gold: list[DeletedGold] = field(default_factory=list)
+    """Gold chunks the KB holds as deleted, with why and the closest live chunk (empty when the
+    context cannot tell: the rules then word it without the reason)."""
     unknown_logged: list[str] = field(default_factory=list)
     indexed: dict[str, dict[str, str | None]] = field(default_factory=dict)
     terms: list[str] = field(default_factory=list)
@@ -290,6 +297,10 @@ def collect_facts(
         facts.indexed[chunk_id] = ctx.indexed_hash(chunk_id)
         facts.neighbour_texts[chunk_id] = {n.chunk_id: chunk_text(n) for n in ctx.neighbours(chunk_id)}
     facts.gold_text = " ".join(chunk_text(c) for c in facts.gold_chunks.values())
+    deleted = [chunk_id for chunk_id, chunk in facts.gold_chunks.items() if chunk.status == "deleted"]
+    explain_deleted = getattr(ctx, "deleted_gold", None)
+    if deleted and explain_deleted is not None:
+        facts.deleted_gold = list(explain_deleted(deleted))
     if logged is not None and replay is not None:
         facts.fidelity = replay_fidelity(ctx, logged, replay)
     if logged is not None:

@@ -11,7 +11,9 @@ from ragtriage.wording import plural_noun
 
 def rule_label_error_unknown(facts: Facts) -> Finding | None:
     """Gold ids the KB does not know, or knows as deleted (never indexed, so no replay can find
-    them): the label itself is wrong (or names another KB or a retired chunk)."""
+    them): the label itself is wrong (or names another KB or a retired chunk). When production
+    still served a deleted gold chunk in the logged request, its index is older than the KB:
+    `index_stale`."""
     deleted = [c for c, chunk in facts.gold_chunks.items() if chunk.status == "deleted"]
     if not facts.unknown_gold and not deleted:
         return None
@@ -21,15 +23,58 @@ def rule_label_error_unknown(facts: Facts) -> Finding | None:
             f"gold chunk {'id' if len(facts.unknown_gold) == 1 else 'ids'} unknown to the KB: "
             f"{short_ids(facts.unknown_gold)}; re-mark gold from `kb chunks`"
         )
-    if deleted:
-        docs = sorted({facts.gold_chunks[c].doc_id for c in deleted})
-        evidence.append(
-            f"gold chunk {'id' if len(deleted) == 1 else 'ids'} {short_ids(deleted)} deleted in the KB "
-            f"(removed, or a status that is not retrievable), so no index holds "
-            f"{'it' if len(deleted) == 1 else 'them'}; re-mark gold "
-            f"from `kb chunks --doc {docs[0]}`, or re-import the chunk if production still serves it"
+    if not deleted:
+        return Finding(label="label_error", confidence=0.9, evidence=evidence)
+    evidence += _deleted_gold_lines(facts, deleted)
+    served = _served_by_production(facts, deleted)
+    if served:
+        evidence.insert(
+            0,
+            f"production still served deleted gold {served} in the logged request: its index is "
+            "older than the KB; re-index production, or re-import the KB if the KB is the one behind",
+        )
+        return Finding(
+            label="index_stale", confidence=0.85, evidence=evidence, counterfactuals=["current_index"]
         )
     return Finding(label="label_error", confidence=0.9, evidence=evidence)
+
+
+def _deleted_gold_lines(facts: Facts, deleted: list[str]) -> list[str]:
+    """Why each deleted gold chunk is deleted and what to mark instead, then the re-promotion."""
+    known = {problem.chunk_id: problem for problem in facts.deleted_gold}
+    lines = []
+    for chunk_id in deleted:
+        problem = known.get(chunk_id)
+        if problem is not None:
+            lines.append(f"gold {problem.reason}; {problem.fix}")
+        else:
+            doc_id = facts.gold_chunks[chunk_id].doc_id
+            lines.append(
+                f"gold chunk {chunk_id} is deleted in the KB, so no index returns it; re-mark gold "
+                f"from `ragtriage kb chunks --doc {doc_id}`, or re-import the chunk if production still "
+                "serves it"
+            )
+    lines.append(
+        "the gold was marked before the KB dropped it: re-mark it (`ragtriage label REQUEST_ID LABEL "
+        "--gold CHUNK_ID`) and re-promote the case (`ragtriage promote REQUEST_ID`) so the eval set "
+        "scores a live chunk"
+    )
+    return lines
+
+
+def _served_by_production(facts: Facts, deleted: list[str]) -> str:
+    """`chunk (final rank 1)`, … for the deleted gold chunks the logged request carried ("" for none)."""
+    journey = facts.journeys.get("logged")
+    if journey is None:
+        return ""
+    served = []
+    for chunk_id in deleted:
+        stages = journey.for_chunk(chunk_id)
+        if stages is None or stages.last_seen is None:
+            continue
+        stage = "final" if stages.final is not None else stages.last_seen
+        served.append(f"{chunk_id} ({stage.replace('_', ' ')} rank {stages.stage_rank(stage)})")
+    return ", ".join(served)
 
 
 def rule_index_stale(facts: Facts) -> Finding | None:

@@ -130,7 +130,8 @@ def test_diagnose_replays_with_the_profile_of_the_logged_version(
     suggestion = json.loads(out)["suggestion"]
     assert suggestion["label"] == "label_error", out
     assert any(
-        f"{ARCHIVED} deleted in the KB" in line and f"--doc {DOC_ID}" in line
+        f"{ARCHIVED} is deleted in the KB (not published (status=archived) when imported)" in line
+        and f"--doc {DOC_ID}" in line
         for line in suggestion["evidence"]
     )
     assert not any("missing from the" in line for line in suggestion["evidence"])
