@@ -173,7 +173,9 @@ def _index_line(index: dict[str, Any]) -> str:
     ):
         return (
             f"dense index built with dense_backend {index.get('index_dense_backend')}, the settings name "
-            f"{index.get('dense_backend')}; " + ", ".join(parts) + "; run `ragtriage kb reindex`"
+            f"{'qdrant_server' if index.get('dense_server') else index.get('dense_backend')}; "
+            + ", ".join(parts)
+            + "; run `ragtriage kb reindex`"
         )
     if index.get("dense_backend_matches") is False:
         behind.append(f"dense index built with {index.get('index_dense_backend')}")

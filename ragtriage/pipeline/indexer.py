@@ -34,6 +34,7 @@ from ragtriage.pipeline.kb_chunks import kb_revision_of
 from ragtriage.pipeline.manifest import (
     IndexManifest,
     check_embedder,
+    configured_dense_backend,
     dense_backend_matches,
     effective_dense_backend,
     hash_digest,
@@ -352,6 +353,7 @@ def _write(
         last_embed_seconds=round(report.embed_seconds, 3),
         bm25_engine=workspace.settings.index.bm25_engine,
         dense_backend=backend,
+        dense_server=workspace.settings.index.qdrant_url is not None,
     )
     if previous is not None:
         manifest.created_at = previous.created_at
@@ -381,8 +383,8 @@ def index_lag(workspace: Workspace) -> str | None:
         )
     if not dense_backend_matches(manifest, workspace.settings.index):
         return (
-            f"the dense index was built with dense_backend {manifest.dense_backend}, the settings name "
-            f"{effective_dense_backend(workspace.settings.index, manifest)}: "
+            f"the dense index was built with dense_backend {manifest.built_with}, the settings name "
+            f"{configured_dense_backend(workspace.settings.index, manifest)}: "
             "run `ragtriage kb reindex` to fill it"
         )
     return None
@@ -433,7 +435,7 @@ def index_status(workspace: Workspace) -> dict[str, Any]:
         "imported_vectors": manifest.imported_vectors,
         "index_dim": manifest.dim,
         "embedder_matches": manifest.embedder == configured,
-        "index_dense_backend": manifest.dense_backend,
+        "index_dense_backend": manifest.built_with,
         "dense_backend_matches": backend_matches,
         "updated_at": manifest.updated_at,
     }

@@ -24,6 +24,7 @@ from ragtriage.pipeline.types import Embedder
 __all__ = [
     "IndexManifest",
     "check_embedder",
+    "configured_dense_backend",
     "dense_backend_matches",
     "effective_dense_backend",
     "hash_digest",
@@ -32,6 +33,8 @@ __all__ = [
 ]
 
 MANIFEST_VERSION = 1
+#: `IndexManifest.built_with` of a dense index built on a Qdrant server.
+SERVER_DENSE_BACKEND = "qdrant_server"
 REINDEX_HINT = "run `ragtriage kb reindex` to rebuild the indexes with the configured embedder"
 
 
@@ -77,6 +80,19 @@ class IndexManifest(BaseModel):
     dense_backend: str = "qdrant_local"
     """`[index] dense_backend` the embedded dense index was built with (a change means a sync fills
     the other backend's folder; manifests from before the setting are local mode's)."""
+    dense_server: bool | None = None
+    """The dense index was built on a Qdrant server (`[index] qdrant_url`), so no embedded folder
+    holds it; None in manifests from before this field (`built_on_server` then reads `qdrant`)."""
+
+    @property
+    def built_on_server(self) -> bool:
+        """The dense index lives on a Qdrant server (`qdrant` is then its URL), not in the home."""
+        return self.dense_server if self.dense_server is not None else "://" in self.qdrant
+
+    @property
+    def built_with(self) -> str:
+        """`qdrant_server`, or the embedded backend the dense index was built with."""
+        return SERVER_DENSE_BACKEND if self.built_on_server else self.dense_backend
 
 
 def read_manifest(path: Path) -> IndexManifest | None:
@@ -134,8 +150,21 @@ def effective_dense_backend(settings: IndexSettings, manifest: IndexManifest | N
     return manifest.dense_backend if manifest is not None else NEW_HOME_DENSE_BACKEND
 
 
+def configured_dense_backend(settings: IndexSettings, manifest: IndexManifest | None) -> str:
+    """`qdrant_server` with `[index] qdrant_url`, else `effective_dense_backend`."""
+    return (
+        SERVER_DENSE_BACKEND
+        if settings.qdrant_url is not None
+        else effective_dense_backend(settings, manifest)
+    )
+
+
 def dense_backend_matches(manifest: IndexManifest, settings: IndexSettings) -> bool:
-    """The manifest's dense index is the configured one (always, with a Qdrant server or `auto`)."""
-    return settings.qdrant_url is not None or manifest.dense_backend == effective_dense_backend(
+    """The manifest's dense index is the configured one: on a Qdrant server when `qdrant_url` is
+    set, else in the home with the effective embedded backend (an index built on a server leaves
+    the home's folders empty, whatever backend name the manifest carries)."""
+    if settings.qdrant_url is not None:
+        return manifest.built_on_server
+    return not manifest.built_on_server and manifest.dense_backend == effective_dense_backend(
         settings, manifest
     )
