@@ -19,7 +19,7 @@ from ragtriage.eval import store as eval_store
 from ragtriage.eval.run_status import RunSummary, effective_status, run_summary
 from ragtriage.pipeline.types import LexicalSupport
 from ragtriage.store.eval_tables import EvalRunCaseRow, EvalRunRow
-from ragtriage.triage.journey import STAGE_ORDER, GoldStages
+from ragtriage.triage.journey import STAGE_ORDER, GoldStages, place_drop
 
 __all__ = [
     "HEADLINE_METRICS",
@@ -208,15 +208,15 @@ def snapshot_journey(
     has_rerank = any(c.rerank_score is not None for c in candidates)
     if not has_rerank:
         stages.remove("reranked")
+    route_names = sorted({name for c in candidates for name in c.route_ranks})
+
+    def best(values: list[int | None]) -> int | None:
+        present = [v for v in values if v is not None]
+        return min(present) if present else None
+
     journey = []
     for gold_id in dict.fromkeys(relevant):
         mine = [c for c in candidates if (c.doc_id if by_doc else c.chunk_id) == gold_id]
-
-        def best(values: list[int | None]) -> int | None:
-            present = [v for v in values if v is not None]
-            return min(present) if present else None
-
-        route_names = sorted({name for c in candidates for name in c.route_ranks})
         record = GoldStages(
             chunk_id=gold_id,
             routes={name: best([c.route_ranks.get(name) for c in mine]) for name in route_names},
@@ -224,14 +224,8 @@ def snapshot_journey(
             reranked=best([c.rank if c.rerank_score is not None else None for c in mine]),
             final=best([c.final_rank for c in mine]),
         )
-        present = [stage for stage in stages if record.stage_rank(stage) is not None]
-        record.last_seen = present[-1] if present else None
-        if record.final is None:
-            if record.last_seen is None:
-                record.dropped_at = stages[0]
-            else:
-                after = stages[stages.index(record.last_seen) + 1 :]
-                record.dropped_at = after[0] if after else "final"
+        # The same placement as a trace's journey: the snapshot's stages always end at `final`.
+        place_drop(record, stages)
         journey.append(record)
     return journey
 

@@ -137,6 +137,14 @@ def gold_stages(trace: Trace, chunk_id: str, stages: Sequence[Stage]) -> GoldSta
         reranked=next((hit.rank for hit in trace.reranked if hit.chunk_id == chunk_id), None),
         final=_position(trace.final, chunk_id),
     )
+    place_drop(record, stages)
+    return record
+
+
+def place_drop(record: GoldStages, stages: Sequence[Stage]) -> None:
+    """Set `record.last_seen` and `record.dropped_at` from its ranks at `stages` (the recorded
+    stages, in `STAGE_ORDER`): the first stage after the last one it was present at, or the first
+    stage when none had it; nothing dropped when it reached the final context."""
     present = [stage for stage in stages if record.stage_rank(stage) is not None]
     record.last_seen = present[-1] if present else None
     if record.final is None:
@@ -146,7 +154,6 @@ def gold_stages(trace: Trace, chunk_id: str, stages: Sequence[Stage]) -> GoldSta
             after = list(stages)[list(stages).index(record.last_seen) + 1 :]
             # Present at the last stage a final-less log recorded: not a drop, just not logged further.
             record.dropped_at = after[0] if after else None
-    return record
 
 
 def gold_journey(trace: Trace, gold: Sequence[str], source: Literal["logged", "replay"]) -> GoldJourney:

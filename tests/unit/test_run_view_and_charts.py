@@ -8,7 +8,9 @@ import re
 import pytest
 
 from ragtriage.eval.run_view import CandidateView, snapshot_journey
+from ragtriage.pipeline.types import RewriteResult, RouteResult, ScoredChunk, Trace
 from ragtriage.service import charts
+from ragtriage.triage.journey import gold_journey
 
 
 def _candidate(chunk_id: str, **fields: object) -> CandidateView:
@@ -91,6 +93,33 @@ def test_without_a_reranker_a_fused_gold_chunk_drops_at_the_final_cut() -> None:
     fused_only = [_candidate("c1", route_ranks={"bm25": 2}, fused_rank=2, rank=2)]
     (stages,) = snapshot_journey(fused_only, ["c1"])
     assert stages.reranked is None and stages.dropped_at == "final"
+
+
+def _hits(*pairs: tuple[str, int]) -> list[ScoredChunk]:
+    return [ScoredChunk(chunk_id=chunk_id, rank=rank, score=1.0 / rank) for chunk_id, rank in pairs]
+
+
+def test_snapshot_and_trace_journeys_place_the_drop_alike() -> None:
+    # CANDIDATES as the trace a replay records (no rerank input list, like a stored snapshot).
+    trace = Trace(
+        query="q",
+        rewrite=RewriteResult(raw_query="q", normalized_query="q", rewritten_query="q"),
+        routes=[
+            RouteResult(name="bm25", kind="bm25", query="q", hits=_hits(("c1", 1), ("c3", 4))),
+            RouteResult(name="dense", kind="dense", query="q", hits=_hits(("c2", 1), ("c1", 3))),
+        ],
+        fused=_hits(("c1", 1), ("c2", 2), ("c3", 3)),
+        reranked=_hits(("c1", 1), ("c2", 3)),
+        final=["c1"],
+    )
+    gold = ["c1", "c2", "c3", "c9"]
+    from_trace = gold_journey(trace, gold, "replay").gold
+    from_snapshot = snapshot_journey(CANDIDATES, gold)
+    assert (
+        [(g.last_seen, g.dropped_at) for g in from_snapshot]
+        == [(g.last_seen, g.dropped_at) for g in from_trace]
+        == [("final", None), ("reranked", "final"), ("fused", "reranked"), (None, "routes")]
+    )
 
 
 def test_chart_text_is_literal_and_escaped() -> None:
