@@ -22,7 +22,7 @@ import orjson
 
 from ragtriage.config import OtelSettings
 from ragtriage.logs.formats.otlp import SpanFormatError, iso_time_ns
-from ragtriage.logs.formats.spans import Note, Span, group_documents
+from ragtriage.logs.formats.spans import Note, Span, group_documents, openinference_kind
 
 _TYPE_KIND = {
     "RETRIEVER": "RETRIEVER",
@@ -123,7 +123,7 @@ def span_from_observation(obj: dict[str, Any], otel: OtelSettings, source: str, 
     metadata = _json(obj.get("metadata"))
     raw = metadata.get("attributes") if isinstance(metadata, dict) else None
     attrs: dict[str, Any] = _flat(raw) if isinstance(raw, dict) else {}
-    kind = str(attrs.get("openinference.span.kind") or "").upper()
+    kind = openinference_kind(attrs)
     if not kind:
         kind = _TYPE_KIND.get(str(obj.get("type") or "").upper(), "")
         lower = name.lower()

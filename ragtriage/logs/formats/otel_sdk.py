@@ -16,14 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 from ragtriage.logs.formats.otlp import (
-    BULKY_PREFIXES,
-    BULKY_SUFFIXES,
     SpanFormatError,
+    dict_attributes,
     events_as_evaluations,
     iso_time_ns,
     normalize_id,
 )
-from ragtriage.logs.formats.spans import Span, group_documents
+from ragtriage.logs.formats.spans import Span, openinference_kind
 
 _EXPORTER = "the OpenTelemetry SDK (ReadableSpan.to_json)"
 
@@ -68,14 +67,7 @@ def span_from_sdk(obj: dict[str, Any], source: str, line_no: int) -> Span:
     except SpanFormatError as error:
         error.span_id = span_id
         raise
-    raw_attrs = obj.get("attributes")
-    attrs = group_documents(
-        {
-            k: v
-            for k, v in (raw_attrs if isinstance(raw_attrs, dict) else {}).items()
-            if not (k.endswith(BULKY_SUFFIXES) or k.startswith(BULKY_PREFIXES))
-        }
-    )
+    attrs = dict_attributes(obj.get("attributes"))
     events_as_evaluations(obj.get("events"), attrs)
     resource = obj.get("resource")
     resource_attrs = resource.get("attributes") if isinstance(resource, dict) else None
@@ -85,7 +77,7 @@ def span_from_sdk(obj: dict[str, Any], source: str, line_no: int) -> Span:
         span_id=span_id,
         parent_id=parent_id,
         name=str(obj.get("name") or ""),
-        kind=str(attrs.get("openinference.span.kind") or "").upper(),
+        kind=openinference_kind(attrs),
         start_ns=start,
         end_ns=end,
         attributes=attrs,

@@ -14,7 +14,7 @@ import binascii
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ragtriage.logs.formats.spans import Span, group_documents
+from ragtriage.logs.formats.spans import Span, group_documents, openinference_kind
 from ragtriage.wording import quoted
 
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -140,6 +140,15 @@ def attributes(kvs: Any) -> dict[str, Any]:
     return group_documents(flat)
 
 
+def dict_attributes(raw: Any) -> dict[str, Any]:
+    """Attributes given as a flat JSON object (Phoenix, the OpenTelemetry SDK's `to_json`) without
+    the bulky keys, documents grouped (`group_documents`); {} when `raw` is not an object."""
+    items = raw.items() if isinstance(raw, dict) else ()
+    return group_documents(
+        {k: v for k, v in items if not (k.endswith(BULKY_SUFFIXES) or k.startswith(BULKY_PREFIXES))}
+    )
+
+
 def _flatten_into(flat: dict[str, Any], prefix: str, tree: dict[str, Any]) -> None:
     for key, value in tree.items():
         if isinstance(value, dict):
@@ -184,7 +193,7 @@ def span_from_otlp(span: dict[str, Any], resource: dict[str, Any], source: str, 
         span_id=span_id,
         parent_id=parent_id,
         name=str(span.get("name") or ""),
-        kind=str(attrs.get("openinference.span.kind") or "").upper(),
+        kind=openinference_kind(attrs),
         start_ns=start,
         end_ns=end,
         attributes=attrs,

@@ -18,7 +18,12 @@ from ragtriage.logs.formats.otlp import (
     events_as_evaluations,
     normalize_id,
 )
-from ragtriage.logs.formats.spans import DOCUMENT_KEY_PREFIXES, DROPPED_DOCUMENT_FIELDS, Span
+from ragtriage.logs.formats.spans import (
+    DOCUMENT_KEY_PREFIXES,
+    DROPPED_DOCUMENT_FIELDS,
+    Span,
+    openinference_kind,
+)
 
 
 class _ArrayValue(msgspec.Struct, gc=False):
@@ -221,7 +226,7 @@ def _span(span: _Span, resource: dict[str, Any], source: str, line_no: int) -> S
         span_id=normalize_id(span.spanId, 8, "spanId"),
         parent_id=normalize_id(span.parentSpanId, 8, "parentSpanId") if span.parentSpanId else None,
         name=span.name,
-        kind=str(attrs.get("openinference.span.kind") or "").upper(),
+        kind=openinference_kind(attrs),
         start_ns=None if start in (None, "") else int(start),
         end_ns=None if end in (None, "") else int(end),
         attributes=attrs,

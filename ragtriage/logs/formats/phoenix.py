@@ -15,13 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from ragtriage.logs.formats.otlp import (
-    BULKY_PREFIXES,
-    BULKY_SUFFIXES,
     SpanFormatError,
+    dict_attributes,
     events_as_evaluations,
     iso_time_ns,
 )
-from ragtriage.logs.formats.spans import Note, Span, group_documents
+from ragtriage.logs.formats.spans import Note, Span
 
 
 def is_span(obj: Any) -> bool:
@@ -51,13 +50,7 @@ def span_from_phoenix(obj: dict[str, Any], source: str, line_no: int) -> Span:
         raise SpanFormatError(
             "span without context.trace_id / context.span_id", "export spans with their context", span_id
         )
-    attrs = group_documents(
-        {
-            k: v
-            for k, v in (obj.get("attributes") or {}).items()
-            if not (k.endswith(BULKY_SUFFIXES) or k.startswith(BULKY_PREFIXES))
-        }
-    )
+    attrs = dict_attributes(obj.get("attributes"))
     events_as_evaluations(obj.get("events"), attrs)
     kind = str(obj.get("span_kind") or "").upper()
     return Span(

@@ -26,6 +26,11 @@ KIND_EVALUATOR = "EVALUATOR"
 KIND_LLM = "LLM"
 
 
+def openinference_kind(attributes: dict[str, Any]) -> str:
+    """The span's `openinference.span.kind` in upper case, "" when it has none."""
+    return str(attributes.get("openinference.span.kind") or "").upper()
+
+
 @dataclass(slots=True)
 class Span:
     """One span (or Langfuse observation), ids as lowercase hex or the producer's own id text."""
