@@ -48,6 +48,23 @@ def workspace_options(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def since_option(default: str | None = None, what: str = "Requests since a time") -> Callable[[F], F]:
+    """`--since`: a duration back from now or a date/time (read by `logs.queue.parse_since`)."""
+    return click.option(
+        "--since",
+        default=default,
+        show_default=default is not None,
+        help=f"{what}: 30m, 12h, 7d, 2w or an ISO date/time.",
+    )
+
+
+def by_option(help_text: str) -> Callable[[F], F]:
+    """`--by day|version`: group or stratify per day (UTC, the default) or per logged pipeline_version."""
+    return click.option(
+        "--by", type=click.Choice(["day", "version"]), default="day", show_default=True, help=help_text
+    )
+
+
 @contextmanager
 def open_workspace(home: Path | None, config_file: Path | None, **overrides: Any) -> Iterator[Workspace]:
     """Open a workspace for one command and always close it (releases the Qdrant folder lock)."""

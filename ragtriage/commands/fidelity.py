@@ -13,6 +13,7 @@ from ragtriage.commands.common import (
     echo_json,
     open_workspace,
     progress_bar,
+    since_option,
     workspace_options,
 )
 from ragtriage.logs.fidelity import STAGE_SHORT
@@ -110,7 +111,7 @@ def print_report(console: Console, report: FidelityReport) -> None:
 
 
 @click.command("fidelity")
-@click.option("--since", default=None, help="Requests since a time: 30m, 12h, 7d, 2w or an ISO date/time.")
+@since_option()
 @click.option(
     "--version", "version", default=None, help="Only this pipeline_version (a glob like prod-2026.* works)."
 )

@@ -12,6 +12,7 @@ from rich.text import Text
 from ragtriage.commands.common import (
     echo_json,
     open_workspace,
+    since_option,
     stderr_console,
     stdout_console,
     workspace_options,
@@ -173,7 +174,7 @@ def quarantine_command(
     help="Only records whose diagnosis suggested this root cause (e.g. alias_missing); "
     "`none` for the ones not diagnosed yet.",
 )
-@click.option("--since", default=None, help="Requests since a time: 30m, 12h, 7d, 2w or an ISO date/time.")
+@since_option()
 @click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True, help="Requests per page.")
 @click.option(
     "--offset", type=click.IntRange(min=0), default=0, show_default=True, help="Requests to skip (paging)."

@@ -8,7 +8,14 @@ from pathlib import Path
 import click
 from rich.text import Text
 
-from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
+from ragtriage.commands.common import (
+    by_option,
+    echo_json,
+    open_workspace,
+    since_option,
+    stdout_console,
+    workspace_options,
+)
 from ragtriage.triage.monitor import DEFINITIONS
 
 
@@ -22,19 +29,8 @@ def _help() -> str:
 
 
 @click.command("monitor", help=_help())
-@click.option(
-    "--since",
-    default="7d",
-    show_default=True,
-    help="Requests since a time: 30m, 12h, 7d, 2w or an ISO date/time.",
-)
-@click.option(
-    "--by",
-    type=click.Choice(["day", "version"]),
-    default="day",
-    show_default=True,
-    help="Group per day (UTC) or per logged pipeline_version.",
-)
+@since_option("7d")
+@by_option("Group per day (UTC) or per logged pipeline_version.")
 @click.option(
     "--coverage-n",
     type=click.IntRange(min=1),

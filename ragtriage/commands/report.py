@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ragtriage.commands.common import open_workspace, workspace_options
+from ragtriage.commands.common import by_option, open_workspace, since_option, workspace_options
 
 
 def register(cli: click.Group) -> None:
@@ -19,16 +19,8 @@ def register(cli: click.Group) -> None:
     @click.option(
         "--monitor", is_flag=True, help="The retrieval health of `ragtriage monitor` instead of a run."
     )
-    @click.option(
-        "--since", default="30d", show_default=True, help="With --monitor: 30m, 12h, 7d, 2w or a date."
-    )
-    @click.option(
-        "--by",
-        type=click.Choice(["day", "version"]),
-        default="day",
-        show_default=True,
-        help="Group per day (UTC) or per logged pipeline_version.",
-    )
+    @since_option("30d", "With --monitor, requests since a time")
+    @by_option("Group per day (UTC) or per logged pipeline_version.")
     @click.option(
         "-o",
         "--output",

@@ -8,7 +8,14 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
+from ragtriage.commands.common import (
+    by_option,
+    echo_json,
+    open_workspace,
+    since_option,
+    stdout_console,
+    workspace_options,
+)
 from ragtriage.logs.queue import parse_since
 from ragtriage.logs.requests import empty_window_hint
 from ragtriage.triage.sampling import SAMPLED_REASON, UNKNOWN_STRATUM, SampleReport, sample_requests
@@ -18,19 +25,8 @@ from ragtriage.triage.sampling import SAMPLED_REASON, UNKNOWN_STRATUM, SampleRep
 @click.option(
     "--n", "n", type=click.IntRange(min=1), default=100, show_default=True, help="Requests to draw."
 )
-@click.option(
-    "--since",
-    default="7d",
-    show_default=True,
-    help="Only requests since a time: 30m, 12h, 7d, 2w or an ISO date/time.",
-)
-@click.option(
-    "--by",
-    type=click.Choice(["day", "version"]),
-    default="day",
-    show_default=True,
-    help="Strata: the request's day (UTC) or its logged pipeline_version.",
-)
+@since_option("7d", "Only requests since a time")
+@by_option("Strata: the request's day (UTC) or its logged pipeline_version.")
 @click.option("--seed", type=int, default=None, help="Random seed (default: a new one, printed).")
 @click.option("--json", "as_json", is_flag=True, help="Print the draw as JSON.")
 @workspace_options
