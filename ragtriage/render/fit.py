@@ -207,12 +207,26 @@ class FitTable:
         narrower.rows = [[cell for i, cell in enumerate(row) if i != index] for row in self.rows]
         return narrower
 
+    def _fitting(self, console: Console, options: ConsoleOptions) -> tuple[FitTable, list[int]] | None:
+        """This table, or it without optional columns (in `drop_order`), with widths that fit; None
+        when even the narrowest is too wide."""
+        table = self
+        while True:
+            widths = table.plan(console, options)
+            if widths is not None:
+                return table, widths
+            optional = [(c.drop_order, i) for i, c in enumerate(table.columns) if c.drop_order is not None]
+            if not optional:
+                return None
+            table = table._without(min(optional)[1])
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        widths = self.plan(console, options)
-        optional = [(c.drop_order, i) for i, c in enumerate(self.columns) if c.drop_order is not None]
-        if widths is None and optional:
-            yield self._without(min(optional)[1])
+        fitting = self._fitting(console, options)
+        if fitting is not None and fitting[0] is not self:
+            yield from fitting[0].__rich_console__(console, options)
             return
+        # Vertical forms have room for every column, so the optional ones come back.
+        widths = None if fitting is None else fitting[1]
         if widths is not None:
             # The title on its own line: it may be wider than the table, and must not wrap to it.
             if self.title is not None:
