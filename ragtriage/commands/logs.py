@@ -17,8 +17,9 @@ from ragtriage.commands.common import (
     stdout_console,
     workspace_options,
 )
+from ragtriage.commands.ingest_report import QUARANTINE_SHOWN, print_ingest_report
 from ragtriage.logs.formats.dispatch import FORMAT_CHOICES
-from ragtriage.logs.ingest import IngestReport, ingest_files
+from ragtriage.logs.ingest import ingest_files
 from ragtriage.logs.queue import (
     FIDELITY_FILTERS,
     NOT_DIAGNOSED,
@@ -29,13 +30,11 @@ from ragtriage.logs.queue import (
     parse_since,
     queue_counts,
 )
-from ragtriage.logs.requests import QuarantinedLine, RequestView, quarantined_lines, request_view
+from ragtriage.logs.requests import RequestView, conflicting_lines, quarantined_lines, request_view
 from ragtriage.logs.schema import STAGE_NAMES, LoggedFeedback, stage_ids
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.text import field_text, page_range, plural
 from ragtriage.store.log_tables import TRIAGE_STATUSES
-
-COUNT_NAMES = ("read", "ingested", "flagged", "duplicates", "conflicts", "quarantined", "blank", "recovered")
 
 
 @click.group("logs")
@@ -101,10 +100,11 @@ def ingest_command(
         if err.is_terminal:
             err.print()
         quarantine = quarantined_lines(workspace.engine, report.files, limit=QUARANTINE_SHOWN)
+        conflicts = conflicting_lines(workspace.engine, report.files) if report.conflicts else None
     if as_json:
         echo_json(report)
     else:
-        _print_report(report, *quarantine)
+        print_ingest_report(report, *quarantine, conflicts)
     if report.files_without_requests:
         for path in report.files_without_requests:
             err.print(
@@ -114,28 +114,6 @@ def ingest_command(
                 soft_wrap=True,
             )
         click.get_current_context().exit(2)
-
-
-#: Quarantined lines named on stderr after an ingest; `ragtriage logs quarantine` lists them all.
-QUARANTINE_SHOWN = 10
-
-
-def _print_report(report: IngestReport, total_quarantined: int, shown: list[QuarantinedLine]) -> None:
-    console = stdout_console()
-    width = max(len(name) for name in COUNT_NAMES)
-    for name in COUNT_NAMES:
-        console.print(f"{name:>{width}}: {getattr(report, name):,}")
-    for kind, count in sorted(report.quarantined_by_kind.items()):
-        console.print(f"{'':>{width}}  {kind}: {count:,}")
-    if report.quarantined:
-        err = stderr_console()
-        err.print(
-            f"{plural(report.quarantined, 'line')} quarantined with file, line number, reason and bytes:"
-        )
-        for line in shown:
-            err.print(f"  {line.source_file}:{line.line_no}: {line.reason}", soft_wrap=True)
-        if total_quarantined > len(shown):
-            err.print(f"  … {total_quarantined - len(shown)} more: ragtriage logs quarantine")
 
 
 @logs_group.command("quarantine")

@@ -130,6 +130,51 @@ def request_view(engine: Engine, request_id: str) -> RequestView:
     return RequestView(request=_stored(engine, request_id), triage=find_record(engine, request_id))
 
 
+class ConflictLine(BaseModel):
+    """A line set aside because its request_id is stored with a different request."""
+
+    request_id: str
+    source_file: str | None
+    line_no: int | None
+    fields: list[str]
+    """Fields in which it differs from the stored request (`request_differences`)."""
+
+
+def conflicting_lines(
+    engine: Engine, files: Sequence[str] | None = None, *, limit: int = 3
+) -> tuple[int, list[ConflictLine]]:
+    """The number of conflicting lines (of `files`, or of every file) and the first `limit` in file
+    and line order, each with the field that differs from the stored request."""
+    from ragtriage.logs.reader import request_differences
+
+    names = sorted({str(Path(name).resolve()) for name in files} | set(files)) if files else []
+    where = col(LogConflictRow.source_file).in_(names) if names else true()
+    with read_session(engine) as session:
+        total = session.scalar(select(func.count()).select_from(LogConflictRow).where(where))
+        rows = session.execute(
+            select(
+                col(LogConflictRow.request_id),
+                col(LogConflictRow.source_file),
+                col(LogConflictRow.line_no),
+                col(LogConflictRow.body),
+                col(RequestLogRow.body),
+            )
+            .join(RequestLogRow, col(RequestLogRow.request_id) == col(LogConflictRow.request_id))
+            .where(where)
+            .order_by(col(LogConflictRow.source_file), col(LogConflictRow.line_no))
+            .limit(limit)
+        ).all()
+    return int(total or 0), [
+        ConflictLine(
+            request_id=request_id,
+            source_file=source,
+            line_no=line_no,
+            fields=request_differences(stored, body),
+        )
+        for request_id, source, line_no, body, stored in rows
+    ]
+
+
 class QuarantinedLine(BaseModel):
     """One quarantined log line, without its raw bytes (they stay in the store)."""
 
