@@ -8,14 +8,21 @@ stages: bm25, dense, fused, reranked and final_context.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from ragtriage.errors import InputError
 from ragtriage.logs.schema import STAGE_NAMES, RequestLog, to_trace
-from ragtriage.pipeline.types import ROUTE_BM25_RAW, ROUTE_DENSE_RAW, ProfileRef, RunOptions, Trace
+from ragtriage.pipeline.types import (
+    ROUTE_BM25_RAW,
+    ROUTE_DENSE_RAW,
+    ChunkRecord,
+    ProfileRef,
+    RunOptions,
+    Trace,
+)
 from ragtriage.wording import quoted
 
 if TYPE_CHECKING:
@@ -94,6 +101,39 @@ def stage_diff(
     )
 
 
+class FinalChunk(BaseModel):
+    """A chunk of the logged or the replayed final context, with what it is (ids alone, e.g.
+    production UUIDs, do not say); ranks from 1, None when absent from that list."""
+
+    chunk_id: str
+    logged_rank: int | None = None
+    replayed_rank: int | None = None
+    doc_id: str | None = None
+    title: str | None = None
+    """None when the KB does not know the chunk."""
+
+
+def final_chunks(
+    logged: Sequence[str] | None, replayed: Sequence[str], known: Mapping[str, ChunkRecord]
+) -> list[FinalChunk]:
+    """The logged final context in order, then the replayed chunks it lacks, in replayed order."""
+    logged_rank = {c: rank for rank, c in enumerate(dict.fromkeys(logged or ()), start=1)}
+    replayed_rank = {c: rank for rank, c in enumerate(dict.fromkeys(replayed), start=1)}
+    chunks = []
+    for chunk_id in dict.fromkeys([*logged_rank, *replayed_rank]):
+        record = known.get(chunk_id)
+        chunks.append(
+            FinalChunk(
+                chunk_id=chunk_id,
+                logged_rank=logged_rank.get(chunk_id),
+                replayed_rank=replayed_rank.get(chunk_id),
+                doc_id=record.doc_id if record is not None else None,
+                title=record.title if record is not None else None,
+            )
+        )
+    return chunks
+
+
 class LoggedReplay(BaseModel):
     """A logged request, its replay, and the per-stage diffs (`--json` of `replay REQUEST_ID`)."""
 
@@ -107,6 +147,8 @@ class LoggedReplay(BaseModel):
     config_changes: list[str] | None = None
     """`section.key: logged → replayed` when the config hashes differ and the logged settings are
     known (an eval run was made with them); None when they are equal or unknown."""
+    final_chunks: list[FinalChunk] = Field(default_factory=list)
+    """The chunks of both final contexts with their document and title (`final_chunks`)."""
 
 
 def _route_ids(trace: Trace, stage: str) -> list[str]:
@@ -222,7 +264,8 @@ def compare_request(
     logged = logged_trace(record)
     logged.gold = list(replayed.gold)
     logged_ids = [c for stage in STAGE_NAMES for c in logged_stage_ids(record, stage) or ()]
-    known = set(get_chunks(workspace.engine, list(dict.fromkeys(logged_ids))))
+    chunks = get_chunks(workspace.engine, list(dict.fromkeys([*logged_ids, *replayed.final])))
+    known = set(chunks).intersection(logged_ids)
     changes = None
     if logged.config_hash and replayed.config_hash and logged.config_hash != replayed.config_hash:
         from ragtriage.logs.config_diff import differing_settings, known_config
@@ -238,6 +281,7 @@ def compare_request(
         use_logged_rewrite=use_logged_rewrite,
         profile=replayed.profile,
         config_changes=changes,
+        final_chunks=final_chunks(logged_stage_ids(record, "final_context"), replayed.final, chunks),
     )
 
 

@@ -159,6 +159,36 @@ def header(comparison: LoggedReplay) -> Text:
     return text
 
 
+def final_chunks_table(comparison: LoggedReplay) -> FitTable | None:
+    """What the chunks of both final contexts are: ranks, document and title; None when neither
+    list has a chunk."""
+    if not comparison.final_chunks:
+        return None
+    gold = set(comparison.replayed.gold)
+    table = FitTable(
+        [
+            Col("chunk_id", "id"),
+            Col("logged", "number", justify="right"),
+            Col("replayed", "number", justify="right"),
+            Col("doc_id", "id", drop_order=1),
+            Col("title", "text", min_width=12),
+        ],
+        title=Text("Final context chunks (★ = gold)"),
+    )
+    for chunk in comparison.final_chunks:
+        is_gold = chunk.chunk_id in gold
+        cell = Text(GOLD_MARK if is_gold else "", style="bold green")
+        cell.append(chunk.chunk_id, style="bold green" if is_gold else "")
+        table.add_row(
+            cell,
+            Text("—" if chunk.logged_rank is None else str(chunk.logged_rank)),
+            Text("—" if chunk.replayed_rank is None else str(chunk.replayed_rank)),
+            Text(chunk.doc_id or "—"),
+            Text(chunk.title if chunk.title is not None else "unknown to the KB"),
+        )
+    return table
+
+
 def logged_renderables(comparison: LoggedReplay) -> Iterator[RenderableType]:
     """The parts of the view, top to bottom."""
     gold = set(comparison.replayed.gold)
@@ -169,6 +199,9 @@ def logged_renderables(comparison: LoggedReplay) -> Iterator[RenderableType]:
             continue
         yield stage_table(stage, diff, gold)
         yield stage_summary(diff)
+    chunks = final_chunks_table(comparison)
+    if chunks is not None:
+        yield chunks
 
 
 def print_logged_replay(console: Console, comparison: LoggedReplay) -> None:

@@ -90,7 +90,7 @@ def final_table(trace: Trace) -> FitTable:
             Col("chunk_id", "id"),
             Col("score", "number", justify="right"),
             Col("doc_id", "id", drop_order=1),
-            Col("title", "clip", min_width=12),
+            Col("title", "text", min_width=12),
         ],
         title=Text("Final context (★ = gold; score: reranked, else fused)"),
     )
