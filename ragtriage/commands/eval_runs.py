@@ -60,7 +60,15 @@ def register_eval(group: click.Group) -> None:
 
     @group.command("import")
     @click.argument("file", type=click.Path(exists=True, path_type=Path))
-    @click.option("--format", "fmt", type=click.Choice(CASE_FORMATS), required=True, help="File format.")
+    @click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(("auto", *CASE_FORMATS)),
+        default="auto",
+        show_default=True,
+        help="File format; auto tells it by the content (folder: beir, JSON array: cases-json, "
+        "JSON lines: cases-jsonl, qrels lines: trec).",
+    )
     @click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True, help="Eval set name.")
     @click.option(
         "--granularity",
@@ -82,9 +90,11 @@ def register_eval(group: click.Group) -> None:
         config_file: Path | None,
     ) -> None:
         """Import eval cases; changed cases get a new version, the dataset a new version."""
-        from ragtriage.eval.formats import read_cases
+        from ragtriage.eval.formats import detect_case_format, read_cases
 
         warnings: list[str] = []
+        if fmt == "auto":
+            fmt = detect_case_format(file)
         cases = read_cases(file, fmt, warnings=warnings, split=split, granularity=granularity)  # type: ignore[arg-type]
         with open_workspace(home, config_file) as workspace:
             report = eval_store.add_cases(workspace.engine, dataset, cases, provenance={"source": str(file)})

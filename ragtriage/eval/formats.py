@@ -41,6 +41,7 @@ __all__ = [
     "TrecRun",
     "cases_from_qrels",
     "cases_to_qrels",
+    "detect_case_format",
     "queries_path_for",
     "read_beir",
     "read_beir_corpus",
@@ -63,6 +64,32 @@ CaseFormat = Literal["cases-json", "cases-jsonl", "beir", "trec"]
 CASE_FORMATS: tuple[str, ...] = get_args(CaseFormat)
 #: What `eval export` writes: the case formats plus `finetune` (FlagEmbedding JSONL, `eval.finetune`).
 EXPORT_FORMATS: tuple[str, ...] = (*CASE_FORMATS, "finetune")
+
+
+def detect_case_format(path: Path) -> CaseFormat:
+    """The eval-set format of `path`, told by its content: a folder is BEIR, a JSON array
+    `cases-json`, JSON objects one per line `cases-jsonl`, whitespace-separated lines of four fields
+    TREC qrels.
+
+    Raises:
+        InputError: none of these (the message names the formats tried and `--format`).
+    """
+    path = Path(path)
+    if path.is_dir():
+        return "beir"
+    with path.open("rb") as handle:
+        head = handle.read(4096).decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+    if head.startswith("["):
+        return "cases-json"
+    if head.startswith("{"):
+        return "cases-jsonl"
+    first_line = head.split("\n", 1)[0].split()
+    if len(first_line) == 4 and first_line[3].lstrip("-").isdigit():
+        return "trec"
+    raise InputError(
+        f"{path}: not an eval set this version reads (tried a JSON array: cases-json, JSON lines: "
+        "cases-jsonl, TREC qrels lines `qid 0 doc_id grade`, a BEIR folder); name it with --format"
+    )
 
 
 def queries_path_for(qrels_path: Path) -> Path:

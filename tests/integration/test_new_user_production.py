@@ -160,3 +160,26 @@ def test_replay_of_a_logged_request_says_what_its_final_chunks_are(
     # The title wraps rather than being cut: all of it is there.
     title_cells = "".join(line.split("│")[-2].strip() for line in section.splitlines() if line.count("│") > 2)
     assert CHUNKS[2][0].replace(" ", "") in title_cells.replace(" ", "")
+
+
+def test_a_json_array_eval_set_of_production_ids_imports_without_naming_its_format(
+    files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: RunCli
+) -> None:
+    base = _base(files, tmp_path / "home")
+    assert run_cli(["kb", "import", *base, str(files / "chunks.parquet")])[0] == 0
+    cases = [
+        {"case_id": "prod-1", "question": "如何让一个软件包不被升级", "relevant_chunk_ids": [IDS[1]], "k": 5},
+        {"case_id": "prod-2", "question": "sid 是什么", "relevant_chunk_ids": [IDS[2]], "k": 5},
+    ]
+    eval_file = tmp_path / "eval_set.json"
+    eval_file.write_text(json.dumps(cases, ensure_ascii=False, indent=2), encoding="utf-8")
+    code, out, err = run_cli(["eval", "import", *base, str(eval_file)])
+    assert (code, out.strip()) == (0, "default@1: 2 added, 0 updated, 0 unchanged"), err
+
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = run_cli(["eval", "run", *base, "--name", "first"])
+    assert code == 0, err
+    assert all(len(line) <= 80 for line in out.splitlines())
+    code, out, err = run_cli(["eval", "show", *base, "first", "--json"])
+    assert code == 0, err
+    assert json.loads(out)["aggregates"]["means"]["mrr"] > 0

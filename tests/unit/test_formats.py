@@ -294,3 +294,16 @@ def test_beir_errors(tmp_path):
 def test_unreadable_file_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="cannot read"):
         read_cases(tmp_path / "missing.json", "cases-json")
+
+
+def test_the_format_is_told_by_the_content(tmp_path):
+    from ragtriage.eval.formats import detect_case_format
+
+    assert detect_case_format(write(tmp_path / "set.txt", "\ufeff  \n" + CASES_JSON)) == "cases-json"
+    assert detect_case_format(write(tmp_path / "set.json", CASES_JSONL)) == "cases-jsonl"
+    assert detect_case_format(write(tmp_path / "qrels", "q1 0 c1 1\nq1 0 c2 2\n")) == "trec"
+    assert detect_case_format(write(tmp_path / "tabs.tsv", "q1\t0\tc1\t-1\n")) == "trec"
+    (tmp_path / "beir").mkdir()
+    assert detect_case_format(tmp_path / "beir") == "beir"
+    with pytest.raises(InputError, match=r"notes\.md: not an eval set.*cases-json.*--format"):
+        detect_case_format(write(tmp_path / "notes.md", "# my eval set\nq1: how to apt\n"))
