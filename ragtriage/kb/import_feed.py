@@ -1,5 +1,6 @@
-"""What `kb import`'s pass hands on, batch by batch, besides SQL: points to the dense process and the
-written chunks (hashes, term ids) to the index sync's handoff (`pipeline.import_handoff`)."""
+"""What `kb import`'s pass hands on, batch by batch, besides SQL: points to the dense process
+(`DenseStream`) and the written chunks (hashes, term ids) to the index sync's handoff
+(`pipeline.import_handoff`)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from ragtriage.pipeline.kb_chunks import index_hash
 from ragtriage.workspace import Workspace
 
 if TYPE_CHECKING:
+    from ragtriage.pipeline.dense_worker import DenseWorker
     from ragtriage.pipeline.import_handoff import ImportHandoff
 
-__all__ = ["IndexFeed", "interrupted_message", "make_handoff"]
+__all__ = ["DenseStream", "IndexFeed", "interrupted_message", "make_handoff"]
 
 
 def make_handoff(workspace: Workspace) -> ImportHandoff:
@@ -57,6 +59,64 @@ class IndexFeed:
                         chunk.content_hash,
                         chunk_hash,
                     )
+
+
+class DenseStream:
+    """Hands the written chunks' vectors to a `DenseWorker`, started at the first batch that has any.
+
+    Not started when this process holds the Qdrant folder itself (the worker could not open it):
+    the sync then writes the dense index here, after the BM25 build, as without vectors.
+    """
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.worker: DenseWorker | None = None
+
+    def send(self, chunks: list[ImportedChunk]) -> None:
+        from ragtriage.pipeline.dense import DenseDocument
+        from ragtriage.pipeline.kb_chunks import index_hash
+
+        documents = [
+            DenseDocument(
+                chunk.chunk_id,
+                chunk.doc_id,
+                chunk.content_hash,
+                chunk.index_hash or index_hash(chunk, chunk.vector_hash),
+                chunk.vector,
+            )
+            for chunk in chunks
+            if chunk.retrievable and chunk.vector is not None
+        ]
+        if not documents:
+            return
+        if self.worker is None:
+            if _dense_held_here(self.workspace):
+                return
+            _check_index_embedder(self.workspace)  # before a point is written, as a sync would
+            from ragtriage.pipeline.dense_worker import DenseWorker
+
+            self.worker = DenseWorker(self.workspace)
+        self.worker.stream(documents)
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+
+
+def _check_index_embedder(workspace: Workspace) -> None:
+    """Refuse (IndexStateError) indexes built with another embedder than the configured one."""
+    from ragtriage import locations
+    from ragtriage.pipeline.embed import get_embedder
+    from ragtriage.pipeline.manifest import check_embedder, read_manifest
+
+    manifest_file = locations.manifest_path(workspace.home)
+    check_embedder(read_manifest(manifest_file), get_embedder(workspace.settings.embedder), manifest_file)
+
+
+def _dense_held_here(workspace: Workspace) -> bool:
+    from ragtriage.pipeline.dense_sync import dense_held_here
+
+    return dense_held_here(workspace)
 
 
 def interrupted_message(stored_revision: int | None) -> str:

@@ -14,6 +14,9 @@ from ragtriage.errors import InputError
 
 __all__ = ["ImportedChunk", "RowError", "SourceRow"]
 
+# `json.dumps(…, ensure_ascii=False, sort_keys=True, default=str)`, without a new encoder per row.
+_SOURCE_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str).encode
+
 
 @dataclass
 class SourceRow:
@@ -78,7 +81,7 @@ class ImportedChunk:
             self.meta,
             self.vector_hash,
         ]
-        text = json.dumps(payload, ensure_ascii=False, sort_keys=True, default=str)
+        text = _SOURCE_JSON(payload)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

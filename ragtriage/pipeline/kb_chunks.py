@@ -58,12 +58,16 @@ class KBChunk:
     """(embedder name, dim) of the vector the chunk was imported with (`kb import`)."""
 
 
+# `json.dumps(…, ensure_ascii=False)` without a new encoder per chunk (100k chunks per import).
+_INDEX_JSON = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def index_hash(row: _Indexed, vector_hash: str | None = None) -> str:
     """Hash of every field the indexes take from a chunk (and of its imported vector)."""
     fields: list[Any] = [row.doc_id, row.title, list(row.heading_path), row.content]
     if vector_hash:
         fields.append(vector_hash)
-    payload = json.dumps(fields, ensure_ascii=False)
+    payload = _INDEX_JSON(fields)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
 
 

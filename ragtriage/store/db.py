@@ -21,10 +21,9 @@ from sqlmodel import Session, SQLModel, create_engine
 from ragtriage.errors import StoreError
 from ragtriage.wording import quoted
 
-
-def _json_dumps(value: Any) -> str:
-    # ensure_ascii=False keeps Chinese readable in the database instead of \uXXXX escapes
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+# ensure_ascii=False keeps Chinese readable in the database instead of \uXXXX escapes. One
+# encoder for every value: `json.dumps` with options builds a new one per call (bulk imports).
+_json_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 #: Page size of new SQLite stores (bytes); an existing file keeps the one it was created with.
