@@ -218,7 +218,7 @@ def register_eval(group: click.Group) -> None:
         from ragtriage.eval.runner import run_eval
 
         with open_workspace(home, config_file) as workspace, progress_bar(not as_json) as bar:
-            from ragtriage.pipeline.indexer import index_lag
+            from ragtriage.pipeline.index_state import index_lag
 
             lag = index_lag(workspace)
             if lag is not None:

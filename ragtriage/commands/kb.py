@@ -192,7 +192,7 @@ def _counts(counts: dict[str, int]) -> str:
 
 def _index_status(workspace: Workspace) -> dict[str, Any]:
     try:
-        from ragtriage.pipeline.indexer import index_status
+        from ragtriage.pipeline.index_state import index_status
     except ModuleNotFoundError as error:
         if error.name != "ragtriage.pipeline.indexer":
             raise

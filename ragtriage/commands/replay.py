@@ -165,7 +165,7 @@ def replay_command(
 
 def _warn_index_lag(workspace: Workspace) -> None:
     """A note on stderr when the indexes lag the KB: the ranked lists would be empty or old."""
-    from ragtriage.pipeline.indexer import index_lag
+    from ragtriage.pipeline.index_state import index_lag
 
     lag = index_lag(workspace)
     if lag is not None:

@@ -291,7 +291,7 @@ def test_add_paths_calls_the_indexer_with_the_workspace(
 
 
 def test_add_paths_builds_real_indexes_that_match_the_kb(workspace: Workspace, tmp_path: Path) -> None:
-    from ragtriage.pipeline.indexer import index_status
+    from ragtriage.pipeline.index_state import index_status
 
     doc = tmp_path / "one.md"
     doc.write_text("# 发票\n\n## 红字发票\n\n红字发票需要信息表。\n", encoding="utf-8")

@@ -17,7 +17,8 @@ from ragtriage.pipeline import indexer
 from ragtriage.pipeline.dense import QdrantIndex
 from ragtriage.pipeline.dense_sync import open_dense
 from ragtriage.pipeline.embed import get_embedder
-from ragtriage.pipeline.indexer import index_lag, index_status, sync_indexes
+from ragtriage.pipeline.index_state import index_lag, index_status
+from ragtriage.pipeline.indexer import sync_indexes
 from ragtriage.pipeline.manifest import IndexManifest, read_manifest
 from ragtriage.workspace import Workspace
 from tests.tiny_kb import TINY_DOCS, write_markdown_docs
