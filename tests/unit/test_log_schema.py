@@ -177,7 +177,7 @@ def test_to_line_round_trips_through_the_reader() -> None:
 
 
 def test_feedback_is_shown_in_words() -> None:
-    from ragtriage.commands.logs import feedback_line
+    from ragtriage.commands.show import feedback_line
     from ragtriage.logs.schema import LoggedFeedback
 
     assert feedback_line(LoggedFeedback(rating="thumbs_down")) == "rating thumbs_down"
