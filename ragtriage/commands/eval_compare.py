@@ -7,8 +7,13 @@ from pathlib import Path
 
 import click
 
-from ragtriage.commands.common import echo_json, open_workspace, progress_bar, workspace_options
-from ragtriage.eval import store as eval_store
+from ragtriage.commands.common import (
+    dataset_option,
+    echo_json,
+    open_workspace,
+    progress_bar,
+    workspace_options,
+)
 
 
 def register_eval(group: click.Group) -> None:
@@ -112,7 +117,7 @@ def register_eval(group: click.Group) -> None:
             click.get_current_context().exit(1)
 
     @group.command("ablate")
-    @click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True, help="Eval set name.")
+    @dataset_option()
     @click.option(
         "--reference",
         type=click.Choice(["A", "C"]),

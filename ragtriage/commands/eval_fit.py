@@ -8,6 +8,7 @@ import click
 from rich.text import Text
 
 from ragtriage.commands.common import (
+    dataset_option,
     echo_json,
     open_workspace,
     progress_bar,
@@ -87,7 +88,7 @@ def register_eval(group: click.Group) -> None:
     """Attach `fit-rerank` to the `eval` group."""
 
     @group.command("fit-rerank")
-    @click.option("--dataset", default="default", show_default=True, help="Eval set to fit on.")
+    @dataset_option("Eval set to fit on.")
     @click.option(
         "--tag",
         "tags",

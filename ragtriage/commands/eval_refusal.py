@@ -8,7 +8,13 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
+from ragtriage.commands.common import (
+    dataset_option,
+    echo_json,
+    open_workspace,
+    stdout_console,
+    workspace_options,
+)
 from ragtriage.eval.refusal_calibration import SCORE_KINDS, CalibrationReport, ThresholdRow, unscored_refused
 
 #: Rows printed around the proposal (the JSON has them all).
@@ -83,7 +89,7 @@ def register_eval(group: click.Group) -> None:
 
     @group.command("calibrate-refusal")
     @click.option("--run", "run_ref", default=None, help="Run id or name [the newest complete run].")
-    @click.option("--dataset", default="default", show_default=True, help="Eval set (for the newest run).")
+    @dataset_option("Eval set (for the newest run).")
     @click.option(
         "--score",
         type=click.Choice(SCORE_KINDS),

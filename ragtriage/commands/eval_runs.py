@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from ragtriage.commands.common import (
+    dataset_option,
     echo_json,
     open_workspace,
     progress_bar,
@@ -69,7 +70,7 @@ def register_eval(group: click.Group) -> None:
         help="File format; auto tells it by the content (folder: beir, JSON array: cases-json, "
         "JSON lines: cases-jsonl, qrels lines: trec).",
     )
-    @click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True, help="Eval set name.")
+    @dataset_option()
     @click.option(
         "--granularity",
         type=click.Choice(["chunk", "doc"]),
@@ -111,7 +112,7 @@ def register_eval(group: click.Group) -> None:
 
     @group.command("export")
     @click.argument("out", type=click.Path(path_type=Path))
-    @click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True, help="Eval set name.")
+    @dataset_option()
     @click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), required=True, help="File format.")
     @click.option("--version", "version", type=int, default=None, help="Dataset version [current].")
     @click.option(
@@ -180,7 +181,7 @@ def register_eval(group: click.Group) -> None:
             click.echo(f"wrote {path}", err=True)
 
     @group.command("run")
-    @click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True, help="Eval set name.")
+    @dataset_option()
     @click.option("--name", default=None, help="A name for the run (compare and gate accept it).")
     @click.option(
         "--workers",

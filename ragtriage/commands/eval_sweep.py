@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 import click
 
 from ragtriage.commands.common import (
+    dataset_option,
     echo_json,
     open_workspace,
     progress_bar,
     stdout_console,
     workspace_options,
 )
-from ragtriage.eval import store as eval_store
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.text import plural
 from ragtriage.wording import quoted
@@ -121,7 +121,7 @@ def register_eval(group: click.Group) -> None:
         callback=_sizes,
         help="Chunk target sizes in characters, comma-separated (e.g. 400,800,1200,2000).",
     )
-    @click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True, help="Eval set to run.")
+    @dataset_option("Eval set to run.")
     @click.option(
         "--workdir",
         type=click.Path(file_okay=False, path_type=Path),

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import click
 
-from ragtriage.commands.common import echo_json, open_workspace, workspace_options
-from ragtriage.eval import store as eval_store
+from ragtriage.commands.common import dataset_option, echo_json, open_workspace, workspace_options
 from ragtriage.wording import quoted
 
 
@@ -25,7 +24,7 @@ def _grades(values: tuple[str, ...]) -> dict[str, int]:
 
 @click.command("promote")
 @click.argument("request_id")
-@click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True, help="Eval set name.")
+@dataset_option()
 @click.option("--grade", "grades", multiple=True, metavar="CHUNK_ID=GRADE", help="Grade of a gold chunk [1].")
 @click.option(
     "--must-have", "must_have", multiple=True, help="A constraint the answer must respect (repeatable)."
@@ -80,7 +79,7 @@ def promote_command(
 
 
 @click.command("doctor")
-@click.option("--dataset", default=eval_store.DEFAULT_DATASET, show_default=True, help="Eval set name.")
+@dataset_option()
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @workspace_options
 def doctor_command(dataset: str, as_json: bool, home: Path | None, config_file: Path | None) -> None:
