@@ -132,6 +132,12 @@ def _summary(report: ImportReport) -> str:
         )
     if report.missing:
         lines.append(f"missing from the source (--full): {plural(report.missing, 'chunk')} marked deleted")
+    if report.suggested_map:
+        pairs = ",".join(f"{field}={column}" for field, column in report.suggested_map.items())
+        lines.append(
+            f"hint: kept as metadata, though they look like chunk fields: {pairs.replace(',', ', ')}; "
+            f"to use them add --map {pairs} (or [kb.import] map)"
+        )
     lines.append(f"chunks written: {report.written:,}")
     if report.vectors:
         lines.append(

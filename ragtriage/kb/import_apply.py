@@ -247,6 +247,7 @@ def _import(
             check_interrupt()
             if not columns_checked and not source.schemaless and source.columns is not None:
                 mapper.check_columns(source.columns)
+                report.suggested_map = mapper.suggested_map(source.columns)
                 columns_checked = True
             todo = _read_batch(batch, mapper, state, report, skip_bad_rows)
             if todo:
@@ -261,6 +262,7 @@ def _import(
             mapper.check_columns(source.columns)
         if source.schemaless and report.read > report.rejected:
             mapper.check_seen()
+            report.suggested_map = mapper.suggested_map(sorted(mapper.seen_columns))
         missing = _missing(source, state, report) if full else []
         report.missing = len(missing)
         if writer is None and not missing:

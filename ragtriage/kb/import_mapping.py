@@ -42,6 +42,26 @@ __all__ = [
 
 REQUIRED_FIELDS = ("chunk_id", "content")
 
+#: Column names production chunk tables commonly use for each field (compared without case, `-`,
+#: `_` or spaces), suggested when the field has no column: names from LlamaIndex, LangChain,
+#: Dify/RAGFlow exports and `document_chunks`-style tables.
+LIKELY_COLUMNS: dict[str, tuple[str, ...]] = {
+    "chunk_id": ("id", "uuid", "chunk_uuid", "node_id", "segment_id", "point_id", "_id"),
+    "content": ("text", "chunk_text", "page_content", "body", "chunk", "passage", "content_text"),
+    "doc_id": ("document_id", "doc_uuid", "document_uuid", "ref_doc_id", "file_id", "source_id"),
+    "doc_title": ("document_title", "document_name", "doc_name", "file_name", "filename"),
+    "title": ("section_title", "chunk_title", "section", "heading", "header"),
+    "heading_path": ("headings", "section_path", "breadcrumbs", "breadcrumb", "header_path"),
+    "anchor": ("section_anchor", "anchor_id", "fragment"),
+    "ordinal": ("chunk_index", "position", "chunk_no", "chunk_number", "seq", "idx"),
+    "updated_at": ("modified_at", "last_modified", "updated", "update_time", "updated_time"),
+    "version": ("doc_version", "document_version", "revision"),
+}
+
+
+def _squeezed(name: str) -> str:
+    return "".join(ch for ch in name.casefold() if ch not in "-_ .")
+
 
 def parse_map_option(values: Iterable[str]) -> dict[str, str]:
     """`["chunk_id=id,doc_id=document_id", …]` → {"chunk_id": "id", "doc_id": "document_id"}.
@@ -137,12 +157,40 @@ class FieldMapper:
                 f"{self.source_name}: vector column {quoted(self.vector_field)} is not in the source; "
                 f"fix: --vector-field <one of: {listed}>"
             )
-        for name in REQUIRED_FIELDS:
-            if self.column_for(name, present) is None:
-                raise InputError(
-                    f"{self.source_name}: no column for the required field {name}; "
-                    f"fix: --map {name}=<one of: {listed}>"
-                )
+        missing = [name for name in REQUIRED_FIELDS if self.column_for(name, present) is None]
+        if missing:
+            pairs = [
+                f"{name}={self.likely_column(name, columns) or '<one of the columns>'}" for name in missing
+            ]
+            raise InputError(
+                f"{self.source_name}: no column for the required "
+                f"{'field' if len(missing) == 1 else 'fields'} {', '.join(missing)}; "
+                f"fix: --map {','.join(pairs)} (columns: {listed})"
+            )
+
+    def likely_column(self, name: str, columns: Iterable[str]) -> str | None:
+        """A column whose name production tables commonly use for field `name` (`LIKELY_COLUMNS`),
+        not already feeding another field or the vectors; None when there is none."""
+        taken = {self.column_for(other, columns) for other in IMPORT_FIELDS if other != name}
+        taken |= {self.vector_field}
+        by_name = {_squeezed(column): column for column in columns if column not in taken}
+        return next(
+            (by_name[_squeezed(c)] for c in LIKELY_COLUMNS.get(name, ()) if _squeezed(c) in by_name), None
+        )
+
+    def suggested_map(self, columns: Iterable[str]) -> dict[str, str]:
+        """Optional fields with no column whose likely column is there, kept as metadata instead:
+        field → column (what `--map` would add)."""
+        columns = list(columns)
+        present = set(columns)
+        suggested: dict[str, str] = {}
+        for name in IMPORT_FIELDS:
+            if name in REQUIRED_FIELDS or self.column_for(name, present) is not None:
+                continue
+            column = self.likely_column(name, columns)
+            if column is not None and column not in suggested.values():
+                suggested[name] = column
+        return suggested
 
     def check_seen(self) -> None:
         """For a schemaless source, after the last row: every mapped column occurred at least once."""

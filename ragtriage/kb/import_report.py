@@ -55,6 +55,9 @@ class ImportReport(BaseModel):
     """Reading, mapping and checking every row (the import's one pass, SQL writes excluded)."""
     write_seconds: float = 0.0
     """Writing the rows that differ to SQL (inside the pass, in its one transaction)."""
+    suggested_map: dict[str, str] = Field(default_factory=dict)
+    """Optional fields left unmapped whose likely column was kept as metadata: field → column
+    (`FieldMapper.suggested_map`)."""
     index: dict[str, Any] | None = None
     """The indexer's report, when indexing ran."""
     index_skipped: str | None = None

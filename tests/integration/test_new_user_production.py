@@ -183,3 +183,24 @@ def test_a_json_array_eval_set_of_production_ids_imports_without_naming_its_form
     code, out, err = run_cli(["eval", "show", *base, "first", "--json"])
     assert code == 0, err
     assert json.loads(out)["aggregates"]["means"]["mrr"] > 0
+
+
+def test_kb_import_suggests_the_mapping_from_production_column_names(
+    files: Path, tmp_path: Path, run_cli: RunCli
+) -> None:
+    home = ["--home", str(tmp_path / "home")]  # no settings file: nothing mapped yet
+    parquet = str(files / "chunks.parquet")
+    code, out, err = run_cli(["kb", "import", *home, parquet])
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert "no column for the required fields chunk_id, content; fix: --map chunk_id=id,content=text" in line
+
+    minimal = ["--map", "chunk_id=id,content=text", "--vector-field", "embedding", "--no-index"]
+    code, out, err = run_cli(["kb", "import", *home, parquet, *minimal])
+    assert code == 0, err
+    hint = next(line for line in out.splitlines() if line.startswith("hint:"))
+    assert "doc_id=document_id, title=section_title" in hint
+    assert hint.endswith("add --map doc_id=document_id,title=section_title (or [kb.import] map)")
+    code, out, err = run_cli(["kb", "import", *home, parquet, *minimal, "--full", "--json"])
+    assert code == 0, err
+    assert json.loads(out)["suggested_map"] == {"doc_id": "document_id", "title": "section_title"}
