@@ -149,7 +149,12 @@ def map_flat_form(data: dict[str, Any]) -> dict[str, Any]:
     """Return `data` with flat-form keys moved into `stages`, `rewrite` and `feedback`, and the
     flat form's `query` (or `question`, `user_query`) and `timestamp` (or `created_at`, `time`)
     into `raw_query` and `ts` when those are absent (input not mutated)."""
-    if not any(key in data for key in (*FLAT_STAGE_KEYS, "rewritten_queries", "user_feedback")):
+    flat = any(key in data for key in (*FLAT_STAGE_KEYS, "rewritten_queries", "user_feedback"))
+    # A team's own logger often writes v1 sections under the flat form's names for query and time.
+    aliased = ("raw_query" not in data and any(k in data for k in FLAT_QUERY_KEYS)) or (
+        "ts" not in data and any(k in data for k in FLAT_TIME_KEYS)
+    )
+    if not flat and not aliased:
         return data
     mapped = dict(data)
     stages = dict(mapped["stages"]) if isinstance(mapped.get("stages"), dict) else {}

@@ -204,3 +204,26 @@ def test_kb_import_suggests_the_mapping_from_production_column_names(
     code, out, err = run_cli(["kb", "import", *home, parquet, *minimal, "--full", "--json"])
     assert code == 0, err
     assert json.loads(out)["suggested_map"] == {"doc_id": "document_id", "title": "section_title"}
+
+
+def test_a_teams_own_logger_naming_query_and_time_its_own_way_is_read(
+    tmp_path: Path, run_cli: RunCli
+) -> None:
+    # v1 sections, but the query as `query` and the time as `timestamp`, as many loggers write them.
+    path = tmp_path / "requests.jsonl"
+    line = {
+        "request_id": REQUESTS[0],
+        "timestamp": "2026-11-30T08:00:00Z",
+        "query": "dpkg 是干什么的",
+        "stages": {"bm25": [{"id": IDS[3], "score": 5.2}], "final_context": [IDS[3]]},
+        "feedback": {"rating": "thumbs_down"},
+    }
+    path.write_text(json.dumps(line, ensure_ascii=False) + "\n", encoding="utf-8")
+    home = ["--home", str(tmp_path / "home")]
+    code, out, err = run_cli(["logs", "ingest", *home, str(path), "--json"])
+    assert code == 0, err
+    assert (json.loads(out)["ingested"], json.loads(out)["quarantined"]) == (1, 0)
+    code, out, err = run_cli(["show", *home, REQUESTS[0]])
+    assert code == 0, err
+    assert "query: dpkg 是干什么的" in out and "time: 2026-11-30T08:00:00+00:00" in out
+    assert f"bm25: {IDS[3]}" in out

@@ -103,10 +103,15 @@ def test_flat_form_keeps_raw_query_and_ts_over_the_flat_names() -> None:
     assert (mapped["query"], mapped["timestamp"]) == ("other", 6)
 
 
-def test_a_v1_line_with_only_query_still_lacks_raw_query() -> None:
-    # Without any flat-form key the line is v1, whose query field is raw_query.
+def test_a_v1_line_naming_its_query_and_time_the_flat_way_is_read() -> None:
+    # Teams' own loggers write v1 sections with `query`/`timestamp`: the names alone are mapped.
+    record = RequestLog.model_validate(
+        {"request_id": "r", "query": "q", "timestamp": "2026-11-30T08:00:00Z", "stages": {"bm25": ["a"]}}
+    )
+    assert (record.raw_query, record.ts is not None, record.stages.bm25) == ("q", True, ["a"])
+    # A line with no query under any name still lacks raw_query.
     with pytest.raises(ValidationError) as caught:
-        RequestLog.model_validate({"request_id": "r", "query": "q"})
+        RequestLog.model_validate({"request_id": "r", "text": "q"})
     assert caught.value.errors()[0]["loc"] == ("raw_query",)
 
 
