@@ -329,6 +329,8 @@ HASH_NEUTRAL_AT: dict[tuple[str, ...], Any] = {
     ("index", "dense_backend"): frozenset({"qdrant_local", "auto"}),
     ("index", "query_segmentation"): "search",
     ("rerank", "weights", "bm25_score"): 0.0,
+    # Added after the fixture traffic was logged: unset, refusal by lexical support is as it was.
+    ("rerank", "refusal_dense_gap"): None,
     # The alias file's contents entered the hash after the fixture traffic was logged with
     # `fixtures/aliases.toml` (path only); at exactly those bytes the digest drops, so
     # fixtures/logs/production.toml still hashes as logged. Any other contents count.

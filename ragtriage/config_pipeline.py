@@ -111,6 +111,12 @@ class RerankSettings(StrictModel):
     cross-encoder's best probability always wins): the best dense cosine, the first fused score, the
     best combined rerank score, or `lexical_support` — the IDF-weighted share of the query's content
     terms that the final `top_n` candidates contain (n/a without a local BM25 index: not judged)."""
+    refusal_dense_gap: float | None = Field(default=None, ge=0)
+    """With `lexical_support`: the share of query terms the candidates lack counts only when the dense
+    route agrees that nothing stands out — its first cosine minus its tenth (`DENSE_GAP_RANK`) below
+    this. Where the first hit stands out the missing words are taken as wording the dense route
+    bridged (补卡 for 补签) and the score is 1. An out-of-vocabulary name still refuses alone; without
+    a dense route only it does. None: the share alone decides."""
     freshness_now: str | None = None
     """ISO-8601 moment the freshness feature is computed at (None: the current time)."""
 

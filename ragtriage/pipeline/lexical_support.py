@@ -34,6 +34,15 @@ unlike a CJK term whose word boundaries jieba guessed, a Latin word is delimited
 from the whole KB is reliable evidence that the KB does not cover it. Queries without CJK
 characters have no such names (every word is Latin), so the veto never applies to them.
 
+Dense agreement (`[rerank] refusal_dense_gap`, `with_dense_gap`): a lexical gap is also what a
+colloquial word the documents never use looks like (补卡 for 补签, 撤单 for 撤销), and dense
+retrieval bridges exactly those. So the share counts only when the dense route agrees that the KB
+holds nothing that stands out for the query: its first cosine minus its tenth (`DENSE_GAP_RANK`,
+the last hit when it returned fewer) below the threshold, a flat list of near-equal neighbours — the
+score-gap form of post-retrieval query performance prediction (Shtok et al. 2012; Cronen-Townsend
+et al. 2002). Where the first hit stands out, or there is no dense route, the score is 1 and
+`term_share` keeps the share; an out-of-vocabulary name still sets it to 0.
+
 The score is None (n/a) when nothing can be judged: no content term, no local BM25 index to count
 document frequencies in (a KB searched only through a production engine), or no candidate whose
 text the KB holds (foreign ids). `LexicalSupport.note` says which, and refusal then does not judge.
@@ -48,9 +57,10 @@ from typing import Protocol, runtime_checkable
 
 from ragtriage.pipeline.analyzer import normalize_text, tokenize
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
-from ragtriage.pipeline.types import LexicalSupport, ScoredChunk, TermSupport
+from ragtriage.pipeline.types import LexicalSupport, RouteResult, ScoredChunk, TermSupport
 
 __all__ = [
+    "DENSE_GAP_RANK",
     "MIN_FUZZY_CHARS",
     "QUESTION_FILLERS",
     "DocumentFrequencies",
@@ -61,9 +71,11 @@ __all__ = [
     "content_terms",
     "candidate_text",
     "candidates_support",
+    "dense_gap",
     "lexical_support",
     "oov_names",
     "spelling_neighbours",
+    "with_dense_gap",
 ]
 
 #: Question words and fillers: they say *that* something is asked, not *what*, so no chunk needs
@@ -86,6 +98,10 @@ _LATIN_LETTER = re.compile(r"[a-z]")
 #: Shortest word a spelling neighbour may stand in for: one edit turns a short name into another
 #: real word too easily (ufw/uefi-like pairs, yum/sum), while a typo in a long word rarely does.
 MIN_FUZZY_CHARS = 5
+
+#: The dense hit the first is compared with (`dense_gap`): deep enough that a few near-duplicate
+#: chunks of one answer do not hide a standing-out first hit, shallow enough for the default k (10).
+DENSE_GAP_RANK = 10
 
 
 @runtime_checkable
@@ -225,3 +241,25 @@ def candidates_support(
             texts.append(candidate_text(meta.title, meta.heading_path, contents[chunk_id]))
     frequencies = bm25 if isinstance(bm25, DocumentFrequencies) else None
     return lexical_support(query, texts, frequencies)
+
+
+def dense_gap(routes: Sequence[RouteResult]) -> float | None:
+    """The first cosine minus the `DENSE_GAP_RANK`-th (the last, when fewer) of the dense route whose
+    first hit scores highest; None without a dense route holding two hits."""
+    lists = [r.hits for r in routes if r.kind == "dense" and len(r.hits) >= 2]
+    if not lists:
+        return None
+    hits = max(lists, key=lambda h: h[0].score)
+    return round(hits[0].score - hits[min(DENSE_GAP_RANK, len(hits)) - 1].score, 6)
+
+
+def with_dense_gap(support: LexicalSupport, gap: float | None, threshold: float | None) -> LexicalSupport:
+    """`support` with the dense agreement applied (module docstring): the score becomes 1 when the
+    dense route's first hit stands out (`gap` ≥ `threshold`) or there is no dense route, unless an
+    out-of-vocabulary name set it to 0. Unchanged when `threshold` is None or the score is n/a."""
+    if threshold is None or support.score is None:
+        return support
+    update: dict[str, object] = {"dense_gap": gap, "dense_gap_threshold": threshold}
+    if not support.oov_names() and (gap is None or gap >= threshold):
+        update["score"] = 1.0
+    return support.model_copy(update=update)

@@ -20,7 +20,7 @@ from ragtriage.errors import RagtriageError
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
 from ragtriage.pipeline.features import route_scores
 from ragtriage.pipeline.fusion import fuse
-from ragtriage.pipeline.lexical_support import candidates_support
+from ragtriage.pipeline.lexical_support import candidates_support, dense_gap, with_dense_gap
 from ragtriage.pipeline.normalize import normalize_query
 from ragtriage.pipeline.refusal import chosen_score, not_judged_note, refusal_reason, refusal_scores
 from ragtriage.pipeline.rerank import Reranker, RerankItem, RerankOutcome
@@ -310,7 +310,11 @@ class Pipeline:
                 self._items(fused[:pool], routes),
                 now=options.as_of,
             )
-            support = candidates_support(item.raw_query, outcome.reranked[:top_n], self.chunks, self.bm25)
+            support = with_dense_gap(
+                candidates_support(item.raw_query, outcome.reranked[:top_n], self.chunks, self.bm25),
+                dense_gap(routes),
+                self.settings.rerank.refusal_dense_gap,
+            )
             scores = refusal_scores(routes, fused, outcome.reranked, outcome.pairs, support)
             refusal_kind, refusal_value = chosen_score(scores, self.settings.rerank.refusal_score)
             threshold = self.settings.rerank.refusal_threshold

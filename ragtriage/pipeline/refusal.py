@@ -5,6 +5,7 @@ pool; otherwise the one `[rerank] refusal_score` names: `dense_cosine` (the best
 any dense route returned), `fused` (the fused score of the first fused candidate), `final` (the
 best combined rerank score) or `lexical_support` (the IDF-weighted share of the query's content
 terms that the final candidates contain, 0 when the query names something the KB never contains,
+1 when `[rerank] refusal_dense_gap` is set and the dense route's first hit stands out,
 `pipeline.lexical_support`). The trace records which
 score was used and its value.
 
@@ -89,6 +90,11 @@ def refusal_reason(
                     reason += f"; the top {support.candidates} candidates also lack {', '.join(missing)}"
             elif missing:
                 reason += f": the top {support.candidates} candidates lack {', '.join(missing)}"
+                if support.dense_gap is not None and support.dense_gap_threshold is not None:
+                    reason += (
+                        f", and no dense hit stands out (first − tenth cosine {support.dense_gap:.4f} < "
+                        f"{support.dense_gap_threshold:g})"
+                    )
         return reason
     return None
 

@@ -178,6 +178,17 @@ class LexicalSupport(BaseModel):
     """N: chunks in the BM25 index the document frequencies come from."""
     note: str | None = None
     """Why the score is n/a, in plain words."""
+    dense_gap: float | None = None
+    """The best dense route's first cosine minus its tenth (`[rerank] refusal_dense_gap`; None: not
+    used, or no dense route)."""
+    dense_gap_threshold: float | None = None
+    """`[rerank] refusal_dense_gap` when it was applied."""
+
+    def dense_stands_out(self) -> bool:
+        """Whether the dense route's first hit stood out (gap ≥ threshold), so the share was set aside."""
+        return self.dense_gap_threshold is not None and (
+            self.dense_gap is None or self.dense_gap >= self.dense_gap_threshold
+        )
 
     def oov_names(self) -> list[str]:
         """The query's out-of-vocabulary names (words the KB never contains), in query order."""
@@ -206,8 +217,20 @@ class LexicalSupport(BaseModel):
             )
             if self.term_share is not None:
                 head += f"; term share {self.term_share:.3f} over the top {self.candidates} candidates"
+        elif self.dense_stands_out() and self.term_share is not None:
+            why = (
+                f"the dense route's first hit stands out (first − tenth cosine {self.dense_gap:.4f} ≥ "
+                f"{self.dense_gap_threshold:g})"
+                if self.dense_gap is not None
+                else "no dense route to confirm it"
+            )
+            head = f"lexical support 1: term share {self.term_share:.3f} set aside, {why}"
+            if not missing:
+                return head
         else:
             head = f"lexical support {self.score:.3f} over the top {self.candidates} candidates"
+            if self.dense_gap is not None and self.dense_gap_threshold is not None:
+                head += f", dense route flat (first − tenth cosine {self.dense_gap:.4f})"
             if not missing:
                 return f"{head}: they contain every query term ({', '.join(found)})"
         where = ", ".join(
