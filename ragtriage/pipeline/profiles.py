@@ -312,9 +312,13 @@ def describe_shape(settings: Settings) -> str:
         if rerank.min_n and rerank.min_score is not None
         else f"top {rerank.top_n}"
     )
-    # The score is named when it is not the default one (a cross-encoder's still wins when it scores).
-    kind = "" if rerank.refusal_score == "dense_cosine" else f"{rerank.refusal_score} "
-    refusal = f", refuse {kind}< {rerank.refusal_threshold:g}" if rerank.refusal_threshold is not None else ""
+    # A cross-encoder's probability replaces the configured score whenever it scores the pool.
+    kind = "cross_encoder" if rerank.backend != "none" else rerank.refusal_score
+    refusal = ""
+    if rerank.refusal_threshold is not None:
+        refusal = f", refuse {kind} < {rerank.refusal_threshold:g}"
+        if kind == "lexical_support" and rerank.refusal_dense_gap is not None:
+            refusal += f" (dense gap < {rerank.refusal_dense_gap:g})"
     alias = ", replacing rewrite" if settings.rewrite.alias_mode == "replace" else ""
     return (
         f"{', '.join(routes)}{alias} → {fused} → pool {retrieval.candidate_pool} → "

@@ -110,7 +110,10 @@ def test_calibrate_write_then_the_next_run_refuses_as_swept(tmp_path: Path, home
     ]
     eval_store.add_cases(workspace.engine, "default", cases)
     workspace.close()
-    (home / "config.toml").write_text("# tuned by the team\n[rerank]\ntop_n = 3\n", encoding="utf-8")
+    # The team refuses by the dense cosine (the default score is lexical support).
+    (home / "config.toml").write_text(
+        '# tuned by the team\n[rerank]\ntop_n = 3\nrefusal_score = "dense_cosine"\n', encoding="utf-8"
+    )
     runner = CliRunner()
     assert runner.invoke(cli, ["eval", "run", "--name", "before"]).exit_code == 0
     result = runner.invoke(cli, ["eval", "calibrate-refusal", "--max-wrong-refusals", "0.25", "--json"])

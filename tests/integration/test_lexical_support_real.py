@@ -30,7 +30,8 @@ ROWS: list[dict[str, Any]] = [
     {"id": 43, "document_id": 8, "section_title": "发票开具",
      "text": "开具红字发票前须先申请红字信息表，专票需要填写税号。"},
 ]  # fmt: skip
-SETTINGS = '[rerank]\ntop_n = 2\nrefusal_score = "lexical_support"\nrefusal_threshold = 0.5\n'
+# The share alone (no dense agreement): these tests are about what it says; the default is below.
+SETTINGS = '[rerank]\ntop_n = 2\nrefusal_score = "lexical_support"\nrefusal_threshold = 0.5\nrefusal_dense_gap = "off"\n'
 
 
 def _run(*args: str) -> Result:
@@ -151,3 +152,26 @@ def test_eval_show_names_the_query_terms_a_refused_case_lacks(
     assert "refused no-answer-weixin: lexical_support score" in said
     assert "query terms: lexical support" in said and "not found: 微信 (in no chunk of the KB)" in said
     assert "refused leave" not in said
+
+
+def test_default_refusal_needs_the_dense_route_to_agree(tmp_path: Path, home: Path) -> None:
+    # The default score and dense gap (0.009) on the same foreign-id KB, at the threshold above.
+    _import(tmp_path, home, "[rerank]\ntop_n = 2\nrefusal_threshold = 0.5\n")
+    kept = json.loads(_run("replay", "--query", "微信支付宝怎么报销", "--json").stdout)
+    support = kept["lexical_support"]
+    # 微信 and 支付宝 are in no chunk (share below the threshold), but the dense route's first hit
+    # stands out from the rest of the KB: the missing words count as wording, not missing content.
+    assert support["term_share"] < 0.5 and support["score"] == 1.0 and support["dense_gap"] >= 0.009
+    assert not kept["refused"] and kept["final"] and kept["refusal_score_kind"] == "lexical_support"
+    shown = " ".join(_run("replay", "--query", "微信支付宝怎么报销").output.split())
+    assert "set aside, the dense route's first hit stands out" in shown
+    # An out-of-vocabulary name still refuses alone.
+    named = json.loads(_run("replay", "--query", "wireguard客户端连接失败", "--json").stdout)
+    assert named["refused"] and named["refusal_reason"].endswith(": the KB never mentions wireguard")
+    # Where the dense list counts as flat (every gap is below 1), the share refuses, and says both.
+    (home / "config.toml").write_text(
+        "[rerank]\ntop_n = 2\nrefusal_threshold = 0.5\nrefusal_dense_gap = 1.0\n", encoding="utf-8"
+    )
+    flat = json.loads(_run("replay", "--query", "微信支付宝怎么报销", "--json").stdout)
+    assert flat["refused"] and flat["lexical_support"]["score"] == support["term_share"]
+    assert "candidates lack" in flat["refusal_reason"] and "and no dense hit stands out" in flat["refusal_reason"]

@@ -103,8 +103,9 @@ def test_config_hash_follows_the_alias_files_contents(tmp_path: Path) -> None:
     first = home_hash()
     (home / "aliases.toml").write_text('补签 = ["补打卡"]\n', encoding="utf-8")
     assert home_hash() != first
-    # No alias file set: the hash is as it was before contents counted.
-    assert Settings().config_hash() == "22d04331576c"
+    # No alias file set: the hash is as it was before contents counted (refusal pinned off, as then).
+    no_refusal = {"refusal_threshold": "off", "refusal_score": "dense_cosine", "refusal_dense_gap": "off"}
+    assert Settings(rerank=no_refusal).config_hash() == "22d04331576c"  # type: ignore[arg-type]
 
 
 def test_cli_reports_config_error_with_exit_code_2(tmp_path: Path) -> None:

@@ -163,17 +163,23 @@ def test_terms_are_the_ones_the_bm25_index_searches() -> None:
     assert content_terms("微信怎么放行端口") == ["微信", "放行", "端口"]  # without an index: the analyzer's
 
 
-def test_profile_shape_names_a_non_default_refusal_score() -> None:
+def test_profile_shape_names_the_refusal_score() -> None:
     from ragtriage.config import Settings
     from ragtriage.pipeline.profiles import describe_shape
 
+    # The default: lexical support with dense agreement.
+    assert describe_shape(Settings()).endswith("top 6, refuse lexical_support < 0.2 (dense gap < 0.009)")
     lexical = Settings.model_validate(
-        {"rerank": {"refusal_score": "lexical_support", "refusal_threshold": 0.15}}
+        {"rerank": {"refusal_score": "lexical_support", "refusal_threshold": 0.15, "refusal_dense_gap": "off"}}
     )
     assert describe_shape(lexical).endswith("top 6, refuse lexical_support < 0.15")
-    assert describe_shape(Settings.model_validate({"rerank": {"refusal_threshold": 0.3}})).endswith(
-        "top 6, refuse < 0.3"
-    )
+    dense = Settings.model_validate({"rerank": {"refusal_score": "dense_cosine", "refusal_threshold": 0.3}})
+    assert describe_shape(dense).endswith("top 6, refuse dense_cosine < 0.3")
+    cross = Settings.model_validate({"rerank": {"backend": "cross-encoder", "model": "m", "refusal_threshold": 0.3}})
+    assert describe_shape(cross).endswith("top 6, refuse cross_encoder < 0.3")
+    # "off" (TOML has no null) turns refusal off.
+    off = Settings.model_validate({"rerank": {"refusal_threshold": "off"}})
+    assert off.rerank.refusal_threshold is None and "refuse" not in describe_shape(off)
 
 
 class NeighbourFrequencies(TableFrequencies):

@@ -198,12 +198,23 @@ def test_new_settings_at_their_default_keep_logged_hashes() -> None:
     # The default's changed on purpose: `index.title_boost` 2.0 → 0.3, then the rerank's `bm25_score`
     # weight 0 → 0.02 and `index.query_segmentation` search → precise; with the old values pinned,
     # the old hashes come back.
-    before = {"rerank": {"weights": {"bm25_score": 0.0}}, "index": {"query_segmentation": "search"}}
-    assert Settings().config_hash() == "22d04331576c"
+    # Refusal by lexical support (< 0.2, dense gap 0.009) became a default after that: pinned off
+    # (TOML "off"), with the dense_cosine score, the hashes from before it come back.
+    no_refusal = {"refusal_threshold": "off", "refusal_score": "dense_cosine", "refusal_dense_gap": "off"}
+    assert Settings().config_hash() == "e20d1e3a87db"
+    assert Settings(rerank=no_refusal).config_hash() == "22d04331576c"  # type: ignore[arg-type]
+    unset = {"refusal_threshold": None, "refusal_score": "dense_cosine", "refusal_dense_gap": None}
+    assert Settings(rerank=unset).config_hash() == "22d04331576c"  # type: ignore[arg-type]
+    before = {
+        "rerank": {"weights": {"bm25_score": 0.0}, **no_refusal},
+        "index": {"query_segmentation": "search"},
+    }
     assert Settings(**before).config_hash() == "3103edbaa3d2"  # type: ignore[arg-type]
     old = {**before, "index": {"query_segmentation": "search", "title_boost": 2.0}}
     assert Settings(**old).config_hash() == "a68ea699b433"  # type: ignore[arg-type]
     production = load_settings(FIXTURES_DIR / "logs" / "production.toml", environ={})
+    assert production.rerank.refusal_threshold is None and production.rerank.refusal_score == "dense_cosine"
+    assert production.rerank.refusal_dense_gap is None
     assert production.rerank.weights.bm25_score == 0.0
     assert production.index.query_segmentation == "search"
     assert production.config_hash() == "daf63ae39dcf"
@@ -222,7 +233,8 @@ def test_new_settings_at_their_default_keep_logged_hashes() -> None:
     assert Settings().index.dense_backend == "auto"
     assert Settings(index={"dense_backend": "qdrant_local"}).config_hash() == Settings().config_hash()
     for neutral in ("auto", "qdrant_local"):
-        assert Settings(index={"dense_backend": neutral}).config_hash() == "22d04331576c"
+        pinned = Settings(index={"dense_backend": neutral}, rerank=no_refusal)  # type: ignore[arg-type]
+        assert pinned.config_hash() == "22d04331576c"
     assert Settings(index={"dense_backend": "qdrant_edge"}).config_hash() != Settings().config_hash()
 
 

@@ -81,10 +81,10 @@ def test_unset_or_not_applicable_leaves_the_score_alone() -> None:
     assert empty.score is None and with_dense_gap(empty, 0.5, 0.009) == empty
 
 
-def test_setting_is_checked_and_hash_neutral_while_unset() -> None:
-    assert Settings().rerank.refusal_dense_gap is None
-    assert Settings(rerank={"refusal_dense_gap": None}).config_hash() == Settings().config_hash()  # type: ignore[arg-type]
-    assert Settings(rerank={"refusal_dense_gap": 0.009}).config_hash() != Settings().config_hash()  # type: ignore[arg-type]
+def test_setting_default_and_off() -> None:
+    assert Settings().rerank.refusal_dense_gap == 0.009 and Settings().rerank.refusal_score == "lexical_support"
+    off = Settings(rerank={"refusal_dense_gap": "off"})  # type: ignore[arg-type]
+    assert off.rerank.refusal_dense_gap is None and off.config_hash() != Settings().config_hash()
     from pydantic import ValidationError
 
     with pytest.raises(ValidationError):
