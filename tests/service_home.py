@@ -27,8 +27,12 @@ from tests.tiny_kb import write_markdown_docs
 XSS_QUERY = '出差回来发票多久内要交 <script>alert("q")</script>'
 XSS_TAG = "<img src=x onerror=alert(1)>"
 
+#: Refusal off in both runs: the XSS query's markup words (script, alert, q) are in no chunk, so the
+#: default refusal's out-of-vocabulary veto would refuse that case in both runs and hide the one case
+#: the variant loses; these homes are about escaping and comparing runs, not refusal.
+HOME_CONFIG = '[rerank]\nrefusal_threshold = "off"\n'
 #: Run `variant`: dense retrieval on the raw query only, one chunk into the final context.
-VARIANT_CONFIG = '[retrieval]\nroutes = ["dense_raw"]\n\n[rerank]\ntop_n = 1\n'
+VARIANT_CONFIG = '[retrieval]\nroutes = ["dense_raw"]\n\n[rerank]\ntop_n = 1\nrefusal_threshold = "off"\n'
 
 #: (query, gold doc or None for a refusal case, tags).
 BADCASES: list[tuple[str, str | None, list[str]]] = [
@@ -110,6 +114,8 @@ def build_eval_home(root: Path, *, runs: bool = True) -> EvalHome:
     home = root / "home"
     variant_config = root / "variant.toml"
     variant_config.write_text(VARIANT_CONFIG, encoding="utf-8")
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(HOME_CONFIG, encoding="utf-8")
     workspace = Workspace.open(home, None)
     try:
         add_paths(workspace, [write_markdown_docs(root / "docs")])

@@ -31,7 +31,10 @@ ROWS: list[dict[str, Any]] = [
      "text": "开具红字发票前须先申请红字信息表，专票需要填写税号。"},
 ]  # fmt: skip
 # The share alone (no dense agreement): these tests are about what it says; the default is below.
-SETTINGS = '[rerank]\ntop_n = 2\nrefusal_score = "lexical_support"\nrefusal_threshold = 0.5\nrefusal_dense_gap = "off"\n'
+SETTINGS = (
+    '[rerank]\ntop_n = 2\nrefusal_score = "lexical_support"\nrefusal_threshold = 0.5\n'
+    'refusal_dense_gap = "off"\n'
+)
 
 
 def _run(*args: str) -> Result:
@@ -174,4 +177,7 @@ def test_default_refusal_needs_the_dense_route_to_agree(tmp_path: Path, home: Pa
     )
     flat = json.loads(_run("replay", "--query", "微信支付宝怎么报销", "--json").stdout)
     assert flat["refused"] and flat["lexical_support"]["score"] == support["term_share"]
-    assert "candidates lack" in flat["refusal_reason"] and "and no dense hit stands out" in flat["refusal_reason"]
+    assert (
+        "candidates lack" in flat["refusal_reason"]
+        and "and no dense hit stands out" in flat["refusal_reason"]
+    )

@@ -170,12 +170,20 @@ def test_profile_shape_names_the_refusal_score() -> None:
     # The default: lexical support with dense agreement.
     assert describe_shape(Settings()).endswith("top 6, refuse lexical_support < 0.2 (dense gap < 0.009)")
     lexical = Settings.model_validate(
-        {"rerank": {"refusal_score": "lexical_support", "refusal_threshold": 0.15, "refusal_dense_gap": "off"}}
+        {
+            "rerank": {
+                "refusal_score": "lexical_support",
+                "refusal_threshold": 0.15,
+                "refusal_dense_gap": "off",
+            }
+        }
     )
     assert describe_shape(lexical).endswith("top 6, refuse lexical_support < 0.15")
     dense = Settings.model_validate({"rerank": {"refusal_score": "dense_cosine", "refusal_threshold": 0.3}})
     assert describe_shape(dense).endswith("top 6, refuse dense_cosine < 0.3")
-    cross = Settings.model_validate({"rerank": {"backend": "cross-encoder", "model": "m", "refusal_threshold": 0.3}})
+    cross = Settings.model_validate(
+        {"rerank": {"backend": "cross-encoder", "model": "m", "refusal_threshold": 0.3}}
+    )
     assert describe_shape(cross).endswith("top 6, refuse cross_encoder < 0.3")
     # "off" (TOML has no null) turns refusal off.
     off = Settings.model_validate({"rerank": {"refusal_threshold": "off"}})

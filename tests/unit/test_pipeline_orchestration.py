@@ -209,7 +209,9 @@ def test_logged_rewrite_and_extra_aliases() -> None:
 def test_refusal_below_threshold() -> None:
     # A cosine is never above 1: every run refuses (fakes have no BM25 document frequencies, so the
     # default lexical support would be n/a and not judge).
-    settings = Settings.model_validate({"rerank": {"refusal_threshold": 5.0, "refusal_score": "dense_cosine"}})
+    settings = Settings.model_validate(
+        {"rerank": {"refusal_threshold": 5.0, "refusal_score": "dense_cosine"}}
+    )
     pipeline, _, _ = _build({"q": ["c1"]}, {}, settings=settings)
     trace = pipeline.run("q")
     assert trace.refused and trace.final == [] and "refusal_threshold" in (trace.refusal_reason or "")

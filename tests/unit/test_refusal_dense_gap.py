@@ -39,7 +39,9 @@ def test_gap_is_first_minus_tenth_of_the_best_dense_route() -> None:
 
 def test_a_standing_out_dense_hit_sets_the_share_aside() -> None:
     # 补卡 is the user's word; the KB says 补签 (an alias gap): share 0, but dense found the section.
-    support = lexical_support("补卡怎么申请", ["补签申请：忘记打卡后三天内提交"], TableFrequencies(10, {"申请": 6}))
+    support = lexical_support(
+        "补卡怎么申请", ["补签申请：忘记打卡后三天内提交"], TableFrequencies(10, {"申请": 6})
+    )
     assert support.score is not None and support.score < 0.5 and support.term_share == support.score
     kept = with_dense_gap(support, 0.03, 0.009)
     assert kept.score == 1.0 and kept.term_share == support.term_share and kept.dense_gap == 0.03
@@ -64,7 +66,8 @@ def test_without_a_dense_route_only_the_veto_refuses() -> None:
     support = lexical_support("补卡怎么申请", ["补签申请"], TableFrequencies(10, {"申请": 6}))
     alone = with_dense_gap(support, None, 0.009)
     assert alone.score == 1.0 and "no dense route to confirm it" in alone.explain()
-    named = lexical_support("wireguard客户端怎么配置", ["客户端配置说明"], TableFrequencies(10, {"客户端": 2, "配置": 3}))
+    frequencies = TableFrequencies(10, {"客户端": 2, "配置": 3})
+    named = lexical_support("wireguard客户端怎么配置", ["客户端配置说明"], frequencies)
     assert named.oov_names() == ["wireguard"]
     for gap in (None, 0.5):
         vetoed = with_dense_gap(named, gap, 0.009)
@@ -82,7 +85,9 @@ def test_unset_or_not_applicable_leaves_the_score_alone() -> None:
 
 
 def test_setting_default_and_off() -> None:
-    assert Settings().rerank.refusal_dense_gap == 0.009 and Settings().rerank.refusal_score == "lexical_support"
+    assert (
+        Settings().rerank.refusal_dense_gap == 0.009 and Settings().rerank.refusal_score == "lexical_support"
+    )
     off = Settings(rerank={"refusal_dense_gap": "off"})  # type: ignore[arg-type]
     assert off.rerank.refusal_dense_gap is None and off.config_hash() != Settings().config_hash()
     from pydantic import ValidationError
