@@ -35,6 +35,11 @@ def _build(home: Path) -> None:
     from ragtriage.logs.ingest import ingest_lines
 
     write_demo_config(home, FIXTURES / "aliases.toml")
+    # Refusal off, as the fixture traffic's production ran: the markup query's words (bold, link,
+    # http) are in no chunk, so the default refusal's out-of-vocabulary veto would refuse it and
+    # change its queue row; how a refusal is shown is tested in tests/unit/test_lexical_support.py.
+    with (home / "config.toml").open("a", encoding="utf-8") as config:
+        config.write('\n[rerank]\nrefusal_threshold = "off"\n')
     workspace = Workspace.open(home)
     try:
         seed_embedding_cache(workspace)
