@@ -39,11 +39,21 @@ def _print_summary(summary: Any) -> None:
     console.print(table)
     no_gold = summary.aggregates.get("no_gold", {})
     shift = summary.aggregates.get("rank_shift", {})
+    refusal = (
+        f"refused {no_gold.get('refused', 0)}, refusal accuracy {_fmt(no_gold.get('refusal_accuracy'))}"
+        if no_gold.get("refusal_accuracy") is not None
+        else "refusal accuracy n/a: no case without gold"
+    )
+    moved = (
+        f"rerank shift of gold {_fmt(shift.get('mean_shift'))} over "
+        f"{plural(shift.get('gold_pairs', 0), 'pair')}, {shift.get('dropped_by_rerank', 0)} dropped"
+        if shift.get("mean_shift") is not None
+        else "rerank shift of gold n/a: no gold chunk was in both the fused and the reranked list "
+        "(no rerank in this profile, or gold never retrieved)"
+    )
     console.print(
         f"ranking cases {summary.aggregates.get('cases', 0)}; no-gold cases {no_gold.get('cases', 0)} "
-        f"(refused {no_gold.get('refused', 0)}, refusal accuracy {_fmt(no_gold.get('refusal_accuracy'))}); "
-        f"rerank shift of gold {_fmt(shift.get('mean_shift'))} over {plural(shift.get('gold_pairs', 0), 'pair')}, "
-        f"{shift.get('dropped_by_rerank', 0)} dropped; wall {summary.timings.get('wall_s', 0)} s"
+        f"({refusal}); {moved}; wall {summary.timings.get('wall_s', 0)} s"
     )
 
 

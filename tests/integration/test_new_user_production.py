@@ -180,6 +180,13 @@ def test_a_json_array_eval_set_of_production_ids_imports_without_naming_its_form
     code, out, err = run_cli(["eval", "run", *base, "--name", "first"])
     assert code == 0, err
     assert all(len(line) <= 80 for line in out.splitlines())
+    assert "(refusal accuracy n/a: no case without gold)" in " ".join(out.split())
+    # A production shape without a reranker: the rerank figure says why it has no value.
+    code, out, err = run_cli(["eval", "run", *base, "--name", "hybrid", "--profile", "hybrid-weighted"])
+    assert code == 0, err
+    assert "rerank shift of gold n/a: no gold chunk was in both the fused and the reranked list" in " ".join(
+        out.split()
+    )
     code, out, err = run_cli(["eval", "show", *base, "first", "--json"])
     assert code == 0, err
     assert json.loads(out)["aggregates"]["means"]["mrr"] > 0
