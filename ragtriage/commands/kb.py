@@ -217,7 +217,8 @@ def chunks_command(
     home: Path | None,
     config_file: Path | None,
 ) -> None:
-    """List chunks in document order (tab-separated: chunk_id, status, anchor, title)."""
+    """List chunks in document order (tab-separated: chunk_id, status, anchor, title, heading_path
+    with ' › ' between the headings)."""
     with open_workspace(home, config_file) as workspace:
         chunks = service.list_chunks(
             workspace, doc_id=doc_id, include_content=with_content, include_deleted=include_deleted
@@ -225,7 +226,7 @@ def chunks_command(
     if as_json:
         echo_json(chunks)
         return
-    click.echo("chunk_id\tstatus\tanchor\ttitle")
+    click.echo("chunk_id\tstatus\tanchor\ttitle\theading_path")
     if not chunks:
         # On stderr: the table stays a clean TSV for scripts.
         hint = (
@@ -236,7 +237,8 @@ def chunks_command(
         )
         click.echo(f"no chunks{f' in {doc_id}' if doc_id else ' in this KB'}; {hint}", err=True)
     for chunk in chunks:
-        click.echo(f"{chunk.chunk_id}\t{chunk.status}\t{chunk.anchor or ''}\t{chunk.title}")
+        path = " › ".join(chunk.heading_path)
+        click.echo(f"{chunk.chunk_id}\t{chunk.status}\t{chunk.anchor or ''}\t{chunk.title}\t{path}")
         if with_content:
             click.echo(_indent(chunk.content) + "\n")
 

@@ -52,8 +52,11 @@ def test_kb_stats_chunks_show_and_remove(kb_dir: Path, home: Path) -> None:
     assert "revision 2" in _run("kb", "stats").stdout
 
     listing = _run("kb", "chunks", "--doc", "kb/guide").stdout.splitlines()
-    assert listing[0] == "chunk_id\tstatus\tanchor\ttitle"
-    assert [line.split("\t")[2:] for line in listing[1:]] == [["准备", "准备"], ["安装", "安装"]]
+    assert listing[0] == "chunk_id\tstatus\tanchor\ttitle\theading_path"
+    assert [line.split("\t")[2:] for line in listing[1:]] == [
+        ["准备", "准备", "安装指南 › 准备"],
+        ["安装", "安装", "安装指南 › 安装"],
+    ]
     chunks = json.loads(_run("kb", "chunks", "--json").stdout)
     assert len(chunks) == 3 and all(c["content"] == "" for c in chunks)
     with_content = json.loads(_run("kb", "chunks", "--doc", "kb/guide", "--json", "--with-content").stdout)

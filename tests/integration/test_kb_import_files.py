@@ -363,7 +363,7 @@ def test_an_empty_kb_says_how_to_fill_it_in_stats_and_chunks() -> None:
         "index: empty: the KB has no chunk yet (`ragtriage kb add DOCS` or `ragtriage kb import FILE`)"
     )
     listed = _run("kb", "chunks")
-    assert listed.exit_code == 0 and listed.stdout == "chunk_id\tstatus\tanchor\ttitle\n"
+    assert listed.exit_code == 0 and listed.stdout == "chunk_id\tstatus\tanchor\ttitle\theading_path\n"
     assert listed.stderr.startswith("no chunks in this KB; add documents with `ragtriage kb add DOCS`")
 
 

@@ -117,3 +117,10 @@ def test_kb_add_stores_the_pdf_under_its_folder_id(pdf_path: Path) -> None:
     )
     listed = json.loads(CliRunner().invoke(cli, ["kb", "chunks", "--json"]).stdout)
     assert len(listed) == report["chunks_written"] > 400
+    # The listing a triager reads shows each chunk's place in the outline.
+    tsv = CliRunner().invoke(cli, ["kb", "chunks", "--doc", "reference-pdf/debian-reference.zh-cn"]).stdout
+    header, *rows = tsv.splitlines()
+    assert header == "chunk_id\tstatus\tanchor\ttitle\theading_path"
+    paths = [row.split("\t")[4] for row in rows]
+    assert f"{TITLE} › GNU/Linux 教程 › 控制台基础 › shell 提示符" in paths
+    assert sum(path.count(" › ") >= 2 for path in paths) > len(paths) // 2
