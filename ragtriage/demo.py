@@ -175,6 +175,7 @@ def _known_gold(
 ) -> dict[str, list[str]]:
     """Gold of each request: the triage record's, else the log line's `fixture.gold_chunk_ids`, else
     the answer key of its query. Gold taken from the fixture or the key is stored as user `demo`."""
+    from ragtriage.store.gold import gold_ids
     from ragtriage.store.triage_repo import find_record, set_gold
     from ragtriage.triage.agreement import fixture_field
 
@@ -183,9 +184,7 @@ def _known_gold(
     for request_id in request_ids:
         record = records[request_id]
         triage = find_record(workspace.engine, request_id)
-        gold = [
-            g if isinstance(g, str) else str(g["chunk_id"]) for g in (triage.gold_chunk_ids if triage else [])
-        ]
+        gold = gold_ids(triage.gold_chunk_ids if triage else [])
         if not gold:
             gold = [str(g) for g in fixture_field(record).get("gold_chunk_ids") or []]
             gold = gold or list(gold_by_query.get(record.raw_query, []))

@@ -17,6 +17,7 @@ from ragtriage.commands.common import (
 from ragtriage.logs.requests import RequestView, request_view
 from ragtriage.logs.schema import STAGE_NAMES, LoggedFeedback, stage_ids
 from ragtriage.render.text import field_text, plural
+from ragtriage.store.gold import gold_text
 
 
 @click.command("show")
@@ -89,7 +90,7 @@ def _print_view(view: RequestView) -> None:
         _field("triage", f"{triage.status} (revision {triage.revision})")
         _field("reasons", ", ".join(triage.reasons) or "-")
         _field("labels", ", ".join(triage.labels) or "-")
-        _field("gold", " ".join(triage.gold_chunk_ids) or "-")
+        _field("gold", gold_text(triage.gold_chunk_ids, " ") or "-")
         if triage.assignee:
             _field("assignee", triage.assignee)
         for note in triage.notes:

@@ -21,6 +21,7 @@ from ragtriage.commands.common import (
     stdout_console,
     workspace_options,
 )
+from ragtriage.store.gold import gold_text
 from ragtriage.store.triage_repo import TriageRecord
 from ragtriage.workspace import Workspace
 
@@ -36,8 +37,7 @@ def _print_record(record: TriageRecord) -> None:
         if others:
             text.append(f" (also {', '.join(others)})")
     if record.gold_chunk_ids:
-        gold = [g if isinstance(g, str) else str(g.get("chunk_id")) for g in record.gold_chunk_ids]
-        text.append(f"; gold {', '.join(gold)}")
+        text.append(f"; gold {gold_text(record.gold_chunk_ids, ', ')}")
     if record.assignee:
         text.append(f"; assigned to {record.assignee}")
     text.append(f"; revision {record.revision}")

@@ -229,12 +229,13 @@ def logged_rewrite_options(record: RequestLog) -> RunOptions:
 
 
 def _stored_gold(workspace: Workspace, request_id: str) -> list[str]:
+    from ragtriage.store.gold import gold_ids
     from ragtriage.store.triage_repo import find_record
 
     triage = find_record(workspace.engine, request_id)
     if triage is None:
         return []
-    return [g if isinstance(g, str) else str(g.get("chunk_id")) for g in triage.gold_chunk_ids]
+    return gold_ids(triage.gold_chunk_ids)
 
 
 def compare_request(

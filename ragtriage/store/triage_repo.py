@@ -22,6 +22,7 @@ from sqlmodel import col
 
 from ragtriage.errors import InputError, NotFoundError, StoreError
 from ragtriage.store.db import read_session, write_session
+from ragtriage.store.gold import clean_gold
 from ragtriage.store.log_tables import TRIAGE_STATUSES, RequestLogRow, TriageAuditRow, TriageRow
 from ragtriage.wording import quoted
 
@@ -315,34 +316,6 @@ def set_labels(
         return before, {"labels": cleaned, "primary": row.primary_label}
 
     return _change(engine, request_id, "labels", mutate, expected_revision=expected_revision, user=user)
-
-
-def clean_gold(items: Sequence[str | Mapping[str, Any]]) -> list[str | dict[str, Any]]:
-    """Gold as stored: stripped chunk ids or `{chunk_id, grade}`, first occurrence kept.
-
-    Raises:
-        InputError: an empty id, or a graded entry without a chunk id or an integer grade.
-    """
-    cleaned: list[str | dict[str, Any]] = []
-    seen: set[str] = set()
-    for item in items:
-        if isinstance(item, Mapping):
-            chunk_id = str(item.get("chunk_id") or "").strip()
-            grade = item.get("grade", 1)
-            if not chunk_id or not isinstance(grade, int) or isinstance(grade, bool):
-                raise InputError(
-                    f'bad graded gold {quoted(dict(item))}; use {{"chunk_id": "c1", "grade": 2}}'
-                )
-            entry: str | dict[str, Any] = {"chunk_id": chunk_id, "grade": grade}
-        else:
-            chunk_id = str(item).strip()
-            if not chunk_id:
-                raise InputError("empty chunk id given as gold; drop it")
-            entry = chunk_id
-        if chunk_id not in seen:
-            seen.add(chunk_id)
-            cleaned.append(entry)
-    return cleaned
 
 
 def set_gold(

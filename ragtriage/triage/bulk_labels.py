@@ -25,6 +25,7 @@ from sqlalchemy.engine import Engine
 from ragtriage.errors import InputError
 from ragtriage.store import triage_repo
 from ragtriage.store.db import read_session
+from ragtriage.store.gold import clean_gold
 from ragtriage.store.log_tables import RequestLogRow
 from ragtriage.store.triage_repo import ConflictError, TriageRecord
 from ragtriage.triage.label_file import ROW_FIELDS, LabelFile, LabelRow, RowError
@@ -206,7 +207,7 @@ def _checked_gold(
     from ragtriage.triage.gold_check import deleted_gold, describe
 
     try:
-        gold = triage_repo.clean_gold(row.gold or [])
+        gold = clean_gold(row.gold or [])
     except InputError as error:
         raise _Rejected(row, "gold", str(error), 'write ["c1", "c2"]') from None
     ids = [item if isinstance(item, str) else str(item["chunk_id"]) for item in gold]

@@ -20,6 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from ragtriage.store.db import read_session
+from ragtriage.store.gold import gold_ids
 from ragtriage.store.log_tables import RequestLogRow, TriageRow
 from ragtriage.triage import monitor_logged as logged
 from ragtriage.triage import monitor_sql as sql
@@ -311,6 +312,6 @@ def _confirmed(
     )
     with read_session(engine) as session:
         return [
-            (row[0], row[1], logged.gold_ids(row[2] or []), bool(row[3]), str(row[4]))
+            (row[0], row[1], gold_ids(row[2] or []), bool(row[3]), str(row[4]))
             for row in session.execute(statement)
         ]

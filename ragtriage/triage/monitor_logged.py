@@ -160,15 +160,3 @@ def common_prefix(ids: Sequence[str]) -> str:
     while size < min(len(low), len(high)) and low[size] == high[size]:
         size += 1
     return low[:size]
-
-
-def gold_ids(items: Iterable[Any]) -> list[str]:
-    """Gold chunk ids of a triage record (plain ids or `{chunk_id, grade}` with grade > 0)."""
-    found = []
-    for item in items:
-        if isinstance(item, dict):
-            if item.get("chunk_id") and int(item.get("grade", 1) or 1) > 0:
-                found.append(str(item["chunk_id"]))
-        elif item:
-            found.append(str(item))
-    return found

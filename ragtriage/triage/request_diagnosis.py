@@ -48,6 +48,7 @@ def logged_case(workspace: Workspace, request_id: str) -> LoggedCase:
     from ragtriage.logs.replay_logged import logged_trace
     from ragtriage.logs.schema import RequestLog
     from ragtriage.store.db import read_session
+    from ragtriage.store.gold import gold_ids
     from ragtriage.store.log_tables import RequestLogRow, TriageRow
 
     with read_session(workspace.engine) as session:
@@ -58,9 +59,7 @@ def logged_case(workspace: Workspace, request_id: str) -> LoggedCase:
             )
         record = RequestLog.model_validate_json(row.body)
         triage = session.get(TriageRow, request_id)
-        gold = (
-            [str(g) for g in triage.gold_chunk_ids] if triage is not None and triage.gold_chunk_ids else None
-        )
+        gold = gold_ids(triage.gold_chunk_ids) if triage is not None and triage.gold_chunk_ids else None
         label = triage.primary_label if triage is not None and triage.status == "confirmed" else None
     if gold is None and label in workspace.settings.triage.no_gold_labels:
         gold = []  # confirmed without gold: the KB has no answer (known, not unknown)

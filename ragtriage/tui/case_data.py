@@ -12,6 +12,7 @@ from datetime import datetime
 
 from ragtriage.logs.fidelity_run import StoredFidelity
 from ragtriage.pipeline.types import ChunkRecord, Trace
+from ragtriage.store.gold import gold_ids as stored_gold_ids
 from ragtriage.store.triage_repo import TriageRecord
 from ragtriage.triage.diagnose import Diagnosis
 from ragtriage.workspace import Workspace
@@ -20,10 +21,10 @@ StopCheck = Callable[[], bool]
 
 
 def gold_ids(record: TriageRecord | None) -> list[str]:
-    """Gold chunk ids of a triage record (graded entries reduced to their id)."""
+    """Gold chunk ids of a triage record (`store.gold.gold_ids`)."""
     if record is None:
         return []
-    return [g if isinstance(g, str) else str(g.get("chunk_id")) for g in record.gold_chunk_ids]
+    return stored_gold_ids(record.gold_chunk_ids)
 
 
 @dataclass
