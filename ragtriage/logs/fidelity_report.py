@@ -142,7 +142,8 @@ def summarize(results: Sequence[RequestFidelity], *, least: int = 10) -> Fidelit
     )
     if not results:
         report.notes.append(
-            "no logged request matched: widen --since, check --version against `ragtriage queue`, "
+            "no logged request matched: widen --since, check --version against `ragtriage monitor --by "
+            "version`, "
             "or ingest logs with `ragtriage logs ingest`"
         )
     return report

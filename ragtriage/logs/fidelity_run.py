@@ -378,6 +378,15 @@ def measure_fidelity(
             f"{noun} {', '.join(unmapped)}: no [replay.versions] entry, replayed with the default profile; "
             "map them to a profile (`ragtriage profiles`) to replay them as production ran"
         )
+    if not records and version is not None:
+        from ragtriage.logs.requests import logged_versions
+
+        present = ", ".join(f"{name} ({count})" for name, count in logged_versions(workspace.engine).items())
+        report.notes.insert(
+            0,
+            f"no stored request has a pipeline_version matching {quoted(version)}; the logged ones: "
+            f"{present or 'none (no request stored)'}",
+        )
     report.selected = len(records)
     report.stored = stored
     report.replay_seconds = round(replay_seconds, 2)

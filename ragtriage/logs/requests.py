@@ -130,6 +130,15 @@ def request_view(engine: Engine, request_id: str) -> RequestView:
     return RequestView(request=_stored(engine, request_id), triage=find_record(engine, request_id))
 
 
+def logged_versions(engine: Engine) -> dict[str, int]:
+    """`pipeline_version` → stored requests, most first (`none logged` for requests without one)."""
+    version = col(RequestLogRow.pipeline_version)
+    with read_session(engine) as session:
+        rows = session.execute(select(version, func.count()).group_by(version)).all()
+    counts = {name or "none logged": int(count) for name, count in rows}
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 class ConflictLine(BaseModel):
     """A line set aside because its request_id is stored with a different request."""
 

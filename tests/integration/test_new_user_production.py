@@ -234,3 +234,17 @@ def test_a_teams_own_logger_naming_query_and_time_its_own_way_is_read(
     assert code == 0, err
     assert "query: dpkg 是干什么的" in out and "time: 2026-11-30T08:00:00+00:00" in out
     assert f"bm25: {IDS[3]}" in out
+
+
+def test_fidelity_of_an_unknown_version_names_the_logged_ones(
+    files: Path, tmp_path: Path, run_cli: RunCli
+) -> None:
+    base = _base(files, tmp_path / "home")
+    assert run_cli(["logs", "ingest", *base, str(files / "traces.otlp.jsonl")])[0] == 0
+    code, out, err = run_cli(["fidelity", *base, "--version", "kb-assistant-2026.10"])
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert (
+        "no stored request has a pipeline_version matching 'kb-assistant-2026.10'; "
+        f"the logged ones: kb-assistant-2026.11 ({len(REQUESTS)})"
+    ) in flat
