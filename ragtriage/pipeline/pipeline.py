@@ -18,17 +18,23 @@ import numpy as np
 from ragtriage.config import Settings
 from ragtriage.errors import RagtriageError
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
-from ragtriage.pipeline.features import route_scores
 from ragtriage.pipeline.fusion import fuse
 from ragtriage.pipeline.lexical_support import candidates_support, dense_gap, with_dense_gap
 from ragtriage.pipeline.normalize import normalize_query
 from ragtriage.pipeline.refusal import chosen_score, not_judged_note, refusal_reason, refusal_scores
-from ragtriage.pipeline.rerank import Reranker, RerankItem, RerankOutcome
+from ragtriage.pipeline.rerank import Reranker, RerankOutcome
 from ragtriage.pipeline.rewrite import Rewriter, RuleRewriter, extract_keywords, off_rewrite
-from ragtriage.pipeline.route_plan import PlannedRoute, engine_for, needs_vector, plan_routes, route_k
-from ragtriage.pipeline.trace_build import build_candidates
+from ragtriage.pipeline.route_plan import (
+    PlannedRoute,
+    engine_for,
+    fusion_weights,
+    needs_vector,
+    plan_routes,
+    route_k,
+    search_route,
+)
+from ragtriage.pipeline.trace_build import build_candidates, rerank_items
 from ragtriage.pipeline.types import (
-    ROUTE_DENSE_SUB_PREFIX,
     Embedder,
     LexicalSupport,
     ProfileRef,
@@ -38,7 +44,6 @@ from ragtriage.pipeline.types import (
     RunOptions,
     ScoredChunk,
     Trace,
-    VectorRetriever,
 )
 
 DenseSearch = Callable[[np.ndarray, int], list[ScoredChunk]]
@@ -307,7 +312,7 @@ class Pipeline:
             outcome = self.reranker.rerank(
                 item.rewrite.normalized_query,
                 self._keywords(item.rewrite),
-                self._items(fused[:pool], routes),
+                rerank_items(fused[:pool], routes, self.chunks),
                 now=options.as_of,
             )
             support = with_dense_gap(
@@ -365,60 +370,26 @@ class Pipeline:
         self, planned: PlannedRoute, vectors: np.ndarray | None, k: int
     ) -> tuple[list[ScoredChunk], list[str]]:
         """One route's hits and flags, from its production engine or the local index."""
-        engine = engine_for(self.engines, planned.name)
         vector = (
             vectors[planned.vector_row] if vectors is not None and planned.vector_row is not None else None
         )
-        if engine is not None:
-            retriever = engine[1]
-            if isinstance(retriever, VectorRetriever) and vector is not None:
-                return list(retriever.search_vector(vector, k)), []
-            hits, flags = retriever.search(planned.query, k)
-            return list(hits), list(flags)
-        if planned.kind == "bm25" and self.bm25 is not None:
-            hits, flags = self.bm25.search(planned.query, k)
-            return list(hits), list(flags)
-        if vector is not None and self.dense_search is not None:
-            return list(self.dense_search(vector, k)), []
-        return [], []
+        engine = engine_for(self.engines, planned.name)
+        return search_route(
+            planned, vector, k, engine=engine[1] if engine else None, bm25=self.bm25, dense=self.dense_search
+        )
 
     def _fuse(self, routes: Sequence[RouteResult]) -> list[ScoredChunk]:
         """The fused list by `[retrieval.fusion] method` (routes without hits take no part)."""
         retrieval = self.settings.retrieval
         fusion = retrieval.fusion
-        weights = {str(route): weight for route, weight in fusion.weights.items()}
-        for route in routes:
-            # `dense_sub` weighs every sub-query route.
-            if route.name.startswith(ROUTE_DENSE_SUB_PREFIX) and "dense_sub" in weights:
-                weights[route.name] = weights["dense_sub"]
         return fuse(
             fusion.method,
             {r.name: [(h.chunk_id, h.score) for h in r.hits] for r in routes if r.hits},
             rrf_k=retrieval.rrf_k,
-            weights=weights,
+            weights=fusion_weights(fusion.weights, routes),
             normalization=fusion.normalization,
             missing=fusion.missing,
         )
 
     def _keywords(self, rewrite: RewriteResult) -> list[str]:
         return rewrite.keywords or extract_keywords(rewrite.normalized_query, self.rules.tokenize)
-
-    def _items(self, fused: Sequence[ScoredChunk], routes: Sequence[RouteResult]) -> list[RerankItem]:
-        contents = self.chunks.contents([c.chunk_id for c in fused])
-        scores = route_scores((r.kind, [(h.chunk_id, h.score) for h in r.hits]) for r in routes)
-        items = []
-        for chunk in fused:
-            meta = self.chunks.get(chunk.chunk_id)
-            items.append(
-                RerankItem(
-                    chunk_id=chunk.chunk_id,
-                    rrf_score=chunk.score,
-                    title=meta.title if meta else None,
-                    content=contents.get(chunk.chunk_id, ""),
-                    updated_at=meta.updated_at if meta else None,
-                    product_line=meta.product_line if meta else None,
-                    bm25_score=scores.get(chunk.chunk_id, {}).get("bm25_score", 0.0),
-                    dense_score=scores.get(chunk.chunk_id, {}).get("dense_score", 0.0),
-                )
-            )
-        return items

@@ -7,8 +7,9 @@ Pure: no I/O. `plan_routes` turns a rewrite into the routes the settings (or a o
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ragtriage.config import RetrievalSettings
 from ragtriage.pipeline.normalize import normalize_text
@@ -20,7 +21,9 @@ from ragtriage.pipeline.types import (
     ROUTE_DENSE_SUB_PREFIX,
     Retriever,
     RewriteResult,
+    RouteResult,
     RunOptions,
+    ScoredChunk,
     VectorRetriever,
 )
 
@@ -103,3 +106,36 @@ def plan_routes(
         if route.skip_flag is None and engine is None and not local.get(route.kind, False):
             route.skip_flag = SKIPPED_NO_INDEX
     return routes
+
+
+def fusion_weights(weights: Mapping[Any, float], routes: Sequence[RouteResult]) -> dict[str, float]:
+    """`[retrieval.fusion] weights` per route name: a `dense_sub` weight weighs every sub-query route."""
+    by_route = {str(route): weight for route, weight in weights.items()}
+    for route in routes:
+        if route.name.startswith(ROUTE_DENSE_SUB_PREFIX) and "dense_sub" in by_route:
+            by_route[route.name] = by_route["dense_sub"]
+    return by_route
+
+
+def search_route(
+    planned: PlannedRoute,
+    vector: Any,
+    k: int,
+    *,
+    engine: Retriever | None,
+    bm25: Retriever | None,
+    dense: Callable[[Any, int], Sequence[ScoredChunk]] | None,
+) -> tuple[list[ScoredChunk], list[str]]:
+    """One route's top `k` hits and flags: from its production `engine` (by `vector` when it is a
+    vector engine and the query was embedded), else the local `bm25` index or `dense` search."""
+    if engine is not None:
+        if isinstance(engine, VectorRetriever) and vector is not None:
+            return list(engine.search_vector(vector, k)), []
+        hits, flags = engine.search(planned.query, k)
+        return list(hits), list(flags)
+    if planned.kind == "bm25" and bm25 is not None:
+        hits, flags = bm25.search(planned.query, k)
+        return list(hits), list(flags)
+    if vector is not None and dense is not None:
+        return list(dense(vector, k)), []
+    return [], []

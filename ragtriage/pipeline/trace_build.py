@@ -1,12 +1,38 @@
-"""Assemble the candidate pool of a trace: every chunk any route returned, at every stage."""
+"""Assemble what the pipeline builds from its stage lists: the reranker's input items, and the
+candidate pool of a trace (every chunk any route returned, at every stage)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
-from ragtriage.pipeline.rerank import RerankOutcome
+from ragtriage.pipeline.features import route_scores
+from ragtriage.pipeline.rerank import RerankItem, RerankOutcome
 from ragtriage.pipeline.types import Candidate, RouteResult, ScoredChunk, StageRank
+
+
+def rerank_items(
+    fused: Sequence[ScoredChunk], routes: Sequence[RouteResult], chunks: ChunkLookup
+) -> list[RerankItem]:
+    """The reranker's input: each fused chunk with its text, KB metadata and best route scores."""
+    contents = chunks.contents([c.chunk_id for c in fused])
+    scores = route_scores((r.kind, [(h.chunk_id, h.score) for h in r.hits]) for r in routes)
+    items = []
+    for chunk in fused:
+        meta = chunks.get(chunk.chunk_id)
+        items.append(
+            RerankItem(
+                chunk_id=chunk.chunk_id,
+                rrf_score=chunk.score,
+                title=meta.title if meta else None,
+                content=contents.get(chunk.chunk_id, ""),
+                updated_at=meta.updated_at if meta else None,
+                product_line=meta.product_line if meta else None,
+                bm25_score=scores.get(chunk.chunk_id, {}).get("bm25_score", 0.0),
+                dense_score=scores.get(chunk.chunk_id, {}).get("dense_score", 0.0),
+            )
+        )
+    return items
 
 
 def build_candidates(
