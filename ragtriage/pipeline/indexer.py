@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -124,14 +125,29 @@ def indexed_content_hash(indexes: Indexes, chunk_id: str) -> dict[str, str | Non
     return indexes.indexed_content_hash(chunk_id)
 
 
+def _bm25s_index_class() -> type[BM25sIndex]:
+    """`BM25sIndex`, imported on demand, and bm25s without numba.
+
+    bm25s imports numba when it is installed (ranx brings it), which costs about half a CPU-second
+    per process, and uses it only for its `numba` backend; the index scores with numpy
+    (`get_scores_from_ids`), so numba is hidden while bm25s is first imported.
+    """
+    hide = "numba" not in sys.modules and "bm25s" not in sys.modules
+    if hide:
+        sys.modules["numba"] = None  # type: ignore[assignment]  # `import numba` raises ImportError
+    try:
+        from ragtriage.pipeline.bm25s_index import BM25sIndex
+    finally:
+        if hide:
+            del sys.modules["numba"]
+    return BM25sIndex
+
+
 def _open_bm25(workspace: Workspace) -> WhooshIndex | BM25sIndex:
     index = workspace.settings.index
     engine: type[WhooshIndex] | type[BM25sIndex] = WhooshIndex
     if index.bm25_engine == "bm25s":
-        # Imported on demand: bm25s imports numba when it is installed (about a second of start-up).
-        from ragtriage.pipeline.bm25s_index import BM25sIndex
-
-        engine = BM25sIndex
+        engine = _bm25s_index_class()
     folder = locations.bm25s_dir if index.bm25_engine == "bm25s" else locations.whoosh_dir
     return engine(
         folder(workspace.home),
