@@ -29,17 +29,19 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import bm25s
 import numpy as np
 
 from ragtriage.errors import IndexLockedError
 from ragtriage.pipeline.analyzer import normalize_text, query_terms
 from ragtriage.pipeline.bm25 import FLAG_INDEX_EMPTY, FLAG_TOKENIZES_TO_NOTHING, BM25Document
-from ragtriage.pipeline.bm25s_matrix import build_model
+from ragtriage.pipeline.bm25s_matrix import save_model, score_matrix
 from ragtriage.pipeline.bulk_terms import SegmentedTerms, iter_term_ids
 from ragtriage.pipeline.types import ScoredChunk
+
+if TYPE_CHECKING:
+    import bm25s
 
 __all__ = ["BM25sIndex"]
 
@@ -48,6 +50,7 @@ K1 = 1.2
 B = 0.75
 _CURRENT = "current"
 _STALENESS_CHECK_S = 1.0
+_TRANSLATE_BLOCK = 1 << 20  # term ids translated at once (a 4 MB temporary)
 _EMPTY_META: dict[str, Any] = {
     "chunk_ids": [],
     "doc_ids": [],
@@ -147,7 +150,8 @@ class BM25sIndex:
 
         Chunks whose content hash the index already holds are not segmented again, nor contents and
         titles `segmented` holds (`kb import` segments them during its pass: such a document may
-        come with empty `content`). Big additions are segmented by `procs` processes.
+        come with empty `content`). `segmented` is consumed: its term ids move into the index and
+        it is left empty. Big additions are segmented by `procs` processes.
 
         Raises:
             IndexLockedError: another process holds the write lock for `writer_timeout_s`.
@@ -156,8 +160,11 @@ class BM25sIndex:
         if not upserts and not delete_ids:
             return
         with self._write_lock():
-            state = self._read_state()
-            self._write_state(self._changed(state, upserts, delete_ids, on_progress, segmented))
+            state = self._changed(self._read_state(), upserts, delete_ids, on_progress, segmented)
+            if segmented is not None:
+                segmented.release()  # the index holds what it needs of them (the build needs room)
+            self._write_state(state)
+            del state
         if on_progress is not None:
             on_progress(len(upserts))
         self._invalidate()
@@ -231,7 +238,9 @@ class BM25sIndex:
             np.save(staging / f"{field}.terms.npy", runs.flat)
             np.save(staging / f"{field}.offsets.npy", runs.offsets)
             if len(runs):
-                build_model(runs.flat, runs.offsets, state.vocab, k1=K1, b=B).save(str(staging / field))
+                matrix = score_matrix(runs.flat, runs.offsets, len(state.vocab), k1=K1, b=B)
+                save_model(staging / field, matrix, state.vocab, k1=K1, b=B)
+                del matrix
         meta = {
             "chunk_ids": state.chunk_ids,
             "doc_ids": state.doc_ids,
@@ -287,6 +296,10 @@ class BM25sIndex:
             meta = self._read_meta() or _EMPTY_META
             models = {}
             if meta["chunk_ids"]:
+                # Imported here: bm25s imports numba when it is installed (about 60 MB and a second),
+                # which a build (`apply`) never needs.
+                import bm25s
+
                 for field in FIELDS:
                     models[field] = bm25s.BM25.load(str(self.folder / _CURRENT / field), mmap=True)
             self._models, self._meta, self._stamp = models, meta, meta["stamp"]
@@ -394,7 +407,11 @@ class BM25sIndex:
 
 
 class _Given:
-    """Runs a `SegmentedTerms` holds, with its term ids translated into the index's vocabulary."""
+    """Runs a `SegmentedTerms` holds, with its term ids translated into the index's vocabulary.
+
+    The translation is done in place (`segmented` then counts in `vocab`'s numbering): the term
+    ids of a 100k-chunk import are held once, not twice.
+    """
 
     def __init__(self, segmented: SegmentedTerms | None, vocab: dict[str, int]) -> None:
         self.segmented = segmented
@@ -405,7 +422,12 @@ class _Given:
                 dtype=np.int32,
                 count=len(segmented.words),
             )
-            self.flat = remap[segmented.flat]
+            flat = segmented.flat
+            for start in range(0, len(flat), _TRANSLATE_BLOCK):
+                block = flat[start : start + _TRANSLATE_BLOCK]
+                block[:] = remap[block]
+            segmented.words = list(vocab)
+            self.flat = flat
 
     def has(self, kind: str, key: str) -> bool:
         return self.segmented is not None and key in getattr(self.segmented, kind)

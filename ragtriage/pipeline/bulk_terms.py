@@ -32,6 +32,7 @@ from ragtriage.pipeline.analyzer import terms
 __all__ = ["SegmentedTerms", "TermStream", "iter_term_ids"]
 
 BATCH = 500
+_EMPTY = np.zeros(0, np.int32)
 _Batch = tuple[list[str], np.ndarray, np.ndarray]
 
 
@@ -126,6 +127,11 @@ class SegmentedTerms:
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
+    def release(self) -> None:
+        """Drop every run (their memory), once an index has taken what it needs."""
+        self.words, self.content, self.title = [], {}, {}
+        self.flat, self.offsets = np.zeros(0, np.int32), np.zeros(1, np.int64)
+
 
 class TermStream:
     """Segments texts handed over batch by batch while the caller goes on (`kb import`'s pass).
@@ -194,10 +200,18 @@ class TermStream:
             self._take(self._pending.popleft().get())
         self.close()
         lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        # Each part is dropped once copied: the term ids are held about once, not twice.
+        flat = np.empty(int(offsets[-1]), dtype=np.int32)
+        start = 0
+        for n, part in enumerate(self._parts):
+            flat[start : start + len(part)] = part
+            start += len(part)
+            self._parts[n] = _EMPTY
         segmented = SegmentedTerms(
             words=list(self._vocab),
-            flat=np.concatenate(self._parts) if self._parts else np.zeros(0, np.int32),
-            offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+            flat=flat,
+            offsets=offsets,
             content=self._keys["content"],
             title=self._keys["title"],
         )

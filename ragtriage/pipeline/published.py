@@ -141,7 +141,7 @@ def published_chunks(
             del index_hashes[chunk_id], content_hashes[chunk_id]
         else:
             index_hashes[chunk_id], content_hashes[chunk_id] = chunk.index_hash, chunk.row.content_hash
-    return PublishedChunks(
+    result = PublishedChunks(
         revision=revision,
         index_hashes=index_hashes,
         content_hashes=content_hashes,
@@ -150,3 +150,5 @@ def published_chunks(
         written=handoff.written,
         segmented=handoff.segmented,
     )
+    handoff.segmented = None  # held once: the BM25 build frees them when it has taken them
+    return result

@@ -3,6 +3,7 @@ same analyzer terms as Whoosh, checked against bm25s's own builder and against W
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from pathlib import Path
@@ -15,11 +16,11 @@ from click.testing import CliRunner
 from ragtriage import locations
 from ragtriage.cli import cli
 from ragtriage.errors import IndexLockedError
-from ragtriage.pipeline import bulk_terms
+from ragtriage.pipeline import bm25s_matrix, bulk_terms
 from ragtriage.pipeline.analyzer import terms, tokenize
 from ragtriage.pipeline.bm25 import FLAG_INDEX_EMPTY, FLAG_TOKENIZES_TO_NOTHING, BM25Document, WhooshIndex
 from ragtriage.pipeline.bm25s_index import K1, B, BM25sIndex, _FileLock
-from ragtriage.pipeline.bm25s_matrix import score_matrix
+from ragtriage.pipeline.bm25s_matrix import save_model, score_matrix
 from ragtriage.pipeline.indexer import open_indexes
 from ragtriage.workspace import Workspace
 from tests.conftest import FIXTURES_DIR
@@ -96,7 +97,9 @@ def test_terms_equal_the_whoosh_analyzer_tokens() -> None:
         assert terms(text) == tokenize(text)
 
 
-def test_score_matrix_equals_bm25s_own_build() -> None:
+@pytest.mark.parametrize("block", [10_000, 3])
+def test_score_matrix_equals_bm25s_own_build(block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bm25s_matrix, "_BLOCK", block)  # 3: entries of one term span blocks
     vocab: dict[str, int] = {}
     runs = list(bulk_terms.iter_term_ids(fixture_texts() + ["", "的了"], vocab))
     assert len(runs[-1]) == 0 and len(vocab) > 500
@@ -106,8 +109,61 @@ def test_score_matrix_equals_bm25s_own_build() -> None:
     reference.index(([run.tolist() for run in runs], vocab), create_empty_token=False, show_progress=False)
     for key in ("indices", "indptr"):
         assert np.array_equal(ours[key], reference.scores[key])
+        assert ours[key].dtype == reference.scores[key].dtype
     assert np.allclose(ours["data"], reference.scores["data"], rtol=1e-5)
+    assert ours["data"].dtype == reference.scores["data"].dtype == np.float32
     assert ours["num_docs"] == reference.scores["num_docs"]
+
+
+def test_save_model_writes_what_bm25s_saves(tmp_path: Path) -> None:
+    vocab: dict[str, int] = {}
+    runs = list(bulk_terms.iter_term_ids(fixture_texts()[:5], vocab))
+    offsets = np.concatenate([[0], np.cumsum([len(run) for run in runs])]).astype(np.int64)
+    matrix = score_matrix(np.concatenate(runs), offsets, len(vocab), k1=K1, b=B)
+    save_model(tmp_path / "ours", matrix, vocab, k1=K1, b=B)
+    reference = bm25s.BM25(k1=K1, b=B, method="lucene")
+    reference.scores, reference.vocab_dict, reference.nonoccurrence_array = matrix, vocab, None
+    reference.save(str(tmp_path / "theirs"))
+    ours, theirs = sorted((tmp_path / "ours").iterdir()), sorted((tmp_path / "theirs").iterdir())
+    assert [path.name for path in ours] == [path.name for path in theirs]
+    for mine, reference_file in zip(ours, theirs, strict=True):
+        if mine.suffix == ".json":
+            assert json.loads(mine.read_text("utf-8")) == json.loads(reference_file.read_text("utf-8"))
+        else:
+            assert mine.read_bytes() == reference_file.read_bytes(), mine.name
+    loaded = bm25s.BM25.load(str(tmp_path / "ours"), mmap=True)
+    query = [vocab[word] for word in ("审批", "发票") if word in vocab]
+    assert query and np.array_equal(loaded.get_scores_from_ids(query), reference.get_scores_from_ids(query))
+
+
+def _entries(folder: Path, field: str) -> set[tuple[int, str, float]]:
+    """(chunk number, word, score) of every entry of a field's saved score matrix."""
+    saved = folder / "current" / field
+    words = {n: word for word, n in json.loads((saved / "vocab.index.json").read_text("utf-8")).items()}
+    data, indices, indptr = (
+        np.load(saved / f"{part}.csc.index.npy") for part in ("data", "indices", "indptr")
+    )
+    columns = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+    return {(int(r), words[int(c)], float(v)) for r, c, v in zip(indices, columns, data, strict=True)}
+
+
+def test_terms_segmented_beforehand_build_the_same_scores(tmp_path: Path) -> None:
+    """`kb import` hands the index its texts' term ids (`segmented`) instead of the texts."""
+    docs = [doc(f"c{n}", text, f"标题{n % 3}") for n, text in enumerate(fixture_texts() * 2)]
+    stream = bulk_terms.TermStream()
+    for d in docs:
+        stream.add("content", d.content_hash, d.content)
+        stream.add("title", d.title, d.title)
+    segmented = stream.finish()
+    given = BM25sIndex(tmp_path / "given")
+    given.apply([dataclasses.replace(d, content="") for d in docs], segmented=segmented)
+    assert len(segmented) == 0 and not segmented.content, "the index took the term ids"
+    plain = BM25sIndex(tmp_path / "plain")
+    plain.apply(docs)
+    for field in ("content", "title"):  # the same scores, whatever the vocabulary's numbering
+        assert _entries(tmp_path / "given", field) == _entries(tmp_path / "plain", field)
+    for query in ["审批超时", "员工离职账号", "报销发票"]:
+        assert given.search(query, 10) == plain.search(query, 10)
 
 
 def test_two_segmenting_processes_build_the_same_index(tmp_path: Path) -> None:
