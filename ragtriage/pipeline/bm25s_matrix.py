@@ -19,7 +19,7 @@ import numpy as np
 __all__ = ["save_model", "score_matrix"]
 
 #: Chunks per block: the block's (term, chunk) keys are sorted at once (8 bytes a term occurrence).
-_BLOCK = 10_000
+_BLOCK = 4_000
 
 
 def score_matrix(
@@ -30,7 +30,7 @@ def score_matrix(
     `num_docs`): entry (d, t) = `idf(t) · tf / (tf + k1 · (1 − b + b · |d| / avgdl))`, with
     `idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5))` (Lucene's BM25, as `bm25s`, Lù 2024).
 
-    Two passes over blocks of 10,000 chunks, each sorting the block's (term, chunk) keys and
+    Two passes over blocks of 4,000 chunks, each sorting the block's (term, chunk) keys and
     counting runs: the first counts each term's chunks (df, hence the column sizes), the second
     scores the block's entries and writes them at their place in the final arrays (rows in chunk
     order within each column). Memory: the result (8 bytes an entry) and one block's keys.

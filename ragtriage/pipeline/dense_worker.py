@@ -4,12 +4,15 @@ Qdrant local mode is pure Python on one core, and both embedded backends lock th
 the worker runs only it opens the index (the importing process never does). The import starts it at
 the first batch it writes with vectors and `stream`s it the points of the published rows it writes;
 the worker upserts them (read from a spill file, so the pass never waits for the worker) inside one
-uncommitted block (`atomic()`: a Qdrant local transaction, or Qdrant Edge's undo journal). Once the import's
-SQL transaction has committed, `commit` makes the worker commit those points; `sync` then gives it
-the index hash of every published chunk, and it runs the ordinary dense sync (`dense_sync.sync_dense`,
-the same diff against the KB as committed: deletions, points written with other content, chunks
-to embed, loaded from SQL by id) while the importing process builds BM25; `finish` waits for it
-and returns its figures. The index contents are those of a sequential sync.
+uncommitted block (`atomic()`: a Qdrant local transaction, or Qdrant Edge's undo journal). Once the
+import's SQL transaction has committed, `commit` makes the worker commit those points and close the
+index (Qdrant Edge keeps every vector it wrote mapped in memory, ~230 MB at 100k points, which the
+importing process's BM25 build then needs); `sync` then gives it the index hash of every published
+chunk, and unless the streamed points are exactly those, it reopens the index and runs the ordinary
+dense sync (`dense_sync.sync_dense`, the same diff against the KB as committed: deletions, points
+written with other content, chunks to embed, loaded from SQL by id) while the importing process
+builds BM25; `finish` waits for it and returns its figures. The index contents are those of a
+sequential sync.
 
 Nothing half-done: if the import fails before its commit (a bad row, an interrupt), `abort` rolls
 the worker's transaction back and the collection on disk is as it was. A failure in the worker is
@@ -44,6 +47,7 @@ from ragtriage.pipeline import qdrant_clients
 from ragtriage.pipeline.dense import DenseDocument
 from ragtriage.pipeline.dense_sync import (
     DenseFigures,
+    DenseIndex,
     compact_dense,
     dense_backend_of,
     open_dense,
@@ -84,13 +88,14 @@ def _child(
     spill.unlink()  # both ends are open: nothing is left behind however the processes end
     try:
         embedder = get_embedder(settings.embedder)
-        dense = open_dense(workspace, embedder)
+        streaming = open_dense(workspace, embedder)
+        dense: DenseIndex | None = streaming
         try:
-            before = {chunk_id: hashes[1] for chunk_id, hashes in dense.indexed_hashes().items()}
+            before = {chunk_id: hashes[1] for chunk_id, hashes in streaming.indexed_hashes().items()}
             current = dict(before)
             streamed = 0
             began = time.perf_counter()
-            with dense.atomic():
+            with streaming.atomic():
                 while True:
                     kind, _ = pipe.recv()
                     if kind == "abort":
@@ -99,7 +104,7 @@ def _child(
                         break
                     points: _Points = pickle.load(spilled)
                     ids, doc_ids, content_hashes, index_hashes, matrix = points
-                    dense.upsert(
+                    streaming.upsert(
                         [
                             DenseDocument(chunk_id, doc_id, content_hash, ihash, vector)
                             for chunk_id, doc_id, content_hash, ihash, vector in zip(
@@ -110,25 +115,37 @@ def _child(
                     current.update(zip(ids, index_hashes, strict=True))
                     streamed += len(ids)
             streamed_seconds = time.perf_counter() - began
+            # The index is committed. Close it while the importing process gets to the sync and
+            # builds BM25: Qdrant Edge keeps every vector it wrote mapped (~230 MB at 100k points),
+            # and after an import the sync mostly has nothing left to write.
+            dense = None
+            streaming.close()
             kind, wanted = pipe.recv()
             if kind != "sync":
                 raise _Aborted  # the sync failed in the importing process before it got here
-            figures = sync_dense(
-                workspace,
-                dense,
-                embedder,
-                wanted,
-                lambda ids: list(load_chunks(workspace, ids)[0].values()),
-                before,
-                current=current,
-            )
-            compact_dense(dense, figures)
+            began = time.perf_counter()
+            if _nothing_left(before, current, wanted):
+                figures = DenseFigures(before=before, collection=streaming.collection, where=streaming.where)
+                figures.dense_seconds = time.perf_counter() - began
+            else:
+                dense = open_dense(workspace, embedder)
+                figures = sync_dense(
+                    workspace,
+                    dense,
+                    embedder,
+                    wanted,
+                    lambda ids: list(load_chunks(workspace, ids)[0].values()),
+                    before,
+                    current=current,
+                )
+                compact_dense(dense, figures)
             figures.dense_seconds += streamed_seconds
             figures.imported_vectors += streamed
             figures.cpu_seconds = time.process_time()
             pipe.send(("done", figures))
         finally:
-            dense.close()
+            if dense is not None:
+                dense.close()
     except (_Aborted, EOFError):
         pass  # the import failed, or its process ended: the streamed points were rolled back
     except (SystemExit, KeyboardInterrupt):
@@ -143,6 +160,16 @@ def _child(
         spilled.close()
         workspace.close()
         pipe.close()
+
+
+def _nothing_left(before: dict[str, str], current: dict[str, str], wanted: dict[str, str]) -> bool:
+    """What `sync_dense` + `compact_dense` would leave as it is: the index holds exactly the `wanted`
+    chunks (chunk id → index hash; `current`), and no point it held `before` was replaced."""
+    return (
+        len(current) == len(wanted)
+        and all(current.get(cid) == ihash for cid, ihash in wanted.items())
+        and all(current[cid] == ihash for cid, ihash in before.items())
+    )
 
 
 class DenseWorker:

@@ -226,6 +226,7 @@ def test_a_worker_failing_after_the_commit_fails_the_import_and_the_next_import_
     export = _write(tmp_path / "chunks.jsonl", _rows())
     with monkeypatch.context() as patch:
         patch.setattr(dense_worker, "sync_dense", _fail_sync)  # the forked worker inherits it
+        patch.setattr(dense_worker, "_nothing_left", lambda *args: False)  # a first import has none
 
         with pytest.raises(IndexStateError, match="dense sync failed on purpose"):
             _import(home, export)
@@ -311,3 +312,14 @@ def test_an_unchanged_import_after_a_dense_backend_change_fills_the_new_index(
     for pid, (_, vector) in after.items():
         assert vector == pytest.approx(before[pid][1], abs=1e-6)
     assert _state(home) == "up_to_date"
+
+
+def test_the_worker_reopens_the_index_only_when_the_sync_has_work() -> None:
+    """After the commit the worker has closed the index; it reopens it to delete, write or compact."""
+    streamed = {"a": "h1", "b": "h2"}
+    assert dense_worker._nothing_left({}, streamed, dict(streamed))  # a first import
+    assert not dense_worker._nothing_left({}, streamed, {"a": "h1"})  # b is to delete
+    assert not dense_worker._nothing_left({}, streamed, {**streamed, "c": "h3"})  # c is to write
+    assert not dense_worker._nothing_left({}, streamed, {"a": "h1", "b": "h9"})  # b has changed
+    assert not dense_worker._nothing_left({"a": "h0"}, streamed, dict(streamed))  # a was replaced
+    assert dense_worker._nothing_left({"a": "h1"}, streamed, dict(streamed))
