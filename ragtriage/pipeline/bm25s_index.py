@@ -24,11 +24,13 @@ import fcntl
 import json
 import os
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -43,7 +45,7 @@ from ragtriage.pipeline.types import ScoredChunk
 if TYPE_CHECKING:
     import bm25s
 
-__all__ = ["BM25sIndex"]
+__all__ = ["BM25sIndex", "import_bm25s"]
 
 FIELDS = ("content", "title")
 K1 = 1.2
@@ -101,6 +103,24 @@ class _State:
     @classmethod
     def empty(cls) -> _State:
         return cls([], [], [], [], {}, {field: _Runs.empty() for field in FIELDS})
+
+
+def import_bm25s() -> ModuleType:
+    """bm25s, imported on first use (a build never needs it) and without numba.
+
+    bm25s imports numba when it is installed (ranx brings it): about 60 MB and half a CPU-second
+    per process, for bm25s's `numba` backend only; the index scores with numpy
+    (`get_scores_from_ids`), so numba is hidden while bm25s is first imported.
+    """
+    hide = "numba" not in sys.modules and "bm25s" not in sys.modules
+    if hide:
+        sys.modules["numba"] = None  # type: ignore[assignment]  # `import numba` raises ImportError
+    try:
+        import bm25s
+    finally:
+        if hide:
+            del sys.modules["numba"]
+    return bm25s
 
 
 class BM25sIndex:
@@ -296,10 +316,7 @@ class BM25sIndex:
             meta = self._read_meta() or _EMPTY_META
             models = {}
             if meta["chunk_ids"]:
-                # Imported here: bm25s imports numba when it is installed (about 60 MB and a second),
-                # which a build (`apply`) never needs.
-                import bm25s
-
+                bm25s = import_bm25s()
                 for field in FIELDS:
                     models[field] = bm25s.BM25.load(str(self.folder / _CURRENT / field), mmap=True)
             self._models, self._meta, self._stamp = models, meta, meta["stamp"]

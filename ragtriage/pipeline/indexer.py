@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -126,20 +125,10 @@ def indexed_content_hash(indexes: Indexes, chunk_id: str) -> dict[str, str | Non
 
 
 def _bm25s_index_class() -> type[BM25sIndex]:
-    """`BM25sIndex`, imported on demand, and bm25s without numba.
+    """`BM25sIndex`, imported on demand (it imports bm25s itself, without numba, when it first
+    loads an index to search: `bm25s_index.import_bm25s`)."""
+    from ragtriage.pipeline.bm25s_index import BM25sIndex
 
-    bm25s imports numba when it is installed (ranx brings it), which costs about half a CPU-second
-    per process, and uses it only for its `numba` backend; the index scores with numpy
-    (`get_scores_from_ids`), so numba is hidden while bm25s is first imported.
-    """
-    hide = "numba" not in sys.modules and "bm25s" not in sys.modules
-    if hide:
-        sys.modules["numba"] = None  # type: ignore[assignment]  # `import numba` raises ImportError
-    try:
-        from ragtriage.pipeline.bm25s_index import BM25sIndex
-    finally:
-        if hide:
-            del sys.modules["numba"]
     return BM25sIndex
 
 

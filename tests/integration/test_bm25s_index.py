@@ -8,7 +8,6 @@ import json
 import uuid
 from pathlib import Path
 
-import bm25s
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -19,7 +18,7 @@ from ragtriage.errors import IndexLockedError
 from ragtriage.pipeline import bm25s_matrix, bulk_terms
 from ragtriage.pipeline.analyzer import terms, tokenize
 from ragtriage.pipeline.bm25 import FLAG_INDEX_EMPTY, FLAG_TOKENIZES_TO_NOTHING, BM25Document, WhooshIndex
-from ragtriage.pipeline.bm25s_index import K1, B, BM25sIndex, _FileLock
+from ragtriage.pipeline.bm25s_index import K1, B, BM25sIndex, _FileLock, import_bm25s
 from ragtriage.pipeline.bm25s_matrix import save_model, score_matrix
 from ragtriage.pipeline.indexer import open_indexes
 from ragtriage.workspace import Workspace
@@ -105,7 +104,7 @@ def test_score_matrix_equals_bm25s_own_build(block: int, monkeypatch: pytest.Mon
     assert len(runs[-1]) == 0 and len(vocab) > 500
     offsets = np.concatenate([[0], np.cumsum([len(run) for run in runs])]).astype(np.int64)
     ours = score_matrix(np.concatenate(runs), offsets, len(vocab), k1=K1, b=B)
-    reference = bm25s.BM25(k1=K1, b=B, method="lucene")
+    reference = import_bm25s().BM25(k1=K1, b=B, method="lucene")
     reference.index(([run.tolist() for run in runs], vocab), create_empty_token=False, show_progress=False)
     for key in ("indices", "indptr"):
         assert np.array_equal(ours[key], reference.scores[key])
@@ -121,6 +120,7 @@ def test_save_model_writes_what_bm25s_saves(tmp_path: Path) -> None:
     offsets = np.concatenate([[0], np.cumsum([len(run) for run in runs])]).astype(np.int64)
     matrix = score_matrix(np.concatenate(runs), offsets, len(vocab), k1=K1, b=B)
     save_model(tmp_path / "ours", matrix, vocab, k1=K1, b=B)
+    bm25s = import_bm25s()
     reference = bm25s.BM25(k1=K1, b=B, method="lucene")
     reference.scores, reference.vocab_dict, reference.nonoccurrence_array = matrix, vocab, None
     reference.save(str(tmp_path / "theirs"))

@@ -20,7 +20,7 @@ from pathlib import Path
 from ragtriage.pipeline.indexer import _bm25s_index_class
 
 index = _bm25s_index_class()(Path(sys.argv[1]))
-from tests.integration.test_bm25s_index import tiny_docs  # imports bm25s, already loaded
+from tests.integration.test_bm25s_index import tiny_docs  # bm25s: imported by the index
 
 index.apply(tiny_docs())
 hits = {q: [[h.chunk_id, h.score] for h in index.search(q, 5)[0]] for q in json.loads(sys.argv[2])}
