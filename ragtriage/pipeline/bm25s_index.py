@@ -21,6 +21,7 @@ write builds a new folder and swaps it in with renames; a lock file keeps writer
 from __future__ import annotations
 
 import fcntl
+import importlib
 import json
 import os
 import shutil
@@ -116,11 +117,10 @@ def import_bm25s() -> ModuleType:
     if hide:
         sys.modules["numba"] = None  # type: ignore[assignment]  # `import numba` raises ImportError
     try:
-        import bm25s
+        return importlib.import_module("bm25s")
     finally:
         if hide:
             del sys.modules["numba"]
-    return bm25s
 
 
 class BM25sIndex:
