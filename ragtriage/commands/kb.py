@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.text import Text
 
 from ragtriage.commands.common import (
     echo_json,
     index_summary,
     open_workspace,
     progress_bar,
+    stdout_console,
     workspace_options,
 )
 from ragtriage.config import Settings
@@ -282,7 +284,7 @@ def show_command(chunk_id: str, as_json: bool, home: Path | None, config_file: P
         "updated_at": chunk.updated_at or "-",
         "source_path": chunk.source_path or "-",
         "content_hash": chunk.content_hash[:16],
-        "neighbours": ", ".join(n.chunk_id for n in around),
+        "neighbours": ", ".join(n.chunk_id for n in around) or "-",
     }
     if deletion is not None:
         fields["deletion"] = _deletion_text(deletion)
@@ -291,10 +293,18 @@ def show_command(chunk_id: str, as_json: bool, home: Path | None, config_file: P
     if chunk.meta:
         # Imported chunks keep production's other columns; one line, as JSON, so nothing is lost.
         fields["meta"] = json.dumps(chunk.meta, ensure_ascii=False, default=str)
+    console = stdout_console()
     for name, value in fields.items():
-        click.echo(f"{name + ':':<14}{value}")
-    click.echo("")
-    click.echo(chunk.content)
+        # Wrapped between words in the value column: ids whole, long titles and lists readable.
+        parts = Text(str(value)).wrap(console, max(console.width - 14, 20), overflow="fold")
+        line = Text(f"{name + ':':<14}")
+        for number, part in enumerate(parts):
+            part.rstrip()
+            line.append_text(Text("\n" + " " * 14) if number else Text(""))
+            line.append_text(part)
+        console.print(line)
+    console.print("")
+    console.print(Text(chunk.content), soft_wrap=True)
 
 
 def _deletion_text(deletion: DeletedGold) -> str:

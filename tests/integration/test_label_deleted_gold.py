@@ -98,7 +98,15 @@ def test_label_from_file_rejects_the_row_unless_allowed(kb: Path, tmp_path: Path
 def _show(run_cli: RunCli, chunk_id: str) -> dict[str, str]:
     code, out, err = run_cli(["kb", "show", chunk_id])
     assert code == 0, err
-    return dict(line.split(": ", 1) for line in out.split("\n\n")[0].splitlines())
+    fields: dict[str, str] = {}
+    name = ""
+    for line in out.split("\n\n")[0].splitlines():
+        if line.startswith(" "):  # a long value wraps under its value column
+            fields[name] += " " + line.strip()
+        else:
+            name, value = line.split(": ", 1)
+            fields[name] = value
+    return fields
 
 
 def test_kb_show_says_why_a_chunk_was_deleted(kb: Path, run_cli: RunCli) -> None:

@@ -248,3 +248,22 @@ def test_fidelity_of_an_unknown_version_names_the_logged_ones(
         "no stored request has a pipeline_version matching 'kb-assistant-2026.10'; "
         f"the logged ones: kb-assistant-2026.11 ({len(REQUESTS)})"
     ) in flat
+
+
+def test_kb_show_of_a_production_chunk_fits_80_columns(
+    files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: RunCli
+) -> None:
+    from rich.cells import cell_len
+
+    base = _base(files, tmp_path / "home")
+    assert run_cli(["kb", "import", *base, str(files / "chunks.parquet"), "--no-index"])[0] == 0
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = run_cli(["kb", "show", *base, IDS[1]])
+    assert code == 0, err
+    fields = out.split("\n\n", 1)[0].splitlines()
+    assert all(cell_len(line) <= 80 for line in fields), fields
+    # Every neighbour id whole on a line of its own or beside its label; a wrapped value stays
+    # under the value column.
+    shown = " ".join(line.strip() for line in fields)
+    assert all(chunk_id in shown for chunk_id in (IDS[0], IDS[2]))
+    assert all(line.startswith(" " * 14) or ": " in line for line in fields), "\n".join(fields)
