@@ -4,6 +4,7 @@ A–F configuration table."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import click
 
@@ -78,7 +79,7 @@ def register_eval(group: click.Group) -> None:
         baseline: str | None,
         mins: tuple[str, ...],
         max_drops: tuple[str, ...],
-        no_regress: str | None,
+        no_regress: Literal["confirmed", "all"] | None,
         metric: str | None,
         report_path: Path | None,
         as_json: bool,
@@ -97,7 +98,7 @@ def register_eval(group: click.Group) -> None:
                 max_drops=max_drops,
                 no_regress=no_regress,
                 regress_metric=metric,
-            )  # type: ignore[arg-type]
+            )
             if report_path is not None:
                 from ragtriage.service.report import write_report
 

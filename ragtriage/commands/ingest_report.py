@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ragtriage.commands.common import stderr_console, stdout_console
-from ragtriage.logs.ingest import IngestReport
+from ragtriage.logs.report import IngestReport
 from ragtriage.logs.requests import ConflictLine, QuarantinedLine
 from ragtriage.render.text import plural
 
@@ -44,9 +44,9 @@ def print_ingest_report(
             "`ragtriage show REQUEST_ID` counts a request's conflicts",
             soft_wrap=True,
         )
-        for line in lines:
-            where = f"{line.source_file}:{line.line_no}" if line.source_file else "(no file)"
-            differs = ", ".join(line.fields) or "fields the request schema does not compare"
-            err.print(f"  {where}: {line.request_id} differs in {differs}", soft_wrap=True)
+        for conflict in lines:
+            where = f"{conflict.source_file}:{conflict.line_no}" if conflict.source_file else "(no file)"
+            differs = ", ".join(conflict.fields) or "fields the request schema does not compare"
+            err.print(f"  {where}: {conflict.request_id} differs in {differs}", soft_wrap=True)
         if total > len(lines):
             err.print(f"  … {total - len(lines)} more")

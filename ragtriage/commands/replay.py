@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,7 +54,7 @@ def read_queries(path: Path) -> list[QueryLine]:
                 continue
             try:
                 record = json.loads(raw_line)
-            except ValueError as error:
+            except json.JSONDecodeError as error:
                 raise InputError(f"{path}:{line_no}: not valid JSON ({error.msg}); {fix}") from None
             if not isinstance(record, dict):
                 raise InputError(f"{path}:{line_no}: expected a JSON object; {fix}")
@@ -191,7 +192,7 @@ def _run_file(pipeline: Pipeline, lines: list[QueryLine], *, show_progress: bool
     golds = [line.gold for line in lines]
     if not show_progress or len(lines) < 2:
         return pipeline.run_many(queries, golds=golds)
-    with click.progressbar(length=len(lines), label="replaying", file=click.get_text_stream("stderr")) as bar:
+    with click.progressbar(length=len(lines), label="replaying", file=sys.stderr) as bar:
         done = [0]
 
         def advance(finished: int, _total: int) -> None:

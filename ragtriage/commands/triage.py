@@ -26,13 +26,13 @@ from ragtriage.workspace import Workspace
 
 def _cases_with_gold(workspace: Workspace) -> Iterator[str]:
     """Request ids of flagged requests that have gold chunk ids, oldest first."""
-    from sqlmodel import select
+    from sqlmodel import col, select
 
     from ragtriage.store.db import read_session
     from ragtriage.store.log_tables import TriageRow
 
     with read_session(workspace.engine) as session:
-        rows = session.exec(select(TriageRow).order_by(TriageRow.request_ts)).all()
+        rows = session.exec(select(TriageRow).order_by(col(TriageRow.request_ts))).all()
         ids = [row.request_id for row in rows if row.gold_chunk_ids]
     yield from ids
 

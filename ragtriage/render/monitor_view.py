@@ -127,7 +127,7 @@ def na_reasons(report: MonitorReport) -> list[str]:
     # One line per reason: "no stored request" is said once for all figures of empty groups.
     merged: dict[str, tuple[list[str], list[str]]] = {}
     for (name, reason), keys in seen.items():
-        names, where = merged.setdefault(reason, ([], keys))
+        names = merged.setdefault(reason, ([], keys))[0]
         names.append(HEADERS[name].format(n=report.coverage_n))
     lines = []
     for reason, (names, keys) in merged.items():

@@ -150,7 +150,7 @@ def gold_table(trace: Trace) -> FitTable:
     table = FitTable([*columns, Col("dropped at", "label")], title=Text("Gold journey"), vertical="transpose")
     for chunk_id in trace.gold:
         candidate = trace.candidate(chunk_id)
-        cells: list[RenderableType] = [Text(chunk_id, style=GOLD_STYLE)]
+        cells: list[Text] = [Text(chunk_id, style=GOLD_STYLE)]
         for name in stage_names:
             rank = candidate.routes[name].rank if candidate and name in candidate.routes else None
             cells.append(Text(str(rank) if rank is not None else "–"))
