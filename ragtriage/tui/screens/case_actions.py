@@ -29,7 +29,7 @@ class CaseActions:
     case: CaseData | None
     request_id: str
     _save_in_flight: bool = False
-    _waiting_actions: list[Callable[[], None]] | None = None
+    _waiting_actions: list[Callable[[], object]] | None = None
 
     @property
     def workspace(self) -> Workspace:
@@ -38,7 +38,7 @@ class CaseActions:
     def _revision(self) -> int | None:
         return self.case.record.revision if self.case is not None and self.case.record is not None else None
 
-    def in_turn(self, action: Callable[[], None]) -> None:
+    def in_turn(self, action: Callable[[], object]) -> None:
         """Run `action` now, or after this screen's save in flight has come back.
 
         An action reads the record on screen (its revision, its gold list) when it runs, so
@@ -68,7 +68,7 @@ class CaseActions:
         self._save_in_flight = True
         self._save(summary, change, args, kwargs, self._revision())
 
-    @work(thread=True, exclusive=False, exit_on_error=False, group="saves")  # type: ignore[misc]
+    @work(thread=True, exclusive=False, exit_on_error=False, group="saves")
     def _save(
         self,
         summary: str,
@@ -102,10 +102,10 @@ class CaseActions:
             if dropped
             else ""
         )
-        self.notify(
+        self.notify(  # type: ignore[attr-defined]
             message.detail + later,
             title="changed meanwhile: reloaded",
-            severity="error",  # type: ignore[attr-defined]
+            severity="error",
             timeout=10,
             markup=False,
         )
@@ -180,7 +180,7 @@ class CaseActions:
         # After the saves in flight: "confirm, promote" pressed quickly promotes the confirmed case.
         self.in_turn(self._promote)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="promotions")  # type: ignore[misc]
+    @work(thread=True, exclusive=True, exit_on_error=False, group="promotions")
     def _promote(self) -> None:
         from ragtriage.triage.promote import promote_request
 
@@ -218,7 +218,7 @@ class CaseActions:
         question = f"Add the alias {term} = {synonym} to {path} and replay?"
         self.app.push_screen(ConfirmModal(question), confirmed)  # type: ignore[attr-defined]
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="aliases")  # type: ignore[misc]
+    @work(thread=True, exclusive=True, exit_on_error=False, group="aliases")
     def _add_alias(self, term: str, synonym: str) -> None:
         from ragtriage.pipeline.factory import build_rule_rewriter
         from ragtriage.triage.alias_mining import DEFAULT_ALIAS_FILE, add_aliases

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -23,6 +25,9 @@ from ragtriage.tui.widgets.chunk_preview import ChunkPreview
 from ragtriage.tui.widgets.diagnosis_panel import DiagnosisPanel
 from ragtriage.tui.widgets.journey_strip import JourneyStrip
 from ragtriage.tui.widgets.query_panel import QueryPanel
+
+if TYPE_CHECKING:
+    from ragtriage.tui.app import TriageApp
 
 #: Number keys 1–9 then 0 assign the default labels in DESIGN.md order.
 LABEL_KEYS = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "0")
@@ -191,8 +196,8 @@ class CaseScreen(CaseActions, WorkerFailures, Screen[None]):
     def replay(self, case: CaseData) -> None:
         """Replay and diagnose in a thread; stops between stages when cancelled."""
         worker = get_current_worker()
-        app = self.app
-        app.pipeline_ready.wait()  # type: ignore[attr-defined]
+        app = cast("TriageApp", self.app)
+        app.pipeline_ready.wait()
 
         def stage(name: str, done: int, total: int) -> None:
             self.post_message(ReplayProgress(name, done, total))
@@ -200,7 +205,7 @@ class CaseScreen(CaseActions, WorkerFailures, Screen[None]):
         try:
             trace, diagnosis, chunks = replay_case(
                 app.workspace,
-                case,  # type: ignore[attr-defined]
+                case,
                 should_stop=lambda: worker.is_cancelled,
                 on_stage=stage,
             )
@@ -214,7 +219,7 @@ class CaseScreen(CaseActions, WorkerFailures, Screen[None]):
 
         save_suggested_labels(
             app.workspace.engine, {case.request_id: diagnosis.suggestion.label or "unknown"}
-        )  # type: ignore[attr-defined]
+        )
         self.post_message(ReplayFinished(case.request_id, trace, diagnosis, chunks))
 
     @on(ReplayProgress)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.table import Table
 from rich.text import Text
@@ -20,6 +20,9 @@ from ragtriage.eval.runner import effective_status, run_eval
 from ragtriage.tui.messages import ComparisonReady, EvalFinished, EvalProgress, EvalRunsLoaded
 from ragtriage.tui.screens.worker_failures import WorkerFailures
 from ragtriage.tui.widgets.metric_plot import MetricPlot
+
+if TYPE_CHECKING:
+    from ragtriage.tui.app import TriageApp
 
 SUMMARY_METRICS = ("recall@5", "mrr", "ndcg@10", "hit@5", "coverage@30")
 PLOT_METRICS = ("recall@5", "mrr", "ndcg@10", "hit@1", "hit@5")
@@ -220,16 +223,19 @@ class EvalScreen(WorkerFailures, Screen[None]):
     def start_run(self, dataset: str) -> None:
         """Run the eval set in a thread; escape stops it (the run stays `incomplete`, resumable)."""
         worker = get_current_worker()
-        app = self.app
-        app.pipeline_ready.wait()  # type: ignore[attr-defined]
+        app = cast("TriageApp", self.app)
+        app.pipeline_ready.wait()
         summary = run_eval(
             app.workspace,
             dataset,
-            name="tui",  # type: ignore[attr-defined]
-            on_progress=lambda done, total: self.post_message(EvalProgress(done, total)),
+            name="tui",
+            on_progress=self._post_progress,
             should_stop=lambda: worker.is_cancelled,
         )
         self.post_message(EvalFinished(summary.run_id, summary.status))
+
+    def _post_progress(self, done: int, total: int) -> None:
+        self.post_message(EvalProgress(done, total))
 
     @on(EvalProgress)
     def _show_progress(self, message: EvalProgress) -> None:

@@ -19,9 +19,10 @@ class WorkerFailures:
             message = f"{error.title}: {error}"
         else:
             message = f"{type(error).__name__}: {error}"
-        self.app.notify(
+        # A mixin of Screen (and TriageApp): `app` comes from the Textual class it is mixed into.
+        self.app.notify(  # type: ignore[attr-defined]
             message,
-            title=f"{event.worker.name or 'worker'} failed",  # type: ignore[attr-defined]
+            title=f"{event.worker.name or 'worker'} failed",
             severity="error",
             timeout=8,
             markup=False,

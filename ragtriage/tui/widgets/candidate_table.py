@@ -135,9 +135,9 @@ class CandidateTable(DataTable[Text]):
         if self.rows_full:
             self.move_cursor(row=min(row, len(self.rows_full) - 1))
             # The preview shows what this layout left out: tell it again after every layout.
-            chunk_id = self.highlighted_chunk_id
-            if chunk_id is not None:
-                self.post_message(self.CandidateHighlighted(self, chunk_id))
+            highlighted = self.highlighted_chunk_id
+            if highlighted is not None:
+                self.post_message(self.CandidateHighlighted(self, highlighted))
 
     def left_out_text(self, chunk_id: str) -> Text | None:
         """The candidate's cells the table left out or cut at this width, as `header value` pairs

@@ -31,7 +31,7 @@ def journey_cells(journey: GoldJourney) -> list[tuple[str, int | str | None, boo
     """(title, best gold rank, lost here) per route and stage of the journey; a final context
     production did not log is a last cell saying so (rank `NOT_LOGGED`)."""
     lost: Stage | None = journey.first_drop
-    cells = [
+    cells: list[tuple[str, int | str | None, bool]] = [
         (name, best_rank([g.routes.get(name) for g in journey.gold]), lost == "routes")
         for name in journey.route_names
     ]
