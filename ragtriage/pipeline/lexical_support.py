@@ -37,10 +37,10 @@ characters have no such names (every word is Latin), so the veto never applies t
 Dense agreement (`[rerank] refusal_dense_gap`, `with_dense_gap`): a lexical gap is also what a
 colloquial word the documents never use looks like (补卡 for 补签, 撤单 for 撤销), and dense
 retrieval bridges exactly those. So the share counts only when the dense route agrees that the KB
-holds nothing that stands out for the query: its first cosine minus its tenth (`DENSE_GAP_RANK`,
-the last hit when it returned fewer) below the threshold, a flat list of near-equal neighbours — the
+holds nothing that stands out for the query: its first cosine minus its tenth (`DENSE_GAP_RANK`)
+below the threshold, a flat list of near-equal neighbours — the
 score-gap form of post-retrieval query performance prediction (Shtok et al. 2012; Cronen-Townsend
-et al. 2002). Where the first hit stands out, or there is no dense route, the score is 1 and
+et al. 2002). Where the first hit stands out, or there is no dense route of ten hits, the score is 1 and
 `term_share` keeps the share; an out-of-vocabulary name still sets it to 0.
 
 The score is None (n/a) when nothing can be judged: no content term, no local BM25 index to count
@@ -90,6 +90,10 @@ QUESTION_FILLERS = frozenset(
 #: One Han character alone: what jieba leaves where it found no word (装, 里, 上). Search mode never
 #: indexes a character that belongs to a word (安装 → 安装), so its document frequency says nothing.
 _SINGLE_HAN = re.compile(r"^[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]$")
+
+#: A typed redaction placeholder (`<PHONE>`, `<ID_CARD>`, as `promote` writes them): it stands for
+#: something the user typed, not for a word the KB should hold, so it is no content term.
+_PLACEHOLDER = re.compile(r"<[A-Z][A-Z_]*>")
 
 #: CJK script: Han, kana, Hangul syllables.
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
@@ -176,7 +180,9 @@ def lexical_support(
     frequencies: DocumentFrequencies | None,
 ) -> LexicalSupport:
     """The lexical support of `query` by `candidate_texts` (title, heading path and text of each of
-    the first n candidates the KB holds), weighted by `frequencies` (see the module docstring)."""
+    the first n candidates the KB holds), weighted by `frequencies` (see the module docstring).
+    Redaction placeholders (`<PHONE>`) are left out of the query first."""
+    query = _PLACEHOLDER.sub(" ", query)
     terms = content_terms(query, frequencies)
     if not terms:
         return LexicalSupport(note="the query has no content term (only question words and stop words)")
@@ -244,13 +250,14 @@ def candidates_support(
 
 
 def dense_gap(routes: Sequence[RouteResult]) -> float | None:
-    """The first cosine minus the `DENSE_GAP_RANK`-th (the last, when fewer) of the dense route whose
-    first hit scores highest; None without a dense route holding two hits."""
-    lists = [r.hits for r in routes if r.kind == "dense" and len(r.hits) >= 2]
+    """The first cosine minus the `DENSE_GAP_RANK`-th of the dense route whose first hit scores
+    highest; None without a dense route of `DENSE_GAP_RANK` hits (a KB or k that small has no list
+    of near-equal neighbours to call flat: two chunks can score alike for a question either answers)."""
+    lists = [r.hits for r in routes if r.kind == "dense" and len(r.hits) >= DENSE_GAP_RANK]
     if not lists:
         return None
     hits = max(lists, key=lambda h: h[0].score)
-    return round(hits[0].score - hits[min(DENSE_GAP_RANK, len(hits)) - 1].score, 6)
+    return round(hits[0].score - hits[DENSE_GAP_RANK - 1].score, 6)
 
 
 def with_dense_gap(support: LexicalSupport, gap: float | None, threshold: float | None) -> LexicalSupport:

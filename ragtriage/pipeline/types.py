@@ -222,7 +222,7 @@ class LexicalSupport(BaseModel):
                 f"the dense route's first hit stands out (first − tenth cosine {self.dense_gap:.4f} ≥ "
                 f"{self.dense_gap_threshold:g})"
                 if self.dense_gap is not None
-                else "no dense route to confirm it"
+                else "no dense route of 10 hits to confirm it"
             )
             head = f"lexical support 1: term share {self.term_share:.3f} set aside, {why}"
             if not missing:
