@@ -40,6 +40,7 @@ from ragtriage.errors import IndexLockedError
 from ragtriage.pipeline.analyzer import normalize_text, query_terms
 from ragtriage.pipeline.bm25 import FLAG_INDEX_EMPTY, FLAG_TOKENIZES_TO_NOTHING, BM25Document
 from ragtriage.pipeline.bm25s_matrix import save_model, score_matrix
+from ragtriage.pipeline.bm25s_runs import Given, Runs
 from ragtriage.pipeline.bulk_terms import SegmentedTerms, iter_term_ids
 from ragtriage.pipeline.types import ScoredChunk
 
@@ -53,7 +54,6 @@ K1 = 1.2
 B = 0.75
 _CURRENT = "current"
 _STALENESS_CHECK_S = 1.0
-_TRANSLATE_BLOCK = 1 << 20  # term ids translated at once (a 4 MB temporary)
 _EMPTY_META: dict[str, Any] = {
     "chunk_ids": [],
     "doc_ids": [],
@@ -65,31 +65,6 @@ _EMPTY_META: dict[str, Any] = {
 
 
 @dataclass
-class _Runs:
-    """One field's term ids, one run per chunk: run n is `flat[offsets[n]:offsets[n + 1]]`."""
-
-    flat: np.ndarray
-    offsets: np.ndarray
-
-    @classmethod
-    def empty(cls) -> _Runs:
-        return cls(np.zeros(0, np.int32), np.zeros(1, np.int64))
-
-    @classmethod
-    def join(cls, runs: Sequence[np.ndarray]) -> _Runs:
-        """One flat array of `runs` (views into other flat arrays, copied once here)."""
-        lengths = np.fromiter((len(run) for run in runs), dtype=np.int64, count=len(runs))
-        flat = np.concatenate(runs).astype(np.int32, copy=False) if runs else np.zeros(0, np.int32)
-        return cls(flat, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def run(self, n: int) -> np.ndarray:
-        return self.flat[self.offsets[n] : self.offsets[n + 1]]
-
-
-@dataclass
 class _State:
     """Everything one version of the index holds (term ids as int32 runs per chunk and field)."""
 
@@ -98,12 +73,12 @@ class _State:
     content_hashes: list[str]
     index_hashes: list[str]
     vocab: dict[str, int]
-    terms: dict[str, _Runs]
+    terms: dict[str, Runs]
     """field → the term ids of every chunk, in chunk order."""
 
     @classmethod
     def empty(cls) -> _State:
-        return cls([], [], [], [], {}, {field: _Runs.empty() for field in FIELDS})
+        return cls([], [], [], [], {}, {field: Runs.empty() for field in FIELDS})
 
 
 def import_bm25s() -> ModuleType:
@@ -212,7 +187,7 @@ class BM25sIndex:
         vocab = state.vocab
         old = state.terms["content"]
         known = {content_hash: n for n, content_hash in enumerate(state.content_hashes)}
-        given = _Given(segmented, vocab)
+        given = Given(segmented, vocab)
         todo = {
             doc.content_hash: doc.content
             for doc in upserts
@@ -242,7 +217,7 @@ class BM25sIndex:
             content_hashes=[state.content_hashes[n] for n in keep] + [doc.content_hash for doc in upserts],
             index_hashes=[state.index_hashes[n] for n in keep] + [doc.index_hash for doc in upserts],
             vocab=vocab,
-            terms={"content": _Runs.join(content_runs), "title": _Runs.join(title_runs)},
+            terms={"content": Runs.join(content_runs), "title": Runs.join(title_runs)},
         )
 
     def _write_lock(self) -> _FileLock:
@@ -283,7 +258,7 @@ class BM25sIndex:
         if meta is None:
             return _State.empty()
         terms = {
-            field: _Runs(np.load(current / f"{field}.terms.npy"), np.load(current / f"{field}.offsets.npy"))
+            field: Runs(np.load(current / f"{field}.terms.npy"), np.load(current / f"{field}.offsets.npy"))
             for field in FIELDS
         }
         vocab = {term: n for n, term in enumerate(meta["vocab"])}
@@ -421,43 +396,6 @@ class BM25sIndex:
 
     def __repr__(self) -> str:
         return f"BM25sIndex(folder={str(self.folder)!r})"
-
-
-class _Given:
-    """Runs a `SegmentedTerms` holds, with its term ids translated into the index's vocabulary.
-
-    The translation is done in place (`segmented` then counts in `vocab`'s numbering): the term
-    ids of a 100k-chunk import are held once, not twice.
-    """
-
-    def __init__(self, segmented: SegmentedTerms | None, vocab: dict[str, int]) -> None:
-        self.segmented = segmented
-        self.flat = np.zeros(0, np.int32)
-        if segmented is not None and len(segmented.words):
-            remap = np.fromiter(
-                (vocab.setdefault(word, len(vocab)) for word in segmented.words),
-                dtype=np.int32,
-                count=len(segmented.words),
-            )
-            flat = segmented.flat
-            for start in range(0, len(flat), _TRANSLATE_BLOCK):
-                block = flat[start : start + _TRANSLATE_BLOCK]
-                block[:] = remap[block]
-            segmented.words = list(vocab)
-            self.flat = flat
-
-    def has(self, kind: str, key: str) -> bool:
-        return self.segmented is not None and key in getattr(self.segmented, kind)
-
-    def run(self, kind: str, key: str) -> np.ndarray | None:
-        """The run of `key`, or None when it was not given."""
-        if self.segmented is None:
-            return None
-        n = getattr(self.segmented, kind).get(key)
-        if n is None:
-            return None
-        offsets = self.segmented.offsets
-        return self.flat[offsets[n] : offsets[n + 1]]
 
 
 class _FileLock:
