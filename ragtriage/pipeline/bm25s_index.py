@@ -42,6 +42,7 @@ from ragtriage.pipeline.bm25 import FLAG_INDEX_EMPTY, FLAG_TOKENIZES_TO_NOTHING,
 from ragtriage.pipeline.bm25s_matrix import save_model, score_matrix
 from ragtriage.pipeline.bm25s_runs import Given, Runs
 from ragtriage.pipeline.bulk_terms import SegmentedTerms, iter_term_ids
+from ragtriage.pipeline.heap import trim_heap
 from ragtriage.pipeline.types import ScoredChunk
 
 if TYPE_CHECKING:
@@ -158,6 +159,7 @@ class BM25sIndex:
             state = self._changed(self._read_state(), upserts, delete_ids, on_progress, segmented)
             if segmented is not None:
                 segmented.release()  # the index holds what it needs of them (the build needs room)
+            trim_heap()
             self._write_state(state)
             del state
         if on_progress is not None:

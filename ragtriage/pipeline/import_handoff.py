@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ragtriage.pipeline.bulk_terms import SegmentedTerms, TermStream
+from ragtriage.pipeline.heap import trim_heap
 
 __all__ = ["ImportHandoff", "WrittenChunk", "bm25_title"]
 
@@ -71,6 +72,7 @@ class ImportHandoff:
         if self._stream is not None:
             self.segmented = self._stream.finish()
             self._stream = None
+        trim_heap()  # the pass's freed rows and buffers, before the sync builds the indexes
 
     def close(self) -> None:
         """Stop the segmenting processes (the import failed or is done)."""
