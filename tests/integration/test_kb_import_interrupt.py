@@ -34,6 +34,13 @@ SENTENCES = [
 ]
 
 
+def _sigint_state() -> str:
+    """How this process takes SIGINT (its handler and whether the main thread blocks it): what a
+    child started from here inherits. A CI run once failed here with the import ignoring Ctrl-C."""
+    blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    return f"SIGINT handler {signal.getsignal(signal.SIGINT)}, blocked in this thread: {blocked}"
+
+
 def _export(path: Path) -> Path:
     """A Parquet chunk export with UUID ids and unit 384-d vectors (nothing to embed)."""
     rng = np.random.default_rng(7)
@@ -105,7 +112,7 @@ def test_ctrl_c_stops_the_import_and_leaves_nothing(tmp_path: Path, moment: str)
     os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
     _, stderr = process.communicate(timeout=120)
 
-    assert process.returncode == 130, stderr
+    assert process.returncode == 130, f"{stderr}\n(the test process: {_sigint_state()})"
     assert stderr.strip().splitlines()[-1] == (
         "kb import: interrupted; nothing was imported (the KB and its indexes are as they were)"
     )
@@ -146,6 +153,8 @@ def test_the_parquet_reader_never_imports_pandas(tmp_path: Path) -> None:
 
 
 def test_a_swallowed_interrupt_is_raised_again_at_the_next_check() -> None:
+    state = _sigint_state()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, state
     with latched_interrupts() as check:
         try:
             os.kill(os.getpid(), signal.SIGINT)
