@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 from sqlalchemy import func, select, true
@@ -149,6 +150,16 @@ class ConflictLine(BaseModel):
     """Fields in which it differs from the stored request (`request_differences`)."""
 
 
+def _of_files(column: Any, files: Sequence[str] | None) -> Any:
+    """A filter on `column` for the lines of `files` (every line without files).
+
+    Ingest records each file by its resolved path; the names as given are kept too.
+    """
+    if not files:
+        return true()
+    return column.in_(sorted({str(Path(name).resolve()) for name in files} | set(files)))
+
+
 def conflicting_lines(
     engine: Engine, files: Sequence[str] | None = None, *, limit: int = 3
 ) -> tuple[int, list[ConflictLine]]:
@@ -156,8 +167,7 @@ def conflicting_lines(
     and line order, each with the field that differs from the stored request."""
     from ragtriage.logs.reader import request_differences
 
-    names = sorted({str(Path(name).resolve()) for name in files} | set(files)) if files else []
-    where = col(LogConflictRow.source_file).in_(names) if names else true()
+    where = _of_files(col(LogConflictRow.source_file), files)
     with read_session(engine) as session:
         total = session.scalar(select(func.count()).select_from(LogConflictRow).where(where))
         rows = session.execute(
@@ -200,9 +210,7 @@ def quarantined_lines(
     in file and line order."""
     from ragtriage.store.log_tables import QuarantinedLineRow
 
-    # Ingest records each file by its resolved path.
-    names = sorted({str(Path(name).resolve()) for name in files} | set(files)) if files else []
-    where = col(QuarantinedLineRow.source_file).in_(names) if names else true()
+    where = _of_files(col(QuarantinedLineRow.source_file), files)
     with read_session(engine) as session:
         total = session.scalar(select(func.count()).select_from(QuarantinedLineRow).where(where))
         rows = session.execute(
