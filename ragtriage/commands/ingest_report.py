@@ -5,7 +5,7 @@ from __future__ import annotations
 from ragtriage.commands.common import stderr_console, stdout_console
 from ragtriage.logs.report import IngestReport
 from ragtriage.logs.requests import ConflictLine, QuarantinedLine
-from ragtriage.render.text import plural
+from ragtriage.render.text import hanging_text, plural
 
 COUNT_NAMES = ("read", "ingested", "flagged", "duplicates", "conflicts", "quarantined", "blank", "recovered")
 
@@ -24,6 +24,21 @@ def print_ingest_report(
     width = max(len(name) for name in COUNT_NAMES)
     for name in COUNT_NAMES:
         console.print(f"{name:>{width}}: {getattr(report, name):,}")
+        if name == "flagged":
+            for reasons, count in _by_count(report.flagged_by_reason):
+                console.print(f"{'':>{width}}  {reasons.replace('+', ' + ')}: {count:,}")
+            if report.flagged:
+                console.print(f"{'':>{width}}  (list them: ragtriage queue --reason REASON)")
+            elif report.ingested:
+                console.print(
+                    hanging_text(
+                        console,
+                        f"{'':>{width}}  (no new request had a bad rating, an escalation, a follow-up, "
+                        "empty citations, a refusal or low confidence; the rules are [logs.flagging] "
+                        "settings)",
+                        indent=width + 3,
+                    )
+                )
     for kind, count in sorted(report.quarantined_by_kind.items()):
         console.print(f"{'':>{width}}  {kind}: {count:,}")
     err = stderr_console()
@@ -50,3 +65,8 @@ def print_ingest_report(
             err.print(f"  {where}: {conflict.request_id} differs in {differs}", soft_wrap=True)
         if total > len(lines):
             err.print(f"  … {total - len(lines)} more")
+
+
+def _by_count(counts: dict[str, int]) -> list[tuple[str, int]]:
+    """Most first, then by name."""
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))

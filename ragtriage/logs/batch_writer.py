@@ -8,6 +8,7 @@ lines and conflicts (the statements are in `ingest_sql`).
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime, timezone
 from typing import Any
 
@@ -17,12 +18,12 @@ from sqlmodel import Session
 from ragtriage.config import FlaggingSettings
 from ragtriage.logs import ingest_sql
 from ragtriage.logs.batches import ROW_BODY, ROW_RECOVERED, ROW_REQUEST_ID, ParsedBatch
-from ragtriage.logs.flagging import REASON_FOLLOW_UP, followed_up_in_timeline
+from ragtriage.logs.flagging import REASON_FOLLOW_UP, followed_up_in_timeline, reason_key
 from ragtriage.logs.ingest_sql import Neighbours
 from ragtriage.logs.log_line import BadLine
 from ragtriage.logs.prepared_batch import PreparedBatch, prepare_batch
 from ragtriage.logs.reader import same_request
-from ragtriage.logs.report import IngestReport
+from ragtriage.logs.report import IngestReport, add_counts
 
 SQLITE_CACHE_KIB = 16384
 SQLITE_AUTOCHECKPOINT_PAGES = 16384
@@ -228,6 +229,7 @@ class BatchWriter:
             flags.extend(ingest_sql.flag_earlier(connection, earlier, now))
         ingest_sql.insert_triage(connection, flags, now)
         self.report.flagged += len(flags)
+        add_counts(self.report.flagged_by_reason, Counter(reason_key(r) for _, r, _ in flags))
 
     def _insert_conflicts(
         self, connection: Connection, source: str, conflicts: list[tuple[Any, ...]], now: datetime
@@ -240,6 +242,5 @@ class BatchWriter:
     ) -> None:
         report = self.report
         report.quarantined += len(bad)
-        for line in bad:
-            report.quarantined_by_kind[line.kind] = report.quarantined_by_kind.get(line.kind, 0) + 1
+        add_counts(report.quarantined_by_kind, Counter(line.kind for line in bad))
         ingest_sql.insert_quarantine(connection, source, bad, now)

@@ -30,6 +30,13 @@ REASONS = (
 )
 
 
+def reason_key(reasons: Iterable[str]) -> str:
+    """The reasons of one flagged request as one key: `REASONS` order, joined with `+`
+    (`bad_rating+escalated`); a reason outside `REASONS` goes last."""
+    order = {reason: index for index, reason in enumerate(REASONS)}
+    return "+".join(sorted(set(reasons), key=lambda reason: (order.get(reason, len(order)), reason)))
+
+
 class LineRules:
     """The per-line rules, prepared once from the settings (called for every ingested line)."""
 

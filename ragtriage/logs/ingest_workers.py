@@ -32,7 +32,7 @@ from ragtriage.config import FlaggingSettings
 from ragtriage.errors import InputError, LogFormatError
 from ragtriage.logs.line_files import iter_line_chunks, iter_line_ranges
 from ragtriage.logs.log_line import BadLine
-from ragtriage.logs.report import IngestReport
+from ragtriage.logs.report import IngestReport, add_counts
 from ragtriage.logs.worker_process import PieceResult, WorkerArgs, run_worker
 
 FORK_AVAILABLE = "fork" in multiprocessing.get_all_start_methods()
@@ -259,8 +259,8 @@ class _Dispatch:
                 continue
             for name, count in result.counts.items():
                 setattr(report, name, getattr(report, name) + count)
-            for kind, count in result.quarantined_by_kind.items():
-                report.quarantined_by_kind[kind] = report.quarantined_by_kind.get(kind, 0) + count
+            add_counts(report.quarantined_by_kind, result.quarantined_by_kind)
+            add_counts(report.flagged_by_reason, result.flagged_by_reason)
             if result.strict_error is not None:
                 self.failure = self._strict_failure(result)
                 return

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from pydantic import BaseModel, Field
 
@@ -17,6 +17,9 @@ class IngestReport(BaseModel):
     ingested: int = 0
     flagged: int = 0
     """Requests that entered the triage queue (new records, incl. earlier requests flagged as followed up)."""
+    flagged_by_reason: dict[str, int] = Field(default_factory=dict)
+    """`flagged` by why: each request under its reasons joined with `+` in `flagging.REASONS` order
+    (`bad_rating`, `bad_rating+escalated`, `empty_citations`, …), so the counts add up to `flagged`."""
     duplicates: int = 0
     conflicts: int = 0
     quarantined: int = 0
@@ -33,6 +36,12 @@ class IngestReport(BaseModel):
     def reconciles(self) -> bool:
         """True when every line read is accounted for exactly once."""
         return self.read == self.ingested + self.duplicates + self.conflicts + self.quarantined + self.blank
+
+
+def add_counts(totals: dict[str, int], counts: Mapping[str, int]) -> None:
+    """Add `counts` to `totals` key by key (a report's `quarantined_by_kind`, `flagged_by_reason`)."""
+    for key, count in counts.items():
+        totals[key] = totals.get(key, 0) + count
 
 
 ProgressCallback = Callable[[int, int | None], None]

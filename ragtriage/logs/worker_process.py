@@ -49,6 +49,7 @@ class PieceResult:
     written: bool
     counts: dict[str, int] = field(default_factory=dict)
     quarantined_by_kind: dict[str, int] = field(default_factory=dict)
+    flagged_by_reason: dict[str, int] = field(default_factory=dict)
     strict_error: tuple[int, str, str, str] | None = None
     """`(line_no, kind, message, fix)` of the line strict mode stopped at."""
     rows_before_strict_error: int = 0
@@ -129,6 +130,7 @@ def _write_piece(
     report = writer.report
     before = {name: getattr(report, name) for name in PIECE_COUNTS}
     kinds_before = dict(report.quarantined_by_kind)
+    reasons_before = dict(report.flagged_by_reason)
     writer.write(args.source, batch, prepared)
     writer.commit()
     report.read += batch.read
@@ -138,14 +140,16 @@ def _write_piece(
         seq,
         written=True,
         counts={name: getattr(report, name) - before[name] for name in PIECE_COUNTS},
-        quarantined_by_kind={
-            kind: count - kinds_before.get(kind, 0)
-            for kind, count in report.quarantined_by_kind.items()
-            if count != kinds_before.get(kind, 0)
-        },
+        quarantined_by_kind=_change(kinds_before, report.quarantined_by_kind),
+        flagged_by_reason=_change(reasons_before, report.flagged_by_reason),
         strict_error=None if error is None else (error.line_no, error.kind, error.message, error.fix),
         rows_before_strict_error=len(batch.rows),
     )
+
+
+def _change(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """The counts `after` added to `before`, by key (keys that did not change left out)."""
+    return {key: count - before.get(key, 0) for key, count in after.items() if count != before.get(key, 0)}
 
 
 def run_worker(pieces: Connection, results: Connection, args: WorkerArgs) -> None:
