@@ -19,7 +19,7 @@ from ragtriage.commands.common import (
 from ragtriage.logs.fidelity import STAGE_SHORT
 from ragtriage.logs.fidelity_report import FidelityReport, StageSummary
 from ragtriage.render.fit import Col, FitTable, data_console
-from ragtriage.render.text import plural
+from ragtriage.render.text import hanging_text, plural
 
 
 def _percent(value: float) -> str:
@@ -63,7 +63,7 @@ def print_report(console: Console, report: FidelityReport) -> None:
     """The fidelity report: tables per version and per route, reasons, the least faithful requests."""
     if not report.replayed:
         for note in report.notes:
-            console.print(note)
+            _say(console, note)
         return
     console.print(
         _summary_table("fidelity per pipeline_version and stage", report.by_version, "pipeline_version")
@@ -71,43 +71,48 @@ def print_report(console: Console, report: FidelityReport) -> None:
     if report.by_route:
         console.print(_summary_table("logged routes per replayed route", report.by_route, "route"))
     profiles = ", ".join(f"{name} ({count:,})" for name, count in report.profiles.items())
-    console.print(Text(f"profiles: {profiles}"))
-    console.print(
-        Text(
-            f"{report.faithful_requests:,} of {plural(report.replayed, 'request')} reproduced exactly; "
-            f"{report.unexplained_requests:,} with a stage that differs for no documented reason"
-        )
+    _say(console, f"profiles: {profiles}")
+    _say(
+        console,
+        f"{report.faithful_requests:,} of {plural(report.replayed, 'request')} reproduced exactly; "
+        f"{report.unexplained_requests:,} with a stage that differs for no documented reason",
     )
     for note in report.notes:
-        console.print(Text(f"note: {note}"))
+        _say(console, f"note: {note}", indent=6)
     if report.reasons:
         console.print("documented reasons (stages they explain):")
         for reason, count in report.reasons.items():
-            console.print(Text(f"  {count:>4}  {reason}"))
+            _say(console, f"  {count:>4}  {reason}", indent=8)
     if report.least_faithful:
         console.print("least faithful requests:")
     for result in report.least_faithful:
         flag = f" — {len(result.unexplained)} unexplained" if result.unexplained else ""
-        console.print(
-            Text(
-                f"{result.request_id} ({result.pipeline_version or 'no version'}, profile {result.profile}){flag}"
-            )
+        _say(
+            console,
+            f"{result.request_id} ({result.pipeline_version or 'no version'}, profile {result.profile}){flag}",
         )
-        console.print(Text(f"  {result.line}"))
+        _say(console, f"  {result.line}")
         for stage in result.stages:
             if stage.exact:
                 continue
             why = stage.reason.text if stage.reason is not None else "no documented reason"
-            # One line per stage, never wrapped by us: chunk ids stay whole for copying.
-            console.print(Text(f"  {STAGE_SHORT[stage.stage]}: {stage.differs()} — {why}"), soft_wrap=True)
+            # Wrapped between ids (never inside one), continuation lines under the stage's text.
+            _say(console, f"  {STAGE_SHORT[stage.stage]}: {stage.differs()} — {why}", indent=6)
         if result.rewrite_differs:
-            console.print(Text(f"  rewrite: {result.rewrite_differs}"), soft_wrap=True)
+            _say(console, f"  rewrite: {result.rewrite_differs}", indent=6)
         for note in result.notes:
-            console.print(Text(f"  note: {note}"), soft_wrap=True)
-    console.print(
+            _say(console, f"  note: {note}", indent=6)
+    _say(
+        console,
         f"replayed {report.replayed:,} of {report.selected:,} selected in {report.replay_seconds:.1f} s "
-        f"({report.seconds:.1f} s in all); stored {report.stored:,}"
+        f"({report.seconds:.1f} s in all); stored {report.stored:,}",
     )
+
+
+def _say(console: Console, line: str, *, indent: int = 4) -> None:
+    """One report line at the console's width: wrapped between words (an id stays whole), CJK
+    counted two cells, continuation lines indented by `indent` spaces."""
+    console.print(hanging_text(console, Text(line), indent=indent))
 
 
 @click.command("fidelity")

@@ -21,7 +21,7 @@ from ragtriage.commands.common import (
 from ragtriage.config import Settings
 from ragtriage.errors import NotFoundError, RagtriageError
 from ragtriage.kb import service
-from ragtriage.render.text import plural
+from ragtriage.render.text import hanging_text, plural
 from ragtriage.triage.gold_check import DeletedGold, deleted_gold
 from ragtriage.wording import quoted
 from ragtriage.workspace import Workspace
@@ -304,7 +304,8 @@ def show_command(chunk_id: str, as_json: bool, home: Path | None, config_file: P
             line.append_text(part)
         console.print(line)
     console.print("")
-    console.print(Text(chunk.content), soft_wrap=True)
+    # Wrapped to the width, never cut: between words, CJK between characters (two cells each).
+    console.print(hanging_text(console, Text(chunk.content), indent=0))
 
 
 def _deletion_text(deletion: DeletedGold) -> str:

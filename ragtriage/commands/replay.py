@@ -149,6 +149,7 @@ def replay_command(
             traces = _run_file(pipeline, lines, show_progress=not as_json)
         for trace in traces:
             trace.profile = resolved.ref()
+        doc_titles = _final_doc_titles(workspace, traces) if not as_json else {}
     if as_json and queries_file is not None:
         for trace in traces:
             click.echo(trace.model_dump_json())
@@ -161,7 +162,20 @@ def replay_command(
     for number, trace in enumerate(traces):
         if len(traces) > 1:
             console.rule(f"query {number + 1} of {len(traces)} (line {lines[number].line_no})")
-        print_trace(console, trace)
+        print_trace(console, trace, doc_titles)
+
+
+def _final_doc_titles(workspace: Workspace, traces: list[Trace]) -> dict[str, str]:
+    """doc_id → title of the documents of the traces' final chunks (the final-context table names them)."""
+    from ragtriage.kb.service import document_titles
+
+    doc_ids = [
+        candidate.doc_id
+        for trace in traces
+        for chunk_id in trace.final
+        if (candidate := trace.candidate(chunk_id)) is not None and candidate.doc_id
+    ]
+    return document_titles(workspace.engine, doc_ids)
 
 
 def _warn_index_lag(workspace: Workspace) -> None:

@@ -17,7 +17,7 @@ from ragtriage.commands.common import (
 )
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.journey_view import journey_notes, journey_table, suggestion_lines
-from ragtriage.render.text import plural
+from ragtriage.render.text import hanging_text, plural
 from ragtriage.triage.agreement import AgreementReport
 from ragtriage.triage.diagnose import Diagnosis
 from ragtriage.triage.request_diagnosis import diagnose_request
@@ -48,18 +48,23 @@ def _render(diagnosis: Diagnosis) -> None:
     for source, journey in diagnosis.journeys.items():
         console.print(journey_table(journey, f"gold journey ({source})"))
         for note in journey_notes(journey):
-            console.print(Text(note))
+            console.print(hanging_text(console, note))
     for line in suggestion_lines(diagnosis):
-        console.print(Text(line))
+        # Evidence bullets (`  - …`) wrap under their text, other lines under their first word.
+        console.print(hanging_text(console, line, indent=4 if line.startswith("  - ") else 2))
     for result in diagnosis.counterfactuals:
         if not result.available:
-            console.print(Text(f"counterfactual {result.name}: not run ({result.reason})"))
+            console.print(hanging_text(console, f"counterfactual {result.name}: not run ({result.reason})"))
             continue
         verdict = "brings gold back" if result.improves else "does not bring gold back"
         detail = "; ".join(result.detail)
-        console.print(Text(f"counterfactual {result.name}: {verdict}" + (f" ({detail})" if detail else "")))
+        console.print(
+            hanging_text(
+                console, f"counterfactual {result.name}: {verdict}" + (f" ({detail})" if detail else "")
+            )
+        )
     if diagnosis.needs is not None:
-        console.print(Text(diagnosis.needs.message))
+        console.print(hanging_text(console, diagnosis.needs.message))
         if diagnosis.needs.likeliest:
             likely = FitTable(
                 [
@@ -81,7 +86,8 @@ def _render(diagnosis: Diagnosis) -> None:
                 )
             console.print(likely)
         for step in diagnosis.needs.next_steps:
-            console.print(Text(f"next: {step}"), soft_wrap=True)
+            # Wrapped between words: the request id in the command stays whole.
+            console.print(hanging_text(console, f"next: {step}", indent=6))
 
 
 def _progress_printer() -> Callable[[int, int], None]:

@@ -292,6 +292,21 @@ def get_chunks(engine: Engine, chunk_ids: Sequence[str]) -> dict[str, ChunkRecor
     return found
 
 
+def document_titles(engine: Engine, doc_ids: Sequence[str]) -> dict[str, str]:
+    """Title of each of these documents that has one other than its id (an import without a
+    title column stores the id as the title); unknown and untitled documents are absent."""
+    wanted = list(dict.fromkeys(doc_ids))
+    titles: dict[str, str] = {}
+    with read_session(engine) as session:
+        for start in range(0, len(wanted), 500):
+            batch = wanted[start : start + 500]
+            rows = session.exec(
+                select(DocumentRow.doc_id, DocumentRow.title).where(col(DocumentRow.doc_id).in_(batch))
+            ).all()
+            titles.update({doc_id: title for doc_id, title in rows if title and title != doc_id})
+    return titles
+
+
 def chunks_containing(engine: Engine, kb: str, term: str, limit: int) -> list[ChunkRecord]:
     """Up to `limit` published chunks of `kb` with `term` in their title or text (case-insensitive
     for ASCII; a scan, meant for a few terms per diagnosis)."""

@@ -111,12 +111,19 @@ class FinalChunk(BaseModel):
     doc_id: str | None = None
     title: str | None = None
     """None when the KB does not know the chunk."""
+    doc_title: str | None = None
+    """The document's title; None when unknown or when the document has none but its id."""
+    heading_path: list[str] = Field(default_factory=list)
 
 
 def final_chunks(
-    logged: Sequence[str] | None, replayed: Sequence[str], known: Mapping[str, ChunkRecord]
+    logged: Sequence[str] | None,
+    replayed: Sequence[str],
+    known: Mapping[str, ChunkRecord],
+    doc_titles: Mapping[str, str] | None = None,
 ) -> list[FinalChunk]:
-    """The logged final context in order, then the replayed chunks it lacks, in replayed order."""
+    """The logged final context in order, then the replayed chunks it lacks, in replayed order;
+    `doc_titles` (doc_id → title) names their documents."""
     logged_rank = {c: rank for rank, c in enumerate(dict.fromkeys(logged or ()), start=1)}
     replayed_rank = {c: rank for rank, c in enumerate(dict.fromkeys(replayed), start=1)}
     chunks = []
@@ -129,6 +136,8 @@ def final_chunks(
                 replayed_rank=replayed_rank.get(chunk_id),
                 doc_id=record.doc_id if record is not None else None,
                 title=record.title if record is not None else None,
+                doc_title=(doc_titles or {}).get(record.doc_id) if record is not None else None,
+                heading_path=list(record.heading_path) if record is not None else [],
             )
         )
     return chunks
@@ -250,7 +259,7 @@ def compare_request(
         NotFoundError: no such request_id in the store, or no such profile.
         InputError: `use_logged_rewrite` and the request logged no rewrite.
     """
-    from ragtriage.kb.service import get_chunks
+    from ragtriage.kb.service import document_titles, get_chunks
     from ragtriage.logs.requests import get_request
     from ragtriage.pipeline.profiles import resolve_profile
 
@@ -282,7 +291,12 @@ def compare_request(
         use_logged_rewrite=use_logged_rewrite,
         profile=replayed.profile,
         config_changes=changes,
-        final_chunks=final_chunks(logged_stage_ids(record, "final_context"), replayed.final, chunks),
+        final_chunks=final_chunks(
+            logged_stage_ids(record, "final_context"),
+            replayed.final,
+            chunks,
+            document_titles(workspace.engine, [chunk.doc_id for chunk in chunks.values()]),
+        ),
     )
 
 

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
-from ragtriage.logs.replay_logged import LoggedReplay, StageDiff
+from ragtriage.logs.replay_logged import FinalChunk, LoggedReplay, StageDiff
 from ragtriage.logs.schema import STAGE_NAMES
 from ragtriage.render.fit import Col, FitTable
-from ragtriage.render.text import plural
+from ragtriage.render.text import PLACE_HEADER, chunk_place, plural
 
 GOLD_MARK = "★ "
 
@@ -160,8 +160,8 @@ def header(comparison: LoggedReplay) -> Text:
 
 
 def final_chunks_table(comparison: LoggedReplay) -> FitTable | None:
-    """What the chunks of both final contexts are: ranks, document and title; None when neither
-    list has a chunk."""
+    """What the chunks of both final contexts are: ranks, the document's title and the chunk's
+    headings (`chunk_place`), and the doc_id where there is room; None when neither list has a chunk."""
     if not comparison.final_chunks:
         return None
     gold = set(comparison.replayed.gold)
@@ -170,8 +170,8 @@ def final_chunks_table(comparison: LoggedReplay) -> FitTable | None:
             Col("chunk_id", "id"),
             Col("logged", "number", justify="right"),
             Col("replayed", "number", justify="right"),
+            Col(PLACE_HEADER, "text", min_width=12),
             Col("doc_id", "id", drop_order=1),
-            Col("title", "text", min_width=12),
         ],
         title=Text("Final context chunks (★ = gold)"),
     )
@@ -183,10 +183,16 @@ def final_chunks_table(comparison: LoggedReplay) -> FitTable | None:
             cell,
             Text("—" if chunk.logged_rank is None else str(chunk.logged_rank)),
             Text("—" if chunk.replayed_rank is None else str(chunk.replayed_rank)),
+            Text(_place(chunk)),
             Text(chunk.doc_id or "—"),
-            Text(chunk.title if chunk.title is not None else "unknown to the KB"),
         )
     return table
+
+
+def _place(chunk: FinalChunk) -> str:
+    if chunk.doc_id is None:
+        return "unknown to the KB"
+    return chunk_place(chunk.doc_title, chunk.heading_path, chunk.title) or "—"
 
 
 def logged_renderables(comparison: LoggedReplay) -> Iterator[RenderableType]:

@@ -3,12 +3,17 @@ and `label: value` lines that wrap under their label."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console
 from rich.text import Text
 
 from ragtriage.wording import page_range, plural, plural_noun
 
-__all__ = ["field_text", "hanging_text", "page_range", "plural", "plural_noun"]
+__all__ = ["PLACE_HEADER", "chunk_place", "field_text", "hanging_text", "page_range", "plural", "plural_noun"]
+
+PLACE_HEADER = "document › section"
+"""Header of the column `chunk_place` fills."""
 
 
 def field_text(console: Console, label: str, value: str | Text, *, indent: int = 2) -> Text:
@@ -32,3 +37,16 @@ def hanging_text(console: Console, text: str | Text, *, indent: int = 2) -> Text
             out.append("\n" + " " * indent)
         out.append_text(part)
     return out
+
+
+def chunk_place(doc_title: str | None, heading_path: Sequence[str], title: str | None = None) -> str:
+    """What a chunk is, for a reader its id (e.g. a production UUID) says nothing to: the
+    document's title, then the chunk's headings, then its own title when the headings lack it,
+    joined with ` › ` (`请假流程说明 › 人事 › 请假 › 代批`); a heading that repeats the part
+    before it is left out. Empty when the KB holds none of them."""
+    parts: list[str] = [doc_title] if doc_title else []
+    for part in [*heading_path, title or ""]:
+        part = part.strip()
+        if part and part not in parts[-1:] and part != doc_title:
+            parts.append(part)
+    return " › ".join(parts)

@@ -7,14 +7,14 @@ queries come from logs and documents and must print literally.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
 from ragtriage.pipeline.types import ScoredChunk, Trace
 from ragtriage.render.fit import Col, FitTable
-from ragtriage.render.text import plural
+from ragtriage.render.text import PLACE_HEADER, chunk_place, plural
 
 GOLD_MARK = "★ "
 GOLD_STYLE = "bold green"
@@ -80,17 +80,19 @@ def stage_table(trace: Trace) -> FitTable:
     return table
 
 
-def final_table(trace: Trace) -> FitTable:
-    """The final context in order: chunk id, its final score (reranked, else fused), document and
-    title (the ids alone do not say what a production chunk is about)."""
+def final_table(trace: Trace, doc_titles: Mapping[str, str] | None = None) -> FitTable:
+    """The final context in order: chunk id, its final score (reranked, else fused), the
+    document's title (`doc_titles`: doc_id → title) and the chunk's headings, and the doc_id where
+    there is room (the ids alone do not say what a production chunk is about)."""
     gold = set(trace.gold)
+    titles = doc_titles or {}
     table = FitTable(
         [
             Col("#", "number", justify="right"),
             Col("chunk_id", "id"),
             Col("score", "number", justify="right"),
+            Col(PLACE_HEADER, "text", min_width=12),
             Col("doc_id", "id", drop_order=1),
-            Col("title", "text", min_width=12),
         ],
         title=Text("Final context (★ = gold; score: reranked, else fused)"),
     )
@@ -100,7 +102,9 @@ def final_table(trace: Trace) -> FitTable:
         chunk_cell = Text(GOLD_MARK if is_gold else "", style=GOLD_STYLE)
         chunk_cell.append(chunk_id, style=GOLD_STYLE if is_gold else "")
         doc_id = candidate.doc_id if candidate is not None else None
-        title = candidate.title if candidate is not None else None
+        place = "unknown to the KB"
+        if candidate is not None and candidate.known:
+            place = chunk_place(titles.get(doc_id or ""), candidate.heading_path, candidate.title) or "—"
         score = None
         if candidate is not None:
             score = (
@@ -110,8 +114,8 @@ def final_table(trace: Trace) -> FitTable:
             Text(str(rank)),
             chunk_cell,
             Text("—" if score is None else f"{score:.4g}"),
+            Text(place),
             Text(doc_id or "—"),
-            Text(title or "—"),
         )
     return table
 
@@ -208,22 +212,22 @@ def summary_text(trace: Trace) -> Text:
     return text
 
 
-def trace_renderables(trace: Trace) -> Iterator[RenderableType]:
-    """The parts of the trace view, top to bottom."""
+def trace_renderables(trace: Trace, doc_titles: Mapping[str, str] | None = None) -> Iterator[RenderableType]:
+    """The parts of the trace view, top to bottom (`doc_titles`: doc_id → title, for the final context)."""
     yield rewrite_panel(trace)
     yield stage_table(trace)
     if trace.final:
-        yield final_table(trace)
+        yield final_table(trace, doc_titles)
     if trace.gold:
         yield gold_table(trace)
     yield summary_text(trace)
 
 
-def render_trace(trace: Trace) -> Group:
+def render_trace(trace: Trace, doc_titles: Mapping[str, str] | None = None) -> Group:
     """The whole trace view as one renderable."""
-    return Group(*trace_renderables(trace))
+    return Group(*trace_renderables(trace, doc_titles))
 
 
-def print_trace(console: Console, trace: Trace) -> None:
-    """Print the trace view to `console`."""
-    console.print(render_trace(trace))
+def print_trace(console: Console, trace: Trace, doc_titles: Mapping[str, str] | None = None) -> None:
+    """Print the trace view to `console` (`doc_titles`: doc_id → title, for the final context)."""
+    console.print(render_trace(trace, doc_titles))
