@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.text import Text
 
 from ragtriage.commands.common import (
     echo_json,
@@ -21,7 +21,8 @@ from ragtriage.commands.common import (
 from ragtriage.config import Settings
 from ragtriage.errors import NotFoundError, RagtriageError
 from ragtriage.kb import service
-from ragtriage.render.text import hanging_text, plural
+from ragtriage.render.kb_view import print_chunk, print_chunk_table
+from ragtriage.render.text import plural
 from ragtriage.triage.gold_check import DeletedGold, deleted_gold
 from ragtriage.wording import quoted
 from ragtriage.workspace import Workspace
@@ -209,18 +210,28 @@ def _index_status(workspace: Workspace) -> dict[str, Any]:
 @click.option("--doc", "doc_id", default=None, help="Only this document's chunks.")
 @click.option("--with-content", is_flag=True, help="Include each chunk's full text.")
 @click.option("--all", "include_deleted", is_flag=True, help="Include deleted chunks.")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["auto", "table", "tsv"]),
+    default="auto",
+    show_default=True,
+    help="table: fitted to the screen; tsv: tab-separated, one chunk a line; auto: table on a "
+    "terminal, tsv in a pipe.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @workspace_options
 def chunks_command(
     doc_id: str | None,
     with_content: bool,
     include_deleted: bool,
+    output_format: str,
     as_json: bool,
     home: Path | None,
     config_file: Path | None,
 ) -> None:
-    """List chunks in document order (tab-separated: chunk_id, status, anchor, title, heading_path
-    with ' › ' between the headings)."""
+    """List chunks in document order: chunk_id, status, anchor, title, heading_path (' › ' between
+    the headings); a table on a terminal, tab-separated in a pipe."""
     with open_workspace(home, config_file) as workspace:
         chunks = service.list_chunks(
             workspace, doc_id=doc_id, include_content=with_content, include_deleted=include_deleted
@@ -228,7 +239,11 @@ def chunks_command(
     if as_json:
         echo_json(chunks)
         return
-    click.echo("chunk_id\tstatus\tanchor\ttitle\theading_path")
+    as_table = output_format == "table" or (output_format == "auto" and sys.stdout.isatty())
+    if as_table and chunks:
+        print_chunk_table(stdout_console(), chunks, with_content=with_content)
+    elif not as_table:
+        click.echo("chunk_id\tstatus\tanchor\ttitle\theading_path")
     if not chunks:
         # On stderr: the table stays a clean TSV for scripts.
         hint = (
@@ -238,6 +253,8 @@ def chunks_command(
             + ("" if include_deleted else " (--all also lists deleted chunks)")
         )
         click.echo(f"no chunks{f' in {doc_id}' if doc_id else ' in this KB'}; {hint}", err=True)
+    if as_table:
+        return
     for chunk in chunks:
         path = " › ".join(chunk.heading_path)
         click.echo(f"{chunk.chunk_id}\t{chunk.status}\t{chunk.anchor or ''}\t{chunk.title}\t{path}")
@@ -293,19 +310,7 @@ def show_command(chunk_id: str, as_json: bool, home: Path | None, config_file: P
     if chunk.meta:
         # Imported chunks keep production's other columns; one line, as JSON, so nothing is lost.
         fields["meta"] = json.dumps(chunk.meta, ensure_ascii=False, default=str)
-    console = stdout_console()
-    for name, value in fields.items():
-        # Wrapped between words in the value column: ids whole, long titles and lists readable.
-        parts = Text(str(value)).wrap(console, max(console.width - 14, 20), overflow="fold")
-        line = Text(f"{name + ':':<14}")
-        for number, part in enumerate(parts):
-            part.rstrip()
-            line.append_text(Text("\n" + " " * 14) if number else Text(""))
-            line.append_text(part)
-        console.print(line)
-    console.print("")
-    # Wrapped to the width, never cut: between words, CJK between characters (two cells each).
-    console.print(hanging_text(console, Text(chunk.content), indent=0))
+    print_chunk(stdout_console(), fields, chunk.content)
 
 
 def _deletion_text(deletion: DeletedGold) -> str:

@@ -126,13 +126,15 @@ COMMANDS = [
     ["diagnose", INT_ID],
     ["fidelity", "--no-store"],
     ["kb", "show", IDS[0]],
+    ["kb", "chunks", "--format", "table"],
+    ["kb", "chunks", "--format", "table", "--with-content"],
     ["eval", "show", "1"],
     ["show", REQUEST_ID],
 ]
 
 
 @pytest.mark.parametrize("width", [80, 160])
-@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: "-".join(c[:2]))
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: "-".join(c[:2] + c[4:]))
 def test_every_line_fits_and_ids_stay_whole(built: Path, command: list[str], width: int) -> None:
     _check(_run(built, command, width), width, command)
 
@@ -191,3 +193,15 @@ def test_kb_show_wraps_the_whole_text_to_the_width(built: Path) -> None:
         assert "https://expenses.example.com/portal/submit-receipts-and-itinerary" in body
         assert "\n\n第二段" in body
     assert json.loads(_run(built, ["kb", "show", IDS[0], "--json"], 80))["content"] == LONG_TEXT
+
+
+def test_kb_chunks_is_a_table_on_request_and_tab_separated_in_a_pipe(built: Path) -> None:
+    table = _run(built, ["kb", "chunks", "--format", "table"], 80)
+    rows = _rows(table)
+    assert [row.split(" | ")[0] for row in rows] == IDS
+    assert rows[3].endswith("代批 | 人事 › 请假 › 代批"), rows
+    with_content = _run(built, ["kb", "chunks", "--format", "table", "--with-content"], 80)
+    assert re.sub(r"\s+", "", LONG_TEXT) in re.sub(r"\s+", "", with_content)
+    header, *lines = _run(built, ["kb", "chunks"], 80).splitlines()
+    assert header == "chunk_id\tstatus\tanchor\ttitle\theading_path"
+    assert [line.split("\t")[0] for line in lines] == IDS
