@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import click
@@ -17,7 +17,7 @@ from ragtriage.commands.common import (
 )
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.journey_view import journey_notes, journey_table, suggestion_lines
-from ragtriage.render.text import hanging_text, plural
+from ragtriage.render.text import PLACE_HEADER, chunk_place, hanging_text, plural
 from ragtriage.triage.agreement import AgreementReport
 from ragtriage.triage.diagnose import Diagnosis
 from ragtriage.triage.request_diagnosis import diagnose_request
@@ -37,7 +37,8 @@ def _cases_with_gold(workspace: Workspace) -> Iterator[str]:
     yield from ids
 
 
-def _render(diagnosis: Diagnosis) -> None:
+def _render(diagnosis: Diagnosis, doc_titles: Mapping[str, str]) -> None:
+    """The diagnosis in words and tables (`doc_titles`: doc_id → title, for the likely gold)."""
     console = stdout_console()
     head = Text("diagnosis of ")
     head.append(diagnosis.request_id or "an ad-hoc query", style="bold")
@@ -69,7 +70,7 @@ def _render(diagnosis: Diagnosis) -> None:
             likely = FitTable(
                 [
                     Col("likely gold", "id"),
-                    Col("title", "text"),
+                    Col(PLACE_HEADER, "text"),
                     Col("stage", "label"),
                     Col("rank", "number", justify="right"),
                     Col("query terms it has", "text"),
@@ -79,7 +80,7 @@ def _render(diagnosis: Diagnosis) -> None:
             for chunk in diagnosis.needs.likeliest:
                 likely.add_row(
                     chunk.chunk_id,
-                    chunk.title or "",
+                    chunk_place(doc_titles.get(chunk.doc_id or ""), chunk.heading_path, chunk.title) or "—",
                     chunk.stage,
                     str(chunk.rank),
                     ", ".join(chunk.overlap_terms),
@@ -88,6 +89,14 @@ def _render(diagnosis: Diagnosis) -> None:
         for step in diagnosis.needs.next_steps:
             # Wrapped between words: the request id in the command stays whole.
             console.print(hanging_text(console, f"next: {step}", indent=6))
+
+
+def _likely_doc_titles(workspace: Workspace, diagnosis: Diagnosis) -> dict[str, str]:
+    """doc_id → title of the documents of the likely gold chunks."""
+    from ragtriage.kb.service import document_titles
+
+    likeliest = diagnosis.needs.likeliest if diagnosis.needs is not None else []
+    return document_titles(workspace.engine, [chunk.doc_id for chunk in likeliest if chunk.doc_id])
 
 
 def _progress_printer() -> Callable[[int, int], None]:
@@ -197,7 +206,7 @@ def register(cli: click.Group) -> None:
                     if as_json:
                         echo_json(result)
                     else:
-                        _render(result)
+                        _render(result, _likely_doc_titles(workspace, result))
                     return
                 report = diagnose_all(
                     context,

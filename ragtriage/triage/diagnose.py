@@ -45,6 +45,8 @@ class LikelyChunk(BaseModel):
 
     chunk_id: str
     title: str | None = None
+    doc_id: str | None = None
+    heading_path: list[str] = Field(default_factory=list)
     stage: str
     rank: int
     overlap_terms: list[str] = Field(default_factory=list)
@@ -92,9 +94,14 @@ def likeliest_chunks(facts: Facts, limit: int = 5) -> list[LikelyChunk]:
             overlap = covered(facts.terms, text)
             if overlap:
                 candidate = trace.candidate(chunk_id)
-                title = candidate.title if candidate is not None else None
                 seen[chunk_id] = LikelyChunk(
-                    chunk_id=chunk_id, title=title, stage=stage, rank=rank, overlap_terms=overlap
+                    chunk_id=chunk_id,
+                    title=candidate.title if candidate is not None else None,
+                    doc_id=candidate.doc_id if candidate is not None else None,
+                    heading_path=list(candidate.heading_path) if candidate is not None else [],
+                    stage=stage,
+                    rank=rank,
+                    overlap_terms=overlap,
                 )
     ordered = sorted(seen.values(), key=lambda c: (-len(c.overlap_terms), c.stage != "final", c.rank))
     return ordered[:limit]

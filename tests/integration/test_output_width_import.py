@@ -205,3 +205,13 @@ def test_kb_chunks_is_a_table_on_request_and_tab_separated_in_a_pipe(built: Path
     header, *lines = _run(built, ["kb", "chunks"], 80).splitlines()
     assert header == "chunk_id\tstatus\tanchor\ttitle\theading_path"
     assert [line.split("\t")[0] for line in lines] == IDS
+
+
+def test_diagnose_names_the_document_and_section_of_likely_gold(built: Path) -> None:
+    output = _run(built, ["diagnose", INT_ID, "--no-counterfactuals"], 160)
+    rows = _rows(output[output.index("chunks that carry the query's terms") :])
+    overdue = next(row for row in rows if IDS[1] in row)
+    assert "差旅报销制度 › 财务 › 差旅报销 › 超期处理" in overdue, rows
+    narrow = _run(built, ["diagnose", INT_ID, "--no-counterfactuals"], 80)
+    assert f"likely gold:        {IDS[1]}" in narrow
+    assert "document › section: 差旅报销制度 › 财务 › 差旅报销 ›" in narrow, narrow
