@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -71,7 +72,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for chunk_id, doc_id, path, text in CHUNKS
     ]
     export = write_jsonl(root / "chunks.jsonl", rows)
-    requests = [
+    requests: list[dict[str, Any]] = [
         {
             "request_id": REQUEST_ID,
             "ts": "2026-11-02T08:00:00Z",
