@@ -26,16 +26,31 @@ def field_text(console: Console, label: str, value: str | Text, *, indent: int =
 
 
 def hanging_text(console: Console, text: str | Text, *, indent: int = 2) -> Text:
-    """`text` wrapped as `field_text` wraps a value: continuation lines indented by `indent`
-    spaces, leading spaces of the first line kept, no trailing spaces."""
+    """`text` wrapped as `field_text` wraps a value: the first line uses the whole width,
+    continuation lines (and the lines of later paragraphs) are indented by `indent` spaces and
+    wrap `indent` cells sooner; leading spaces of the first line kept, no trailing spaces."""
     line = text if isinstance(text, Text) else Text(text)
-    lines = line.wrap(console, max(console.width - indent, 20), overflow="fold")
+    width = max(console.width, 20)
+    narrower = max(console.width - indent, 20)
     out = Text()
-    for number, part in enumerate(lines):
-        part.rstrip()
-        if number:
-            out.append("\n" + " " * indent)
-        out.append_text(part)
+    for number, paragraph in enumerate(line.split("\n", allow_blank=True)):
+        parts: list[Text] = []
+        paragraph.expand_tabs()  # as `wrap` would, so the first line's length is the paragraph's
+        rest = paragraph
+        if number == 0:
+            first = paragraph.wrap(console, width, overflow="fold")
+            if first:
+                parts.append(first[0])
+                # The wrapped lines partition the paragraph: the rest starts after the first line.
+                rest = paragraph[len(first[0].plain) :]
+                rest = rest[len(rest.plain) - len(rest.plain.lstrip(" ")) :]
+        if rest.plain or not parts:
+            parts.extend(rest.wrap(console, narrower, overflow="fold"))
+        for part_number, part in enumerate(parts):
+            part.rstrip()
+            if number or part_number:
+                out.append("\n" + " " * indent)
+            out.append_text(part)
     return out
 
 
