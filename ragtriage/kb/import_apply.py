@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gc
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from typing import Protocol
 from sqlmodel import select
 
 from ragtriage.errors import InputError
+from ragtriage.gc_thresholds import fewer_young_collections
 from ragtriage.interrupts import latched_interrupts
 from ragtriage.kb.import_feed import DenseStream, IndexFeed, interrupted_message, make_handoff
 from ragtriage.kb.import_files import release_reader_memory
@@ -46,7 +46,6 @@ __all__ = ["ChunkSource", "import_chunks"]
 ProgressCallback = Callable[[int, int], None]
 MapperFactory = Callable[[], FieldMapper]
 _REJECTED_KEPT = 100
-_GC_YOUNG_THRESHOLD = 50_000  # as log ingest (`logs.formats.read`)
 
 
 class ChunkSource(Protocol):
@@ -118,7 +117,7 @@ def import_chunks(
     stream = DenseStream(workspace) if index and vector_embedder is not None else None
     handoff = make_handoff(workspace) if index else None
     stored: int | None = None
-    with latched_interrupts() as check_interrupt, _fewer_young_collections():
+    with latched_interrupts() as check_interrupt, fewer_young_collections():
         try:
             revision = _import(
                 workspace,
@@ -166,20 +165,6 @@ def import_chunks(
                 stream.close()
     record_import(workspace.home, kb, fingerprint, report)
     return report
-
-
-@contextlib.contextmanager
-def _fewer_young_collections() -> Iterator[None]:
-    """The pass makes several short-lived objects per row and next to no reference cycles, while
-    each collection of the older generations walks every object of the loaded libraries: with
-    the default thresholds the cyclic collector took a tenth of the pass. Rarer passes meanwhile
-    (forked segmenters and the dense process inherit them)."""
-    thresholds = gc.get_threshold()
-    gc.set_threshold(max(thresholds[0], _GC_YOUNG_THRESHOLD), *thresholds[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
 
 
 def _same_as_last_import(

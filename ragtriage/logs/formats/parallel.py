@@ -26,12 +26,12 @@ from typing import Any
 
 from ragtriage.config import OtelSettings
 from ragtriage.errors import InputError
+from ragtriage.gc_thresholds import fewer_young_collections
 from ragtriage.logs.formats.assemble import Assembled, Rejected
 from ragtriage.logs.formats.collect import ORDER_BITS, TraceCollector
 from ragtriage.logs.formats.read import (
     assembled,
     digester,
-    fewer_young_collections,
     iter_raw,
     needs_span_index,
     read_into,

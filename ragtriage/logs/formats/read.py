@@ -9,9 +9,7 @@ unreadable record, and `read = assembled + rejected`.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import gzip
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -22,6 +20,7 @@ import orjson
 
 from ragtriage.config import OtelSettings
 from ragtriage.errors import InputError
+from ragtriage.gc_thresholds import fewer_young_collections
 from ragtriage.logs.formats import langfuse, otel_sdk, otlp, otlp_fast, phoenix
 from ragtriage.logs.formats.assemble import Assembled, Rejected, assemble, digest, unpack_result
 from ragtriage.logs.formats.collect import Digest, TraceCollector
@@ -31,8 +30,6 @@ from ragtriage.logs.formats.spans import Note, Span
 from ragtriage.logs.line_files import cut_message
 
 _BOM = b"\xef\xbb\xbf"
-#: Allocations between young-generation collections while traces are read (CPython's default: 700).
-GC_YOUNG_THRESHOLD = 50_000
 _MISSING_FORMAT = {
     "otlp": (
         "not_otlp",
@@ -213,18 +210,6 @@ def digester(otel: OtelSettings) -> Digest:
 def needs_span_index(files: Sequence[tuple[Path, str, str]]) -> bool:
     """Whether notes naming only a span id may come (Phoenix annotations, Langfuse scores)."""
     return any(fmt != "otlp" for _, fmt, _ in files)
-
-
-@contextlib.contextmanager
-def fewer_young_collections() -> Iterator[None]:
-    """Reading makes millions of short-lived dicts and no reference cycles; the cyclic
-    collector's young-generation passes would cost a fifth of the time. Fewer passes meanwhile."""
-    thresholds = gc.get_threshold()
-    gc.set_threshold(max(thresholds[0], GC_YOUNG_THRESHOLD), *thresholds[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
 
 
 def read_into(
