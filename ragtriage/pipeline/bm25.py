@@ -19,9 +19,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Literal
 
 import numpy as np
 from whoosh import index as whoosh_index
@@ -30,14 +27,20 @@ from whoosh.query import Or, Term
 from whoosh.scoring import BM25F
 from whoosh.searching import Searcher
 
-from ragtriage.errors import IndexLockedError, IndexStateError
-from ragtriage.pipeline.analyzer import ChineseAnalyzer, normalize_text, query_terms
+from ragtriage.pipeline.analyzer import ChineseAnalyzer
+from ragtriage.pipeline.bm25_engine import (
+    FLAG_INDEX_EMPTY,
+    FLAG_TOKENIZES_TO_NOTHING,
+    BM25Document,
+    BM25Engine,
+    top_rows,
+    words_within_edits,
+)
 from ragtriage.pipeline.types import ScoredChunk
 
-__all__ = ["BM25Document", "FLAG_TOKENIZES_TO_NOTHING", "WhooshIndex"]
+# The document and flags are re-exported: callers of the default engine import them from here.
+__all__ = ["BM25Document", "FLAG_INDEX_EMPTY", "FLAG_TOKENIZES_TO_NOTHING", "WhooshIndex"]
 
-FLAG_TOKENIZES_TO_NOTHING = "query-tokenizes-to-nothing"
-FLAG_INDEX_EMPTY = "bm25-index-empty"
 INDEX_NAME = "chunks"
 _STALENESS_CHECK_S = 1.0
 
@@ -118,15 +121,7 @@ class _BM25FScores:
                 docnums, contribution = entry
                 # Document numbers are unique within one posting list, so fancy `+=` is exact.
                 scores[docnums] += contribution * boost if boost != 1.0 else contribution
-        matched = np.flatnonzero(scores > 0)
-        if matched.size == 0:
-            return []
-        if matched.size > k:
-            # Keep every document scoring at least the k-th best (ties are settled below).
-            cut = np.partition(scores[matched], matched.size - k)[matched.size - k]
-            matched = matched[scores[matched] >= cut]
-        order = matched[np.lexsort((matched, -scores[matched]))][:k]
-        return [(self._chunk_id(int(docnum)), float(scores[docnum])) for docnum in order]
+        return [(self._chunk_id(int(docnum)), float(scores[docnum])) for docnum in top_rows(scores, k)]
 
     def _chunk_id(self, docnum: int) -> str:
         chunk_id = self._chunk_ids.get(docnum)
@@ -135,46 +130,13 @@ class _BM25FScores:
         return chunk_id
 
 
-@dataclass(frozen=True)
-class BM25Document:
-    """What the BM25 index holds for one chunk (`index_hash` covers every indexed field)."""
+class WhooshIndex(BM25Engine):
+    """The chunk index in Whoosh: BM25F over content and title (the default engine)."""
 
-    chunk_id: str
-    doc_id: str
-    title: str
-    content: str
-    content_hash: str
-    index_hash: str
-
-
-class WhooshIndex:
-    """Create/open the chunk index in a folder, apply changes by chunk id, and search it."""
-
-    kind: Literal["bm25", "dense"] = "bm25"
-
-    def __init__(
-        self,
-        folder: Path,
-        *,
-        title_boost: float = 2.0,
-        query_segmentation: str = "search",
-        query_stop_words: Iterable[str] = (),
-        procs: int = 1,
-        multiproc_min_docs: int = 2000,
-        writer_timeout_s: float = 5.0,
-    ) -> None:
-        self.folder = folder
-        self.title_boost = title_boost
-        self.query_segmentation = query_segmentation
-        """How queries are segmented (`analyzer.query_terms`); documents always use search mode."""
-        self.query_stop_words = frozenset(normalize_text(w) for w in query_stop_words)
-        """Words dropped from queries only (normalized like the terms)."""
-        self.procs = procs
-        self.multiproc_min_docs = multiproc_min_docs
-        self.writer_timeout_s = writer_timeout_s
-        folder.mkdir(parents=True, exist_ok=True)
-        if whoosh_index.exists_in(str(folder), indexname=INDEX_NAME):
-            self._index = whoosh_index.open_dir(str(folder), indexname=INDEX_NAME)
+    def _open(self) -> None:
+        folder = str(self.folder)
+        if whoosh_index.exists_in(folder, indexname=INDEX_NAME):
+            self._index = whoosh_index.open_dir(folder, indexname=INDEX_NAME)
         else:
             self._index = self._create()
         self._searcher: Searcher | None = None
@@ -187,12 +149,6 @@ class WhooshIndex:
             return whoosh_index.create_in(str(self.folder), _schema(), indexname=INDEX_NAME)
         except whoosh_index.LockError:
             raise self._locked_error() from None
-
-    def _locked_error(self) -> IndexStateError:
-        return IndexLockedError(
-            f"{self.folder}: another ragtriage process is writing the BM25 index; "
-            "wait for it to finish (or stop it) and try again"
-        )
 
     # ------------------------------------------------------------ writing
 
@@ -239,10 +195,6 @@ class WhooshIndex:
             on_progress(len(upserts))
         self._invalidate()
 
-    def delete(self, chunk_ids: Iterable[str]) -> None:
-        """Remove chunks by id."""
-        self.apply([], chunk_ids)
-
     def clear(self) -> None:
         """Drop every document (recreates the empty index)."""
         with self._lock:
@@ -280,26 +232,14 @@ class WhooshIndex:
             self._scores = _BM25FScores(searcher, searcher.weighting)
         return self._scores
 
-    def search(self, query: str, k: int) -> tuple[list[ScoredChunk], list[str]]:
-        """Top-k chunks by BM25F (ranks from 1) and flags such as `query-tokenizes-to-nothing`."""
-        terms = self.query_terms(query)
-        if not terms:
-            return [], [FLAG_TOKENIZES_TO_NOTHING]
+    def _top(self, terms: Sequence[str], k: int) -> list[tuple[str, float]] | None:
+        """BM25F of the OR group (`_clauses`) over the open searcher; None if nothing is indexed."""
         clauses = self._clauses(terms)
         with self._lock:
             scores = self._current_scores()
             if self._searcher is None or self._searcher.doc_count() == 0:
-                return [], [FLAG_INDEX_EMPTY]
-            top = scores.top(clauses, k)
-        hits = [
-            ScoredChunk(chunk_id=chunk_id, rank=rank, score=score)
-            for rank, (chunk_id, score) in enumerate(top, start=1)
-        ]
-        return hits, []
-
-    def query_terms(self, query: str) -> list[str]:
-        """The distinct terms this index searches for `query`."""
-        return query_terms(query, segmentation=self.query_segmentation, stop_words=self.query_stop_words)
+                return None
+            return scores.top(clauses, k)
 
     def _clauses(self, terms: Sequence[str]) -> list[tuple[str, str, float]]:
         """(field, term, boost) of the OR group: every term in `content`, and in `title` with the boost."""
@@ -357,18 +297,13 @@ class WhooshIndex:
         """Indexed words (title or text) within `max_edits` Damerau–Levenshtein edits of `term`,
         sharing its first character (lexical support's typo tolerance). Whoosh's own `terms_within`
         counts a transposition as two edits, so the words under the prefix are measured here."""
-        from rapidfuzz.distance import DamerauLevenshtein
-
-        found: set[str] = set()
+        words: list[str] = []
         with self._lock:
             reader = self._current_searcher().reader()
             for field in ("content", "title"):
                 schema_field = reader.schema[field]
-                for raw in reader.expand_prefix(field, term[:1]):
-                    word = schema_field.from_bytes(raw)
-                    if DamerauLevenshtein.distance(term, word, score_cutoff=max_edits) <= max_edits:
-                        found.add(word)
-        return sorted(found)
+                words.extend(schema_field.from_bytes(raw) for raw in reader.expand_prefix(field, term[:1]))
+        return words_within_edits(term, words, max_edits)
 
     def lexicon(self, field: str = "content") -> list[str]:
         """Every term of `field` (for inspection and tests)."""

@@ -32,18 +32,21 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ragtriage.errors import IndexLockedError
-from ragtriage.pipeline.analyzer import normalize_text, query_terms
-from ragtriage.pipeline.bm25 import FLAG_INDEX_EMPTY, FLAG_TOKENIZES_TO_NOTHING, BM25Document
+from ragtriage.pipeline.bm25_engine import (
+    BM25Document,
+    BM25Engine,
+    locked_error,
+    top_rows,
+    words_within_edits,
+)
 from ragtriage.pipeline.bm25s_matrix import save_model, score_matrix
 from ragtriage.pipeline.bm25s_runs import Given, Runs
 from ragtriage.pipeline.bulk_terms import SegmentedTerms, iter_term_ids
 from ragtriage.pipeline.heap import trim_heap
-from ragtriage.pipeline.types import ScoredChunk
 
 if TYPE_CHECKING:
     import bm25s
@@ -99,32 +102,10 @@ def import_bm25s() -> ModuleType:
             del sys.modules["numba"]
 
 
-class BM25sIndex:
-    """Create/open the chunk index in a folder, apply changes by chunk id, and search it."""
+class BM25sIndex(BM25Engine):
+    """The chunk index on bm25s: summed BM25 of content and title (`[index] bm25_engine = "bm25s"`)."""
 
-    kind: Literal["bm25", "dense"] = "bm25"
-
-    def __init__(
-        self,
-        folder: Path,
-        *,
-        title_boost: float = 2.0,
-        query_segmentation: str = "search",
-        query_stop_words: Iterable[str] = (),
-        procs: int = 1,
-        multiproc_min_docs: int = 2000,
-        writer_timeout_s: float = 5.0,
-    ) -> None:
-        self.folder = folder
-        self.title_boost = title_boost
-        self.query_segmentation = query_segmentation
-        """How queries are segmented (`analyzer.query_terms`); documents always use search mode."""
-        self.query_stop_words = frozenset(normalize_text(w) for w in query_stop_words)
-        """Words dropped from queries only (normalized like the terms)."""
-        self.procs = procs
-        self.multiproc_min_docs = multiproc_min_docs
-        self.writer_timeout_s = writer_timeout_s
-        folder.mkdir(parents=True, exist_ok=True)
+    def _open(self) -> None:
         self._lock = threading.RLock()
         self._models: dict[str, bm25s.BM25] | None = None
         self._meta: dict[str, Any] | None = None
@@ -165,10 +146,6 @@ class BM25sIndex:
         if on_progress is not None:
             on_progress(len(upserts))
         self._invalidate()
-
-    def delete(self, chunk_ids: Iterable[str]) -> None:
-        """Remove chunks by id."""
-        self.apply([], chunk_ids)
 
     def clear(self) -> None:
         """Drop every document."""
@@ -306,44 +283,27 @@ class BM25sIndex:
         except FileNotFoundError:
             return None
 
-    def query_terms(self, query: str) -> list[str]:
-        """The distinct terms this index searches for `query`."""
-        return query_terms(query, segmentation=self.query_segmentation, stop_words=self.query_stop_words)
-
-    def search(self, query: str, k: int) -> tuple[list[ScoredChunk], list[str]]:
-        """Top-k chunks by summed field BM25 (ranks from 1) and flags such as `query-tokenizes-to-nothing`."""
-        words = self.query_terms(query)
-        if not words:
-            return [], [FLAG_TOKENIZES_TO_NOTHING]
+    def _top(self, terms: Sequence[str], k: int) -> list[tuple[str, float]] | None:
+        """Content BM25 plus `title_boost` × title BM25 of the terms; None if nothing is indexed."""
         with self._lock:
             models, meta = self._current()
             if not meta["chunk_ids"]:
-                return [], [FLAG_INDEX_EMPTY]
-            ids = [self._vocab[word] for word in words if word in self._vocab]
+                return None
+            ids = [self._vocab[term] for term in terms if term in self._vocab]
             if not ids:
-                return [], []
+                return []
             scores = models["content"].get_scores_from_ids(ids).astype(np.float64)
             scores += self.title_boost * models["title"].get_scores_from_ids(ids)
             chunk_ids = meta["chunk_ids"]
-        matched = np.flatnonzero(scores > 0)
-        order = matched[np.lexsort((matched, -scores[matched]))][:k]
-        hits = [
-            ScoredChunk(chunk_id=chunk_ids[n], rank=rank, score=float(scores[n]))
-            for rank, n in enumerate(order, start=1)
-        ]
-        return hits, []
+        return [(chunk_ids[n], float(scores[n])) for n in top_rows(scores, k)]
 
     def near_terms(self, term: str, max_edits: int = 1) -> list[str]:
         """Indexed words within `max_edits` Damerau–Levenshtein edits of `term`, sharing its first
         character (lexical support's typo tolerance), as `WhooshIndex.near_terms`."""
-        from rapidfuzz.distance import DamerauLevenshtein
-
         with self._lock:
             self._current()
             words = [w for w in self._vocab if w[:1] == term[:1]]
-        return sorted(
-            w for w in words if DamerauLevenshtein.distance(term, w, score_cutoff=max_edits) <= max_edits
-        )
+        return words_within_edits(term, words, max_edits)
 
     def term_stats(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
         """`(indexed chunks, {term: chunks holding it in title or content})` (lexical support's idf)."""
@@ -417,10 +377,7 @@ class _FileLock:
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     self._handle.close()
-                    raise IndexLockedError(
-                        f"{self.folder}: another ragtriage process is writing the BM25 index; "
-                        "wait for it to finish (or stop it) and try again"
-                    ) from None
+                    raise locked_error(self.folder) from None
                 time.sleep(0.05)
 
     def __exit__(self, *exc: object) -> None:
