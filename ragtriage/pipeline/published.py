@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import func
 from sqlmodel import col, select
 
-from ragtriage.pipeline.bm25 import BM25Document
+from ragtriage.pipeline.bm25_engine import BM25Document
 from ragtriage.pipeline.bulk_terms import SegmentedTerms
 from ragtriage.pipeline.import_handoff import ImportHandoff, WrittenChunk, bm25_title
 from ragtriage.pipeline.kb_chunks import KBChunk, kb_revision_of, load_chunks
