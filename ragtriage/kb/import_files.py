@@ -109,32 +109,43 @@ class FileSource:
             return raw, cast(IO[bytes], gzip.GzipFile(fileobj=raw))
         return raw, raw
 
-    def _jsonl(self, on_progress: ProgressCallback | None) -> Iterator[list[SourceRow]]:
+    def _in_batches(
+        self, rows: Iterator[SourceRow], raw: IO[bytes], on_progress: ProgressCallback | None
+    ) -> Iterator[list[SourceRow]]:
+        """`rows` of a text file in lists of `batch_size`; after each full list, progress in bytes
+        (`raw.tell()` of the file's size), and the whole size once the rows are done."""
         total = self.path.stat().st_size
-        raw, handle = self._open_binary()
         batch: list[SourceRow] = []
-        try:
-            for line_no, line in enumerate(handle, start=1):
-                if line_no == 1 and line.startswith(b"\xef\xbb\xbf"):
-                    line = line[3:]
-                if not line.strip():
-                    continue
-                batch.append(SourceRow(f"{self.name}:{line_no}", self._json_line(line, line_no)))
-                if len(batch) >= self.batch_size:
-                    yield batch
-                    batch = []
-                    if on_progress is not None:
-                        on_progress(raw.tell(), total)
-            if batch:
+        for row in rows:
+            batch.append(row)
+            if len(batch) >= self.batch_size:
                 yield batch
-            if on_progress is not None:
-                on_progress(total, total)
+                batch = []
+                if on_progress is not None:
+                    on_progress(raw.tell(), total)
+        if batch:
+            yield batch
+        if on_progress is not None:
+            on_progress(total, total)
+
+    def _jsonl(self, on_progress: ProgressCallback | None) -> Iterator[list[SourceRow]]:
+        raw, handle = self._open_binary()
+        try:
+            yield from self._in_batches(self._jsonl_rows(handle), raw, on_progress)
         except (OSError, EOFError) as error:
             raise InputError(
                 f"{self.name}: cannot read the file ({error}); check that it is complete"
             ) from None
         finally:
             raw.close()
+
+    def _jsonl_rows(self, handle: IO[bytes]) -> Iterator[SourceRow]:
+        """One row per non-blank line (a leading byte-order mark dropped)."""
+        for line_no, line in enumerate(handle, start=1):
+            if line_no == 1 and line.startswith(b"\xef\xbb\xbf"):
+                line = line[3:]
+            if line.strip():
+                yield SourceRow(f"{self.name}:{line_no}", self._json_line(line, line_no))
 
     def _json_line(self, line: bytes, line_no: int) -> dict[str, Any]:
         where = f"{self.name}:{line_no}"
@@ -170,7 +181,6 @@ class FileSource:
     # ------------------------------------------------------------ CSV
 
     def _csv(self, on_progress: ProgressCallback | None) -> Iterator[list[SourceRow]]:
-        total = self.path.stat().st_size
         raw, binary = self._open_binary()
         lines = _DecodedLines(binary, self.encoding, self.name)
         delimiter = "\t" if ".tsv" in [s.lower() for s in self.path.suffixes] else ","
@@ -178,7 +188,6 @@ class FileSource:
             min(sys.maxsize, 2**31 - 1)
         )  # vectors and long chunks exceed the 128 KiB default
         reader = csv.reader(lines, delimiter=delimiter)
-        batch: list[SourceRow] = []
         try:
             try:
                 header = next(reader)
@@ -192,33 +201,30 @@ class FileSource:
                 raise InputError(
                     f"{self.name}:1: the header repeats column {quoted(duplicated[0])}; fix: rename one of them"
                 )
-            width = len(self.columns)
-            for cells in reader:
-                if not any(cells):
-                    continue
-                where = f"{self.name}:{lines.line_no}"
-                if len(cells) != width:
-                    raise InputError(
-                        f"{where}: {len(cells)} cells but the header has {width} columns; "
-                        "fix: quote cells that contain the delimiter or a line break"
-                    )
-                values = {k: (v if v != "" else None) for k, v in zip(self.columns, cells, strict=True)}
-                batch.append(SourceRow(where, values))
-                if len(batch) >= self.batch_size:
-                    yield batch
-                    batch = []
-                    if on_progress is not None:
-                        on_progress(raw.tell(), total)
-            if batch:
-                yield batch
-            if on_progress is not None:
-                on_progress(total, total)
+            yield from self._in_batches(self._csv_rows(reader, lines, self.columns), raw, on_progress)
         except csv.Error as error:
             raise InputError(
                 f"{self.name}:{lines.line_no}: not valid CSV ({error}); fix: repair the file"
             ) from None
         finally:
             raw.close()
+
+    def _csv_rows(
+        self, reader: Iterator[list[str]], lines: _DecodedLines, columns: list[str]
+    ) -> Iterator[SourceRow]:
+        """The data rows after the header (blank rows skipped, empty cells null)."""
+        width = len(columns)
+        for cells in reader:
+            if not any(cells):
+                continue
+            where = f"{self.name}:{lines.line_no}"
+            if len(cells) != width:
+                raise InputError(
+                    f"{where}: {len(cells)} cells but the header has {width} columns; "
+                    "fix: quote cells that contain the delimiter or a line break"
+                )
+            values = {k: (v if v != "" else None) for k, v in zip(columns, cells, strict=True)}
+            yield SourceRow(where, values)
 
     # ------------------------------------------------------------ Parquet
 
