@@ -105,19 +105,15 @@ def iter_line_chunks(path: Path, lines_per_chunk: int) -> Iterator[tuple[int, by
         read = handle.read1 if isinstance(handle, gzip.GzipFile) else handle.read
         try:
             while block := read(READ_CHUNK_BYTES):
+                ends, after = _piece_ends(block, counted, lines_per_chunk)
                 start = 0
-                newlines = block.count(b"\n")
-                while counted + newlines >= lines_per_chunk:
-                    end = start - 1
-                    for _ in range(lines_per_chunk - counted):
-                        end = block.index(b"\n", end + 1)
-                    blocks.append(block[start : end + 1])
+                for end in ends:
+                    blocks.append(block[start:end])
                     yield first, b"".join(blocks), False
                     first += lines_per_chunk
-                    newlines -= lines_per_chunk - counted
-                    blocks, counted, start = [], 0, end + 1
+                    blocks, start = [], end
                 blocks.append(block[start:] if start else block)
-                counted += newlines
+                counted = after
         except (EOFError, gzip.BadGzipFile, OSError) as error:
             data = b"".join(blocks)
             whole = data[: data.rfind(b"\n") + 1]
@@ -157,19 +153,29 @@ def _ranges(handle: Any, lines_per_chunk: int) -> Iterator[tuple[int, int, int, 
     with handle:
         while block := handle.read(READ_CHUNK_BYTES):
             last_byte = block[-1:]
-            cursor = 0
-            newlines = block.count(b"\n")
-            while counted + newlines >= lines_per_chunk:
-                end = cursor - 1
-                for _ in range(lines_per_chunk - counted):
-                    end = block.index(b"\n", end + 1)
-                piece_end = position + end + 1
-                yield first, start, piece_end - start, False
+            ends, counted = _piece_ends(block, counted, lines_per_chunk)
+            for end in ends:
+                yield first, start, position + end - start, False
                 first += lines_per_chunk
-                newlines -= lines_per_chunk - counted
-                start, counted, cursor = piece_end, 0, end + 1
-            counted += newlines
+                start = position + end
             position += len(block)
     if position > start:
         # What is left: whole lines, and perhaps a last line without a newline.
         yield first, start, position - start, last_byte != b"\n"
+
+
+def _piece_ends(block: bytes, counted: int, lines_per_chunk: int) -> tuple[list[int], int]:
+    """Where pieces of `lines_per_chunk` lines end in `block`, the piece being read having
+    `counted` newlines before it: the offsets just past each piece's last newline, and the
+    newlines of the piece left unfinished at the block's end. The one cutting rule of
+    `iter_line_chunks` and `iter_line_ranges` (their pieces must be the same)."""
+    ends: list[int] = []
+    newlines = block.count(b"\n")
+    end = -1
+    while counted + newlines >= lines_per_chunk:
+        for _ in range(lines_per_chunk - counted):
+            end = block.index(b"\n", end + 1)
+        ends.append(end + 1)
+        newlines -= lines_per_chunk - counted
+        counted = 0
+    return ends, counted + newlines
