@@ -4,6 +4,7 @@ stale logged ids name the document they belong to."""
 
 from __future__ import annotations
 
+from ragtriage.pipeline.types import Trace
 from ragtriage.triage.diagnose import diagnose
 from ragtriage.triage.facts import collect_facts
 from ragtriage.triage.rules_common import recall_lost
@@ -15,11 +16,10 @@ OTHER = chunk("a", "会议室 预订 规则", title="会议室", doc_id="rooms",
 QUERY = "差旅 报销"
 
 
-def test_a_diverged_raw_route_of_the_replay_is_not_evidence_of_a_rewrite_error() -> None:
-    ctx = FakeContext([GOLD, OTHER])
-    # Production's dense route missed gold; the replay's dense route finds it (it does not reproduce it).
-    logged = make_trace(QUERY, routes={"bm25": ["a"], "dense": ["a"]}, rerank_input=["a"], final=["a"])
-    replay = make_trace(
+def _replay_where_only_the_raw_dense_route_finds_gold() -> Trace:
+    """The replay the rewrite_error tests judge: the rewrite drifted (会议室), the rewritten routes
+    and raw BM25 miss gold, and the raw query's dense route finds it at rank 1."""
+    return make_trace(
         QUERY,
         routes={
             "bm25_raw": ["a"],
@@ -31,6 +31,13 @@ def test_a_diverged_raw_route_of_the_replay_is_not_evidence_of_a_rewrite_error()
         rerank_input=["a"],
         final=["a"],
     )
+
+
+def test_a_diverged_raw_route_of_the_replay_is_not_evidence_of_a_rewrite_error() -> None:
+    ctx = FakeContext([GOLD, OTHER])
+    # Production's dense route missed gold; the replay's dense route finds it (it does not reproduce it).
+    logged = make_trace(QUERY, routes={"bm25": ["a"], "dense": ["a"]}, rerank_input=["a"], final=["a"])
+    replay = _replay_where_only_the_raw_dense_route_finds_gold()
     facts = collect_facts(ctx, QUERY, logged=logged, replay=replay, gold=["g"])
     assert (
         facts.fidelity is not None
@@ -45,18 +52,7 @@ def test_a_diverged_raw_route_of_the_replay_is_not_evidence_of_a_rewrite_error()
 def test_the_same_replay_when_it_reproduces_the_log_still_blames_the_rewrite() -> None:
     ctx = FakeContext([GOLD, OTHER])
     logged = make_trace(QUERY, routes={"bm25": ["a"], "dense": ["g", "a"]}, rerank_input=["a"], final=["a"])
-    replay = make_trace(
-        QUERY,
-        routes={
-            "bm25_raw": ["a"],
-            "dense_raw": ["g", "a"],
-            "bm25_rewritten": ["a"],
-            "dense_rewritten": ["a"],
-        },
-        rewritten="差旅 报销 会议室",
-        rerank_input=["a"],
-        final=["a"],
-    )
+    replay = _replay_where_only_the_raw_dense_route_finds_gold()
     result = diagnose(ctx, QUERY, logged=logged, replay=replay, gold=["g"], counterfactuals=False)
     assert result.suggestion.label == "rewrite_error"
     assert any(line.startswith("replay fidelity bm25 1/1 · dense 2/2") for line in result.suggestion.evidence)
