@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import click
@@ -9,14 +10,18 @@ from rich.text import Text
 
 from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
 from ragtriage.eval.run_view import MAX_PAGE, RunDetail, run_detail
+from ragtriage.pipeline.types import ChunkRecord
 from ragtriage.render.fit import Col, FitTable
+from ragtriage.render.kb_view import place_table
 from ragtriage.render.text import field_text
 
 #: Per-case metrics shown in the table (every metric is in --json).
 CASE_METRICS = ("recall@5", "mrr", "ndcg@10")
 
 
-def _print_detail(detail: RunDetail) -> None:
+def _print_detail(detail: RunDetail, known: Mapping[str, ChunkRecord], doc_titles: Mapping[str, str]) -> None:
+    """The run's header, its page of cases, then what their relevant chunks are (`known`: the
+    KB's chunks by id, `doc_titles`: doc_id → title)."""
     console = stdout_console()
     console.print(
         Text(
@@ -50,6 +55,9 @@ def _print_detail(detail: RunDetail) -> None:
             Text(", ".join(drops) or ("-" if not case.relevant_chunk_ids else "reached final")),
         )
     console.print(table)
+    relevant = [chunk_id for case in page.items for chunk_id in case.relevant_chunk_ids]
+    if relevant:
+        console.print(place_table("relevant chunks", relevant, known, doc_titles))
     for case in page.items:
         if case.refused:
             console.print(
@@ -81,9 +89,15 @@ def register_eval(group: click.Group) -> None:
         run_ref: str, offset: int, limit: int, as_json: bool, home: Path | None, config_file: Path | None
     ) -> None:
         """One run: status, settings, and per-case results with candidates and gold journey (paged)."""
+        from ragtriage.kb.service import document_titles, get_chunks
+
         with open_workspace(home, config_file) as workspace:
             detail = run_detail(workspace.engine, run_ref, offset=offset, limit=limit)
-        if as_json:
-            echo_json(detail)
-            return
-        _print_detail(detail)
+            if as_json:
+                echo_json(detail)
+                return
+            known = get_chunks(
+                workspace.engine, [c for case in detail.cases.items for c in case.relevant_chunk_ids]
+            )
+            doc_titles = document_titles(workspace.engine, [chunk.doc_id for chunk in known.values()])
+        _print_detail(detail, known, doc_titles)

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from ragtriage.pipeline.types import ChunkRecord
 from ragtriage.render.fit import Col, FitTable
-from ragtriage.render.text import hanging_text
+from ragtriage.render.text import PLACE_HEADER, chunk_place, hanging_text
 
 FIELD_WIDTH = 14
 """Cells of the `name:` column of `kb show`."""
@@ -65,3 +65,21 @@ def print_chunk(console: Console, fields: Mapping[str, object], content: str) ->
         console.print(line)
     console.print("")
     console.print(hanging_text(console, Text(content), indent=0))
+
+
+def place_table(
+    title: str, chunk_ids: Sequence[str], known: Mapping[str, ChunkRecord], doc_titles: Mapping[str, str]
+) -> FitTable:
+    """What each chunk is: its whole id next to its document's title and headings
+    (`chunk_place`; `known`: the KB's chunks by id, `doc_titles`: doc_id → title)."""
+    table = FitTable([Col("chunk_id", "id"), Col(PLACE_HEADER, "text")], title=title)
+    for chunk_id in dict.fromkeys(chunk_ids):
+        chunk = known.get(chunk_id)
+        if chunk is None:
+            place = "unknown to the KB"
+        else:
+            place = chunk_place(doc_titles.get(chunk.doc_id), chunk.heading_path, chunk.title) or "—"
+            if chunk.status == "deleted":
+                place += " (deleted)"
+        table.add_row(chunk_id, place)
+    return table

@@ -216,3 +216,10 @@ def test_diagnose_names_the_document_and_section_of_likely_gold(built: Path) -> 
     narrow = _run(built, ["diagnose", INT_ID, "--no-counterfactuals"], 80)
     assert f"likely gold:        {IDS[1]}" in narrow
     assert "document › section: 差旅报销制度 › 财务 › 差旅报销 ›" in narrow, narrow
+
+
+def test_eval_show_says_what_the_relevant_chunks_are(built: Path) -> None:
+    for width in (80, 160):
+        output = _run(built, ["eval", "show", "1"], width)
+        rows = _rows(output[output.index("relevant chunks") :])
+        assert rows == [f"{IDS[3]} | 请假流程说明 › 人事 › 请假 › 代批"], output
