@@ -134,7 +134,7 @@ def attributes(kvs: Any) -> dict[str, Any]:
             continue
         value = any_value(kv.get("value"))
         if isinstance(value, dict):
-            _flatten_into(flat, key, value)
+            flatten_into(flat, key, value)
         elif value is not None:
             flat[key] = value
     return group_documents(flat)
@@ -149,10 +149,12 @@ def dict_attributes(raw: Any) -> dict[str, Any]:
     )
 
 
-def _flatten_into(flat: dict[str, Any], prefix: str, tree: dict[str, Any]) -> None:
+def flatten_into(flat: dict[str, Any], prefix: str, tree: dict[str, Any]) -> None:
+    """Add the leaves of a nested `tree` (a `kvlistValue`) to `flat` under dotted keys
+    `prefix.key.subkey`; None leaves are left out. Both OTLP readers flatten with it."""
     for key, value in tree.items():
         if isinstance(value, dict):
-            _flatten_into(flat, f"{prefix}.{key}", value)
+            flatten_into(flat, f"{prefix}.{key}", value)
         elif value is not None:
             flat[f"{prefix}.{key}"] = value
 

@@ -16,6 +16,7 @@ from ragtriage.logs.formats.otlp import (
     BULKY_SUFFIXES,
     SpanFormatError,
     events_as_evaluations,
+    flatten_into,
     normalize_id,
 )
 from ragtriage.logs.formats.spans import (
@@ -157,7 +158,7 @@ def _attributes(kvs: list[_KeyValue]) -> dict[str, Any]:
             plain = number if number.__class__ is float else _value(value)
         if kind is _PLAIN:
             if isinstance(plain, dict):
-                _flatten(flat, key, plain)
+                flatten_into(flat, key, plain)
             elif plain is not None:
                 flat[key] = plain
             continue
@@ -175,14 +176,6 @@ def _attributes(kvs: list[_KeyValue]) -> dict[str, Any]:
         for prefix, items in lists.items():
             flat[prefix] = [items[i] for i in sorted(items)]
     return flat
-
-
-def _flatten(flat: dict[str, Any], prefix: str, tree: dict[str, Any]) -> None:
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            _flatten(flat, f"{prefix}.{key}", value)
-        elif value is not None:
-            flat[f"{prefix}.{key}"] = value
 
 
 def spans_from_json(raw: bytes, source: str, line_no: int) -> list[Span | SpanFormatError] | None:
