@@ -30,7 +30,8 @@ import os
 import re
 import unicodedata
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from whoosh.analysis import Token, Tokenizer
 
@@ -67,6 +68,8 @@ _ASCII_RUN = re.compile(r"(?<![a-z0-9_.\-])[a-z0-9]+(?:[-_.][a-z0-9]+)*(?![a-z0-
 _HAS_DIGIT = re.compile(r"\d")
 _HAS_LETTER = re.compile(r"[a-z]")
 _DOTTED_NUMBER = re.compile(r"v?\d+(?:\.\d+)+")
+
+_V = TypeVar("_V")
 
 #: Texts segmented by Python jieba before switching to jieba-rs (`RAGTRIAGE_SEGMENTER`: auto, rust, python).
 RUST_AFTER = 64
@@ -209,11 +212,45 @@ def _tokenize_cached(text: str) -> tuple[str, ...]:
 
 
 def terms(text: str) -> list[str]:
-    """`tokenize(text)` for bulk work (indexing): the same terms in the same order, nothing remembered.
+    """`tokenize(text)` for bulk work (indexing): the same terms in the same order.
 
-    About 3 × faster than the Whoosh tokenizer path: no offsets, no `Token` objects.
+    About 6 × faster than the Whoosh tokenizer path: no offsets, no `Token` objects, and one
+    jieba-rs call per text (`segment_rs.search_words_between`); the few texts that path declines
+    take `_terms_by_piece`, which segments the pieces between codes one by one.
     """
     normalized = normalize_text(text)
+    if _use_rust(bulk=True):
+        from ragtriage.pipeline.segment_rs import search_words_between
+
+        words = search_words_between(normalized, _code_spans(normalized), _python_search)
+        if words is not None:
+            return list(filter(None, map(_TERMS.__getitem__, words)))
+    return _terms_by_piece(normalized)
+
+
+def _code_spans(normalized: str) -> list[tuple[int, int]]:
+    """(start, end) of each error code or version string in `normalized` (cut out whole)."""
+    is_code = _IS_CODE
+    return [match.span() for match in _ASCII_RUN.finditer(normalized) if is_code[match.group()]]
+
+
+class _Memo(dict[str, _V]):
+    """`function(key)`, remembered; cleared when it grows past `limit` keys (bounded memory)."""
+
+    def __init__(self, function: Callable[[str], _V], limit: int = 1 << 18) -> None:
+        super().__init__()
+        self.function = function
+        self.limit = limit
+
+    def __missing__(self, key: str) -> _V:
+        if len(self) >= self.limit:
+            self.clear()
+        value = self[key] = self.function(key)
+        return value
+
+
+def _terms_by_piece(normalized: str) -> list[str]:
+    """`terms` of normalized text, each piece between codes segmented on its own (the reference)."""
     out: list[str] = []
     cursor = 0
     for match in _ASCII_RUN.finditer(normalized):
@@ -243,6 +280,11 @@ def _term(word: str) -> str:
     """The term a segmented word becomes ("" when it is dropped)."""
     word = word.strip()
     return word if _keep(word) else ""
+
+
+# Dict lookups with the memo filled on a miss: `terms` maps ~200 words a text through these.
+_TERMS = _Memo(_term)
+_IS_CODE = _Memo(_is_code, limit=1 << 16)
 
 
 def in_dictionary(word: str) -> bool:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import bisect
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import rjieba
 
@@ -57,19 +57,22 @@ def search_segments(text: str, python: PythonTokenize) -> list[Segment]:
         return python(text)
     segments: list[Segment] = rjieba.tokenize(text, mode="search", hmm=True)
     runs = [(match.start(), match.end()) for match in _JOINED_RUN.finditer(text)]
-    return _rejoin(text, segments, runs, python) if runs else segments
+    if not runs:
+        return segments
+    rejoined = _rejoin(text, segments, runs, python)
+    return python(text) if rejoined is None else rejoined
 
 
 def _rejoin(
     text: str, segments: list[Segment], runs: list[tuple[int, int]], python: PythonTokenize
-) -> list[Segment]:
+) -> list[Segment] | None:
     """Replace what jieba-rs emitted inside each joined run by Python jieba's split of the run.
 
     A run segments alone as in context: its characters are single DAG nodes, buffered and split
-    by `re_skip` either way, unless a dictionary word spans ASCII and Han (`江南style`); then the
-    whole text goes to Python jieba. Tokens come out word by word, so every token before a run
-    starts before it and every later one starts inside or after it: a binary search over the
-    start offsets finds each run's block.
+    by `re_skip` either way, unless a dictionary word spans ASCII and Han (`江南style`); then
+    None is returned and the caller segments the whole text with Python jieba. Tokens come out
+    word by word, so every token before a run starts before it and every later one starts inside
+    or after it: a binary search over the start offsets finds each run's block.
     """
     starts = [segment[1] for segment in segments]
     out: list[Segment] = []
@@ -79,8 +82,7 @@ def _rejoin(
         last = bisect.bisect_left(starts, end, lo=first)
         block = segments[first:last]
         if (first > 0 and segments[first - 1][2] > start) or any(segment[2] > end for segment in block):
-            # A dictionary word across the run's edge (`江南style`, `4s店`): Python jieba alone.
-            return python(text)
+            return None  # a dictionary word across the run's edge (`江南style`, `4s店`)
         out.extend(segments[done:first])
         out.extend((part, start + s, start + e) for part, s, e in _python_split(text[start:end], python))
         done = last
@@ -96,3 +98,122 @@ def search_words(text: str, python: PythonTokenize) -> list[str]:
         return [word for word, _, _ in search_segments(text, python)]
     words: list[str] = rjieba.cut_for_search(text, hmm=True)
     return words
+
+
+# --- Bulk path: one jieba-rs call per text -------------------------------------------------------
+#
+# jieba (both) segments each block of `[\u4e00-\u9fd5a-z0-9+#&._%-]+` on its own; every other
+# character is a token by itself (whitespace: `\r\n` or one character). So a stretch that ends at
+# block boundaries (or is cut out) can be replaced by a character outside every block, its words
+# computed apart and put back where that character's token comes out, without changing anything
+# else. `SENTINEL` is that character; a text holding it takes the piece-by-piece path.
+SENTINEL = "\x00"
+_BLOCK_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+#&._%-")
+
+
+def _in_block(char: str) -> bool:
+    return char in _BLOCK_CHARS or "\u4e00" <= char <= "\u9fd5"
+
+
+@functools.lru_cache(maxsize=65536)
+def _python_split_words(run: str, python: PythonTokenize) -> tuple[str, ...]:
+    return tuple(word for word, _, _ in _python_split(run, python))
+
+
+@functools.lru_cache(maxsize=16384)
+def _block_words(block: str, python: PythonTokenize) -> tuple[str, ...] | None:
+    """`search_words(block)` for a block holding a joined run next to Han, or None when a
+    dictionary word crosses a run's edge (the caller then takes the piece-by-piece path)."""
+    segments: list[Segment] = rjieba.tokenize(block, mode="search", hmm=True)
+    runs = [match.span() for match in _JOINED_RUN.finditer(block)]
+    rejoined = _rejoin(block, segments, runs, python)
+    return None if rejoined is None else tuple(word for word, _, _ in rejoined)
+
+
+def search_words_between(text: str, cuts: list[tuple[int, int]], python: PythonTokenize) -> list[str] | None:
+    """The words of `search_words` over each piece of `text` between the `cuts`, with each cut's
+    own text as one word in its place; None when `text` needs the piece-by-piece path.
+
+    Equal to `search_words(piece_0) + [cut_0] + search_words(piece_1) + …` word for word
+    (punctuation and whitespace tokens included), in one jieba-rs call instead of one per piece
+    and without offsets: cuts, and blocks holding a joined run, are replaced by `SENTINEL`
+    (see above). A block that is a joined run alone takes Python jieba's split of the run
+    (remembered per run); a block with Han next to a run takes `search_segments`' correction on
+    that block alone (remembered per block). `cuts` are sorted, non-overlapping (start, end).
+    None (a rare case) when the text holds `SENTINEL` or characters only Python jieba segments
+    right, or a dictionary word crosses a run's edge.
+    """
+    if SENTINEL in text or _PYTHON_ONLY.search(text):
+        return None
+    fills: list[Sequence[str]] = []
+    if cuts:
+        parts = []
+        done = 0
+        for start, end in cuts:
+            parts.append(text[done:start])
+            fills.append([text[start:end]])
+            done = end
+        parts.append(text[done:])
+        text = SENTINEL.join(parts)
+    runs = list(_JOINED_RUN.finditer(text))
+    if runs:
+        replaced = _replace_run_blocks(text, runs, fills, python)
+        if replaced is None:
+            return None
+        text, fills = replaced
+    words: list[str] = rjieba.cut_for_search(text, hmm=True)
+    if not fills:
+        return words
+    out: list[str] = []
+    done = 0
+    index = words.index
+    for fill in fills:
+        at = index(SENTINEL, done)
+        out += words[done:at]
+        out += fill
+        done = at + 1
+    out += words[done:]
+    return out
+
+
+def _replace_run_blocks(
+    text: str,
+    runs: list[re.Match[str]],
+    fills: list[Sequence[str]],
+    python: PythonTokenize,
+) -> tuple[str, list[Sequence[str]]] | None:
+    """`text` with each block holding a joined run replaced by `SENTINEL`, and the fills of every
+    `SENTINEL` in order (the cuts' `fills`, already in `text`, merged with the blocks' words);
+    None when a dictionary word crosses a run's edge."""
+    parts: list[str] = []
+    merged: list[Sequence[str]] = []
+    taken = 0  # cut fills merged so far
+    done = 0
+    size = len(text)
+    for match in runs:
+        start, end = match.span()
+        if start < done:
+            continue  # inside a block already replaced
+        # A run is a maximal ASCII stretch: its neighbours are in a block only if Han.
+        if (start == 0 or not "\u4e00" <= text[start - 1] <= "\u9fd5") and (
+            end == size or not "\u4e00" <= text[end] <= "\u9fd5"
+        ):
+            words = _python_split_words(match.group(), python)
+        else:
+            while start > 0 and _in_block(text[start - 1]):
+                start -= 1
+            while end < size and _in_block(text[end]):
+                end += 1
+            block_words = _block_words(text[start:end], python)
+            if block_words is None:
+                return None
+            words = block_words
+        before = text.count(SENTINEL, done, start)
+        merged += fills[taken : taken + before]
+        taken += before
+        merged.append(words)
+        parts.append(text[done:start])
+        done = end
+    parts.append(text[done:])
+    merged += fills[taken:]
+    return SENTINEL.join(parts), merged

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragtriage.pipeline import analyzer
-from ragtriage.pipeline.segment_rs import search_segments, search_words
+from ragtriage.pipeline.segment_rs import search_segments, search_words, search_words_between
 from tests.conftest import FIXTURES_DIR, SHARED_DIR
 
 Segments = list[tuple[str, int, int]]
@@ -120,3 +120,127 @@ def test_auto_mode_starts_on_python_jieba(monkeypatch: pytest.MonkeyPatch) -> No
     assert analyzer._use_rust() is False
     monkeypatch.setattr(analyzer, "_segmented", analyzer.RUST_AFTER)
     assert analyzer._use_rust() is True
+
+
+# --- The bulk path (`analyzer.terms`: one jieba-rs call per text) equals the piece-by-piece one ---
+
+
+def _piece_by_piece_words(normalized: str) -> list[str]:
+    """`search_words` of each piece between codes, each code in its place: what the bulk path replaces."""
+    cuts = analyzer._code_spans(normalized)
+    words: list[str] = []
+    done = 0
+    for start, end in cuts:
+        words += search_words(normalized[done:start], analyzer._python_search)
+        words.append(normalized[start:end])
+        done = end
+    return words + search_words(normalized[done:], analyzer._python_search)
+
+
+def _assert_bulk_equal(texts: Iterable[str]) -> tuple[int, int]:
+    """Every text's terms (and words, punctuation included) equal the piece-by-piece path's.
+
+    Returns (texts, terms) compared. Failures name the first differing text and position.
+    """
+    count = total = 0
+    for text in texts:
+        normalized = analyzer.normalize_text(text)
+        expected = analyzer._terms_by_piece(normalized)
+        found = analyzer.terms(text)
+        if found != expected:
+            at = next(
+                (n for n, pair in enumerate(zip(found, expected, strict=False)) if pair[0] != pair[1]), None
+            )
+            raise AssertionError(f"text {text!r}: terms differ at {at}: {found[:50]} != {expected[:50]}")
+        words = search_words_between(normalized, analyzer._code_spans(normalized), analyzer._python_search)
+        if words is not None:
+            assert words == _piece_by_piece_words(normalized), text
+        count += 1
+        total += len(expected)
+    return count, total
+
+
+@pytest.mark.parametrize(
+    ("text", "bulk"),
+    [
+        ("设置background-repeat为no-repeat，见 www.debian.org/doc/ 或 apt-get(8)", True),
+        ("升级到v2.3.1后报错E1001%-x，sources.list里写了non-free；2.3.1-1版本", True),
+        ("用apt-get和dpkg-deb命令，c++、c#与3.5%的用户", True),
+        ("江南style-x和4s店.com", False),  # a dictionary word across a run's edge: piece by piece
+        ("扩展字㐀和兼容字﨎混在apt-get里", False),  # characters only Python jieba segments right
+        ("文本里本来就有\x00这个字符和a-b", False),
+        ("\r\nwww.a.b\r\n安装\r\n", True),
+        ("", True),
+    ],
+)
+def test_bulk_terms_equal_piece_by_piece(text: str, bulk: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    normalized = analyzer.normalize_text(text)
+    words = search_words_between(normalized, analyzer._code_spans(normalized), analyzer._python_search)
+    assert (words is not None) == bulk
+    _assert_bulk_equal([text])
+    # and both equal Python jieba's (the oracle) through the analyzer
+    monkeypatch.setenv("RAGTRIAGE_SEGMENTER", "python")
+    assert analyzer._terms_by_piece(normalized) == analyzer.tokenize(text) == analyzer.terms(text)
+
+
+def test_bulk_terms_equal_on_fixture_kb() -> None:
+    files = sorted(path for path in (FIXTURES_DIR / "kb").rglob("*") if path.suffix in (".md", ".html"))
+    texts = [path.read_text(encoding="utf-8") for path in files]
+    # Every chunk at two offsets: run and block edges fall in different places.
+    count, total = _assert_bulk_equal([*_chunks(iter(texts)), *_chunks(iter(texts), size=290)])
+    assert count > 100 and total > 5_000
+
+
+@pytest.mark.realdata
+def test_bulk_terms_equal_on_all_debian_chunks(tmp_path: Path) -> None:
+    """Every 400- and 290-character chunk of both Debian packages (about 2,300 chunks, 1 s)."""
+    debs = SHARED_DIR / "data" / "debian-docs-zh"
+    if not debs.is_dir():
+        pytest.skip(f"{debs} is absent (the Debian documentation packages)")
+    from ragtriage.kb.debian_docs import extract
+
+    extract(debs, tmp_path)
+    pages = sorted([*(tmp_path / "faq").glob("*.html"), *(tmp_path / "reference").glob("*.html")])
+    texts = [page.read_text(encoding="utf-8") for page in pages]
+    count, total = _assert_bulk_equal([*_chunks(iter(texts)), *_chunks(iter(texts), size=290)])
+    assert count > 2_000 and total > 200_000
+
+
+_FRAGMENTS = [
+    *"软件包安装中华人民共和国江南店的 ，。()/:\r\n\t㐀﨎鿖\x00",
+    *"abcdeorgwxsty.-_+#&%0123459",
+    "apt-get",
+    "www.debian.org",
+    "v2.3.1",
+    "e1001",
+    "ERR_42",
+    "1003.1-1990",
+    "c++",
+    "4s",
+    "style",
+    "sources.list",
+    "non-free",
+    "x86_64",
+    "lsb_release",
+    "3.5%",
+    "...",
+    "--",
+    "—",
+    "…",
+]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=40).map("".join))
+def test_generated_text_bulk_terms_equal(text: str) -> None:
+    _assert_bulk_equal([text])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=30).map("".join))
+def test_generated_text_bulk_terms_equal_python_jieba(text: str) -> None:
+    """The oracle: the bulk path's terms are Python jieba's, through the same analyzer."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAGTRIAGE_SEGMENTER", "python")
+        python_terms = [token.text for token in analyzer._ANALYZER(text)]
+    assert analyzer.terms(text) == python_terms
