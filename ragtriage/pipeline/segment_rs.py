@@ -106,13 +106,19 @@ def search_words(text: str, python: PythonTokenize) -> list[str]:
 # character is a token by itself (whitespace: `\r\n` or one character). So a stretch that ends at
 # block boundaries (or is cut out) can be replaced by a character outside every block, its words
 # computed apart and put back where that character's token comes out, without changing anything
-# else. `SENTINEL` is that character; a text holding it takes the piece-by-piece path.
+# else. `SENTINEL` is that character; a text that holds it already takes the piece-by-piece path.
 SENTINEL = "\x00"
 _BLOCK_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+#&._%-")
+_JOINED_SPLIT = re.compile(f"({_JOINED_RUN.pattern})")
+Fill = Sequence[str]
 
 
 def _in_block(char: str) -> bool:
     return char in _BLOCK_CHARS or "\u4e00" <= char <= "\u9fd5"
+
+
+def _is_han(char: str) -> bool:
+    return "\u4e00" <= char <= "\u9fd5"
 
 
 @functools.lru_cache(maxsize=65536)
@@ -130,36 +136,29 @@ def _block_words(block: str, python: PythonTokenize) -> tuple[str, ...] | None:
     return None if rejoined is None else tuple(word for word, _, _ in rejoined)
 
 
-def search_words_between(text: str, cuts: list[tuple[int, int]], python: PythonTokenize) -> list[str] | None:
-    """The words of `search_words` over each piece of `text` between the `cuts`, with each cut's
-    own text as one word in its place; None when `text` needs the piece-by-piece path.
+def search_words_around(text: str, cuts: Sequence[str], python: PythonTokenize) -> list[str] | None:
+    """Search-mode words of a text whose `cuts` were replaced by `SENTINEL`, each cut put back
+    as one word; None when the text needs the piece-by-piece path.
 
-    Equal to `search_words(piece_0) + [cut_0] + search_words(piece_1) + …` word for word
-    (punctuation and whitespace tokens included), in one jieba-rs call instead of one per piece
-    and without offsets: cuts, and blocks holding a joined run, are replaced by `SENTINEL`
-    (see above). A block that is a joined run alone takes Python jieba's split of the run
-    (remembered per run); a block with Han next to a run takes `search_segments`' correction on
-    that block alone (remembered per block). `cuts` are sorted, non-overlapping (start, end).
-    None (a rare case) when the text holds `SENTINEL` or characters only Python jieba segments
-    right, or a dictionary word crosses a run's edge.
+    Equal to `search_words(piece_0) + [cut_0] + search_words(piece_1) + …` (the pieces between
+    the cuts) word for word, punctuation and whitespace tokens included, in one jieba-rs call
+    instead of one per piece and without offsets: blocks holding a joined run are replaced by
+    `SENTINEL` too (see above). A block that is a joined run alone takes Python jieba's split of
+    the run (remembered per run); a block with Han next to a run takes `search_segments`'
+    correction on that block alone (remembered per block). `text` holds no other `SENTINEL`.
+    None (rare) when it holds characters only Python jieba segments right, or a dictionary word
+    crosses a run's edge.
     """
-    if SENTINEL in text or _PYTHON_ONLY.search(text):
+    if _PYTHON_ONLY.search(text):
         return None
-    fills: list[Sequence[str]] = []
-    if cuts:
-        parts = []
-        done = 0
-        for start, end in cuts:
-            parts.append(text[done:start])
-            fills.append([text[start:end]])
-            done = end
-        parts.append(text[done:])
-        text = SENTINEL.join(parts)
-    runs = list(_JOINED_RUN.finditer(text))
-    if runs:
-        replaced = _replace_run_blocks(text, runs, fills, python)
+    fills: list[Fill] = [[cut] for cut in cuts]
+    parts = _JOINED_SPLIT.split(text)
+    if len(parts) > 1:
+        replaced = _replace_runs(parts, fills, python)
         if replaced is None:
-            return None
+            replaced = _replace_run_blocks(text, list(_JOINED_RUN.finditer(text)), fills, python)
+            if replaced is None:
+                return None
         text, fills = replaced
     words: list[str] = rjieba.cut_for_search(text, hmm=True)
     if not fills:
@@ -176,17 +175,36 @@ def search_words_between(text: str, cuts: list[tuple[int, int]], python: PythonT
     return out
 
 
+def _replace_runs(
+    parts: list[str], fills: list[Fill], python: PythonTokenize
+) -> tuple[str, list[Fill]] | None:
+    """The text `parts` (from `_JOINED_SPLIT.split`: text, run, text, …) make with each run
+    replaced by `SENTINEL`, and every `SENTINEL`'s fill in order; None when a run has Han next to
+    it (it is not a block alone: `_replace_run_blocks` handles that text)."""
+    merged: list[Fill] = []
+    taken = 0  # cut fills merged so far
+    for n in range(1, len(parts), 2):
+        # A run is a maximal ASCII stretch: its neighbours are in its block only if Han.
+        before, after = parts[n - 1], parts[n + 1]
+        if (before and _is_han(before[-1])) or (after and _is_han(after[0])):
+            return None
+        cuts = before.count(SENTINEL)
+        merged += fills[taken : taken + cuts]
+        taken += cuts
+        merged.append(_python_split_words(parts[n], python))
+        parts[n] = SENTINEL
+    merged += fills[taken:]
+    return "".join(parts), merged
+
+
 def _replace_run_blocks(
-    text: str,
-    runs: list[re.Match[str]],
-    fills: list[Sequence[str]],
-    python: PythonTokenize,
-) -> tuple[str, list[Sequence[str]]] | None:
-    """`text` with each block holding a joined run replaced by `SENTINEL`, and the fills of every
-    `SENTINEL` in order (the cuts' `fills`, already in `text`, merged with the blocks' words);
-    None when a dictionary word crosses a run's edge."""
+    text: str, runs: list[re.Match[str]], fills: list[Fill], python: PythonTokenize
+) -> tuple[str, list[Fill]] | None:
+    """`text` with each block holding a joined run replaced by `SENTINEL`, and every `SENTINEL`'s
+    fill in order (the cuts' `fills`, already in `text`, merged with the blocks' words); None when
+    a dictionary word crosses a run's edge."""
     parts: list[str] = []
-    merged: list[Sequence[str]] = []
+    merged: list[Fill] = []
     taken = 0  # cut fills merged so far
     done = 0
     size = len(text)
@@ -194,11 +212,8 @@ def _replace_run_blocks(
         start, end = match.span()
         if start < done:
             continue  # inside a block already replaced
-        # A run is a maximal ASCII stretch: its neighbours are in a block only if Han.
-        if (start == 0 or not "\u4e00" <= text[start - 1] <= "\u9fd5") and (
-            end == size or not "\u4e00" <= text[end] <= "\u9fd5"
-        ):
-            words = _python_split_words(match.group(), python)
+        if (start == 0 or not _is_han(text[start - 1])) and (end == size or not _is_han(text[end])):
+            words: Fill = _python_split_words(match.group(), python)
         else:
             while start > 0 and _in_block(text[start - 1]):
                 start -= 1
@@ -208,9 +223,9 @@ def _replace_run_blocks(
             if block_words is None:
                 return None
             words = block_words
-        before = text.count(SENTINEL, done, start)
-        merged += fills[taken : taken + before]
-        taken += before
+        cuts = text.count(SENTINEL, done, start)
+        merged += fills[taken : taken + cuts]
+        taken += cuts
         merged.append(words)
         parts.append(text[done:start])
         done = end

@@ -9,6 +9,7 @@ strings full of the ASCII joiners where jieba-rs differs before `segment_rs` cor
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragtriage.pipeline import analyzer
-from ragtriage.pipeline.segment_rs import search_segments, search_words, search_words_between
+from ragtriage.pipeline.segment_rs import SENTINEL, search_segments, search_words, search_words_around
 from tests.conftest import FIXTURES_DIR, SHARED_DIR
 
 Segments = list[tuple[str, int, int]]
@@ -127,7 +128,7 @@ def test_auto_mode_starts_on_python_jieba(monkeypatch: pytest.MonkeyPatch) -> No
 
 def _piece_by_piece_words(normalized: str) -> list[str]:
     """`search_words` of each piece between codes, each code in its place: what the bulk path replaces."""
-    cuts = analyzer._code_spans(normalized)
+    cuts = [m.span() for m in analyzer._ASCII_RUN.finditer(normalized) if analyzer._is_code(m.group())]
     words: list[str] = []
     done = 0
     for start, end in cuts:
@@ -135,6 +136,12 @@ def _piece_by_piece_words(normalized: str) -> list[str]:
         words.append(normalized[start:end])
         done = end
     return words + search_words(normalized[done:], analyzer._python_search)
+
+
+def _bulk_words(normalized: str) -> list[str] | None:
+    if SENTINEL in normalized:
+        return None
+    return search_words_around(*analyzer._cut_codes(normalized, SENTINEL), analyzer._python_search)
 
 
 def _assert_bulk_equal(texts: Iterable[str]) -> tuple[int, int]:
@@ -145,6 +152,7 @@ def _assert_bulk_equal(texts: Iterable[str]) -> tuple[int, int]:
     count = total = 0
     for text in texts:
         normalized = analyzer.normalize_text(text)
+        assert normalized == unicodedata.normalize("NFKC", text).lower(), text
         expected = analyzer._terms_by_piece(normalized)
         found = analyzer.terms(text)
         if found != expected:
@@ -152,7 +160,7 @@ def _assert_bulk_equal(texts: Iterable[str]) -> tuple[int, int]:
                 (n for n, pair in enumerate(zip(found, expected, strict=False)) if pair[0] != pair[1]), None
             )
             raise AssertionError(f"text {text!r}: terms differ at {at}: {found[:50]} != {expected[:50]}")
-        words = search_words_between(normalized, analyzer._code_spans(normalized), analyzer._python_search)
+        words = _bulk_words(normalized)
         if words is not None:
             assert words == _piece_by_piece_words(normalized), text
         count += 1
@@ -175,8 +183,7 @@ def _assert_bulk_equal(texts: Iterable[str]) -> tuple[int, int]:
 )
 def test_bulk_terms_equal_piece_by_piece(text: str, bulk: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     normalized = analyzer.normalize_text(text)
-    words = search_words_between(normalized, analyzer._code_spans(normalized), analyzer._python_search)
-    assert (words is not None) == bulk
+    assert (_bulk_words(normalized) is not None) == bulk
     _assert_bulk_equal([text])
     # and both equal Python jieba's (the oracle) through the analyzer
     monkeypatch.setenv("RAGTRIAGE_SEGMENTER", "python")
@@ -244,3 +251,15 @@ def test_generated_text_bulk_terms_equal_python_jieba(text: str) -> None:
         patch.setenv("RAGTRIAGE_SEGMENTER", "python")
         python_terms = [token.text for token in analyzer._ANALYZER(text)]
     assert analyzer.terms(text) == python_terms
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.text(
+        alphabet=st.sampled_from(list("，（）？：；！…\u3000ＡａＺ１ｶﾞﾟ\u0301\u0308\u3099\uff9e가ᄀ中e .,"))
+    )
+    | st.text()
+)
+def test_normalize_text_is_nfkc_then_lower_case(text: str) -> None:
+    """Full-width punctuation replaced before NFKC (the quick check then passes) changes nothing."""
+    assert analyzer.normalize_text(text) == unicodedata.normalize("NFKC", text).lower()
