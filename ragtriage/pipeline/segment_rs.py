@@ -111,6 +111,11 @@ SENTINEL = "\x00"
 _BLOCK_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+#&._%-")
 _JOINED_SPLIT = re.compile(f"({_JOINED_RUN.pattern})")
 Fill = Sequence[str]
+Cut = Callable[[str, str], tuple[str, list[str]]]
+Plan = tuple[str, list[Fill], bool, bool]  # see _plan
+_ASCII_STRETCH = re.compile(r"([a-zA-Z0-9+#&._%-]+)")
+_PLANS: dict[tuple[Cut, PythonTokenize], dict[str, Plan | None]] = {}
+_UNPLANNED: Plan = ("", [], False, False)
 
 
 def _in_block(char: str) -> bool:
@@ -136,30 +141,85 @@ def _block_words(block: str, python: PythonTokenize) -> tuple[str, ...] | None:
     return None if rejoined is None else tuple(word for word, _, _ in rejoined)
 
 
-def search_words_around(text: str, cuts: Sequence[str], python: PythonTokenize) -> list[str] | None:
-    """Search-mode words of a text whose `cuts` were replaced by `SENTINEL`, each cut put back
-    as one word; None when the text needs the piece-by-piece path.
+def search_words_bulk(text: str, cut: Cut, python: PythonTokenize) -> list[str] | None:
+    """The words of `search_words` over each piece of `text` between the stretches `cut` cuts
+    out, with each cut stretch as one word in its place; None when the text needs the
+    piece-by-piece path.
 
-    Equal to `search_words(piece_0) + [cut_0] + search_words(piece_1) + …` (the pieces between
-    the cuts) word for word, punctuation and whitespace tokens included, in one jieba-rs call
-    instead of one per piece and without offsets: blocks holding a joined run are replaced by
-    `SENTINEL` too (see above). A block that is a joined run alone takes Python jieba's split of
-    the run (remembered per run); a block with Han next to a run takes `search_segments`'
-    correction on that block alone (remembered per block). `text` holds no other `SENTINEL`.
-    None (rare) when it holds characters only Python jieba segments right, or a dictionary word
-    crosses a run's edge.
+    Equal to `search_words(piece_0) + [cut_0] + search_words(piece_1) + …` word for word,
+    punctuation and whitespace tokens included, in one jieba-rs call instead of one per piece and
+    without offsets: the cuts and the blocks holding a joined run are replaced by `SENTINEL` (see
+    above) and their words put back. A block that is a joined run alone takes Python jieba's
+    split of the run. The text is read as ASCII stretches (`[a-zA-Z0-9+#&._%-]+`, what jieba and
+    the cuts look at) between other text; each distinct stretch is planned once (its cuts, its
+    joined runs, their words) and remembered. A joined run with Han next to it (about 1 chunk in
+    40) sends the text to `search_words_around`. `cut(text, SENTINEL)` returns the text with the
+    stretches to cut replaced by `SENTINEL` and those stretches, and must look no further than an
+    ASCII stretch. None (rare) when the text holds `SENTINEL` or characters only Python jieba
+    segments right, or a dictionary word crosses a run's edge.
     """
-    if _PYTHON_ONLY.search(text):
+    if SENTINEL in text or _PYTHON_ONLY.search(text):
         return None
-    fills: list[Fill] = [[cut] for cut in cuts]
-    parts = _JOINED_SPLIT.split(text)
-    if len(parts) > 1:
-        replaced = _replace_runs(parts, fills, python)
+    plans = _PLANS.get((cut, python))
+    if plans is None or len(plans) > 1 << 16:
+        plans = _PLANS[(cut, python)] = {}
+    parts = _ASCII_STRETCH.split(text)  # other text, stretch, other text, …
+    fills: list[Fill] = []
+    for n in range(1, len(parts), 2):
+        stretch = parts[n]
+        plan = plans.get(stretch, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = plans[stretch] = _plan(stretch, cut, python)
+        if plan is None:
+            continue  # nothing to cut or correct
+        replacement, words, run_first, run_last = plan
+        # A joined run at the stretch's edge is a block alone unless Han is next to it.
+        before, after = parts[n - 1], parts[n + 1]
+        if (run_first and before and _is_han(before[-1])) or (run_last and after and _is_han(after[0])):
+            return search_words_around(*cut(text, SENTINEL), python)
+        parts[n] = replacement
+        fills += words
+    return _cut_and_fill("".join(parts), fills)
+
+
+def _plan(stretch: str, cut: Cut, python: PythonTokenize) -> Plan | None:
+    """(the stretch with its cuts and joined runs replaced by `SENTINEL`, their words in order,
+    whether a joined run starts it, whether one ends it), or None when nothing is replaced."""
+    replaced, cuts = cut(stretch, SENTINEL)
+    pieces = _JOINED_SPLIT.split(replaced)  # text, joined run, text, …
+    if len(pieces) == 1 and not cuts:
+        return None
+    words: list[Fill] = []
+    taken = 0
+    for n, piece in enumerate(pieces):
+        if n % 2:
+            words.append(_python_split_words(piece, python))
+            pieces[n] = SENTINEL
+        else:
+            count = piece.count(SENTINEL)
+            words += [[each] for each in cuts[taken : taken + count]]
+            taken += count
+    runs = len(pieces) > 1
+    return "".join(pieces), words, runs and not pieces[0], runs and not pieces[-1]
+
+
+def search_words_around(text: str, cuts: Sequence[str], python: PythonTokenize) -> list[str] | None:
+    """`search_words_bulk` for a text whose `cuts` are already replaced by `SENTINEL`, joined
+    runs found with their offsets: a block with Han next to a run takes `search_segments`'
+    correction on that block alone (remembered per block). None when a dictionary word crosses
+    a run's edge."""
+    fills: list[Fill] = [[each] for each in cuts]
+    runs = list(_JOINED_RUN.finditer(text))
+    if runs:
+        replaced = _replace_run_blocks(text, runs, fills, python)
         if replaced is None:
-            replaced = _replace_run_blocks(text, list(_JOINED_RUN.finditer(text)), fills, python)
-            if replaced is None:
-                return None
+            return None
         text, fills = replaced
+    return _cut_and_fill(text, fills)
+
+
+def _cut_and_fill(text: str, fills: list[Fill]) -> list[str]:
+    """jieba-rs's search-mode words of `text`, each `SENTINEL` replaced by its fill, in order."""
     words: list[str] = rjieba.cut_for_search(text, hmm=True)
     if not fills:
         return words
@@ -173,28 +233,6 @@ def search_words_around(text: str, cuts: Sequence[str], python: PythonTokenize) 
         done = at + 1
     out += words[done:]
     return out
-
-
-def _replace_runs(
-    parts: list[str], fills: list[Fill], python: PythonTokenize
-) -> tuple[str, list[Fill]] | None:
-    """The text `parts` (from `_JOINED_SPLIT.split`: text, run, text, …) make with each run
-    replaced by `SENTINEL`, and every `SENTINEL`'s fill in order; None when a run has Han next to
-    it (it is not a block alone: `_replace_run_blocks` handles that text)."""
-    merged: list[Fill] = []
-    taken = 0  # cut fills merged so far
-    for n in range(1, len(parts), 2):
-        # A run is a maximal ASCII stretch: its neighbours are in its block only if Han.
-        before, after = parts[n - 1], parts[n + 1]
-        if (before and _is_han(before[-1])) or (after and _is_han(after[0])):
-            return None
-        cuts = before.count(SENTINEL)
-        merged += fills[taken : taken + cuts]
-        taken += cuts
-        merged.append(_python_split_words(parts[n], python))
-        parts[n] = SENTINEL
-    merged += fills[taken:]
-    return "".join(parts), merged
 
 
 def _replace_run_blocks(

@@ -18,7 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragtriage.pipeline import analyzer
-from ragtriage.pipeline.segment_rs import SENTINEL, search_segments, search_words, search_words_around
+from ragtriage.pipeline.segment_rs import (
+    SENTINEL,
+    search_segments,
+    search_words,
+    search_words_around,
+    search_words_bulk,
+)
 from tests.conftest import FIXTURES_DIR, SHARED_DIR
 
 Segments = list[tuple[str, int, int]]
@@ -139,9 +145,7 @@ def _piece_by_piece_words(normalized: str) -> list[str]:
 
 
 def _bulk_words(normalized: str) -> list[str] | None:
-    if SENTINEL in normalized:
-        return None
-    return search_words_around(*analyzer._cut_codes(normalized, SENTINEL), analyzer._python_search)
+    return search_words_bulk(normalized, analyzer._cut_codes, analyzer._python_search)
 
 
 def _assert_bulk_equal(texts: Iterable[str]) -> tuple[int, int]:
@@ -162,7 +166,11 @@ def _assert_bulk_equal(texts: Iterable[str]) -> tuple[int, int]:
             raise AssertionError(f"text {text!r}: terms differ at {at}: {found[:50]} != {expected[:50]}")
         words = _bulk_words(normalized)
         if words is not None:
-            assert words == _piece_by_piece_words(normalized), text
+            expected_words = _piece_by_piece_words(normalized)
+            assert words == expected_words, text
+            # The route for texts with a joined run next to Han, tried on every text.
+            cut = analyzer._cut_codes(normalized, SENTINEL)
+            assert search_words_around(*cut, analyzer._python_search) == expected_words, text
         count += 1
         total += len(expected)
     return count, total
@@ -175,6 +183,9 @@ def _assert_bulk_equal(texts: Iterable[str]) -> tuple[int, int]:
         ("升级到v2.3.1后报错E1001%-x，sources.list里写了non-free；2.3.1-1版本", True),
         ("用apt-get和dpkg-deb命令，c++、c#与3.5%的用户", True),
         ("江南style-x和4s店.com", False),  # a dictionary word across a run's edge: piece by piece
+        ("买-1号店的", False),  # `1号店` across the end of the run `-1`
+        ("江南style%e1001", False),  # a run (`style%`) at the start of its stretch only
+        ("升级v2.3.1%-1号店", False),  # a run (`%-1`) at the end of its stretch only
         ("扩展字㐀和兼容字﨎混在apt-get里", False),  # characters only Python jieba segments right
         ("文本里本来就有\x00这个字符和a-b", False),
         ("\r\nwww.a.b\r\n安装\r\n", True),
@@ -234,6 +245,10 @@ _FRAGMENTS = [
     "--",
     "—",
     "…",
+    # The dictionary's only words mixing ASCII and Han in lower case (with 4s店).
+    "1号店",
+    "号店",
+    "江南style",
 ]
 
 
@@ -263,3 +278,24 @@ def test_generated_text_bulk_terms_equal_python_jieba(text: str) -> None:
 def test_normalize_text_is_nfkc_then_lower_case(text: str) -> None:
     """Full-width punctuation replaced before NFKC (the quick check then passes) changes nothing."""
     assert analyzer.normalize_text(text) == unicodedata.normalize("NFKC", text).lower()
+
+
+def test_joined_run_next_to_han_takes_the_offsets_route(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`用apt-get和` is one jieba block: the run's words come from jieba-rs's offsets on that block."""
+    from ragtriage.pipeline import segment_rs
+
+    calls: list[str] = []
+    real = segment_rs.search_words_around
+
+    def counted(text: str, cuts: list[str], python: segment_rs.PythonTokenize) -> list[str] | None:
+        calls.append(text)
+        return real(text, cuts, python)
+
+    monkeypatch.setattr(segment_rs, "search_words_around", counted)
+    for text, routed in [
+        ("用apt-get和dpkg-deb命令，v2.3.1", True),
+        ("用 apt-get 和 dpkg-deb 命令，v2.3.1", False),
+    ]:
+        calls.clear()
+        assert analyzer.terms(text) == analyzer._terms_by_piece(analyzer.normalize_text(text))
+        assert bool(calls) == routed
