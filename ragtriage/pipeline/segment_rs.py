@@ -16,7 +16,10 @@ differed before the corrections below, none after):
   them is segmented by Python jieba alone.
 
 `search_segments` returns what `jieba.Tokenizer.tokenize(text, mode="search")` returns, in the
-same order, and `search_words` the same words without offsets.
+same order, and `search_words` the same words without offsets. `search_words_bulk` (indexing,
+through `analyzer.terms`) gives the words of every piece between the analyzer's codes in one
+jieba-rs call per text, without offsets: what needs correcting is replaced by a sentinel and
+filled back (see "Bulk path" below); about 0.2 ms a chunk instead of 0.4–0.5 ms piece by piece.
 """
 
 from __future__ import annotations
