@@ -32,7 +32,11 @@ indexed word (df = 0) and that has no spelling neighbour, the score is 0 (`term_
 share). In a CJK query such words name the thing asked about (software, a command, a version), and,
 unlike a CJK term whose word boundaries jieba guessed, a Latin word is delimited, so its absence
 from the whole KB is reliable evidence that the KB does not cover it. Queries without CJK
-characters have no such names (every word is Latin), so the veto never applies to them.
+characters have no such names (every word is Latin), so the veto never applies to them. Markup is
+no name: the words of HTML tags and entities, URL schemes, file extensions and code-fence languages
+(`<br>`, `&nbsp;`, `https://`, the `yaml` of `config.yaml`; `pipeline.query_markup`) that no chunk
+holds are left out of T altogether (`LexicalSupport.markup`), since the loaders strip markup from
+the documents.
 
 Dense agreement (`[rerank] refusal_dense_gap`, `with_dense_gap`): a lexical gap is also what a
 colloquial word the documents never use looks like (补卡 for 补签, 撤单 for 撤销), and dense
@@ -57,6 +61,7 @@ from typing import Protocol, runtime_checkable
 
 from ragtriage.pipeline.analyzer import normalize_text, tokenize
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
+from ragtriage.pipeline.query_markup import markup_words
 from ragtriage.pipeline.types import LexicalSupport, RouteResult, ScoredChunk, TermSupport
 
 __all__ = [
@@ -193,6 +198,16 @@ def lexical_support(
     total, df = frequencies.term_stats(terms)
     if total == 0:
         return LexicalSupport(note="the local BM25 index is empty (run `ragtriage index`)")
+    # Markup (`<br>`, `&nbsp;`, the `yaml` of config.yaml) no chunk holds: the loaders strip it from
+    # the documents, so its absence says nothing about the question (`pipeline.query_markup`).
+    markup = markup_words(query)
+    left_out = [t for t in terms if t in markup and df.get(t, 0) == 0]
+    if left_out:
+        terms = [t for t in terms if t not in left_out]
+        if not terms:
+            return LexicalSupport(
+                indexed_chunks=total, markup=left_out, note="the query has no content term besides markup"
+            )
     if not candidate_texts:
         return LexicalSupport(
             indexed_chunks=total, note="no candidate text to check (nothing retrieved, or ids not in the KB)"
@@ -224,6 +239,7 @@ def lexical_support(
         terms=rows,
         candidates=len(texts),
         indexed_chunks=total,
+        markup=left_out,
     )
 
 

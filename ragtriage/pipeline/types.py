@@ -183,6 +183,9 @@ class LexicalSupport(BaseModel):
     used, or no dense route)."""
     dense_gap_threshold: float | None = None
     """`[rerank] refusal_dense_gap` when it was applied."""
+    markup: list[str] = Field(default_factory=list)
+    """Query words read as markup that no chunk holds (`<br>`, `&nbsp;`, the `yaml` of `config.yaml`;
+    `pipeline.query_markup`): left out of the terms, so neither names nor missing content."""
 
     def dense_stands_out(self) -> bool:
         """Whether the dense route's first hit stood out (gap ≥ threshold), so the share was set aside."""
@@ -199,7 +202,12 @@ class LexicalSupport(BaseModel):
         return sorted((t for t in self.terms if not t.supported), key=lambda t: -t.weight)
 
     def explain(self) -> str:
-        """One plain sentence: which query terms the candidates lack (or why there is no score)."""
+        """One plain sentence: which query terms the candidates lack (or why there is no score), and
+        the markup left out of the terms."""
+        said = self._explain_terms()
+        return f"{said}; markup left out: {', '.join(self.markup)}" if self.markup else said
+
+    def _explain_terms(self) -> str:
         if self.score is None:
             return f"lexical support n/a: {self.note or 'not computed'}"
         found = [

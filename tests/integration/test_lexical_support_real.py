@@ -171,3 +171,34 @@ def test_default_refusal_needs_the_dense_route_to_agree(tmp_path: Path, home: Pa
     # An out-of-vocabulary name still refuses alone.
     named = json.loads(_run("replay", "--query", "wireguard客户端连接失败", "--json").stdout)
     assert named["refused"] and named["refusal_reason"].endswith(": the KB never mentions wireguard")
+
+
+@pytest.mark.parametrize(
+    ("query", "markup"),
+    [
+        ("请假申请表格里怎么用<br>换行", ["br"]),
+        ("<table>里的请假审批流程", ["table"]),
+        ("&nbsp;请假需要谁审批", ["nbsp"]),
+        ("请假申请导出成.xlsx找谁审批", ["xlsx"]),
+        ("**请假**需要`谁`审批", []),
+    ],
+)
+def test_markup_in_a_chinese_question_is_no_name(tmp_path: Path, home: Path, query: str, markup: list[str]) -> None:
+    # The default refusal (veto on, share judged only where the dense route is flat) on foreign ids.
+    _import(tmp_path, home, "[rerank]\ntop_n = 2\n")
+    trace = json.loads(_run("replay", "--query", query, "--json").stdout)
+    support = trace["lexical_support"]
+    assert not trace["refused"], trace["refusal_reason"]
+    assert trace["final"][0] == ROWS[1]["id"]
+    assert support["markup"] == markup and support["score"] == 1.0
+    assert not any(t["oov"] for t in support["terms"]) and not set(markup) & {t["term"] for t in support["terms"]}
+    if markup:
+        shown = " ".join(_run("replay", "--query", query).output.split())
+        assert f"markup left out: {markup[0]}" in shown
+
+
+def test_a_name_beside_markup_still_vetoes(tmp_path: Path, home: Path) -> None:
+    _import(tmp_path, home, "[rerank]\ntop_n = 2\n")
+    trace = json.loads(_run("replay", "--query", "wireguard客户端<br>连接失败", "--json").stdout)
+    assert trace["refused"] and trace["refusal_reason"].endswith(": the KB never mentions wireguard")
+    assert trace["lexical_support"]["markup"] == ["br"]

@@ -105,6 +105,10 @@ def test_redaction_placeholders_are_no_names() -> None:
     )
     assert support.oov_names() == [] and "phone" not in [t.term for t in support.terms]
     assert support.score == support.term_share and support.score is not None and support.score > 0.4
-    # A lower-case tag is not a placeholder: it stays a word (and, in no chunk, a name).
+    # A lower-case tag is no placeholder but markup (`pipeline.query_markup`): in no chunk, it is left
+    # out of the terms, neither a name nor a missing word.
     tagged = lexical_support("出差发票 <script>", ["出差发票"], frequencies)
-    assert tagged.oov_names() == ["script"] and tagged.score == 0.0
+    assert tagged.oov_names() == [] and tagged.markup == ["script"] and tagged.score == 1.0
+    # The same word written as prose is a name the KB never mentions.
+    named = lexical_support("出差发票 script", ["出差发票"], frequencies)
+    assert named.oov_names() == ["script"] and named.score == 0.0 and named.markup == []
