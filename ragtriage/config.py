@@ -280,6 +280,13 @@ class Settings(StrictModel):
                 isinstance(neutral, frozenset) and isinstance(value, str) and value in neutral
             ):
                 node.pop(path[-1], None)
+        # The threshold's score kind changes nothing while it is the kind the run refuses by (or the
+        # threshold is off): it hashes only where it stops refusal from judging (hashes stay as logged).
+        rerank = payload["rerank"]
+        if rerank.get("refusal_threshold_score") in (None, self.rerank.refusal_kind()) or (
+            rerank.get("refusal_threshold") is None
+        ):
+            rerank.pop("refusal_threshold_score", None)
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 

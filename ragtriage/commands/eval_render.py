@@ -140,7 +140,8 @@ def print_doctor(report: DoctorReport) -> None:
         console.print(
             hanging_text(
                 console,
-                f"[{finding.severity}] {finding.kind}: {finding.summary} ({plural(len(finding.case_ids), 'case')})",
+                f"[{finding.severity}] {finding.kind}: {finding.summary}"
+                + (f" ({plural(len(finding.case_ids), 'case')})" if finding.items else ""),
                 indent=4,
             )
         )

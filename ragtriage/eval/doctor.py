@@ -5,7 +5,8 @@ granularity) or chunk ids (at doc granularity), unknown gold ids, gold refs (doc
 span) that map to no live chunk, gold chunks from another KB,
 unpublished gold, deleted gold, gold lost after re-chunking (with the live chunk of the same
 document whose content overlaps most), gold missing from the indexes, duplicate cases, conflicting
-gold for one query, and cases without gold.
+gold for one query, and cases without gold; then the settings: a refusal threshold calibrated for
+another score kind than the one the configuration refuses by (`eval.refusal_settings`).
 """
 
 from __future__ import annotations
@@ -248,6 +249,9 @@ def run_doctor(workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET) 
         if not stored.case.has_gold:
             add("no_gold", FindingItem(case_id=stored.case.case_id))
     report.findings = [findings[kind] for kind in _KINDS if kind in findings]
+    from ragtriage.eval.refusal_settings import refusal_findings
+
+    report.findings.extend(refusal_findings(workspace.settings.rerank))
     return report
 
 

@@ -212,15 +212,16 @@ def calibrate(
 
 
 def write_threshold(path: Path, threshold: float, score: str) -> None:
-    """Set `[rerank] refusal_threshold` (and `refusal_score` unless it is the cross-encoder's) in the
-    settings file at `path`, keeping its comments and layout (created when missing).
+    """Set `[rerank] refusal_threshold`, the kind it was calibrated for (`refusal_threshold_score`)
+    and `refusal_score` unless it is the cross-encoder's, in the settings file at `path`, keeping its
+    comments and layout (created when missing).
 
     Raises:
         ConfigError: the file is not valid TOML, or `[rerank]` is not a table.
     """
     from ragtriage.config_sources import set_settings_values
 
-    values: dict[str, float | str] = {"refusal_threshold": round(threshold, 6)}
+    values: dict[str, float | str] = {"refusal_threshold": round(threshold, 6), "refusal_threshold_score": score}
     if score != "cross_encoder":
         values["refusal_score"] = score
     set_settings_values(path, ("rerank",), values)

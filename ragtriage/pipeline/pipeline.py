@@ -17,11 +17,11 @@ import numpy as np
 
 from ragtriage.config import Settings
 from ragtriage.errors import RagtriageError
+from ragtriage.pipeline import refusal as refusal_rules
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
 from ragtriage.pipeline.fusion import fuse
 from ragtriage.pipeline.lexical_support import candidates_support, dense_gap, with_dense_gap
 from ragtriage.pipeline.normalize import normalize_query
-from ragtriage.pipeline.refusal import chosen_score, not_judged_note, refusal_reason, refusal_scores
 from ragtriage.pipeline.rerank import Reranker, RerankOutcome
 from ragtriage.pipeline.rewrite import Rewriter, RuleRewriter, extract_keywords, off_rewrite
 from ragtriage.pipeline.route_plan import (
@@ -320,11 +320,17 @@ class Pipeline:
                 dense_gap(routes),
                 self.settings.rerank.refusal_dense_gap,
             )
-            scores = refusal_scores(routes, fused, outcome.reranked, outcome.pairs, support)
-            refusal_kind, refusal_value = chosen_score(scores, self.settings.rerank.refusal_score)
-            threshold = self.settings.rerank.refusal_threshold
-            refusal = refusal_reason(threshold, refusal_kind, refusal_value, len(outcome.reranked), support)
-            not_judged = not_judged_note(threshold, refusal_kind, support)
+            scores = refusal_rules.refusal_scores(routes, fused, outcome.reranked, outcome.pairs, support)
+            rerank = self.settings.rerank
+            refusal_kind, refusal_value = refusal_rules.chosen_score(scores, rerank.refusal_score)
+            # A threshold calibrated for another score kind is on another scale: not judged, said.
+            threshold, not_judged = refusal_rules.judged_threshold(
+                rerank.refusal_threshold, rerank.refusal_threshold_score, refusal_kind
+            )
+            refusal = refusal_rules.refusal_reason(
+                threshold, refusal_kind, refusal_value, len(outcome.reranked), support
+            )
+            not_judged = not_judged or refusal_rules.not_judged_note(threshold, refusal_kind, support)
             final = [] if refusal else self.reranker.final(outcome.reranked, top_n)
             mode = outcome.mode
         item.timings["rerank"] = (self._clock() - tick) * 1000

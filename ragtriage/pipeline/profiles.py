@@ -173,6 +173,10 @@ def _resolve_settings(settings: Settings, name: str, chain: tuple[str, ...] = ()
         raise _unknown(settings, extends, f"{_source(settings, name)}: extends")
     base, _ = _resolve_settings(settings, extends or DEFAULT_PROFILE, (*chain, name))
     data = base.model_dump(mode="json", exclude={"profiles", "replay"})
+    rerank = sections.get("rerank")
+    if isinstance(rerank, dict) and "refusal_threshold" in rerank and "refusal_threshold_score" not in rerank:
+        # The base's threshold kind describes the base's threshold; this one names none (any kind).
+        data["rerank"]["refusal_threshold_score"] = None
     try:
         resolved = Settings.model_validate(merge_sections(data, sections))
     except ValidationError as error:
@@ -313,9 +317,12 @@ def describe_shape(settings: Settings) -> str:
         else f"top {rerank.top_n}"
     )
     # A cross-encoder's probability replaces the configured score whenever it scores the pool.
-    kind = "cross_encoder" if rerank.backend != "none" else rerank.refusal_score
+    kind = rerank.refusal_kind()
+    calibrated_for = rerank.refusal_threshold_score
     refusal = ""
-    if rerank.refusal_threshold is not None:
+    if rerank.refusal_threshold is not None and calibrated_for not in (None, kind):
+        refusal = f", refusal not judged ({kind}; threshold {rerank.refusal_threshold:g} is {calibrated_for}'s)"
+    elif rerank.refusal_threshold is not None:
         refusal = f", refuse {kind} < {rerank.refusal_threshold:g}"
         if kind == "lexical_support" and rerank.refusal_dense_gap is not None:
             refusal += f" (dense gap < {rerank.refusal_dense_gap:g})"

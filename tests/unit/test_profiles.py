@@ -202,6 +202,18 @@ def test_new_settings_at_their_default_keep_logged_hashes() -> None:
     # (TOML "off"), with the dense_cosine score, the hashes from before it come back.
     no_refusal = {"refusal_threshold": "off", "refusal_score": "dense_cosine", "refusal_dense_gap": "off"}
     assert Settings().config_hash() == "e20d1e3a87db"
+    # The kind a threshold was calibrated for hashes only where it stops refusal from judging: a
+    # file's own threshold (no kind: any) and the same with its kind recorded hash as before; the
+    # default threshold (lexical support's) under a cross-encoder no longer judges, so it hashes.
+    cross_encoder = {"backend": "http", "url": "http://127.0.0.1:9/rerank", "refusal_threshold": 0.3}
+    assert Settings(rerank=cross_encoder).config_hash() == "3f312657d821"  # type: ignore[arg-type]
+    recorded = {**cross_encoder, "refusal_threshold_score": "cross_encoder"}
+    assert Settings(rerank=recorded).config_hash() == "3f312657d821"  # type: ignore[arg-type]
+    assert (
+        Settings(rerank={"backend": "http", "url": "http://127.0.0.1:9/rerank"}).config_hash()
+        != "6eb297ca9be6"
+    )  # type: ignore[arg-type]
+    assert Settings(rerank={"refusal_threshold_score": "lexical_support"}).config_hash() == "e20d1e3a87db"  # type: ignore[arg-type]
     assert Settings(rerank=no_refusal).config_hash() == "22d04331576c"  # type: ignore[arg-type]
     unset = {"refusal_threshold": None, "refusal_score": "dense_cosine", "refusal_dense_gap": None}
     assert Settings(rerank=unset).config_hash() == "22d04331576c"  # type: ignore[arg-type]
