@@ -22,8 +22,9 @@ retrieval.rrf_k=20` overrides one key (the value is read as TOML, else as a stri
 `--profile NAME` runs a replay profile or shipped preset (as `eval run --profile`).
 `--calibrate` sweeps the refusal threshold over the TUNE split's scores (`eval calibrate-refusal`'s
 sweep, ≤ `--max-wrong-refusals` answerable refused), once per score the run recorded (cross-encoder,
-dense cosine, fused, final, lexical support), and prints each proposal and what the same threshold
-does on the held-out split, which is never used to choose.
+dense cosine, fused, final, lexical support), then lexical support's threshold and dense gap jointly
+(`eval calibrate-refusal`'s gap sweep), and prints each proposal and what the same threshold (and
+gap) does on the held-out split, which is never used to choose.
 `--faq-headings` evaluates the FAQ's own question headings instead (a stand-in used before the
 query files existed).
 """
@@ -49,6 +50,7 @@ from ragtriage.eval import store as eval_store  # noqa: E402
 from ragtriage.eval.aggregate import aggregate_by_bucket, overall  # noqa: E402
 from ragtriage.eval.metrics import refusal_accuracy  # noqa: E402
 from ragtriage.eval.refusal_calibration import SCORE_KINDS, calibrate, case_scores, refusal_row  # noqa: E402
+from ragtriage.eval.refusal_gap import calibrate_with_gap, lexical_score, support_parts  # noqa: E402
 from ragtriage.eval.runner import run_eval  # noqa: E402
 from ragtriage.kb import service  # noqa: E402
 from ragtriage.render.fit import Col, FitTable, data_console  # noqa: E402
@@ -180,7 +182,33 @@ def tune_calibration(run_id: int, results: list[Any], max_wrong: float) -> list[
                     "answerable_cases": sum(1 for has_gold, _ in held if has_gold),
                 }
             reports.append(entry)
+    reports.extend(_gap_calibration(run_id, tune, heldout, max_wrong))
     return reports
+
+
+def _gap_calibration(
+    run_id: int, tune: list[tuple[bool, Any]], heldout: list[tuple[bool, Any]], max_wrong: float
+) -> list[dict[str, Any]]:
+    """`eval calibrate-refusal`'s joint sweep of lexical support's threshold and dense gap on the tune
+    split, the pair then applied to the held-out split ([] when the run lacks the parts)."""
+    tune_parts = [(has_gold, support_parts(snapshot)) for has_gold, snapshot in tune]
+    held_parts = [(has_gold, support_parts(snapshot)) for has_gold, snapshot in heldout]
+    if any(parts is None for _, parts in tune_parts + held_parts):
+        return []
+    report = calibrate_with_gap(run_id, [(g, p) for g, p in tune_parts if p is not None], max_wrong=max_wrong)
+    entry = report.model_dump(mode="json", exclude={"rows", "gap_rows"})
+    gap = "off" if report.dense_gap is None else f"{report.dense_gap:g}"
+    entry["score"] = f"lexical_support with refusal_dense_gap {gap} (swept jointly)"
+    entry["heldout"] = None
+    if report.proposed is not None:
+        held = [(g, lexical_score(p, report.dense_gap)) for g, p in held_parts if p is not None]
+        row = refusal_row(report.proposed.threshold, held, "lexical_support")
+        entry["heldout"] = {
+            **row.model_dump(mode="json"),
+            "no_answer_cases": sum(1 for has_gold, _ in held if not has_gold),
+            "answerable_cases": sum(1 for has_gold, _ in held if has_gold),
+        }
+    return [entry]
 
 
 def _order(name: str) -> tuple[int, str]:

@@ -15,7 +15,13 @@ from ragtriage.commands.common import (
     stdout_console,
     workspace_options,
 )
-from ragtriage.eval.refusal_calibration import SCORE_KINDS, CalibrationReport, ThresholdRow, unscored_refused
+from ragtriage.eval.refusal_calibration import (
+    SCORE_KINDS,
+    CalibrationReport,
+    GapRow,
+    ThresholdRow,
+    unscored_refused,
+)
 
 #: Rows printed around the proposal (the JSON has them all).
 SHOWN_ROWS = 15
@@ -32,6 +38,53 @@ def _shown(report: CalibrationReport) -> list[ThresholdRow]:
     center = rows.index(report.proposed) if report.proposed in rows else 0
     start = max(0, min(center - SHOWN_ROWS // 2, len(rows) - SHOWN_ROWS))
     return rows[start : start + SHOWN_ROWS]
+
+
+def _gap(value: float | None) -> str:
+    return "off" if value is None else f"{value:g}"
+
+
+def _shown_gaps(report: CalibrationReport) -> list[GapRow]:
+    rows = report.gap_rows
+    if len(rows) <= SHOWN_ROWS:
+        return rows
+    gaps = [row.dense_gap for row in rows]
+    center = gaps.index(report.dense_gap) if report.dense_gap in gaps else 0
+    start = max(0, min(center - SHOWN_ROWS // 2, len(rows) - SHOWN_ROWS))
+    return rows[start : start + SHOWN_ROWS]
+
+
+def _print_gaps(report: CalibrationReport) -> None:
+    """The dense gap sweep: the best threshold at each candidate gap."""
+    console = stdout_console()
+    table = Table(box=None, padding=(0, 1, 0, 0))
+    for name in ("dense gap", "threshold", "no-answer refused", "answerable refused"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("", no_wrap=True)
+    for row in _shown_gaps(report):
+        best = row.best
+        chosen = report.proposed is not None and row.dense_gap == report.dense_gap
+        if best is None:
+            cells = ["-", "-", "-"]
+        else:
+            cells = [
+                f"{best.threshold:.4f}",
+                f"{best.refused_no_answer}/{report.no_answer_cases} {_pct(best.refusal_accuracy)}",
+                f"{best.refused_answerable}/{report.answerable_cases} {_pct(best.wrongly_refused)}",
+            ]
+        table.add_row(_gap(row.dense_gap), *cells, "← proposed" if chosen else "")
+    shown = (
+        f"{SHOWN_ROWS} of {len(report.gap_rows)} gaps around the proposal (--json: all); "
+        if len(report.gap_rows) > SHOWN_ROWS
+        else ""
+    )
+    console.print(
+        Text(
+            f"dense gap sweep ({shown}each row: the best threshold at that gap, '-': none within the "
+            "bound; off: the share alone)"
+        )
+    )
+    console.print(table)
 
 
 def _print(report: CalibrationReport) -> None:
@@ -52,6 +105,13 @@ def _print(report: CalibrationReport) -> None:
         # Nothing to sweep, or no refusal accuracy to read in any row: the reason is the output.
         console.print(Text(f"no threshold proposed: {report.reason}"))
         return
+    if report.gap_rows:
+        _print_gaps(report)
+    if report.gap_note:
+        console.print(Text(f"note: {report.gap_note}"))
+    if report.dense_gap_source in ("swept", "settings"):
+        where = "the proposed" if report.dense_gap_source == "swept" else "the settings'"
+        console.print(Text(f"thresholds at {where} refusal_dense_gap = {_gap(report.dense_gap)}:"))
     table = Table(box=None, padding=(0, 1, 0, 0))
     for name in ("threshold", "refusal acc", "(no-answer)", "wrongly refused", "(answerable)"):
         table.add_column(name, justify="right", no_wrap=True)
@@ -74,12 +134,19 @@ def _print(report: CalibrationReport) -> None:
     if report.proposed is None:
         console.print(Text(f"no threshold proposed: {report.reason}"))
     else:
+        settings = [f"refusal_threshold = {report.proposed.threshold:g}"]
+        settings.append(f'refusal_threshold_score = "{report.score}"')
+        if report.score != "cross_encoder":
+            settings.append(f'refusal_score = "{report.score}"')
+        if report.dense_gap_source == "swept":
+            settings.append(
+                "refusal_dense_gap = " + ('"off"' if report.dense_gap is None else f"{report.dense_gap:g}")
+            )
         console.print(
             Text(
-                f"proposed: [rerank] refusal_threshold = {report.proposed.threshold:g}"
-                + (f', refusal_score = "{report.score}"' if report.score != "cross_encoder" else "")
-                + f" (refusal accuracy {_pct(report.proposed.refusal_accuracy)}, "
-                f"{_pct(report.proposed.wrongly_refused)} of answerable cases refused)"
+                f"proposed: [rerank] {', '.join(settings)} (refusal accuracy "
+                f"{_pct(report.proposed.refusal_accuracy)}, {_pct(report.proposed.wrongly_refused)} of "
+                "answerable cases refused)"
             )
         )
 
@@ -105,7 +172,17 @@ def register_eval(group: click.Group) -> None:
         help="Objective bound: share of answerable cases that may be refused.",
     )
     @click.option(
-        "--write", is_flag=True, help="Write the proposed threshold (and score) to the settings file."
+        "--dense-gap",
+        "dense_gap",
+        type=click.Choice(["sweep", "keep"]),
+        default=None,
+        help="lexical_support: sweep [rerank] refusal_dense_gap with the threshold, or keep the settings' "
+        "[sweep when the settings have one, keep when it is off].",
+    )
+    @click.option(
+        "--write",
+        is_flag=True,
+        help="Write the proposed threshold, its score kind (and a swept dense gap) to the settings file.",
     )
     @click.option("--json", "as_json", is_flag=True, help="Print the sweep as JSON.")
     @workspace_options
@@ -114,6 +191,7 @@ def register_eval(group: click.Group) -> None:
         dataset: str,
         score: str | None,
         max_wrong: float,
+        dense_gap: str | None,
         write: bool,
         as_json: bool,
         home: Path | None,
@@ -126,11 +204,19 @@ def register_eval(group: click.Group) -> None:
         proposal maximises refusal accuracy subject to at most --max-wrong-refusals of answerable
         cases refused. The score is the cross-encoder's when the run has one, otherwise the best
         dense cosine (or --score fused/final/lexical_support: the IDF-weighted share of the query's
-        content terms that the final candidates contain). --write sets [rerank] refusal_threshold and
-        refusal_score in the settings file (comments kept), so refusal works without a cross-encoder.
+        content terms that the final candidates contain). --write sets [rerank] refusal_threshold, the
+        kind it was calibrated for (refusal_threshold_score) and refusal_score in the settings file
+        (comments kept), so refusal works without a cross-encoder; a threshold whose kind differs from
+        the score a run refuses by does not judge it.
+
+        With lexical_support and dense agreement ([rerank] refusal_dense_gap), the gap is swept too:
+        for each candidate gap (from the dense gaps the run recorded per case, and off) the best
+        threshold under the same objective; the proposal is the best pair (ties: the lower gap). The gap is a cosine difference on your embedder's scale, so calibrate it
+        after changing the embedder. --write then sets refusal_dense_gap as well.
         """
         from ragtriage.eval import store as eval_store
-        from ragtriage.eval.refusal_calibration import calibrate, case_scores, write_threshold
+        from ragtriage.eval.refusal_calibration import write_threshold
+        from ragtriage.eval.refusal_gap import calibrate_results
         from ragtriage.eval.run_pick import run_or_newest
 
         with open_workspace(home, config_file) as workspace:
@@ -139,11 +225,24 @@ def register_eval(group: click.Group) -> None:
             results = [
                 (r.has_gold, r.snapshot or {}) for r in eval_store.run_case_results(engine, int(run.id or 0))
             ]
-            kind, cases = case_scores(results, score)
-            report = calibrate(int(run.id or 0), kind, cases, max_wrong=max_wrong)
+            report = calibrate_results(
+                int(run.id or 0),
+                results,
+                score,
+                max_wrong=max_wrong,
+                configured_gap=workspace.settings.rerank.refusal_dense_gap,
+                sweep_gap=None if dense_gap is None else dense_gap == "sweep",
+            )
             target = workspace.config_file or workspace.home / "config.toml"
             if write and report.proposed is not None:
-                write_threshold(target, report.proposed.threshold, report.score)
+                swept = report.dense_gap_source == "swept"
+                write_threshold(
+                    target,
+                    report.proposed.threshold,
+                    report.score,
+                    write_gap=swept,
+                    dense_gap=report.dense_gap,
+                )
         if as_json:
             echo_json(report)
         else:
@@ -152,4 +251,9 @@ def register_eval(group: click.Group) -> None:
             if report.proposed is None:
                 click.echo("nothing written: no threshold meets the objective", err=True)
                 click.get_current_context().exit(1)
-            click.echo(f"wrote [rerank] refusal_threshold to {target}", err=True)
+            written = (
+                "refusal_threshold and refusal_dense_gap"
+                if report.dense_gap_source == "swept"
+                else ("refusal_threshold")
+            )
+            click.echo(f"wrote [rerank] {written} to {target}", err=True)

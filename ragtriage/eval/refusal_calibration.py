@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -24,11 +24,15 @@ from ragtriage.wording import quoted
 
 __all__ = [
     "CalibrationReport",
+    "GapRow",
     "ThresholdRow",
     "calibrate",
     "case_scores",
     "objective_text",
+    "best_row",
     "refusal_row",
+    "row_key",
+    "threshold_candidates",
     "snapshot_scores",
     "unscored_refused",
     "write_threshold",
@@ -58,6 +62,14 @@ class ThresholdRow(BaseModel):
     """Refused answerable cases ÷ answerable cases (None without answerable cases)."""
 
 
+class GapRow(BaseModel):
+    """One candidate dense gap and the best threshold at it (None: no threshold meets the bound)."""
+
+    dense_gap: float | None
+    """None: `"off"`, the share decides alone."""
+    best: ThresholdRow | None = None
+
+
 class CalibrationReport(BaseModel):
     """The sweep of one run and the proposed threshold (None when no threshold meets the objective)."""
 
@@ -75,6 +87,18 @@ class CalibrationReport(BaseModel):
     proposed: ThresholdRow | None = None
     reason: str | None = None
     """Why nothing is proposed."""
+    dense_gap_source: Literal["swept", "settings", "run"] | None = None
+    """`lexical_support` only: `swept` (threshold and dense gap jointly, `gap_rows`), `settings` (the
+    threshold at the settings' `refusal_dense_gap`), `run` (the scores as the run recorded them, at
+    its own gap: the run lacks the parts to recompute them); None for other scores."""
+    dense_gap: float | None = None
+    """The `[rerank] refusal_dense_gap` the rows were computed at, `swept` or `settings` (the proposed
+    one when swept; None: off, the share alone)."""
+    gap_rows: list[GapRow] = Field(default_factory=list)
+    """`lexical_support`: the dense gap sweep, one row per candidate gap with the threshold the
+    objective picks at it (`eval.refusal_gap`); empty when the gap was not swept."""
+    gap_note: str | None = None
+    """Why the dense gap was not swept, or what limits the sweep."""
 
 
 def snapshot_scores(snapshot: Mapping[str, Any]) -> dict[str, float | None]:
@@ -187,12 +211,7 @@ def calibrate(
                 "every case failed); run `ragtriage eval run` again"
             )
         return report
-    # Below the lowest score, then between neighbours, then above the highest (refuses everything).
-    spread = (values[-1] - values[0]) or abs(values[0]) or 1.0
-    thresholds = [values[0] - spread / 100]
-    thresholds += [(low + high) / 2 for low, high in zip(values, values[1:], strict=False)]
-    thresholds.append(values[-1] + spread / 100)
-    report.rows = [refusal_row(round(t, 6), cases, score) for t in thresholds]
+    report.rows = [refusal_row(t, cases, score) for t in threshold_candidates(values)]
     if report.no_answer_cases == 0:
         report.reason = (
             "the eval set has no no-answer case (label one no_answer_in_kb and promote it, or import one)"
@@ -201,27 +220,54 @@ def calibrate(
     if report.answerable_cases == 0:
         report.reason = "the eval set has no answerable case to bound wrong refusals"
         return report
-    allowed = [row for row in report.rows if (row.wrongly_refused or 0.0) <= max_wrong]
-    if not allowed:
+    report.proposed = best_row(report.rows, max_wrong)
+    if report.proposed is None:
         report.reason = f"every threshold wrongly refuses more than {100 * max_wrong:g}% of answerable cases"
-        return report
-    report.proposed = min(
-        allowed, key=lambda row: (-(row.refusal_accuracy or 0.0), row.wrongly_refused or 0.0, row.threshold)
-    )
     return report
 
 
-def write_threshold(path: Path, threshold: float, score: str) -> None:
+def threshold_candidates(values: Sequence[float]) -> list[float]:
+    """The thresholds swept over sorted distinct `values`: below the lowest, the midpoints between
+    neighbours, above the highest (refuses everything), each rounded to 6 decimals."""
+    spread = (values[-1] - values[0]) or abs(values[0]) or 1.0
+    thresholds = [values[0] - spread / 100]
+    thresholds += [(low + high) / 2 for low, high in zip(values, values[1:], strict=False)]
+    thresholds.append(values[-1] + spread / 100)
+    return [round(t, 6) for t in thresholds]
+
+
+def best_row(rows: Sequence[ThresholdRow], max_wrong: float) -> ThresholdRow | None:
+    """The row the objective picks (`objective_text`), or None when every row refuses too many."""
+    allowed = [row for row in rows if (row.wrongly_refused or 0.0) <= max_wrong]
+    if not allowed:
+        return None
+    return min(allowed, key=row_key)
+
+
+def row_key(row: ThresholdRow) -> tuple[float, float, float]:
+    """Sort key of the objective: most no-answer refused, then fewest answerable, then lowest threshold."""
+    return (-(row.refusal_accuracy or 0.0), row.wrongly_refused or 0.0, row.threshold)
+
+
+def write_threshold(
+    path: Path, threshold: float, score: str, *, write_gap: bool = False, dense_gap: float | None = None
+) -> None:
     """Set `[rerank] refusal_threshold`, the kind it was calibrated for (`refusal_threshold_score`)
-    and `refusal_score` unless it is the cross-encoder's, in the settings file at `path`, keeping its
-    comments and layout (created when missing).
+    and `refusal_score` unless it is the cross-encoder's, and, with `write_gap`, `refusal_dense_gap`
+    (`dense_gap`; None writes `"off"`), in the settings file at `path`, keeping its comments and
+    layout (created when missing).
 
     Raises:
         ConfigError: the file is not valid TOML, or `[rerank]` is not a table.
     """
     from ragtriage.config_sources import set_settings_values
 
-    values: dict[str, float | str] = {"refusal_threshold": round(threshold, 6), "refusal_threshold_score": score}
+    values: dict[str, float | str] = {
+        "refusal_threshold": round(threshold, 6),
+        "refusal_threshold_score": score,
+    }
     if score != "cross_encoder":
         values["refusal_score"] = score
+    if write_gap:
+        values["refusal_dense_gap"] = "off" if dense_gap is None else round(dense_gap, 6)
     set_settings_values(path, ("rerank",), values)

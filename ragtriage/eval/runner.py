@@ -26,7 +26,7 @@ from ragtriage.eval.scoring import score_case
 from ragtriage.eval.specs import MetricSpec, default_specs
 from ragtriage.pipeline.pipeline import RunCancelled
 from ragtriage.pipeline.profiles import DEFAULT_PROFILE, ResolvedProfile, get_profile, resolve_profile
-from ragtriage.pipeline.refusal import refusal_scores
+from ragtriage.pipeline.refusal import refusal_scores, support_parts
 from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.store.eval_tables import EvalRunCaseRow, EvalRunRow
 
@@ -115,6 +115,8 @@ def score_trace(
         "refusal_reason": trace.refusal_reason,
         # Which query terms the final candidates lack, as `replay` and `diagnose` show it.
         "lexical_support": support.model_dump(mode="json") if support is not None else None,
+        # What lexical support is made of, so `eval calibrate-refusal` can sweep the dense gap too.
+        "lexical_support_parts": support_parts(trace.lexical_support),
         "candidates": candidates,
         "rank_shift": [
             {"id": s.chunk_id, "before": s.rank_before, "after": s.rank_after, "shift": s.shift}

@@ -279,9 +279,12 @@ def dense_gap(routes: Sequence[RouteResult]) -> float | None:
 def with_dense_gap(support: LexicalSupport, gap: float | None, threshold: float | None) -> LexicalSupport:
     """`support` with the dense agreement applied (module docstring): the score becomes 1 when the
     dense route's first hit stands out (`gap` ≥ `threshold`) or there is no dense route, unless an
-    out-of-vocabulary name set it to 0. Unchanged when `threshold` is None or the score is n/a."""
-    if threshold is None or support.score is None:
+    out-of-vocabulary name set it to 0. The gap is recorded either way (`eval calibrate-refusal`
+    sweeps the threshold over it); the score is unchanged when `threshold` is None or it is n/a."""
+    if support.score is None:
         return support
+    if threshold is None:
+        return support.model_copy(update={"dense_gap": gap})
     update: dict[str, object] = {"dense_gap": gap, "dense_gap_threshold": threshold}
     if not support.oov_names() and (gap is None or gap >= threshold):
         update["score"] = 1.0

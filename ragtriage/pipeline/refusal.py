@@ -23,7 +23,7 @@ the trace says so and how to calibrate.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from ragtriage.pipeline.types import LexicalSupport, RerankPair, RouteResult, ScoredChunk
 
@@ -35,6 +35,7 @@ __all__ = [
     "not_judged_note",
     "refusal_reason",
     "refusal_scores",
+    "support_parts",
     "threshold_scale_note",
 ]
 
@@ -132,3 +133,16 @@ def not_judged_note(threshold: float | None, kind: str, support: LexicalSupport 
     if threshold is None or kind != "lexical_support" or support is None or support.score is not None:
         return None
     return f"refusal not judged: {support.explain()}"
+
+
+def support_parts(support: LexicalSupport | None) -> dict[str, Any] | None:
+    """What a lexical support score is made of, for a run snapshot: `term_share` (None: n/a), the
+    out-of-vocabulary names that veto it, and the dense gap (`dense_gap`, None: no dense route of
+    ten hits) — enough to recompute the score at any threshold and dense gap (None: no rerank stage)."""
+    if support is None:
+        return None
+    return {
+        "term_share": support.term_share if support.score is not None else None,
+        "oov_names": support.oov_names(),
+        "dense_gap": support.dense_gap,
+    }

@@ -179,8 +179,8 @@ class LexicalSupport(BaseModel):
     note: str | None = None
     """Why the score is n/a, in plain words."""
     dense_gap: float | None = None
-    """The best dense route's first cosine minus its tenth (`[rerank] refusal_dense_gap`; None: not
-    used, or no dense route)."""
+    """The best dense route's first cosine minus its tenth, recorded whether or not `[rerank]
+    refusal_dense_gap` is set (None: no dense route of ten hits, or the score is n/a)."""
     dense_gap_threshold: float | None = None
     """`[rerank] refusal_dense_gap` when it was applied."""
     markup: list[str] = Field(default_factory=list)

@@ -79,7 +79,10 @@ def test_without_a_dense_route_only_the_veto_refuses() -> None:
 
 def test_unset_or_not_applicable_leaves_the_score_alone() -> None:
     support = lexical_support("补卡怎么申请", ["补签申请"], TableFrequencies(10, {"申请": 6}))
-    assert with_dense_gap(support, 0.5, None) == support  # the setting unset: the share alone
+    # The setting unset: the share alone decides, and the gap is recorded (calibrate-refusal sweeps it).
+    unset = with_dense_gap(support, 0.5, None)
+    assert unset.score == support.score and unset.dense_gap == 0.5 and unset.dense_gap_threshold is None
+    assert unset.model_copy(update={"dense_gap": None}) == support
     empty = lexical_support("怎么办", ["补签申请"], TableFrequencies(10, {}))
     assert empty.score is None and with_dense_gap(empty, 0.5, 0.009) == empty
 
