@@ -211,8 +211,9 @@ def register_eval(group: click.Group) -> None:
 
         With lexical_support and dense agreement ([rerank] refusal_dense_gap), the gap is swept too:
         for each candidate gap (from the dense gaps the run recorded per case, and off) the best
-        threshold under the same objective; the proposal is the best pair (ties: the lower gap). The gap is a cosine difference on your embedder's scale, so calibrate it
-        after changing the embedder. --write then sets refusal_dense_gap as well.
+        threshold under the same objective; the proposal is the best pair (ties: the lower gap).
+        The gap is a cosine difference on your embedder's scale, so calibrate it after changing the
+        embedder. --write then sets refusal_dense_gap as well.
         """
         from ragtriage.eval import store as eval_store
         from ragtriage.eval.refusal_calibration import write_threshold

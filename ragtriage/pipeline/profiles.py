@@ -321,7 +321,9 @@ def describe_shape(settings: Settings) -> str:
     calibrated_for = rerank.refusal_threshold_score
     refusal = ""
     if rerank.refusal_threshold is not None and calibrated_for not in (None, kind):
-        refusal = f", refusal not judged ({kind}; threshold {rerank.refusal_threshold:g} is {calibrated_for}'s)"
+        refusal = (
+            f", refusal not judged ({kind}; threshold {rerank.refusal_threshold:g} is {calibrated_for}'s)"
+        )
     elif rerank.refusal_threshold is not None:
         refusal = f", refuse {kind} < {rerank.refusal_threshold:g}"
         if kind == "lexical_support" and rerank.refusal_dense_gap is not None:

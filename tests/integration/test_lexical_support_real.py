@@ -183,7 +183,9 @@ def test_default_refusal_needs_the_dense_route_to_agree(tmp_path: Path, home: Pa
         ("**请假**需要`谁`审批", []),
     ],
 )
-def test_markup_in_a_chinese_question_is_no_name(tmp_path: Path, home: Path, query: str, markup: list[str]) -> None:
+def test_markup_in_a_chinese_question_is_no_name(
+    tmp_path: Path, home: Path, query: str, markup: list[str]
+) -> None:
     # The default refusal (veto on, share judged only where the dense route is flat) on foreign ids.
     _import(tmp_path, home, "[rerank]\ntop_n = 2\n")
     trace = json.loads(_run("replay", "--query", query, "--json").stdout)
@@ -191,7 +193,9 @@ def test_markup_in_a_chinese_question_is_no_name(tmp_path: Path, home: Path, que
     assert not trace["refused"], trace["refusal_reason"]
     assert trace["final"][0] == ROWS[1]["id"]
     assert support["markup"] == markup and support["score"] == 1.0
-    assert not any(t["oov"] for t in support["terms"]) and not set(markup) & {t["term"] for t in support["terms"]}
+    assert not any(t["oov"] for t in support["terms"]) and not set(markup) & {
+        t["term"] for t in support["terms"]
+    }
     if markup:
         shown = " ".join(_run("replay", "--query", query).output.split())
         assert f"markup left out: {markup[0]}" in shown
