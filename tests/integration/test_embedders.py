@@ -26,6 +26,7 @@ from ragtriage.pipeline.embed import (
 )
 from ragtriage.pipeline.embed_cache import EmbeddingCache, text_hash
 from ragtriage.pipeline.types import Embedder
+from tests.tiny_bert import tiny_bert_config, train_wordpiece
 
 CORPUS = ["如何 更换 软件源", "系统 无法 启动 修复 引导", "配置 网络 接口", "debian apt grub network"] * 5
 
@@ -71,27 +72,15 @@ def test_passage_text_leads_with_the_heading_path() -> None:
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer, 32-wide BERT with a WordPiece vocabulary trained on CORPUS, saved to a folder."""
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from transformers import BertModel, BertTokenizerFast
 
     folder = tmp_path_factory.mktemp("tiny-bert")
-    wordpiece = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    wordpiece.normalizer = normalizers.BertNormalizer(lowercase=True)
-    wordpiece.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    wordpiece.train_from_iterator(CORPUS, trainers.WordPieceTrainer(vocab_size=200, special_tokens=specials))
+    wordpiece = train_wordpiece(CORPUS, vocab_size=200)
     vocab = sorted(wordpiece.get_vocab().items(), key=lambda item: item[1])
     (folder / "vocab.txt").write_text("\n".join(token for token, _ in vocab) + "\n", encoding="utf-8")
     tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"))
     tokenizer.save_pretrained(folder)
-    config = BertConfig(
-        vocab_size=len(vocab),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
+    config = tiny_bert_config(len(vocab), max_position_embeddings=64)
     BertModel(config).save_pretrained(folder)
     return folder
 

@@ -18,6 +18,7 @@ from ragtriage.pipeline.rerank_backends import (
     SentenceTransformersScorer,
     sigmoid,
 )
+from tests.tiny_bert import tiny_bert_config, train_wordpiece
 
 pytestmark = pytest.mark.model
 
@@ -35,15 +36,11 @@ CORPUS = [
 def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer, 32-wide BertForSequenceClassification with a WordPiece vocab trained on CORPUS."""
     import torch
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+    from tokenizers import processors
+    from transformers import BertForSequenceClassification, BertTokenizerFast
 
     folder = tmp_path_factory.mktemp("tiny-cross-encoder")
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tokenizer.train_from_iterator(CORPUS, trainers.WordPieceTrainer(vocab_size=300, special_tokens=specials))
+    tokenizer = train_wordpiece(CORPUS, vocab_size=300)
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",
@@ -61,15 +58,7 @@ def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     fast.save_pretrained(folder)
     torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=tokenizer.get_vocab_size(),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-        num_labels=1,
-    )
+    config = tiny_bert_config(tokenizer.get_vocab_size(), max_position_embeddings=128, num_labels=1)
     BertForSequenceClassification(config).save_pretrained(folder)
     return folder
 
