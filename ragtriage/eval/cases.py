@@ -22,7 +22,7 @@ class GoldRef(BaseModel):
     it: every block of every section, stripped, joined with a blank line (`kb.chunking.document_text`).
     At evaluation time the ref maps to the chunks of the current KB that overlap the span (when the
     document's chunks carry offsets) or else that carry the anchor. `chunk_id` is the chunk the ref
-    was taken from (`promote`), kept for the record only.
+    was taken from (`promote`): while it is live the ref maps to it alone.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -5,10 +5,12 @@ A ref maps, at evaluation time, to the live chunks of its document that
   kept only if they also carry the ref's anchor when it has one; when the document's chunks have no
   offsets (imported with `kb import`) or none is left, to
 - the chunks whose `anchor` equals the ref's anchor.
-A chunk's grade is the highest grade of the refs that map to it. A case with refs is scored on the
-mapped chunks plus those of its stored chunk ids that are still live; a case without refs is left as
-it is. A smaller chunking can map one span to several chunks: each counts as relevant, which raises
-the recall denominator but leaves Hit@K and MRR as they are.
+A ref taken from a chunk (`promote` records its `chunk_id`) maps to that chunk alone while it is
+live: the triager marked that chunk, and its section's other chunks or the neighbours sharing its
+overlap window are not gold. A chunk's grade is the highest grade of the refs that map to it. A case
+with refs is scored on the mapped chunks plus those of its stored chunk ids that are still live; a
+case without refs is left as it is. A smaller chunking can map one span to several chunks: each
+counts as relevant, which raises the recall denominator but leaves Hit@K and MRR as they are.
 """
 
 from __future__ import annotations
@@ -78,14 +80,18 @@ def map_ref(ref: GoldRef, places: Sequence[ChunkPlace]) -> list[str]:
 
 
 def resolve_case(case: EvalCase, places_by_doc: dict[str, list[ChunkPlace]]) -> GoldMapping:
-    """`case` with `gold` = chunks its refs map to + its still-live gold chunk ids (refs kept as they are)."""
+    """`case` with `gold` = chunks its refs map to + its still-live gold chunk ids (refs kept as they are);
+    a ref whose `chunk_id` is still live maps to that chunk only."""
     if not case.gold_refs or case.gold_granularity != "chunk":
         return GoldMapping(case=case)
     live = {p.chunk_id for places in places_by_doc.values() for p in places}
     gold = {chunk_id: grade for chunk_id, grade in case.gold.items() if chunk_id in live}
     unmapped: list[GoldRef] = []
     for ref in case.gold_refs:
-        mapped = map_ref(ref, places_by_doc.get(ref.doc_id, []))
+        if ref.chunk_id is not None and ref.chunk_id in live:
+            mapped = [ref.chunk_id]
+        else:
+            mapped = map_ref(ref, places_by_doc.get(ref.doc_id, []))
         if not mapped:
             unmapped.append(ref)
         for chunk_id in mapped:

@@ -101,6 +101,18 @@ def test_resolve_case_keeps_live_ids_drops_dead_ones_and_reports_unmapped_refs()
     assert resolve_case(untouched, {DOC_ID: large}).case.gold == {"dead#1": 1}
 
 
+def test_a_ref_taken_from_a_live_chunk_maps_to_that_chunk_not_its_whole_section() -> None:
+    # Production's chunks (UUIDs, no offsets): one section in two parts sharing an anchor.
+    parts = ["3f0c9a52-1d4e-4b7a-9c11-0a1b2c3d4e5f", "7e2d8b14-5a6f-4c3b-8d22-1f2e3d4c5b6a"]
+    imported = [ChunkPlace(cid, DOC_ID, "puttingonhold", None, None) for cid in parts]
+    ref = GoldRef(doc_id=DOC_ID, anchor="puttingonhold", chunk_id=parts[0])
+    case = EvalCase(case_id="c1", query="怎样不让软件包被升级", gold={parts[0]: 1}, gold_refs=[ref])
+    assert resolve_case(case, {DOC_ID: imported}).case.gold == {parts[0]: 1}
+    # Once that chunk is gone (re-chunked), the ref falls back to its section.
+    rechunked = [ChunkPlace(cid, DOC_ID, "puttingonhold", None, None) for cid in ("41", "42")]
+    assert resolve_case(case, {DOC_ID: rechunked}).case.gold == {"41": 1, "42": 1}
+
+
 @pytest.mark.parametrize(
     ("ref", "message"),
     [
