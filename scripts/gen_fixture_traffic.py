@@ -42,7 +42,7 @@ from ragtriage.kb.service import add_paths, list_chunks  # noqa: E402
 from ragtriage.pipeline.normalize import normalize_query  # noqa: E402
 from ragtriage.pipeline.profiles import resolve_profile  # noqa: E402
 from ragtriage.pipeline.rerank import Reranker  # noqa: E402
-from ragtriage.pipeline.rewrite import AliasDictionary, extract_keywords, split_sub_queries  # noqa: E402
+from ragtriage.pipeline.rewrite import AliasDictionary, RuleRewriter  # noqa: E402
 from ragtriage.pipeline.types import ChunkRecord, RewriteResult, RunOptions, ScoredChunk, Trace  # noqa: E402
 from ragtriage.workspace import Workspace  # noqa: E402
 
@@ -115,26 +115,12 @@ def gold_chunk_ids(chunks: Sequence[ChunkRecord], query: dict[str, Any]) -> list
 def canonical_rewrite(
     text: str, dictionary: AliasDictionary, tokenize: Any, max_sub_queries: int
 ) -> RewriteResult:
-    """The old version's rule rewrite: every dictionary term of the query that is not its group's
-    first member (the KB's term) is replaced by it, so an over-broad entry swaps the user's own word
-    away (撤销 → 作废, 过期 → 超时) instead of adding a synonym next to it."""
-    rewritten = text
-    aliases: dict[str, list[str]] = {}
-    for group in dictionary.groups:
-        canonical = group[0]
-        for member in sorted(group[1:], key=len, reverse=True):
-            if member in rewritten and canonical not in rewritten:
-                rewritten = rewritten.replace(member, canonical)
-                aliases[member] = [canonical]
-    return RewriteResult(
-        raw_query=text,
-        normalized_query=text,
-        rewritten_query=rewritten,
-        keywords=extract_keywords(rewritten, tokenize),
-        aliases=aliases,
-        sub_queries=split_sub_queries(rewritten, tokenize, max_sub_queries),
-        mode="rules",
-    )
+    """The old version's rule rewrite, ragtriage's replacing one (`alias_mode = "replace"`): every
+    dictionary term of the query that is not its group's first member (the KB's term) is replaced
+    by it, so an over-broad entry swaps the user's own word away (撤销 → 作废, 过期 → 超时) instead
+    of adding a synonym next to it. A replay with that mode reproduces it."""
+    rules = RuleRewriter(dictionary, max_sub_queries=max_sub_queries, tokenize=tokenize, alias_mode="replace")
+    return rules.rewrite(text, text)
 
 
 def old_version_options(pipeline: Any, text: str, base: RunOptions | None = None) -> RunOptions:
