@@ -7,7 +7,10 @@ support must not read them as names the KB never mentions (the out-of-vocabulary
 content terms the candidates lack. Markup words, exactly (on the NFKC, lower-cased query):
 
 - every word inside an HTML/XML tag: `<br>`, `</td>`, `<img src="a.png">` (tag and attribute names
-  and values) — a `<` that opens no tag (`a<b`, `$<`) is no tag;
+  and values) — a `<` that opens no tag (`a<b`, `$<`) is no tag — and inside a `<script>` or
+  `<style>` element (code, which the HTML loader drops with the element);
+- every word inside a BBCode or Rich console tag with a known name (`[b]`, `[/url]`,
+  `[link=http://x]`, `[bold red]`); the text between the tags stays prose;
 - the name of an HTML entity: `&nbsp;`, `&lt;`, `&#160;` (the semicolon may be left out of
   `&nbsp`, `&lt`, `&gt`, `&amp`, `&quot`, `&apos`);
 - a URL scheme: `https` in `https://…` (the host and path stay words);
@@ -33,9 +36,18 @@ __all__ = ["markup_words"]
 _LATIN_LETTER = re.compile(r"[a-z]")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
+#: BBCode and Rich console tags (`[b]`, `[/url]`, `[color=red]`, `[bold red]`): only these names, so
+#: a Markdown link's text (`[文档](url)`) or a shell test (`[ -f x ]`) stays prose.
+_BBCODE = (
+    "b|i|u|s|bold|italic|underline|strike|dim|reverse|blink|url|link|img|code|quote|color|size|font|"
+    "center|left|right|spoiler|list|table|tr|td|th"
+)
+
 #: (pattern, group whose span is markup) over the normalized query.
 _MARKUP: tuple[tuple[re.Pattern[str], int], ...] = (
+    (re.compile(r"<(script|style)\b[^<>]*>.*?</\1\s*>", re.DOTALL), 0),
     (re.compile(r"</?[a-z][a-z0-9:-]*(?:\s[^<>]*)?/?>"), 0),
+    (re.compile(rf"\[/?(?:{_BBCODE})(?:[= ][^\[\]]*)?\](?!\()"), 0),
     (re.compile(r"&(?:[a-z][a-z0-9]{1,7}|#x?[0-9a-f]+);|&(?:nbsp|lt|gt|amp|quot|apos)(?![a-z0-9])"), 0),
     (re.compile(r"(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*)://"), 1),
     (re.compile(r"(?<=\w)\.([a-z][a-z0-9]{0,4})(?![a-z0-9_-]|\.[a-z0-9])"), 1),

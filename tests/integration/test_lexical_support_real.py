@@ -181,6 +181,8 @@ def test_default_refusal_needs_the_dense_route_to_agree(tmp_path: Path, home: Pa
         ("&nbsp;请假需要谁审批", ["nbsp"]),
         ("请假申请导出成.xlsx找谁审批", ["xlsx"]),
         ("**请假**需要`谁`审批", []),
+        ('请假要谁审批 <script>alert("q")</script>', ["script", "alert", "q"]),
+        ("[b]请假[/b]要谁审批", ["b"]),
     ],
 )
 def test_markup_in_a_chinese_question_is_no_name(

@@ -24,6 +24,11 @@ from ragtriage.pipeline.query_markup import markup_words
         ("https://deb.debian.org打不开", {"https", "org"}),
         ("```bash 代码块怎么高亮", {"bash"}),
         ("**加粗**和# 标题怎么写", set()),  # Markdown emphasis and headings yield no word
+        # A script element is code throughout (the HTML loader drops it with its contents).
+        ('出差回来发票多久内要交 <script>alert("q")</script>', {"script", "alert", "q"}),
+        ("[b]加粗[/b]和[color=red]红字[/color]怎么打", {"b", "color", "red"}),  # BBCode
+        # Rich console tags; the text between them (x, y) stays prose.
+        ("[bold]x[/bold] 年假 [link=http://x]y[/link]", {"bold", "link", "http"}),
     ],
 )
 def test_markup(query: str, markup: set[str]) -> None:
@@ -42,6 +47,9 @@ def test_markup(query: str, markup: set[str]) -> None:
         "v2.4.0有什么新功能",  # a version
         ".bashrc怎么改",  # a dot file: its name is the name
         "table标签<table>怎么加边框",  # also written as prose: a word, not only markup
+        "[文档]在哪看",  # a Markdown link's text, no BBCode name
+        "[ -f x ]是什么意思",  # a shell test
+        "报错[: unexpected operator",  # an error message is no markup
     ],
 )
 def test_no_markup(query: str) -> None:
