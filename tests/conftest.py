@@ -78,6 +78,19 @@ def home(isolated_environment: Path) -> Path:
     return isolated_environment
 
 
+@pytest.fixture
+def workspace(home: Path) -> Iterator[Workspace]:
+    """A workspace on this test's home (its `config.toml`, if the test wrote one), closed after the
+    test. Modules that need another workspace define their own fixture of this name."""
+    from ragtriage.workspace import Workspace
+
+    opened = Workspace.open(home, None)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
 @pytest.fixture(scope="session")
 def eval_home(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """A home with the tiny KB, promoted badcases and runs `base` and `variant` (tests.service_home),

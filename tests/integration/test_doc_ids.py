@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,13 +18,6 @@ from tests.conftest import SHARED_DIR
 
 DEBS_DIR = SHARED_DIR / "data" / "debian-docs-zh"
 INDEX_PAGE = "<html><head><title>{title}</title></head><body><h1>{title}</h1><p>{body}</p></body></html>"
-
-
-@pytest.fixture
-def workspace(home: Path) -> Iterator[Workspace]:
-    ws = Workspace.open(home)
-    yield ws
-    ws.close()
 
 
 def _write(folder: Path, files: dict[str, str]) -> Path:

@@ -7,7 +7,6 @@ the tests skip, saying so, when that folder is missing.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -75,13 +74,6 @@ def debian_html(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
                 shutil.copy(Path(report[name]["dir"]) / page, folder / page)
         folders.append(folder)
     return folders[0], folders[1]
-
-
-@pytest.fixture
-def workspace(home: Path) -> Iterator[Workspace]:
-    ws = Workspace.open(home)
-    yield ws
-    ws.close()
 
 
 def _chunks_by_doc(workspace: Workspace) -> dict[str, list[tuple[str | None, str, str]]]:

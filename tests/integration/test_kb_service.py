@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +35,6 @@ updated_at: 2024-05-01
 
 REFUND = "# 退款\n\n## 到账时间\n\n退款在七个工作日内到账。\n\n## 失败处理\n\n退款失败时请联系客服。\n"
 TERMS = "服务条款\n\n本条款适用于全部用户。\n"
-
-
-@pytest.fixture
-def workspace(home: Path) -> Iterator[Workspace]:
-    ws = Workspace.open(home)
-    yield ws
-    ws.close()
 
 
 @pytest.fixture

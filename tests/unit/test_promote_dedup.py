@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,15 +13,6 @@ from ragtriage.store.db import write_session
 from ragtriage.store.log_tables import RequestLogRow, TriageRow
 from ragtriage.triage.promote import promote_request
 from ragtriage.workspace import Workspace
-
-
-@pytest.fixture
-def workspace(home: Path) -> Iterator[Workspace]:
-    opened = Workspace.open(home, None)
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def _record(
