@@ -9,6 +9,7 @@ import pytest
 from ragtriage.config import Settings, load_settings
 from ragtriage.errors import ConfigError, NotFoundError
 from ragtriage.pipeline.profiles import (
+    describe_shape,
     explain,
     get_profile,
     list_profiles,
@@ -272,3 +273,49 @@ def test_every_logged_fixture_hash_is_its_profiles_hash() -> None:
     assert {version for version, _ in logged} == {"prod-2026.09", "prod-2026.10"}
     for version, config_hash in logged:
         assert resolve_profile(production, version).config_hash == config_hash, version
+
+
+def test_a_threshold_keeps_the_score_kind_it_was_written_for(tmp_path: Path) -> None:
+    # The shipped threshold is lexical support's; one a file, an environment variable or a profile
+    # writes without a kind applies to any score (as before the kind was recorded); a profile that
+    # only changes the score keeps the threshold, and its kind, from the settings.
+    config = _write(
+        tmp_path,
+        BASE
+        + """
+[profiles.own-threshold.rerank]
+refusal_threshold = 0.3
+[profiles.cosine.rerank]
+refusal_score = "dense_cosine"
+[profiles.recorded.rerank]
+refusal_threshold = 0.85
+refusal_threshold_score = "dense_cosine"
+refusal_score = "dense_cosine"
+""",
+    )
+    settings = load_settings(config, environ={})
+    assert settings.rerank.refusal_threshold_score == "lexical_support"
+    kinds = {
+        name: get_profile(settings, name).settings.rerank.refusal_threshold_score
+        for name in ("own-threshold", "cosine", "recorded", "rrf-rerank-refusal")
+    }
+    assert kinds == {
+        "own-threshold": None,
+        "cosine": "lexical_support",
+        "recorded": "dense_cosine",
+        "rrf-rerank-refusal": "cross_encoder",
+    }
+    shapes = {name: describe_shape(get_profile(settings, name).settings) for name in kinds}
+    assert shapes["cosine"].endswith(
+        ", refusal not judged (dense_cosine; threshold 0.2 is lexical_support's)"
+    )
+    assert shapes["recorded"].endswith(", refuse dense_cosine < 0.85")
+    assert shapes["own-threshold"].endswith(", refuse lexical_support < 0.3 (dense gap < 0.009)")
+    from_env = load_settings(config, environ={"RAGTRIAGE__RERANK__REFUSAL_THRESHOLD": "0.4"})
+    assert from_env.rerank.refusal_threshold_score is None
+    assert (
+        load_settings(
+            _write(tmp_path, "[rerank]\nrefusal_threshold = 0.2\n", "own.toml"), environ={}
+        ).rerank.refusal_threshold_score
+        is None
+    )
