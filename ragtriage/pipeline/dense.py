@@ -18,15 +18,19 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from qdrant_client import QdrantClient, models
 
 from ragtriage.errors import IndexStateError
 from ragtriage.pipeline.qdrant_clients import acquire_local, acquire_server, release
 from ragtriage.pipeline.types import Embedder, ScoredChunk
 from ragtriage.wording import quoted
+
+if TYPE_CHECKING:
+    # qdrant-client (~40 MB) is imported when a local-mode or server index opens: a Qdrant Edge
+    # home (and `kb import`'s processes) never load it.
+    from qdrant_client import QdrantClient, models
 
 __all__ = ["DenseDocument", "QdrantIndex", "point_id", "stored_hashes"]
 
@@ -144,6 +148,8 @@ class QdrantIndex:
             self._client.delete_collection(self.collection)
             exists = False
         if not exists:
+            from qdrant_client import models
+
             self._client.create_collection(
                 self.collection,
                 vectors_config=models.VectorParams(size=self.embedder.dim, distance=models.Distance.COSINE),
@@ -224,6 +230,8 @@ class QdrantIndex:
             self._upsert(documents)
 
     def _upsert(self, documents: Sequence[DenseDocument]) -> None:
+        from qdrant_client import models
+
         for start in range(0, len(documents), _UPSERT_BATCH):
             batch = documents[start : start + _UPSERT_BATCH]
             for doc in batch:
@@ -243,6 +251,8 @@ class QdrantIndex:
 
     def delete(self, chunk_ids: Sequence[str]) -> None:
         """Remove chunks by id."""
+        from qdrant_client import models
+
         ids: list[models.ExtendedPointId] = [point_id(chunk_id) for chunk_id in chunk_ids]
         for start in range(0, len(ids), _UPSERT_BATCH):
             self._client.delete(
@@ -280,6 +290,8 @@ class QdrantIndex:
         if matrix.shape[0] == 0:
             return []
         self._check_dim(matrix)
+        from qdrant_client import models
+
         responses = self._client.query_batch_points(
             self.collection,
             requests=[

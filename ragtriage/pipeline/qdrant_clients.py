@@ -16,11 +16,12 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
-
-from qdrant_client import QdrantClient
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ragtriage.errors import IndexLockedError
+
+if TYPE_CHECKING:
+    from qdrant_client import QdrantClient
 
 __all__ = [
     "LOCAL_MODE_LIMIT",
@@ -109,6 +110,7 @@ def acquire_folder(
 
 def acquire_local(folder: Path) -> QdrantClient:
     """The client of local-mode `folder` (opened on first use); raises IndexLockedError if another process holds it."""
+    from qdrant_client import QdrantClient
 
     def open_client() -> QdrantClient:
         folder.mkdir(parents=True, exist_ok=True)
@@ -131,6 +133,8 @@ def held_by_this_process(folder: Path) -> bool:
 
 def acquire_server(url: str, api_key: str | None, timeout_s: float) -> QdrantClient:
     """The client of the server at `url` (created on first use)."""
+    from qdrant_client import QdrantClient
+
     key = f"url:{url}"
     with _registry_lock:
         entry = _registry.get(key)
