@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, Union
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from ragtriage.pipeline.types import (
     ROUTE_BM25_RAW,
@@ -200,7 +200,8 @@ def to_trace(record: RequestLog) -> Trace:
     """The logged request as a `Trace` with the fields a log carries.
 
     Routes are `bm25_raw` and `dense_raw` when logged (a log does not say which query text each
-    route searched, so `query` is the raw query and the flag `logged` marks them); `fused`,
+    route searched, so `query` is the raw query and the flag `logged` marks them), then the further
+    routes a trace logged (a second dense retriever: `dense_2`, see `_extra_routes`); `fused`,
     `reranked` and `final` come from their stages. Unlogged scores are 0.0 and the trace is
     flagged `logged-without-scores`. `candidates` is left empty: diagnosis builds it.
     """
@@ -229,6 +230,7 @@ def to_trace(record: RequestLog) -> Trace:
                     name=name, kind=kind, query=record.raw_query, hits=_scored(items), flags=["logged"]
                 )
             )
+    routes.extend(_extra_routes(record))
     all_items = [i for s in STAGE_NAMES for i in (getattr(stages, s) or ())]
     flags = ["logged"]
     if any(isinstance(i, str) or i.score is None for i in all_items):
@@ -254,3 +256,35 @@ def to_trace(record: RequestLog) -> Trace:
         flags=flags,
         config_hash=record.config_hash,
     )
+
+
+_STAGE_LIST: TypeAdapter[StageList] = TypeAdapter(StageList)
+
+
+def _extra_routes(record: RequestLog) -> list[RouteResult]:
+    """The routes a trace logged beyond the first of each kind (trace ingest keeps them in the body's
+    `routes`, each `{name, kind, query, hits, span_name}`; the first of each kind is a stage and has
+    no `hits` there). A `routes` field of another shape (a producer's own key) is left alone."""
+    extra = (record.model_extra or {}).get("routes")
+    routes: list[RouteResult] = []
+    for route in extra if isinstance(extra, list) else ():
+        if not isinstance(route, dict) or "stage" in route or not isinstance(route.get("name"), str):
+            continue
+        kind = route.get("kind")
+        if kind not in ("bm25", "dense"):
+            continue
+        try:
+            hits = _STAGE_LIST.validate_python(route.get("hits"))
+        except ValidationError:
+            continue
+        query = route.get("query")
+        routes.append(
+            RouteResult(
+                name=route["name"],
+                kind=kind,
+                query=query if isinstance(query, str) else record.raw_query,
+                hits=_scored(hits),
+                flags=["logged"],
+            )
+        )
+    return routes

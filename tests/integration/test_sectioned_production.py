@@ -196,3 +196,28 @@ def test_a_promoted_gold_chunk_stays_the_only_gold_of_its_section(
     # The promoted ref carries the section's anchor, which the other part shares: the marked chunk,
     # still live, is the gold, not the whole section.
     assert case["relevant_chunk_ids"] == [HOLD_0]
+
+
+def test_the_logged_journey_names_every_retriever_production_ran(
+    loaded: tuple[list[str], str], run_cli: RunCli
+) -> None:
+    base, request_id = loaded
+    code, out, err = run_cli(["label", request_id, "rerank_error", "--gold", HOLD_0, *base])
+    assert code == 0, err
+    code, out, err = run_cli(["diagnose", request_id, "--json", "--no-counterfactuals", *base])
+    assert code == 0, err
+    logged = json.loads(out)["journeys"]["logged"]
+    # Only the title-vector retriever (the third span) found the gold: the journey must say so
+    # rather than show gold entering the fused list from no route.
+    assert logged["route_names"] == ["bm25_raw", "dense_raw", "dense_2"]
+    (gold,) = logged["gold"]
+    assert gold["routes"] == {"bm25_raw": None, "dense_raw": None, "dense_2": 1}
+    assert (gold["fused"], gold["reranked"], gold["final"], gold["dropped_at"]) == (4, 3, None, "final")
+    code, out, err = run_cli(["replay", request_id, "--json", *base])
+    assert code == 0, err
+    routes = json.loads(out)["logged"]["routes"]
+    assert [(r["name"], r["kind"], [h["chunk_id"] for h in r["hits"]]) for r in routes] == [
+        ("bm25_raw", "bm25", [CONFFILE, SINGLE]),
+        ("dense_raw", "dense", [SINGLE, HOLD_1]),
+        ("dense_2", "dense", [HOLD_0, SINGLE]),
+    ]

@@ -164,6 +164,20 @@ def test_to_trace_of_a_minimal_log_has_no_routes() -> None:
     assert trace.routes == [] and trace.final == [] and trace.rewrite.rewritten_query == "q"
 
 
+def test_a_producers_own_routes_field_of_another_shape_adds_no_route() -> None:
+    # Only trace ingest's `{name, kind, hits}` entries beyond the stage routes are routes; a
+    # producer's own `routes` key (kept as an unknown field) is left alone.
+    for routes in (
+        ["es", "milvus"],
+        {"es": 3},
+        [{"name": "es", "kind": "sparse", "hits": ["c1"]}],
+        [{"name": "es", "kind": "bm25", "hits": [{"score": 1.0}]}],
+        [{"kind": "dense", "hits": []}],
+    ):
+        record = RequestLog.model_validate({"request_id": "42", "raw_query": "q", "routes": routes})
+        assert to_trace(record).routes == []
+
+
 def test_schema_file_accepts_a_v1_line_and_rejects_a_missing_id() -> None:
     schema = json.loads((REPO_ROOT / "schemas" / "request_log.schema.json").read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator.check_schema(schema)
