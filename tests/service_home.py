@@ -84,8 +84,11 @@ def add_request(workspace, request_id: str, query: str, status: str = "new") -> 
         session.add(TriageRow(request_id=request_id, status=status, reasons=["bad_rating"]))
 
 
-def add_confirmed_request(workspace, request_id: str, query: str, gold: list[str], label: str) -> None:  # type: ignore[no-untyped-def]
-    """Store a logged request and its confirmed triage record straight in the store."""
+def add_confirmed_request(  # type: ignore[no-untyped-def]
+    workspace, request_id: str, query: str, gold: list[str], label: str, *, reasons: list[str] | None = None
+) -> None:
+    """Store a logged request (its body only `request_id` and `raw_query`) and its confirmed triage
+    record (primary `label`, `gold` chunk ids, flagging `reasons`, none by default) straight in the store."""
     from ragtriage.store.db import write_session
     from ragtriage.store.log_tables import RequestLogRow, TriageRow
 
@@ -97,6 +100,7 @@ def add_confirmed_request(workspace, request_id: str, query: str, gold: list[str
             TriageRow(
                 request_id=request_id,
                 status="confirmed",
+                reasons=reasons or [],
                 labels=[label],
                 primary_label=label,
                 gold_chunk_ids=gold,

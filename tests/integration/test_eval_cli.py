@@ -11,9 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from ragtriage.cli import cli
-from ragtriage.store.db import write_session
-from ragtriage.store.log_tables import RequestLogRow, TriageRow
 from ragtriage.workspace import Workspace
+from tests.service_home import add_confirmed_request
 
 DOCS = {
     "travel.md": "---\ndoc_id: travel\ntitle: 差旅报销\n---\n"
@@ -35,28 +34,11 @@ def setup(tmp_path: Path, home: Path) -> dict[str, str]:
     workspace = Workspace.open(home, None)
     add_paths(workspace, [docs])
     chunks = {c.doc_id: c.chunk_id for c in list_chunks(workspace)}
-    with write_session(workspace.engine) as session:
-        for request_id, query, doc in (
-            ("r1", "出差发票多久内交 电话13812345678", "travel"),
-            ("r2", "请假谁审批", "leave"),
-        ):
-            session.add(
-                RequestLogRow(
-                    request_id=request_id,
-                    raw_query=query,
-                    body=json.dumps({"request_id": request_id, "raw_query": query}),
-                )
-            )
-            session.flush()
-            session.add(
-                TriageRow(
-                    request_id=request_id,
-                    status="confirmed",
-                    labels=["bm25_miss"],
-                    primary_label="bm25_miss",
-                    gold_chunk_ids=[chunks[doc]],
-                )
-            )
+    for request_id, query, doc in (
+        ("r1", "出差发票多久内交 电话13812345678", "travel"),
+        ("r2", "请假谁审批", "leave"),
+    ):
+        add_confirmed_request(workspace, request_id, query, [chunks[doc]], "bm25_miss")
     workspace.close()
     dense_only = tmp_path / "dense_only.toml"
     dense_only.write_text('[retrieval]\nroutes = ["dense_raw"]\n', encoding="utf-8")

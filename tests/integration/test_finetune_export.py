@@ -12,9 +12,8 @@ from ragtriage.cli import cli
 from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
 from ragtriage.eval.finetune import finetune_records, run_order
-from ragtriage.store.db import write_session
-from ragtriage.store.log_tables import RequestLogRow, TriageRow
 from ragtriage.workspace import Workspace
+from tests.service_home import add_confirmed_request
 from tests.tiny_kb import write_markdown_docs
 
 
@@ -76,27 +75,11 @@ def workspace_with_run(tmp_path: Path, home: Path) -> dict[str, str]:
     workspace = Workspace.open(home, None)
     add_paths(workspace, [write_markdown_docs(tmp_path / "docs")])
     chunks = {c.doc_id: c.chunk_id for c in list_chunks(workspace)}
-    with write_session(workspace.engine) as session:
-        for request_id, query, doc, reason in (
-            ("0b6f4c1e-9d7a-4d8e-a1f2-3c4d5e6f7a8b", "出差发票多久内交", "travel", "sampled"),
-            ("1024", "红字发票怎么开", "invoice", "bad_rating"),
-        ):
-            session.add(
-                RequestLogRow(
-                    request_id=request_id, raw_query=query, body=json.dumps({"request_id": request_id})
-                )
-            )
-            session.flush()
-            session.add(
-                TriageRow(
-                    request_id=request_id,
-                    status="confirmed",
-                    reasons=[reason],
-                    labels=["rerank_error"],
-                    primary_label="rerank_error",
-                    gold_chunk_ids=[chunks[doc]],
-                )
-            )
+    for request_id, query, doc, reason in (
+        ("0b6f4c1e-9d7a-4d8e-a1f2-3c4d5e6f7a8b", "出差发票多久内交", "travel", "sampled"),
+        ("1024", "红字发票怎么开", "invoice", "bad_rating"),
+    ):
+        add_confirmed_request(workspace, request_id, query, [chunks[doc]], "rerank_error", reasons=[reason])
     promote_request(workspace, "0b6f4c1e-9d7a-4d8e-a1f2-3c4d5e6f7a8b")
     promote_request(workspace, "1024")
     eval_store.add_cases(workspace.engine, "default", [EvalCase(case_id="none", query="食堂几点开门")])

@@ -13,9 +13,8 @@ from ragtriage.cli import cli
 from ragtriage.errors import InputError
 from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
-from ragtriage.store.db import write_session
-from ragtriage.store.log_tables import RequestLogRow, TriageRow
 from ragtriage.workspace import Workspace
+from tests.service_home import add_confirmed_request
 
 TRAVEL_ID = "8f14e45f-ceea-4c6e-9e3a-2b7c1d0e5f61"  # foreign ids: a UUID and an int-like string
 VPN_ID = "1024"
@@ -69,19 +68,9 @@ def promoted(tmp_path: Path, home: Path) -> Path:
         add_paths(workspace, [docs])
         chunks = list_chunks(workspace, include_content=True)
         gold = next(c for c in chunks if "六十天" in c.content)
-        with write_session(workspace.engine) as session:
-            session.add(RequestLogRow(request_id="r-7", raw_query="逾期六十天的单据", body="{}"))
-            session.flush()
-            session.add(
-                TriageRow(
-                    request_id="r-7",
-                    status="confirmed",
-                    reasons=["bad_rating"],
-                    labels=["bm25_miss"],
-                    primary_label="bm25_miss",
-                    gold_chunk_ids=[gold.chunk_id],
-                )
-            )
+        add_confirmed_request(
+            workspace, "r-7", "逾期六十天的单据", [gold.chunk_id], "bm25_miss", reasons=["bad_rating"]
+        )
         promote_request(workspace, "r-7", case_id="spans")
         password = next(c for c in chunks if "自助门户" in c.content)
         eval_store.add_cases(
