@@ -16,7 +16,7 @@ from rich.text import Text
 from ragtriage.logs.replay_logged import FinalChunk, LoggedReplay, StageDiff
 from ragtriage.logs.schema import STAGE_NAMES
 from ragtriage.render.fit import Col, FitTable
-from ragtriage.render.text import PLACE_HEADER, chunk_place, plural
+from ragtriage.render.text import PLACE_HEADER, Hanging, chunk_place, plural
 
 GOLD_MARK = "★ "
 
@@ -198,7 +198,7 @@ def _place(chunk: FinalChunk) -> str:
 def logged_renderables(comparison: LoggedReplay) -> Iterator[RenderableType]:
     """The parts of the view, top to bottom."""
     gold = set(comparison.replayed.gold)
-    yield header(comparison)
+    yield Hanging(header(comparison))
     for stage in STAGE_NAMES:
         diff = comparison.diffs.get(stage)
         if diff is None:

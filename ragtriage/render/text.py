@@ -1,16 +1,25 @@
 """Wording helpers for the CLI's output (`ragtriage.wording`, re-exported where the renderers look),
-and `label: value` lines that wrap under their label."""
+`label: value` lines that wrap under their label, and what a chunk is in words (`chunk_place`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
 from ragtriage.wording import page_range, plural, plural_noun
 
-__all__ = ["PLACE_HEADER", "chunk_place", "field_text", "hanging_text", "page_range", "plural", "plural_noun"]
+__all__ = [
+    "Hanging",
+    "PLACE_HEADER",
+    "chunk_place",
+    "field_text",
+    "hanging_text",
+    "page_range",
+    "plural",
+    "plural_noun",
+]
 
 PLACE_HEADER = "document › section"
 """Header of the column `chunk_place` fills."""
@@ -25,13 +34,28 @@ def field_text(console: Console, label: str, value: str | Text, *, indent: int =
     return hanging_text(console, line, indent=indent)
 
 
-def hanging_text(console: Console, text: str | Text, *, indent: int = 2) -> Text:
-    """`text` wrapped as `field_text` wraps a value: the first line uses the whole width,
+class Hanging:
+    """A renderable of `label: value` lines, each wrapped by `hanging_text` at the width it is
+    rendered at (a table cell, the screen), continuation lines under the line's text."""
+
+    def __init__(self, text: Text, *, indent: int = 2) -> None:
+        self.text = text
+        self.indent = indent
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in self.text.split("\n", allow_blank=True):
+            yield hanging_text(console, line, indent=self.indent, width=options.max_width)
+
+
+def hanging_text(console: Console, text: str | Text, *, indent: int = 2, width: int | None = None) -> Text:
+    """`text` wrapped as `field_text` wraps a value: the first line uses the whole width (the
+    console's, or `width` cells),
     continuation lines (and the lines of later paragraphs) are indented by `indent` spaces and
     wrap `indent` cells sooner; leading spaces of the first line kept, no trailing spaces."""
     line = text if isinstance(text, Text) else Text(text)
-    width = max(console.width, 20)
-    narrower = max(console.width - indent, 20)
+    available = console.width if width is None else width
+    width = max(available, 20)
+    narrower = max(available - indent, 20)
     out = Text()
     for number, paragraph in enumerate(line.split("\n", allow_blank=True)):
         parts: list[Text] = []

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from ragtriage.pipeline.types import ScoredChunk, Trace
 from ragtriage.render.fit import Col, FitTable
-from ragtriage.render.text import PLACE_HEADER, chunk_place, plural
+from ragtriage.render.text import PLACE_HEADER, Hanging, chunk_place, plural
 
 GOLD_MARK = "★ "
 GOLD_STYLE = "bold green"
@@ -214,13 +214,13 @@ def summary_text(trace: Trace) -> Text:
 
 def trace_renderables(trace: Trace, doc_titles: Mapping[str, str] | None = None) -> Iterator[RenderableType]:
     """The parts of the trace view, top to bottom (`doc_titles`: doc_id → title, for the final context)."""
-    yield rewrite_panel(trace)
+    yield Hanging(rewrite_panel(trace))
     yield stage_table(trace)
     if trace.final:
         yield final_table(trace, doc_titles)
     if trace.gold:
         yield gold_table(trace)
-    yield summary_text(trace)
+    yield Hanging(summary_text(trace))
 
 
 def render_trace(trace: Trace, doc_titles: Mapping[str, str] | None = None) -> Group:

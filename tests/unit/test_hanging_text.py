@@ -8,8 +8,10 @@ import io
 import pytest
 from rich.cells import cell_len
 from rich.console import Console
+from rich.text import Text
 
-from ragtriage.render.text import chunk_place, hanging_text
+from ragtriage.render.fit import plain_lines
+from ragtriage.render.text import Hanging, chunk_place, hanging_text
 
 UUIDS = [f"{n:08x}-0000-4000-8000-0000c0ffee{n:02x}" for n in range(4)]
 
@@ -65,3 +67,15 @@ def test_a_tab_before_the_break_does_not_shift_the_rest() -> None:
 )
 def test_chunk_place(doc_title: str | None, heading_path: list[str], title: str, expected: str) -> None:
     assert chunk_place(doc_title, heading_path, title) == expected
+
+
+def test_hanging_wraps_each_line_at_the_width_it_is_rendered_at() -> None:
+    text = Text(
+        f"request: {UUIDS[0]}\nfinal: {', '.join(UUIDS)}\nquery: 休假期间怎么设置代批人以及审批单怎么转交"
+    )
+    lines = plain_lines([Hanging(text)], 46)
+    assert lines[0] == f"request: {UUIDS[0]}"
+    assert lines[1] == f"final: {UUIDS[0]},"
+    assert all(cell_len(line) <= 46 for line in lines)
+    assert [line[:2] for line in lines[2:5]] == ["  ", "  ", "  "]
+    assert "".join(line.strip() for line in lines).endswith("query:休假期间怎么设置代批人以及审批单怎么转交")
