@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 import click
 from rich.table import Table
@@ -25,19 +26,25 @@ from ragtriage.eval.refusal_calibration import (
 
 #: Rows printed around the proposal (the JSON has them all).
 SHOWN_ROWS = 15
+_Row = TypeVar("_Row")
 
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
-def _shown(report: CalibrationReport) -> list[ThresholdRow]:
-    rows = report.rows
+def _window(rows: list[_Row], center: int) -> list[_Row]:
+    """At most `SHOWN_ROWS` consecutive `rows`, `rows[center]` in the middle where the ends allow."""
     if len(rows) <= SHOWN_ROWS:
         return rows
-    center = rows.index(report.proposed) if report.proposed in rows else 0
     start = max(0, min(center - SHOWN_ROWS // 2, len(rows) - SHOWN_ROWS))
     return rows[start : start + SHOWN_ROWS]
+
+
+def _shown(report: CalibrationReport) -> list[ThresholdRow]:
+    """The threshold rows around the proposed one."""
+    rows = report.rows
+    return _window(rows, rows.index(report.proposed) if report.proposed in rows else 0)
 
 
 def _gap(value: float | None) -> str:
@@ -45,13 +52,9 @@ def _gap(value: float | None) -> str:
 
 
 def _shown_gaps(report: CalibrationReport) -> list[GapRow]:
-    rows = report.gap_rows
-    if len(rows) <= SHOWN_ROWS:
-        return rows
-    gaps = [row.dense_gap for row in rows]
-    center = gaps.index(report.dense_gap) if report.dense_gap in gaps else 0
-    start = max(0, min(center - SHOWN_ROWS // 2, len(rows) - SHOWN_ROWS))
-    return rows[start : start + SHOWN_ROWS]
+    """The dense gap rows around the chosen gap."""
+    gaps = [row.dense_gap for row in report.gap_rows]
+    return _window(report.gap_rows, gaps.index(report.dense_gap) if report.dense_gap in gaps else 0)
 
 
 def _print_gaps(report: CalibrationReport) -> None:
