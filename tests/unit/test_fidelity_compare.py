@@ -6,7 +6,14 @@ import uuid
 
 import pytest
 
-from ragtriage.logs.fidelity import RequestFidelity, compare_request, compare_stage, explain_request
+from ragtriage.config_pipeline import RetrievalSettings
+from ragtriage.logs.fidelity import (
+    RequestFidelity,
+    compare_request,
+    compare_stage,
+    explain_request,
+    stage_limits,
+)
 from ragtriage.logs.fidelity_report import summarize
 from ragtriage.pipeline.types import Candidate, RewriteResult, RouteResult, ScoredChunk, Trace
 
@@ -145,6 +152,24 @@ def test_a_route_kind_the_profile_does_not_run_is_said_so() -> None:
         "k_differs",
         "the profile runs no bm25 route where production logged 2",
     )
+
+
+def test_a_replayed_route_that_ran_out_of_matches_is_not_a_k_the_profile_keeps() -> None:
+    # Production's BM25 matched 3 chunks for "conffile 是啥"; the local one matches only the first
+    # (the other two shared nothing but 是): the profile keeps up to 3, so no k explains the miss.
+    replay = _trace([U[0]], [U[1]], [U[0], U[1]], [U[0]], {})
+    logged = {"bm25": [U[0], U[2], U[3]], "dense": [U[1]], "final_context": [U[0]]}
+    limits = stage_limits(RetrievalSettings(route_k={"bm25_raw": 3, "dense_raw": 2}, candidate_pool=18))
+    assert (limits["bm25_raw"], limits["dense_raw"], limits["dense_sub"], limits["fused"]) == (3, 2, 10, 18)
+    result = _request(logged, replay, set(U))
+    explain_request(result, replayed_docs={}, stale_docs_of_version=set(), replayed_limits=limits)
+    assert result.stages[0].reason is None and result.unexplained == ["bm25"]
+    # A profile that keeps 1 where production kept 3 is a k that differs.
+    result = _request(logged, replay, set(U))
+    limits = stage_limits(RetrievalSettings(route_k={"bm25_raw": 1}))
+    explain_request(result, replayed_docs={}, stale_docs_of_version=set(), replayed_limits=limits)
+    reason = result.stages[0].reason
+    assert reason is not None and reason.text == "the profile keeps 1 where production kept 3"
 
 
 def test_summary_per_stage_version_and_route() -> None:
