@@ -75,3 +75,17 @@ def closed_port_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+def _bigrams(text: str) -> set[str]:
+    squashed = "".join(text.split())
+    return {squashed[i : i + 2] for i in range(len(squashed) - 1)}
+
+
+def tei_bigram_rerank(method: str, path: str, headers: dict[str, str], body: Any) -> tuple[int, Any]:
+    """A TEI `/rerank` responder: `{query, texts}` → `[{index, score}]`, best first (as TEI answers).
+    A text's score, in [0, 1], is the share of the query's character bigrams (white space dropped)
+    it holds: meaningless as relevance, but deterministic and spread out."""
+    query = _bigrams(body["query"])
+    scores = [len(query & _bigrams(text)) / max(1, len(query)) for text in body["texts"]]
+    return 200, [{"index": i, "score": s} for i, s in sorted(enumerate(scores), key=lambda p: -p[1])]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
@@ -20,7 +19,7 @@ from ragtriage.pipeline.profiles import get_profile
 from ragtriage.pipeline.types import Trace
 from ragtriage.workspace import Workspace
 from tests.conftest import SHARED_DIR, load_script
-from tests.engine_stubs import stub_server
+from tests.engine_stubs import stub_server, tei_bigram_rerank
 
 pytestmark = pytest.mark.realdata
 
@@ -29,18 +28,6 @@ PAGES = ["kernel.zh-cn.html", "redistributing.zh-cn.html", "contributing.zh-cn.h
 OFF_TOPIC = "火星上今天的天气怎么样"
 
 debian_faq = load_script("debian_faq")
-
-
-def _bigrams(text: str) -> set[str]:
-    squashed = "".join(text.split())
-    return {squashed[i : i + 2] for i in range(len(squashed) - 1)}
-
-
-def _tei_rerank(method: str, path: str, headers: dict[str, str], body: Any) -> tuple[int, Any]:
-    """TEI `/rerank`: `{query, texts}` → `[{index, score}]`, scores in [0, 1]."""
-    query = _bigrams(body["query"])
-    scores = [len(query & _bigrams(text)) / max(1, len(query)) for text in body["texts"]]
-    return 200, [{"index": i, "score": s} for i, s in sorted(enumerate(scores), key=lambda p: -p[1])]
 
 
 @dataclass(frozen=True)
@@ -61,7 +48,7 @@ def faq_slice(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FAQSlice]:
         shutil.copy(root / "extracted" / "faq" / page, pages / page)
     questions = [q.query for q in debian_faq.faq_questions(pages)][:4]
     assert len(questions) == 4, "the three pages hold at least four question headings"
-    with stub_server(_tei_rerank) as rerank_service:
+    with stub_server(tei_bigram_rerank) as rerank_service:
         home = root / "home"
         home.mkdir()
         (home / "config.toml").write_text(

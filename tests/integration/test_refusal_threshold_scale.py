@@ -21,7 +21,7 @@ from ragtriage.cli import cli
 from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
 from ragtriage.workspace import Workspace
-from tests.engine_stubs import StubServer, stub_server
+from tests.engine_stubs import StubServer, stub_server, tei_bigram_rerank
 from tests.tiny_kb import write_markdown_docs
 
 ANSWERABLE = "请假要谁审批"
@@ -32,20 +32,9 @@ NOT_JUDGED = (
 )
 
 
-def _bigrams(text: str) -> set[str]:
-    squashed = "".join(text.split())
-    return {squashed[i : i + 2] for i in range(len(squashed) - 1)}
-
-
-def _tei_rerank(method: str, path: str, headers: dict[str, str], body: Any) -> tuple[int, Any]:
-    query = _bigrams(body["query"])
-    scores = [len(query & _bigrams(text)) / max(1, len(query)) for text in body["texts"]]
-    return 200, [{"index": i, "score": s} for i, s in enumerate(scores)]
-
-
 @pytest.fixture
 def rerank_service() -> Iterator[StubServer]:
-    with stub_server(_tei_rerank) as server:
+    with stub_server(tei_bigram_rerank) as server:
         yield server
 
 
