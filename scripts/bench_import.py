@@ -1,7 +1,7 @@
 """Benchmark `kb import` of a Parquet chunk export with vectors, end to end, and its unchanged re-import.
 
-Writes N chunks of about 400 Chinese characters (sentences drawn from the fixture KB and, when
-extracted, the Debian documentation) with UUID ids, 20 chunks per document and random unit 384-d
+Writes N chunks of about 400 Chinese characters (sentences drawn from the Debian FAQ and Reference,
+extracted from `../shared/data/debian-docs-zh` into the workdir, and from the fixture KB) with UUID ids, 20 chunks per document and random unit 384-d
 vectors into one Parquet file, then imports it into a fresh home: SQL (SQLite) + Whoosh or bm25s +
 Qdrant local mode or Qdrant Edge (`--dense-backend`). Prints the time per part, the ratio to
 reading the same file with pyarrow, the peak memory, and the time of a second import of the
@@ -47,13 +47,33 @@ from ragtriage.workspace import Workspace  # noqa: E402
 
 DIM = 384
 CHUNK_CHARS = 400
-TEXT_SOURCES = [REPO_ROOT / "fixtures" / "kb", REPO_ROOT / "data-extracted"]
+FIXTURE_TEXT = REPO_ROOT / "fixtures" / "kb"
 
 
-def chinese_sentences() -> list[str]:
-    """Sentences with Chinese text from the fixture KB (and the Debian docs when extracted)."""
+def debian_text(workdir: Path) -> Path | None:
+    """The Debian FAQ and Reference pages (zh-cn HTML), extracted once into `workdir/debian-text`.
+
+    Returns None, and the export is then made of fixture sentences only, when the .deb packages of
+    `../shared/data/debian-docs-zh` are missing.
+    """
+    from ragtriage.kb.debian_docs import DEFAULT_DEBS_DIR, ExtractError, extract
+
+    out = workdir / "debian-text"
+    if (out / "faq").is_dir() and (out / "reference").is_dir():
+        return out
+    try:
+        extract(DEFAULT_DEBS_DIR, out)
+    except ExtractError as error:
+        print(f"Debian docs not extracted ({error}); the chunks are fixture-KB sentences only")
+        return None
+    return out
+
+
+def chinese_sentences(debian: Path | None) -> list[str]:
+    """Sentences with Chinese text from the Debian docs (real documentation ragtriage did not write,
+    its joined ASCII runs such as `apt-get` included) and the fixture KB."""
     sentences: list[str] = []
-    for folder in TEXT_SOURCES:
+    for folder in [*([debian / "faq", debian / "reference"] if debian else []), FIXTURE_TEXT]:
         if not folder.is_dir():
             continue
         for path in sorted(folder.rglob("*")):
@@ -69,11 +89,11 @@ def chinese_sentences() -> list[str]:
     return sentences
 
 
-def write_export(path: Path, count: int, seed: int = 11) -> None:
+def write_export(path: Path, count: int, debian: Path | None, seed: int = 11) -> None:
     """A Parquet export of `count` chunks, written in row groups of 10,000 (constant memory)."""
     rng = random.Random(seed)
     vectors = np.random.default_rng(seed)
-    sentences = chinese_sentences()
+    sentences = chinese_sentences(debian)
     schema = pa.schema(
         [
             ("id", pa.string()),
@@ -168,13 +188,17 @@ def main() -> None:
     if not export.exists():
         # In a child process: the import's peak memory must not include writing the export.
         started = time.perf_counter()
-        child = multiprocessing.get_context("spawn").Process(target=write_export, args=(export, args.chunks))
+        debian = debian_text(workdir)
+        child = multiprocessing.get_context("spawn").Process(
+            target=write_export, args=(export, args.chunks, debian)
+        )
         child.start()
         child.join()
         if child.exitcode != 0:
             raise SystemExit(f"writing {export} failed")
         print(
-            f"wrote {export} ({export.stat().st_size / 2**20:.0f} MB) in {time.perf_counter() - started:.1f} s"
+            f"wrote {export} ({export.stat().st_size / 2**20:.0f} MB) in {time.perf_counter() - started:.1f} s; "
+            f"text: {'Debian FAQ + Reference and ' if debian else ''}fixture-KB sentences"
         )
     home = workdir / "home"
     shutil.rmtree(home, ignore_errors=True)
