@@ -1,9 +1,10 @@
 """Benchmark `kb import` of a Parquet chunk export with vectors, end to end, and its unchanged re-import.
 
 Writes N chunks of about 400 Chinese characters (sentences drawn from the Debian FAQ and Reference,
-extracted from `../shared/data/debian-docs-zh` into the workdir, and from the fixture KB) with UUID ids, 20 chunks per document and random unit 384-d
-vectors into one Parquet file, then imports it into a fresh home: SQL (SQLite) + Whoosh or bm25s +
-Qdrant local mode or Qdrant Edge (`--dense-backend`). Prints the time per part, the ratio to
+extracted from `../shared/data/debian-docs-zh` into the workdir, and from the fixture KB) with UUID
+ids, 20 chunks per document and random unit 384-d vectors into one Parquet file, then imports it
+into a fresh home: SQL (SQLite) + Whoosh or bm25s + Qdrant local mode or Qdrant Edge
+(`--dense-backend`). Prints the time per part, the ratio to
 reading the same file with pyarrow, the peak memory, and the time of a second import of the
 unchanged file.
 
