@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tiny_kb import write_markdown_docs
+from tests.tiny_kb import add_tiny_kb
 
 XSS_QUERY = '出差回来发票多久内要交 <script>alert("q")</script>'
 XSS_TAG = "<img src=x onerror=alert(1)>"
@@ -111,7 +111,6 @@ def add_confirmed_request(  # type: ignore[no-untyped-def]
 def build_eval_home(root: Path, *, runs: bool = True) -> EvalHome:
     """Build the KB, promote the badcases and (with `runs`) store runs `base` and `variant`."""
     from ragtriage.eval.runner import run_eval
-    from ragtriage.kb.service import add_paths, list_chunks
     from ragtriage.triage.promote import promote_request
     from ragtriage.workspace import Workspace
 
@@ -122,8 +121,7 @@ def build_eval_home(root: Path, *, runs: bool = True) -> EvalHome:
     (home / "config.toml").write_text(HOME_CONFIG, encoding="utf-8")
     workspace = Workspace.open(home, None)
     try:
-        add_paths(workspace, [write_markdown_docs(root / "docs")])
-        chunks = {c.doc_id: c.chunk_id for c in list_chunks(workspace)}
+        chunks = add_tiny_kb(workspace, root / "docs")
         built = EvalHome(home=home, variant_config=variant_config, chunks=chunks)
         for index, (query, doc, tags) in enumerate(BADCASES):
             request_id = str(uuid.UUID(int=0xBADCA5E000 + index))

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ragtriage.workspace import Workspace
 
 #: doc_id → (title, body).
 TINY_DOCS: dict[str, tuple[str, str]] = {
@@ -35,3 +39,14 @@ def write_markdown_docs(folder: Path, docs: dict[str, tuple[str, str]] = TINY_DO
         body = f"---\ndoc_id: {doc_id}\ntitle: {title}\n---\n# {title}\n\n{text}\n"
         (folder / f"{doc_id}.md").write_text(body, encoding="utf-8")
     return folder
+
+
+def add_tiny_kb(
+    workspace: Workspace, folder: Path, docs: dict[str, tuple[str, str]] = TINY_DOCS
+) -> dict[str, str]:
+    """Write `docs` into `folder` (`write_markdown_docs`), add them to the workspace's KB with its
+    indexes, and return doc_id → chunk_id of every chunk (each short document is one chunk)."""
+    from ragtriage.kb.service import add_paths, list_chunks
+
+    add_paths(workspace, [write_markdown_docs(folder, docs)])
+    return {c.doc_id: c.chunk_id for c in list_chunks(workspace)}

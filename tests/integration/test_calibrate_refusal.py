@@ -14,7 +14,7 @@ from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
 from ragtriage.eval.refusal_calibration import calibrate, snapshot_scores, write_threshold
 from ragtriage.workspace import Workspace
-from tests.tiny_kb import write_markdown_docs
+from tests.tiny_kb import add_tiny_kb
 
 CASES = [(True, 0.9), (True, 0.8), (True, 0.7), (True, 0.4), (False, 0.5), (False, 0.3), (False, None)]
 
@@ -95,11 +95,8 @@ def test_write_keeps_comments(tmp_path: Path) -> None:
 
 
 def test_calibrate_write_then_the_next_run_refuses_as_swept(tmp_path: Path, home: Path) -> None:
-    from ragtriage.kb.service import add_paths, list_chunks
-
     workspace = Workspace.open(home, None)
-    add_paths(workspace, [write_markdown_docs(tmp_path / "docs")])
-    chunk = {c.doc_id: c.chunk_id for c in list_chunks(workspace)}
+    chunk = add_tiny_kb(workspace, tmp_path / "docs")
     cases = [
         EvalCase(case_id="a1", query="出差发票多久内要提交", gold={chunk["travel"]: 1}),
         EvalCase(case_id="a2", query="请假要谁审批", gold={chunk["leave"]: 1}),

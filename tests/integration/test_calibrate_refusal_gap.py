@@ -23,7 +23,7 @@ from ragtriage.eval.cases import EvalCase
 from ragtriage.eval.refusal_calibration import threshold_candidates
 from ragtriage.eval.refusal_gap import lexical_score, support_parts
 from ragtriage.workspace import Workspace
-from tests.tiny_kb import EXTRA_DOCS, TINY_DOCS, write_markdown_docs
+from tests.tiny_kb import EXTRA_DOCS, TINY_DOCS, add_tiny_kb
 
 SETTINGS = "# team settings\n[rerank]\ntop_n = 3  # three chunks in the answer\n"
 
@@ -59,14 +59,11 @@ def _cases(chunk: dict[str, str]) -> list[EvalCase]:
 
 @pytest.fixture
 def office_home(tmp_path: Path, home: Path) -> Path:
-    from ragtriage.kb.service import add_paths, list_chunks
-
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(SETTINGS, encoding="utf-8")
     workspace = Workspace.open(home, None)
     try:
-        add_paths(workspace, [write_markdown_docs(tmp_path / "docs", {**TINY_DOCS, **EXTRA_DOCS})])
-        chunk = {c.doc_id: c.chunk_id for c in list_chunks(workspace)}
+        chunk = add_tiny_kb(workspace, tmp_path / "docs", {**TINY_DOCS, **EXTRA_DOCS})
         assert len(chunk) == 14
         eval_store.add_cases(workspace.engine, "default", _cases(chunk))
     finally:

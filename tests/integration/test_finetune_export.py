@@ -14,7 +14,7 @@ from ragtriage.eval.cases import EvalCase
 from ragtriage.eval.finetune import finetune_records, run_order
 from ragtriage.workspace import Workspace
 from tests.service_home import add_confirmed_request
-from tests.tiny_kb import write_markdown_docs
+from tests.tiny_kb import add_tiny_kb
 
 
 def _snapshot(*candidates: tuple[str, int | None, int | None, int | None]) -> dict[str, object]:
@@ -69,12 +69,10 @@ def test_negatives_are_ranked_above_gold_then_topped_up_never_gold() -> None:
 @pytest.fixture
 def workspace_with_run(tmp_path: Path, home: Path) -> dict[str, str]:
     """Tiny KB; a sampled and a complained request confirmed and promoted; a no-answer case; one run."""
-    from ragtriage.kb.service import add_paths, list_chunks
     from ragtriage.triage.promote import promote_request
 
     workspace = Workspace.open(home, None)
-    add_paths(workspace, [write_markdown_docs(tmp_path / "docs")])
-    chunks = {c.doc_id: c.chunk_id for c in list_chunks(workspace)}
+    chunks = add_tiny_kb(workspace, tmp_path / "docs")
     for request_id, query, doc, reason in (
         ("0b6f4c1e-9d7a-4d8e-a1f2-3c4d5e6f7a8b", "出差发票多久内交", "travel", "sampled"),
         ("1024", "红字发票怎么开", "invoice", "bad_rating"),

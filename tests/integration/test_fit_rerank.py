@@ -13,17 +13,14 @@ from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
 from ragtriage.workspace import Workspace
 from tests.conftest import RunCli
-from tests.tiny_kb import write_markdown_docs
+from tests.tiny_kb import add_tiny_kb
 
 
 def test_fit_rerank_replays_the_tagged_cases_and_writes_only_with_folds_off(
     tmp_path: Path, home: Path
 ) -> None:
-    from ragtriage.kb.service import add_paths, list_chunks
-
     workspace = Workspace.open(home, None)
-    add_paths(workspace, [write_markdown_docs(tmp_path / "docs")])
-    chunk = {c.doc_id: c.chunk_id for c in list_chunks(workspace)}
+    chunk = add_tiny_kb(workspace, tmp_path / "docs")
     tune = ["split:tune"]
     cases = [
         EvalCase(case_id="a1", query="出差发票多久内要提交", gold={chunk["travel"]: 1}, tags=tune),

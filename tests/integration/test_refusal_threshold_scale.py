@@ -22,7 +22,7 @@ from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
 from ragtriage.workspace import Workspace
 from tests.engine_stubs import StubServer, stub_server, tei_bigram_rerank
-from tests.tiny_kb import write_markdown_docs
+from tests.tiny_kb import add_tiny_kb
 
 ANSWERABLE = "请假要谁审批"
 NO_ANSWER = "火星上的天气怎么样"
@@ -54,14 +54,11 @@ def _doctor() -> dict[str, Any]:
 
 
 def _setup(tmp_path: Path, home: Path, config: str) -> None:
-    from ragtriage.kb.service import add_paths, list_chunks
-
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(config, encoding="utf-8")
     workspace = Workspace.open(home, None)
     try:
-        add_paths(workspace, [write_markdown_docs(tmp_path / "docs")])
-        chunk = {c.doc_id: c.chunk_id for c in list_chunks(workspace)}
+        chunk = add_tiny_kb(workspace, tmp_path / "docs")
         cases = [
             EvalCase(case_id="a1", query="出差发票多久内要提交", gold={chunk["travel"]: 1}),
             EvalCase(case_id="a2", query=ANSWERABLE, gold={chunk["leave"]: 1}),
