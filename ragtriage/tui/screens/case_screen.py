@@ -160,7 +160,7 @@ class CaseScreen(CaseActions, WorkerFailures, Screen[None]):
         )
         self.journey_strip.journey = journey
         self.candidate_table.show(trace, case.gold)
-        self.query_one(DiagnosisPanel).show(case.diagnosis)
+        self.query_one(DiagnosisPanel).show(case.diagnosis, case.gold)
         self.set_class(case.record is not None and bool(case.record.primary_label), "-labelled")
         self._preview(self.candidate_table.highlighted_chunk_id)
 

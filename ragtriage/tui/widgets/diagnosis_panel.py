@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 from textual.widgets import Static
 
 from ragtriage.triage.diagnose import Diagnosis
 
 
-def diagnosis_text(diagnosis: Diagnosis | None) -> Text:
-    """Literal text of a diagnosis (evidence quotes queries and chunk ids: never markup)."""
+def diagnosis_text(diagnosis: Diagnosis | None, gold: Sequence[str] | None = None) -> Text:
+    """Literal text of a diagnosis (evidence quotes queries and chunk ids: never markup). With
+    `gold` (the case's gold now), a diagnosis made with other gold first says so and how to redo it."""
     if diagnosis is None:
         return Text("no diagnosis yet: press r to replay and diagnose", style="dim")
     suggestion = diagnosis.suggestion
     text = Text()
+    if gold is not None and set(gold) != set(diagnosis.gold or ()):
+        made_with = ", ".join(diagnosis.gold or ()) or "none"
+        text.append(
+            f"gold changed since this diagnosis (made with gold: {made_with}): press r to diagnose again\n",
+            style="bold yellow",
+        )
     if suggestion.unconfirmed:
         # Its own replays did not bring gold back: a lead, never the headline.
         text.append("no confirmed root cause; unconfirmed lead: ", style="bold")
@@ -68,6 +77,6 @@ class DiagnosisPanel(Static):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", markup=False, id=id)
 
-    def show(self, diagnosis: Diagnosis | None) -> None:
-        """Render `diagnosis` (None: not diagnosed yet)."""
-        self.update(diagnosis_text(diagnosis))
+    def show(self, diagnosis: Diagnosis | None, gold: Sequence[str] | None = None) -> None:
+        """Render `diagnosis` (None: not diagnosed yet); `gold`: the case's gold now."""
+        self.update(diagnosis_text(diagnosis, gold))
