@@ -15,7 +15,7 @@ from ragtriage.commands.common import (
     workspace_options,
 )
 from ragtriage.logs.requests import RequestView, request_view
-from ragtriage.logs.schema import STAGE_NAMES, LoggedFeedback, stage_ids
+from ragtriage.logs.schema import STAGE_NAMES, LoggedFeedback, extra_routes, stage_ids
 from ragtriage.render.text import field_text, plural
 from ragtriage.store.gold import gold_text
 
@@ -66,6 +66,9 @@ def _print_view(view: RequestView) -> None:
         items = getattr(stages, stage) if stages is not None else None
         if items is not None:
             _field(stage, " ".join(stage_ids(items)) or "(empty)")
+        if stage == "dense":  # then a trace's further retrievers (`dense_2`)
+            for route in extra_routes(record):
+                _field(route.name, " ".join(hit.chunk_id for hit in route.hits) or "(empty)")
     if record.citations is not None:
         _field("citations", " ".join(stage_ids(record.citations)) or "(none)")
     if record.answer is not None:

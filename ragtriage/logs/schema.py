@@ -201,7 +201,7 @@ def to_trace(record: RequestLog) -> Trace:
 
     Routes are `bm25_raw` and `dense_raw` when logged (a log does not say which query text each
     route searched, so `query` is the raw query and the flag `logged` marks them), then the further
-    routes a trace logged (a second dense retriever: `dense_2`, see `_extra_routes`); `fused`,
+    routes a trace logged (a second dense retriever: `dense_2`, see `extra_routes`); `fused`,
     `reranked` and `final` come from their stages. Unlogged scores are 0.0 and the trace is
     flagged `logged-without-scores`. `candidates` is left empty: diagnosis builds it.
     """
@@ -230,7 +230,7 @@ def to_trace(record: RequestLog) -> Trace:
                     name=name, kind=kind, query=record.raw_query, hits=_scored(items), flags=["logged"]
                 )
             )
-    routes.extend(_extra_routes(record))
+    routes.extend(extra_routes(record))
     all_items = [i for s in STAGE_NAMES for i in (getattr(stages, s) or ())]
     flags = ["logged"]
     if any(isinstance(i, str) or i.score is None for i in all_items):
@@ -261,7 +261,7 @@ def to_trace(record: RequestLog) -> Trace:
 _STAGE_LIST: TypeAdapter[StageList] = TypeAdapter(StageList)
 
 
-def _extra_routes(record: RequestLog) -> list[RouteResult]:
+def extra_routes(record: RequestLog) -> list[RouteResult]:
     """The routes a trace logged beyond the first of each kind (trace ingest keeps them in the body's
     `routes`, each `{name, kind, query, hits, span_name}`; the first of each kind is a stage and has
     no `hits` there). A `routes` field of another shape (a producer's own key) is left alone."""

@@ -98,3 +98,18 @@ def test_fidelity_gives_no_k_reason_when_the_replayed_route_ran_out_of_matches(
     )
     assert bm25["reason"] is None
     assert not any(text.startswith("the profile keeps 1") for text in report["reasons"])
+
+
+def test_show_lists_every_logged_retriever_with_whole_ids(
+    loaded: tuple[list[str], list[str]], run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, (request_id, _) = loaded
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = run_cli(["show", request_id, *base])
+    assert code == 0, err
+    lines = out.splitlines()
+    names = [line.split(":", 1)[0] for line in lines if not line.startswith(" ")]
+    assert names[names.index("bm25") : names.index("fused") + 1] == ["bm25", "dense", "dense_2", "fused"]
+    start = next(i for i, line in enumerate(lines) if line.startswith("dense_2: "))
+    field = " ".join(line.strip() for line in lines[start : start + 2])  # ids wrap whole, never cut
+    assert field == f"dense_2: {HOLD_0} {SINGLE}"
