@@ -177,7 +177,8 @@ class IndexSettings(StrictModel):
     bm25_procs: int = Field(default=2, ge=1)
     """Processes for big builds: Whoosh writers (one segment each) or bm25s segmenters."""
     bm25_multiproc_min_docs: int = Field(default=2000, ge=1)
-    """Use `bm25_procs` processes only when a sync adds at least this many chunks."""
+    """Use `bm25_procs` processes only when a sync adds at least this many chunks (`kb import` with
+    bm25s forks its segmenters before its pass, whatever its size)."""
     writer_timeout_s: float = Field(default=5.0, ge=0)
     """How long to wait for another process's Whoosh write lock before giving up."""
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from sqlmodel import select
 
@@ -40,6 +40,9 @@ from ragtriage.kb.repository import DELETED, bump_revision, kb_revision
 from ragtriage.store.db import read_session, write_session
 from ragtriage.store.kb_tables import ChunkRow
 from ragtriage.workspace import Workspace
+
+if TYPE_CHECKING:
+    from ragtriage.pipeline.import_handoff import ImportHandoff
 
 __all__ = ["ChunkSource", "import_chunks"]
 
@@ -114,11 +117,14 @@ def import_chunks(
             return same
     report = ImportReport(source=source.name, vector_embedder=vector_embedder)
     mapper = make_mapper()
-    stream = DenseStream(workspace) if index and vector_embedder is not None else None
-    handoff = make_handoff(workspace) if index else None
+    stream: DenseStream | None = None
+    handoff: ImportHandoff | None = None
     stored: int | None = None
     with latched_interrupts() as check_interrupt, fewer_young_collections():
         try:
+            # Both fork their processes now, before the pass grows this one.
+            stream = DenseStream(workspace) if index and vector_embedder is not None else None
+            handoff = make_handoff(workspace) if index else None
             revision = _import(
                 workspace,
                 source,
@@ -133,6 +139,8 @@ def import_chunks(
             report.kb_revision = kb_revision(workspace.engine, workspace.settings.kb.name)
             stored = report.kb_revision if revision is not None else None
             worker = None if stream is None else stream.worker
+            if stream is not None:
+                stream.close_idle()  # no points went to it: the sync writes the dense index here
             if worker is not None:
                 worker.commit()  # the KB has committed: the worker commits its points and syncs the rest
             if handoff is not None:

@@ -20,14 +20,13 @@ __all__ = ["DenseStream", "IndexFeed", "interrupted_message", "make_handoff"]
 
 
 def make_handoff(workspace: Workspace) -> ImportHandoff:
-    """What the pass keeps for the index sync; with bm25s it segments the written texts meanwhile."""
+    """What the pass keeps for the index sync; with bm25s it segments the written texts meanwhile
+    (in `bm25_procs` processes, forked now: the import's size is not known before its pass)."""
     from ragtriage.pipeline.import_handoff import ImportHandoff
 
     settings = workspace.settings.index
     return ImportHandoff(
-        segment=settings.bm25_engine == "bm25s",
-        procs=min(settings.bm25_procs, os.cpu_count() or 1),
-        min_docs=settings.bm25_multiproc_min_docs,
+        segment=settings.bm25_engine == "bm25s", procs=min(settings.bm25_procs, os.cpu_count() or 1)
     )
 
 
@@ -62,15 +61,24 @@ class IndexFeed:
 
 
 class DenseStream:
-    """Hands the written chunks' vectors to a `DenseWorker`, started at the first batch that has any.
+    """Hands the written chunks' vectors to a `DenseWorker`, which takes them from the first batch
+    that has any (its `worker` from then on).
 
-    Not started when this process holds the Qdrant folder itself (the worker could not open it):
-    the sync then writes the dense index here, after the BM25 build, as without vectors.
+    The worker process is forked here, before the pass: forked from the grown pass, it kept the old
+    copy of every page the pass rewrote after the fork (with the segmenters forked early too, 30k
+    chunks peaked 55 MB lower). It opens nothing until points come; an import that writes none
+    stops it unused (`close`). Not used when this process holds the Qdrant folder itself (the
+    worker could not open it): the sync then writes the dense index here, after the BM25 build,
+    as without vectors.
     """
 
     def __init__(self, workspace: Workspace) -> None:
+        from ragtriage.pipeline.dense_worker import DenseWorker
+
         self.workspace = workspace
         self.worker: DenseWorker | None = None
+        """The worker once it has been sent points (None: the sync writes the dense index here)."""
+        self._idle: DenseWorker | None = DenseWorker(workspace)
 
     def send(self, chunks: list[ImportedChunk]) -> None:
         from ragtriage.pipeline.dense import DenseDocument
@@ -90,15 +98,21 @@ class DenseStream:
         if not documents:
             return
         if self.worker is None:
-            if _dense_held_here(self.workspace):
+            if self._idle is None or _dense_held_here(self.workspace):
+                self.close_idle()
                 return
             _check_index_embedder(self.workspace)  # before a point is written, as a sync would
-            from ragtriage.pipeline.dense_worker import DenseWorker
-
-            self.worker = DenseWorker(self.workspace)
+            self.worker, self._idle = self._idle, None
         self.worker.stream(documents)
 
+    def close_idle(self) -> None:
+        """Stop the worker process if no points went to it (it never opened the index)."""
+        if self._idle is not None:
+            idle, self._idle = self._idle, None
+            idle.close()
+
     def close(self) -> None:
+        self.close_idle()
         if self.worker is not None:
             self.worker.close()
 

@@ -34,6 +34,9 @@ __all__ = ["SegmentedTerms", "TermStream", "iter_term_ids"]
 BATCH = 500
 _EMPTY = np.zeros(0, np.int32)
 _Batch = tuple[list[str], np.ndarray, np.ndarray]
+#: Segmented before forking workers that have no text yet: Han text and a joined ASCII run load
+#: both dictionaries (jieba-rs's, Python jieba's) into pages the workers share.
+_WARM_UP = "中文分词词典 apt-get"
 
 
 def _local_ids(texts: list[str]) -> _Batch:
@@ -137,8 +140,9 @@ class TermStream:
     """Segments texts handed over batch by batch while the caller goes on (`kb import`'s pass).
 
     Texts are segmented here until `min_docs` were given, then by `procs` forked processes (the
-    waiting ones too); `finish` waits for the rest and returns the `SegmentedTerms`. A text whose
-    key was given before is not segmented again. Only term ids are kept, never the texts.
+    waiting ones too), or by those processes from the first text once `start_workers` has forked
+    them; `finish` waits for the rest and returns the `SegmentedTerms`. A text whose key was given
+    before is not segmented again. Only term ids are kept, never the texts.
     """
 
     def __init__(self, procs: int = 1, min_docs: int = 2000) -> None:
@@ -152,6 +156,15 @@ class TermStream:
         self._vocab: dict[str, int] = {}
         self._parts: list[np.ndarray] = []
         self._lengths: list[np.ndarray] = []
+
+    def start_workers(self) -> None:
+        """Fork the `procs` processes now (no-op with one): before the caller's pass has grown this
+        process, so that they share few pages with it that it then rewrites (each rewritten page
+        would be held twice: the workers keep the old copy)."""
+        if self._pool is None and self.procs > 1:
+            # Workers are born with SIGINT blocked; a Ctrl-C meanwhile comes once the pool is held.
+            with children_ignore_interrupts():
+                self._pool = _start_pool(self.procs, _WARM_UP)
 
     def add(self, kind: str, key: str, text: str) -> None:
         """Segment `text` as run `key` of `kind` (`content` or `title`) unless that key was given."""

@@ -1,9 +1,10 @@
 """The dense index synced in a forked process, concurrently with `kb import`'s SQL pass and BM25 build.
 
 Qdrant local mode is pure Python on one core, and both embedded backends lock their folder, so while
-the worker runs only it opens the index (the importing process never does). The import starts it at
-the first batch it writes with vectors and `stream`s it the points of the published rows it writes;
-the worker upserts them (read from a spill file, so the pass never waits for the worker) inside one
+the worker runs only it opens the index (the importing process never does). The import forks it
+before its pass (from a smaller process: see `kb.import_feed.DenseStream`); the worker opens the
+index at the first points it is `stream`ed (the published rows the import writes with vectors) and
+upserts them (read from a spill file, so the pass never waits for the worker) inside one
 uncommitted block (`atomic()`: a Qdrant local transaction, or Qdrant Edge's undo journal). Once the
 import's SQL transaction has committed, `commit` makes the worker commit those points and close the
 index (Qdrant Edge keeps every vector it wrote mapped in memory, ~230 MB at 100k points, which the
@@ -86,10 +87,16 @@ def _child(
     workspace = Workspace(home=home, settings=settings, config_file=config_file)
     spilled = spill.open("rb")
     spill.unlink()  # both ends are open: nothing is left behind however the processes end
+    dense: DenseIndex | None = None
     try:
+        # Forked before the import's pass: the index is opened when the first points come (an
+        # import that writes none aborts this process without it ever opening the index).
+        kind, _ = pipe.recv()
+        if kind == "abort":
+            raise _Aborted
         embedder = get_embedder(settings.embedder)
         streaming = open_dense(workspace, embedder)
-        dense: DenseIndex | None = streaming
+        dense = streaming
         try:
             before = {chunk_id: hashes[1] for chunk_id, hashes in streaming.indexed_hashes().items()}
             current = dict(before)
@@ -97,7 +104,6 @@ def _child(
             began = time.perf_counter()
             with streaming.atomic():
                 while True:
-                    kind, _ = pipe.recv()
                     if kind == "abort":
                         raise _Aborted
                     if kind == "commit":
@@ -114,6 +120,7 @@ def _child(
                     )
                     current.update(zip(ids, index_hashes, strict=True))
                     streamed += len(ids)
+                    kind, _ = pipe.recv()
             streamed_seconds = time.perf_counter() - began
             # The index is committed. Close it while the importing process gets to the sync and
             # builds BM25: Qdrant Edge keeps every vector it wrote mapped (~230 MB at 100k points),

@@ -41,14 +41,18 @@ class WrittenChunk:
 class ImportHandoff:
     """Collects, during the pass, the written chunks (and their term ids with `segment`)."""
 
-    def __init__(self, *, segment: bool, procs: int = 1, min_docs: int = 2000) -> None:
+    def __init__(self, *, segment: bool, procs: int = 1) -> None:
         self.written: dict[str, WrittenChunk] = {}
         """chunk id → the chunk as written, in the order written."""
         self.base_revision: int | None = None
         """The KB revision the import's writes were applied to (set when it commits)."""
         self.segmented: SegmentedTerms | None = None
         """The term ids of the written texts and titles (bm25s only), once `finish`ed."""
-        self._stream = TermStream(procs, min_docs) if segment else None
+        self._stream = TermStream(procs) if segment else None
+        if self._stream is not None:
+            # Forked before the pass grows this process (see `TermStream.start_workers`): 30k
+            # chunks peaked 55 MB lower than with workers forked at the 2,000th text.
+            self._stream.start_workers()
 
     def add(
         self,

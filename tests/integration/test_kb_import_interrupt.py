@@ -78,6 +78,18 @@ def _has_open(pid: int, path: Path) -> bool:
     return False
 
 
+def _streamed_points(pid: int) -> bool:
+    """The import has written a batch inside its transaction and sent its points to the dense
+    process (its spill file, unlinked but open, is not empty)."""
+    for fd in (PROC / str(pid) / "fd").glob("*"):
+        try:
+            if "points.pickle" in os.readlink(fd) and fd.stat().st_size > 0:
+                return True
+        except OSError:
+            pass
+    return False
+
+
 def _wait_for(condition: Callable[[], bool], process: subprocess.Popen[str], what: str) -> None:
     deadline = time.monotonic() + 120
     while not condition():
@@ -92,10 +104,10 @@ def test_ctrl_c_stops_the_import_and_leaves_nothing(tmp_path: Path, moment: str)
     export = _export(tmp_path / "chunks.parquet")
     home = tmp_path / "home"
     home.mkdir()
-    # Small batches and segmenting processes from the 200th text: the dense process and the
-    # segmenters are forked early in the pass, while its write transaction is open.
+    # Small batches: the pass writes several inside its transaction. The dense process and the
+    # segmenters are forked before the pass.
     (home / "config.toml").write_text(
-        '[kb.import]\nbatch_size = 100\n[index]\nbm25_engine = "bm25s"\nbm25_multiproc_min_docs = 200\n',
+        '[kb.import]\nbatch_size = 100\n[index]\nbm25_engine = "bm25s"\n',
         encoding="utf-8",
     )
     command = [sys.executable, "-m", "ragtriage", "--home", str(home), "kb", "import", str(export)]
@@ -107,7 +119,13 @@ def test_ctrl_c_stops_the_import_and_leaves_nothing(tmp_path: Path, moment: str)
     if moment == "source opened":
         _wait_for(lambda: _has_open(process.pid, export), process, "it opened the export")
     else:
-        _wait_for(lambda: len(_children(process.pid)) >= 2, process, "it forked its workers")
+        segmenters = min(2, os.cpu_count() or 1)  # `bm25_procs` (2), one: none forked
+        workers = 1 + (segmenters if segmenters > 1 else 0)
+        _wait_for(
+            lambda: len(_children(process.pid)) >= workers and _streamed_points(process.pid),
+            process,
+            "it forked its workers and wrote a batch",
+        )
 
     os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
     _, stderr = process.communicate(timeout=120)

@@ -6,6 +6,7 @@ both embedded dense backends (Qdrant local mode and Qdrant Edge)."""
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -323,3 +324,47 @@ def test_the_worker_reopens_the_index_only_when_the_sync_has_work() -> None:
     assert not dense_worker._nothing_left({}, streamed, {"a": "h1", "b": "h9"})  # b has changed
     assert not dense_worker._nothing_left({"a": "h0"}, streamed, dict(streamed))  # a was replaced
     assert dense_worker._nothing_left({"a": "h1"}, streamed, dict(streamed))
+
+
+def _children() -> set[str]:
+    found: set[str] = set()
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            found.update((task / "children").read_text().split())
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts child processes in /proc (Linux)")
+def test_the_workers_are_forked_before_the_pass_reads_a_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process forked from the grown pass kept the old copy of every page the pass rewrote after
+    the fork (55 MB more at 30k chunks): the dense process and the segmenters exist before the first
+    row is read, and they do their work as before."""
+    from ragtriage.kb.import_files import FileSource
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        '[kb.import]\nbatch_size = 2\n[index]\nbm25_engine = "bm25s"\nbm25_procs = 2\n', encoding="utf-8"
+    )
+    export = _write(tmp_path / "chunks.jsonl", _rows())
+    before = _children()
+    at_first_batch: list[set[str]] = []
+    original = FileSource.batches
+
+    def batches(self: FileSource, on_progress: Any = None) -> Any:
+        for batch in original(self, on_progress):
+            at_first_batch.append(_children() - before)
+            yield batch
+
+    monkeypatch.setattr(FileSource, "batches", batches)
+    report = _import(home, export)
+
+    segmenters = min(2, os.cpu_count() or 1)
+    assert len(at_first_batch[0]) == 1 + (segmenters if segmenters > 1 else 0)
+    assert report.index is not None and report.index["imported_vectors"] == len(_rows())
+    assert report.index["embedded"] == 0 and _state(home) == "up_to_date"
+    assert not _children() - before  # none is left
