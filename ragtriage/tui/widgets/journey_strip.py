@@ -1,7 +1,14 @@
-"""The gold journey as a strip of cells across stages: rank or "—", the stage where gold was lost marked `-lost`."""
+"""The gold journey as a strip of cells across stages: rank or "—", the stage where gold was lost marked `-lost`.
+
+When one cell per route does not fit the width (80 columns), the routes fold into one `routes` cell
+(the best rank any route gave gold) and the title is left out (the case header says logged or
+replayed), so the later stages, where gold is lost, stay on screen.
+"""
 
 from __future__ import annotations
 
+from rich.cells import cell_len
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.reactive import reactive
@@ -45,6 +52,31 @@ def journey_cells(journey: GoldJourney) -> list[tuple[str, int | str | None, boo
     return cells
 
 
+#: Widths of the layout in app.tcss: `.journey-title` width, `.journey-cell` min-width, border +
+#: padding, and margin.
+TITLE_WIDTH, CELL_MIN_WIDTH, CELL_FRAME, CELL_MARGIN = 18, 12, 4, 1
+
+
+def cell_text(title: str, rank: int | str | None) -> str:
+    """A cell's one line: the route or stage, then gold's best rank there (`fused 8`, `final —`)."""
+    return f"{title} {'—' if rank is None else rank}"
+
+
+def strip_width(cells: list[tuple[str, int | str | None, bool]]) -> int:
+    """Columns the full strip's content takes: the title, then each cell as wide as its text needs."""
+    widths = [max(CELL_MIN_WIDTH, cell_len(cell_text(title, rank)) + CELL_FRAME) for title, rank, _ in cells]
+    return TITLE_WIDTH + sum(w + CELL_MARGIN for w in widths)
+
+
+def folded_cells(journey: GoldJourney) -> list[tuple[str, int | str | None, bool]]:
+    """`journey_cells` with the route cells folded into one `routes` cell: the best rank any route
+    gave gold, or "—"."""
+    cells = journey_cells(journey)
+    routes, stages = cells[: len(journey.route_names)], cells[len(journey.route_names) :]
+    best = best_rank([rank for _, rank, _ in routes if isinstance(rank, int)])
+    return [("routes", best, any(lost for _, _, lost in routes)), *stages]
+
+
 class JourneyStrip(Horizontal):
     """One cell per route and stage; `journey = None` shows that gold is unknown."""
 
@@ -59,9 +91,23 @@ class JourneyStrip(Horizontal):
                 classes="journey-empty",
             )
             return
-        yield Static(f"gold journey ({self.journey.source})", markup=False, classes="journey-title")
-        for title, rank, lost in journey_cells(self.journey):
-            cell = Static(f"{title}\n{'—' if rank is None else rank}", markup=False, classes="journey-cell")
+        cells = journey_cells(self.journey)
+        self._compact = 0 < self.size.width < strip_width(cells)
+        self.set_class(self._compact, "-compact")
+        if self._compact:
+            cells = folded_cells(self.journey)
+        if not self._compact:
+            yield Static(f"gold journey ({self.journey.source})", markup=False, classes="journey-title")
+        for title, rank, lost in cells:
+            # One line: the cell's border leaves one row, and a second line (the rank) was never shown.
+            cell = Static(cell_text(title, rank), markup=False, classes="journey-cell")
             cell.set_class(lost, "-lost")
             cell.set_class(isinstance(rank, int), "-present")
             yield cell
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self.journey is None or not self.journey.gold:
+            return
+        compact = 0 < event.size.width < strip_width(journey_cells(self.journey))
+        if compact != getattr(self, "_compact", False):
+            self.refresh(recompose=True)
