@@ -36,7 +36,10 @@ characters have no such names (every word is Latin), so the veto never applies t
 no name: the words of HTML tags and entities, URL schemes, file extensions and code-fence languages
 (`<br>`, `&nbsp;`, `https://`, the `yaml` of `config.yaml`; `pipeline.query_markup`) that no chunk
 holds are left out of T altogether (`LexicalSupport.markup`), since the loaders strip markup from
-the documents.
+the documents. Nor is an ordinary English word: a Latin-letter word of wordfreq Zipf frequency ≥ 3
+that stands in a run of two or more Latin words of a CJK query, as in a pasted error message
+(`unexpected`, `refused`; `pipeline.query_english`). Those no chunk holds are left out of T too
+(`LexicalSupport.ordinary_words`); a word alone between CJK characters stays a name (`screen怎么用`).
 
 Dense agreement (`[rerank] refusal_dense_gap`, `with_dense_gap`): a lexical gap is also what a
 colloquial word the documents never use looks like (补卡 for 补签, 撤单 for 撤销), and dense
@@ -61,6 +64,7 @@ from typing import Protocol, runtime_checkable
 
 from ragtriage.pipeline.analyzer import normalize_text, tokenize
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
+from ragtriage.pipeline.query_english import ordinary_words
 from ragtriage.pipeline.query_markup import markup_words
 from ragtriage.pipeline.types import LexicalSupport, RouteResult, ScoredChunk, TermSupport
 
@@ -202,11 +206,19 @@ def lexical_support(
     # the documents, so its absence says nothing about the question (`pipeline.query_markup`).
     markup = markup_words(query)
     left_out = [t for t in terms if t in markup and df.get(t, 0) == 0]
-    if left_out:
-        terms = [t for t in terms if t not in left_out]
+    # Ordinary English words of a pasted message (unexpected, refused) no chunk holds: a Chinese KB
+    # writes its prose in Chinese, so their absence says nothing either (`pipeline.query_english`).
+    unheld = {t for t in terms if t not in left_out and df.get(t, 0) == 0}
+    ordinary = ordinary_words(query, unheld) if unheld else set()
+    common = [t for t in terms if t in ordinary]
+    if left_out or common:
+        terms = [t for t in terms if t not in left_out and t not in ordinary]
         if not terms:
             return LexicalSupport(
-                indexed_chunks=total, markup=left_out, note="the query has no content term besides markup"
+                indexed_chunks=total,
+                markup=left_out,
+                ordinary_words=common,
+                note=f"the query has no content term besides {_left_out_kinds(left_out, common)}",
             )
     if not candidate_texts:
         return LexicalSupport(
@@ -240,7 +252,13 @@ def lexical_support(
         candidates=len(texts),
         indexed_chunks=total,
         markup=left_out,
+        ordinary_words=common,
     )
+
+
+def _left_out_kinds(markup: Sequence[str], ordinary: Sequence[str]) -> str:
+    kinds = (["markup"] if markup else []) + (["ordinary English words"] if ordinary else [])
+    return " and ".join(kinds)
 
 
 def candidate_text(title: str, heading_path: Sequence[str], content: str) -> str:

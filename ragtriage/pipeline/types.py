@@ -186,6 +186,10 @@ class LexicalSupport(BaseModel):
     markup: list[str] = Field(default_factory=list)
     """Query words read as markup that no chunk holds (`<br>`, `&nbsp;`, the `yaml` of `config.yaml`;
     `pipeline.query_markup`): left out of the terms, so neither names nor missing content."""
+    ordinary_words: list[str] = Field(default_factory=list)
+    """Ordinary English words of a pasted message that no chunk holds (`unexpected`, `refused`:
+    wordfreq Zipf ≥ 3, in a run of Latin words of a CJK query; `pipeline.query_english`): left out
+    of the terms, so neither names nor missing content."""
 
     def dense_stands_out(self) -> bool:
         """Whether the dense route's first hit stood out (gap ≥ threshold), so the share was set aside."""
@@ -203,9 +207,16 @@ class LexicalSupport(BaseModel):
 
     def explain(self) -> str:
         """One plain sentence: which query terms the candidates lack (or why there is no score), and
-        the markup left out of the terms."""
+        the markup and ordinary English words left out of the terms."""
         said = self._explain_terms()
-        return f"{said}; markup left out: {', '.join(self.markup)}" if self.markup else said
+        if self.markup:
+            said += f"; markup left out: {', '.join(self.markup)}"
+        if self.ordinary_words:
+            said += (
+                f"; ordinary English words left out (in no chunk; common English in a run of Latin "
+                f"words, so no name): {', '.join(self.ordinary_words)}"
+            )
+        return said
 
     def _explain_terms(self) -> str:
         if self.score is None:

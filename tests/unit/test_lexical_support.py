@@ -264,3 +264,58 @@ def test_a_misspelt_word_is_supported_by_the_word_it_stands_for() -> None:
     assert (row.spelled_as, row.supported, row.oov, row.df) == (["testing"], True, False, 0)
     assert support.oov_names() == [] and support.score == support.term_share
     assert "found: tesing (as testing)" in support.explain()
+
+
+def test_ordinary_english_words_of_a_pasted_message_are_left_out() -> None:
+    # unexpected, operator: common English in a run of Latin words, in no chunk → no names, and left
+    # out of the share (recorded as ordinary words); the rest of the question is supported: share 1.
+    query = "脚本换成sh就报 [: unexpected operator"
+    candidates = ["bash 脚本换成 sh 就报错"]
+    table = {"sh": 3, "脚本": 4, "换成": 2}
+    support = lexical_support(query, candidates, NeighbourFrequencies(10, table))
+    assert support.ordinary_words == ["unexpected", "operator"] and support.oov_names() == []
+    assert [t.term for t in support.terms] == ["脚本", "换成", "sh"] and support.score == 1.0
+    assert support.explain().endswith(
+        "; ordinary English words left out (in no chunk; common English in a run of Latin words, so "
+        "no name): unexpected, operator"
+    )
+    # A message word the KB holds (unexpected, df 1) is a term like any other: these candidates lack
+    # it, so the share is (0.893818 + 1.481605 + 1.145132) / (… + idf(1) 1.99243) = 0.638593.
+    held = lexical_support(query, candidates, NeighbourFrequencies(10, {**table, "unexpected": 1}))
+    assert held.ordinary_words == ["operator"] and held.oov_names() == []
+    assert held.score == pytest.approx(3.520555 / 5.512985, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "query, table, names, ordinary",
+    [
+        # A rare word in the pasted run is a name the KB never mentions: it still vetoes.
+        ("wireguard connection refused 怎么办", {}, ["wireguard"], ["connection", "refused"]),
+        # A message word the KB holds is a term like any other (supported or not), never left out.
+        ("连接数据库 connection refused 了", {"connection": 2, "数据库": 3}, [], ["refused"]),
+        # A common word alone between CJK characters names what is asked: still a veto.
+        ("screen怎么恢复会话", {"会话": 1}, ["screen"], []),
+        # Identifiers are never ordinary (centos7); yum (Zipf 3.5) in a run is.
+        ("centos7 yum update 报错", {"报错": 1}, ["centos7"], ["yum", "update"]),
+    ],
+)
+def test_ordinary_words_and_names_in_one_query(
+    query: str, table: dict[str, int], names: list[str], ordinary: list[str]
+) -> None:
+    support = lexical_support(query, ["任意候选文本"], NeighbourFrequencies(20, table))
+    assert support.oov_names() == names and support.ordinary_words == ordinary
+    assert support.score == (0.0 if names else support.term_share)
+
+
+def test_a_question_that_is_only_an_error_message() -> None:
+    # Nothing but a pasted message and question words: no content term left, so lexical support is
+    # n/a and says why (refusal does not judge it).
+    support = lexical_support("connection refused 怎么办", ["x"], TableFrequencies(20, {}))
+    assert support.score is None and support.ordinary_words == ["connection", "refused"]
+    assert support.note == "the query has no content term besides ordinary English words"
+    # With markup too, both are named.
+    both = lexical_support("<br> connection refused 怎么办", ["x"], TableFrequencies(20, {}))
+    assert both.note == "the query has no content term besides markup and ordinary English words"
+    # Without a CJK character nothing is singled out: the words are the query's terms.
+    english = lexical_support("connection refused", ["x"], TableFrequencies(20, {}))
+    assert english.ordinary_words == [] and english.score == 0.0 and english.oov_names() == []
