@@ -17,6 +17,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlch
 
 from ragtriage.errors import InputError
 from ragtriage.kb.import_rows import SourceRow
+from ragtriage.wording import plural
 
 __all__ = ["SQLSource"]
 
@@ -67,7 +68,14 @@ class SQLSource:
             ) from None
         done = 0
         try:
-            with engine.connect() as connection:
+            try:
+                connection = engine.connect()
+            except DBAPIError as error:
+                raise InputError(
+                    f"--sql: cannot reach the database {self.name} ({_first_line(error.orig)}); "
+                    "fix: check the host, port, credentials and network"
+                ) from None
+            with connection:
                 result = connection.execution_options(stream_results=True, yield_per=self.batch_size).execute(
                     text(self.query)
                 )
@@ -82,13 +90,14 @@ class SQLSource:
                     if on_progress is not None:
                         on_progress(done, 0)  # a cursor does not know its row count
         except DBAPIError as error:
-            if error.connection_invalidated or _is_connect_error(error):
+            # Connected: a failure now is the query's (a value one row computes, a missing table),
+            # unless the driver says the connection itself went away.
+            if error.connection_invalidated:
                 raise InputError(
-                    f"--sql: cannot reach the database {self.name} ({_first_line(error.orig)}); "
-                    "fix: check the host, port, credentials and network"
+                    f"--sql: lost the connection to {self.name} after {plural(done, 'row')} "
+                    f"({_first_line(error.orig)}); fix: check the server and network, then import again"
                 ) from None
-            # Before the first row the query itself is wrong; later, a row broke the cursor.
-            where = f"after {done:,} rows" if done else "before returning a row"
+            where = f"after {plural(done, 'row')}" if done else "before returning a row"
             raise InputError(
                 f"--sql: the query failed {where} on {self.name}: {_first_line(error.orig)}; "
                 "fix: correct the query (try it in the database's own client)"
@@ -103,15 +112,6 @@ class SQLSource:
 
 def _row_dict(columns: list[str], row: Any) -> dict[str, Any]:
     return dict(zip(columns, tuple(row), strict=True))
-
-
-def _is_connect_error(error: DBAPIError) -> bool:
-    # Connect-time failures surface as OperationalError before any statement ran.
-    return (
-        error.statement is None
-        or "connect" in str(error.orig).lower()
-        and "server" in str(error.orig).lower()
-    )
 
 
 def _first_line(error: object) -> str:

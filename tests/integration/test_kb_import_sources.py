@@ -18,6 +18,7 @@ from qdrant_client import QdrantClient, models
 
 from ragtriage.cli import cli
 from ragtriage.errors import InputError
+from ragtriage.kb.import_sql import SQLSource
 
 DIM = 384
 QUERY = (
@@ -124,6 +125,23 @@ def test_sql_failures_are_one_line_and_import_nothing(
     assert _stats()["chunks"] == {}
 
 
+def test_a_query_failing_after_some_rows_names_the_query_not_the_connection(production_db: Path) -> None:
+    query = (
+        "SELECT id AS chunk_id, content, json_extract(CASE WHEN chunk_index >= 2 THEN 'x{' ELSE '{}' END, '$.a')"
+        " AS j FROM document_chunks"
+    )
+    source = SQLSource(f"sqlite:///{production_db}", query, batch_size=1)
+
+    with pytest.raises(InputError) as raised:
+        for _batch in source.batches():
+            pass
+
+    assert str(raised.value) == (
+        f"--sql: the query failed after 1 row on sqlite:///{production_db}: malformed JSON; "
+        "fix: correct the query (try it in the database's own client)"
+    )
+
+
 @pytest.mark.postgres
 def test_live_postgresql_is_streamed_with_a_server_side_cursor() -> None:
     url = os.environ.get("RAGTRIAGE_TEST_POSTGRES_URL")
@@ -154,6 +172,15 @@ def test_live_postgresql_is_streamed_with_a_server_side_cursor() -> None:
         assert (report["read"], report["added"], report["deleted"]) == (5, 4, 1)
         shown = json.loads(_run("kb", "show", str(uuid.UUID(int=2)), "--json").stdout)
         assert shown["meta"] == {"status": "READY", "extra": {"n": 1}}
+
+        # The last row's value fails while the cursor is read: the query's fault, not the network's.
+        failing = (
+            f"SELECT id, body || '!' AS body, 1 / (CASE WHEN body = '第 4 段' THEN 0 ELSE 1 END) FROM {table}"
+        )
+        broken = _run("kb", "import", "--sql", url, "--query", failing, "--map", "chunk_id=id,content=body")
+        assert isinstance(broken.exception, InputError), broken.output
+        assert "the query failed" in str(broken.exception) and "division by zero" in str(broken.exception)
+        assert _stats()["revision"] == report["kb_revision"]
     finally:
         with engine.begin() as connection:
             connection.execute(text(f"DROP TABLE {table}"))
