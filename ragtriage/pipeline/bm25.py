@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 from whoosh import index as whoosh_index
@@ -27,6 +28,7 @@ from whoosh.query import Or, Term
 from whoosh.scoring import BM25F
 from whoosh.searching import Searcher
 
+from ragtriage.interrupts import children_ignore_interrupts
 from ragtriage.pipeline.analyzer import ChineseAnalyzer
 from ragtriage.pipeline.bm25_engine import (
     FLAG_INDEX_EMPTY,
@@ -130,6 +132,34 @@ class _BM25FScores:
         return chunk_id
 
 
+def _start_writer_processes(writer: Any) -> list[Any]:
+    """Start a multiprocess writer's processes now, with SIGINT blocked, and return them.
+
+    Whoosh starts them lazily from `add_document`, where they inherit this process's Ctrl-C
+    handling: a Ctrl-C in a terminal reached them too and each printed a traceback. Blocked,
+    they are stopped by this process instead (`_stop_writer_processes`).
+    """
+    tasks = getattr(writer, "tasks", None)
+    if tasks is None:  # a single-process writer
+        return []
+    with children_ignore_interrupts():
+        while len(writer.tasks) < writer.procs:
+            writer._new_task()
+    return list(writer.tasks)
+
+
+def _stop_writer_processes(writer: Any, tasks: list[Any]) -> None:
+    """End a cancelled writer's processes: Whoosh's `cancel` only flags its own copies of them,
+    and they would wait on the job queue forever (and this process's exit for them)."""
+    for task in tasks:
+        task.terminate()
+    for task in tasks:
+        task.join()
+    jobqueue = getattr(writer, "jobqueue", None)
+    if jobqueue is not None:
+        jobqueue.cancel_join_thread()  # nothing reads it any more
+
+
 class WhooshIndex(BM25Engine):
     """The chunk index in Whoosh: BM25F over content and title (the default engine)."""
 
@@ -173,6 +203,7 @@ class WhooshIndex(BM25Engine):
             writer = self._index.writer(**kwargs)
         except whoosh_index.LockError:
             raise self._locked_error() from None
+        tasks = _start_writer_processes(writer) if big else []
         try:
             for chunk_id in [*delete_ids, *(doc.chunk_id for doc in upserts)]:
                 writer.delete_by_term("chunk_id", chunk_id)
@@ -190,6 +221,7 @@ class WhooshIndex(BM25Engine):
             writer.commit()
         except BaseException:
             writer.cancel()
+            _stop_writer_processes(writer, tasks)
             raise
         if on_progress is not None:
             on_progress(len(upserts))
