@@ -3,7 +3,7 @@ in its context, or the KB has no answer."""
 
 from __future__ import annotations
 
-from ragtriage.pipeline.types import Trace
+from ragtriage.pipeline.types import LexicalSupport, Trace
 from ragtriage.triage.facts import Facts, covered
 from ragtriage.triage.rules_common import RELEVANT_COVERAGE, WEAK_COVERAGE, Finding, short_ids, words
 
@@ -104,5 +104,24 @@ def rule_no_answer_in_kb(facts: Facts) -> Finding | None:
         evidence.append(f"best cross-encoder probability {max(probabilities):.2f}")
     if trace.refused:
         evidence.append(f"the pipeline refused ({trace.refusal_reason or 'low score'})")
+    elif trace.lexical_support is not None:
+        evidence.extend(_not_read_as_names(trace.lexical_support))
     confidence = (0.6 if near_miss else 0.8) if facts.gold == [] else 0.55
     return Finding(label="no_answer_in_kb", confidence=confidence, evidence=evidence)
+
+
+def _not_read_as_names(support: LexicalSupport) -> list[str]:
+    """Why words the KB never holds did not veto a run that was not refused: markup and ordinary
+    English words of a pasted message are left out of lexical support (`pipeline.query_english`)."""
+    kinds = []
+    if support.ordinary_words:
+        many = len(support.ordinary_words) > 1
+        kinds.append(
+            f"{words(support.ordinary_words)} as {'ordinary English words' if many else 'an ordinary English word'}"
+            " (common English in a run of Latin words)"
+        )
+    if support.markup:
+        kinds.append(f"{words(support.markup)} as markup")
+    if not kinds:
+        return []
+    return [f"the pipeline did not refuse: it read {' and '.join(kinds)}, not as names the KB never mentions"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ragtriage.pipeline.types import Trace
+from ragtriage.pipeline.types import LexicalSupport, Trace
 from ragtriage.triage.facts import collect_facts
 from ragtriage.triage.suggest import Finding, findings
 from tests.unit.triage_fakes import FakeContext, chunk, make_trace
@@ -348,3 +348,22 @@ def test_unknown_gold_gives_no_retrieval_label() -> None:
     ctx = FakeContext([GOLD, OTHER])
     trace = make_trace("差旅 报销", routes={"bm25_raw": ["g"]}, final=["g"])
     assert run_rules(ctx, "差旅 报销", replay=trace, gold=None) == []
+
+
+def test_no_answer_in_kb_says_which_words_did_not_veto() -> None:
+    # Not refused, and lexical support left out a pasted message's words and markup: diagnose says
+    # they were not read as names (the veto's why-not); a refused run gives its reason instead.
+    ctx = FakeContext([GOLD, OTHER])
+    support = LexicalSupport(
+        score=1.0, term_share=1.0, ordinary_words=["connection", "refused"], markup=["br"]
+    )
+    trace = make_trace("停车 补贴 connection refused", routes={"bm25_raw": ["a"]}, final=["a"])
+    trace = trace.model_copy(update={"lexical_support": support})
+    found = run_rules(ctx, "停车 补贴 connection refused", replay=trace, gold=[])
+    assert found[0].label == "no_answer_in_kb" and found[0].evidence[-1] == (
+        "the pipeline did not refuse: it read connection, refused as ordinary English words (common "
+        "English in a run of Latin words) and br as markup, not as names the KB never mentions"
+    )
+    refused = trace.model_copy(update={"refused": True, "refusal_reason": "the KB never mentions x"})
+    evidence = run_rules(ctx, "停车 补贴 connection refused", replay=refused, gold=[])[0].evidence
+    assert evidence[-1] == "the pipeline refused (the KB never mentions x)"
