@@ -56,7 +56,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    rows = {mode: [_run(mode) for _ in range(args.rounds)] for mode in ("none", "small", "large", "per_query")}
+    rows = {
+        mode: [_run(mode) for _ in range(args.rounds)] for mode in ("none", "small", "large", "per_query")
+    }
 
     def median(mode: str, key: str) -> float:
         return statistics.median(r[key] for r in rows[mode])
@@ -69,7 +71,9 @@ def main() -> None:
             f"{label}: +{step:.3f} s ({step / base_s:.2f} x the baseline import), "
             f"peak RSS {mb:.1f} MB (+{mb - base_mb:.1f} MB)"
         )
-    print(f"per query after loading: {median('per_query', 'step_s') / 1000 * 1e6:.0f} µs (1,000 distinct queries)")
+    print(
+        f"per query after loading: {median('per_query', 'step_s') / 1000 * 1e6:.0f} µs (1,000 distinct queries)"
+    )
 
 
 if __name__ == "__main__":
