@@ -16,7 +16,7 @@ from ragtriage.commands.common import (
     since_option,
     workspace_options,
 )
-from ragtriage.logs.fidelity import STAGE_SHORT
+from ragtriage.logs.fidelity import STAGE_SHORT, counterpart_text
 from ragtriage.logs.fidelity_report import FidelityReport, StageSummary
 from ragtriage.render.fit import Col, FitTable, data_console
 from ragtriage.render.text import hanging_text, plural
@@ -98,6 +98,12 @@ def print_report(console: Console, report: FidelityReport) -> None:
             why = stage.reason.text if stage.reason is not None else "no documented reason"
             # Wrapped between ids (never inside one), continuation lines under the stage's text.
             _say(console, f"  {STAGE_SHORT[stage.stage]}: {stage.differs()} — {why}", indent=6)
+        for route, count in result.routes_without_counterpart.items():
+            _say(
+                console,
+                f"  note: {counterpart_text([route])} ({plural(count, 'chunk')}, counted apart)",
+                indent=6,
+            )
         if result.rewrite_differs:
             _say(console, f"  rewrite: {result.rewrite_differs}", indent=6)
         for note in result.notes:

@@ -4,8 +4,9 @@ For every logged stage (`bm25`, `dense`, `fused`, `reranked`, `final_context`) `
 measures the replayed list against the logged one: exact match, overlap@k (k = the logged list's
 length), extrapolated rank-biased overlap (p = 0.9) and the logged ids the KB does not know.
 `explain_request` then gives every miss a documented reason when one is known (a stale index, a
-different rewrite, a k that differs, a stage upstream that already differed); a miss without one is
-a fidelity bug. `logs.fidelity_run` replays and stores; diagnosis reads `compare_traces`.
+different rewrite, a k that differs, a stage upstream that already differed, a further production
+route such as `dense_2` the profile has no counterpart for); a miss without one is a fidelity bug.
+`logs.fidelity_run` replays and stores; diagnosis reads `compare_traces`.
 """
 
 from __future__ import annotations
@@ -41,9 +42,9 @@ UPSTREAM: dict[str, tuple[str, ...]] = {
     "reranked": ("fused", "bm25", "dense"),
     "final_context": ("reranked", "fused", "bm25", "dense"),
 }
-ReasonKind = Literal["stale_index", "upstream", "rewrite", "k_differs"]
-#: Reasons that are facts about production's data, not defects of the replay.
-DOCUMENTED_KINDS: frozenset[str] = frozenset({"stale_index", "upstream"})
+ReasonKind = Literal["stale_index", "upstream", "rewrite", "k_differs", "route_without_counterpart"]
+#: Reasons that are facts about production's data or shape, not defects of the replay.
+DOCUMENTED_KINDS: frozenset[str] = frozenset({"stale_index", "upstream", "route_without_counterpart"})
 
 
 class MissReason(BaseModel):
@@ -71,7 +72,10 @@ class StageFidelity(BaseModel):
     unknown: list[str] = Field(default_factory=list)
     """Logged ids that are not live chunks of the KB (deleted, older versions, or never seen)."""
     lost: list[str] = Field(default_factory=list)
-    """Logged, not replayed."""
+    """Logged, not replayed (but for `expected_lost`)."""
+    expected_lost: dict[str, list[str]] = Field(default_factory=dict)
+    """Production route with no counterpart in the replay profile (`dense_2` …) → the logged ids of
+    this stage only that route found and the replay lacks: expected missing, counted apart from `lost`."""
     gained: list[str] = Field(default_factory=list)
     """Replayed, not logged."""
     moved: int = 0
@@ -103,6 +107,8 @@ class StageFidelity(BaseModel):
         parts = []
         if self.lost:
             parts.append(f"lost {', '.join(self.lost)}")
+        for route, ids in self.expected_lost.items():
+            parts.append(f"expected missing (only production route {route} found them) {', '.join(ids)}")
         if self.gained:
             parts.append(f"gained {', '.join(self.gained)}")
         if self.moved:
@@ -125,6 +131,9 @@ class RequestFidelity(BaseModel):
     """Document → logged ids of it the KB no longer has live (it has changed since)."""
     unknown_ids: list[str] = Field(default_factory=list)
     """Logged ids the KB has no row for and no document can be named for."""
+    routes_without_counterpart: dict[str, int] = Field(default_factory=dict)
+    """Production routes the replay profile cannot express (`dense_2` …) → chunks only they found
+    that the replay lacks in some stage (expected missing; see `StageFidelity.expected_lost`)."""
     rewrite_differs: str | None = None
     """How the replayed rewrite differs from the logged one (None: same, or not logged)."""
     notes: list[str] = Field(default_factory=list)
@@ -193,7 +202,8 @@ def _replayed_route(trace: Trace, stage: str) -> str | None:
 
 def compare_traces(logged: Trace, replayed: Trace, live_ids: Collection[str]) -> list[StageFidelity]:
     """Every stage a logged trace recorded against the replayed trace (the logged routes are the
-    `bm25`/`dense` stages; an empty fused or reranked list counts as not logged)."""
+    `bm25`/`dense` stages; an empty fused or reranked list counts as not logged; the further logged
+    routes are `extra_routes`)."""
     logged_lists: dict[str, Sequence[str] | None] = {
         "bm25": _route_hits(logged, "bm25"),
         "dense": _route_hits(logged, "dense"),
@@ -201,7 +211,13 @@ def compare_traces(logged: Trace, replayed: Trace, live_ids: Collection[str]) ->
         "reranked": [h.chunk_id for h in logged.reranked] or None,
         "final_context": list(logged.final),
     }
-    return compare_request(logged_lists, replayed, live_ids)
+    first = {kind: next((r for r in logged.routes if r.kind == kind), None) for kind in ("bm25", "dense")}
+    extra = {
+        r.name: [h.chunk_id for h in r.hits]
+        for r in logged.routes
+        if r is not first.get(r.kind) and r.kind in first
+    }
+    return compare_request(logged_lists, replayed, live_ids, extra_routes=extra)
 
 
 def _route_hits(trace: Trace, kind: str) -> list[str] | None:
@@ -213,11 +229,18 @@ def compare_request(
     logged_lists: Mapping[str, Sequence[str] | None],
     replayed: Trace,
     live_ids: Collection[str],
+    *,
+    extra_routes: Mapping[str, Sequence[str]] | None = None,
 ) -> list[StageFidelity]:
-    """Every logged stage of a request (`STAGE_NAMES` → logged ids, None = not logged) against its replay."""
+    """Every logged stage of a request (`STAGE_NAMES` → logged ids, None = not logged) against its replay.
+
+    `extra_routes`: the further routes production logged beyond the first of each kind (route name →
+    hit ids, e.g. `dense_2`). Those the replay ran no route of that name for have no counterpart in
+    the profile: in the fused and later stages, the chunks only they found are moved from `lost`
+    to `expected_lost`."""
     from ragtriage.logs.replay_logged import replayed_stage_ids
 
-    return [
+    stages = [
         compare_stage(
             stage,
             logged_lists[stage] or (),
@@ -228,6 +251,43 @@ def compare_request(
         for stage in STAGE_NAMES
         if logged_lists.get(stage) is not None
     ]
+    _set_expected_lost(stages, logged_lists, replayed, extra_routes or {})
+    return stages
+
+
+def _set_expected_lost(
+    stages: Sequence[StageFidelity],
+    logged_lists: Mapping[str, Sequence[str] | None],
+    replayed: Trace,
+    extra_routes: Mapping[str, Sequence[str]],
+) -> None:
+    # A chunk the first logged routes also found is the replay's to reproduce, not the extra route's.
+    shown = {c for stage in STAGE_ROUTES for c in logged_lists.get(stage) or ()}
+    owner: dict[str, str] = {}
+    for name, ids in extra_routes.items():
+        if replayed.route(name) is None:
+            for chunk_id in ids:
+                if chunk_id not in shown:
+                    owner.setdefault(chunk_id, name)
+    if not owner:
+        return
+    for stage in stages:
+        if stage.stage in STAGE_ROUTES:
+            continue
+        for chunk_id in [c for c in stage.lost if c in owner]:
+            stage.expected_lost.setdefault(owner[chunk_id], []).append(chunk_id)
+        stage.lost = [c for c in stage.lost if c not in owner]
+
+
+def counterpart_text(routes: Collection[str]) -> str:
+    """`production route dense_2 has no counterpart in the replay profile: its chunks are expected to
+    be missing from the replay`."""
+    names = ", ".join(sorted(routes))
+    noun, verb, its = ("route", "has", "its") if len(routes) == 1 else ("routes", "have", "their")
+    return (
+        f"production {noun} {names} {verb} no counterpart in the replay profile: {its} chunks are "
+        "expected to be missing from the replay"
+    )
 
 
 def _stale_text(docs: Sequence[str], own: bool, version: str | None) -> str:
@@ -294,6 +354,13 @@ def explain_request(
             if upstream.reason.kind != "upstream":
                 text = f"follows from {STAGE_SHORT[upstream.stage]}: {text}"
             stage.reason = MissReason(kind="upstream", text=text)
+            continue
+        if stage.expected_lost and not stage.lost:
+            # Every logged chunk the replay lacks came from a route the profile cannot express; the
+            # chunks that filled their places and the ranks that moved follow from that.
+            stage.reason = MissReason(
+                kind="route_without_counterpart", text=counterpart_text(stage.expected_lost)
+            )
             continue
         if stage.stage == "bm25" and stale and _scores_differ(stage, logged_scores, replayed_scores):
             stage.reason = MissReason(

@@ -5,8 +5,11 @@ Figures of one group of (request, stage) pairs:
 - mean overlap@k: mean of |logged ∩ replayed[:k]| / k, k = the logged list's length;
 - mean RBO: mean extrapolated rank-biased overlap, p = 0.9 (Webber, Moffat & Zobel 2010);
 - unknown share: logged ids that are not live chunks of the KB / all logged ids of the group;
-- misses split into explained (a documented reason: a stale index, or a stage upstream) and
-  unexplained (a fidelity bug, or a profile that does not match production).
+- misses split into explained (a documented reason: a stale index, a stage upstream, or a further
+  production route the profile has no counterpart for) and unexplained (a fidelity bug, or a
+  profile that does not match production);
+- chunks only a production route without counterpart found (`dense_2` …), counted apart as
+  expected missing.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, Field
 
-from ragtriage.logs.fidelity import DOCUMENTED_KINDS, RequestFidelity, StageFidelity
+from ragtriage.logs.fidelity import DOCUMENTED_KINDS, RequestFidelity, StageFidelity, counterpart_text
 from ragtriage.logs.schema import STAGE_NAMES
 
 
@@ -36,6 +39,16 @@ class StageSummary(BaseModel):
     unexplained_misses: int = 0
 
 
+class RouteWithoutCounterpart(BaseModel):
+    """A production route the replay profile cannot express (`dense_2` …)."""
+
+    requests: int = 0
+    """Requests that logged it and lack some chunk only it found."""
+    expected_missing: int = 0
+    """Chunks only it found that the replay lacks, summed over those requests (counted apart
+    from the lost chunks)."""
+
+
 class FidelityReport(BaseModel):
     """`ragtriage fidelity --json`."""
 
@@ -52,6 +65,8 @@ class FidelityReport(BaseModel):
     """Profile → requests it replayed."""
     reasons: dict[str, int] = Field(default_factory=dict)
     """Documented reason → stages it explains."""
+    routes_without_counterpart: dict[str, RouteWithoutCounterpart] = Field(default_factory=dict)
+    """Production route with no counterpart in the replay profiles → its expected-missing chunks."""
     stale_documents: dict[str, int] = Field(default_factory=dict)
     """Document that changed since production indexed it → requests whose logged ids name it."""
     faithful_requests: int = 0
@@ -109,8 +124,13 @@ def summarize(results: Sequence[RequestFidelity], *, least: int = 10) -> Fidelit
     by_route = _grouped(results, lambda _r, s: s.route)
     reasons: Counter[str] = Counter()
     stale: Counter[str] = Counter()
+    without: dict[str, RouteWithoutCounterpart] = {}
     for result in results:
         stale.update(list(result.stale_documents))
+        for route, count in result.routes_without_counterpart.items():
+            entry = without.setdefault(route, RouteWithoutCounterpart())
+            entry.requests += 1
+            entry.expected_missing += count
         for stage in result.stages:
             if not stage.exact and stage.reason is not None:
                 reasons[stage.reason.text] += 1
@@ -135,11 +155,17 @@ def summarize(results: Sequence[RequestFidelity], *, least: int = 10) -> Fidelit
         ],
         profiles=dict(Counter(r.profile for r in results).most_common()),
         reasons=dict(reasons.most_common()),
+        routes_without_counterpart=dict(sorted(without.items())),
         stale_documents=dict(stale.most_common()),
         faithful_requests=sum(1 for r in results if r.exact_stages == len(r.stages)),
         unexplained_requests=sum(1 for r in results if r.unexplained),
         least_faithful=least_faithful(results, least),
     )
+    for route, entry in report.routes_without_counterpart.items():
+        report.notes.append(
+            f"{counterpart_text([route])} ({entry.expected_missing:,} chunks in "
+            f"{entry.requests:,} requests, counted apart as expected missing, not as lost)"
+        )
     if not results:
         report.notes.append(
             "no logged request matched: widen --since, check --version against `ragtriage monitor --by "

@@ -26,7 +26,7 @@ from ragtriage.errors import InputError
 from ragtriage.logs.fidelity import RequestFidelity, compare_request, explain_request, stage_limits
 from ragtriage.logs.fidelity_report import FidelityReport, summarize
 from ragtriage.logs.replay_logged import logged_stage_ids
-from ragtriage.logs.schema import STAGE_NAMES, RequestLog
+from ragtriage.logs.schema import STAGE_NAMES, RequestLog, extra_routes
 from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.store.db import read_session, write_session
 from ragtriage.wording import quoted
@@ -73,7 +73,7 @@ def select_requests(
     table = RequestLogRow.__table__  # type: ignore[attr-defined]
     query = select(table.c.request_id, table.c.ts, table.c.body).order_by(table.c.ts, table.c.request_id)
     if since is not None:
-        query = query.where(table.c.ts >= since.astimezone(timezone.utc).replace(tzinfo=None))
+        query = query.where(table.c.ts >= since.astimezone(timezone.utc))
     with read_session(engine) as session:
         rows = session.execute(query).all()
     records = [_parse(body, request_id) for request_id, _, body in rows]
@@ -225,7 +225,13 @@ def judge(
     results: list[RequestFidelity] = []
     for record, trace in pairs:
         lists = _logged_lists(record)
-        stages = compare_request(lists, trace, live)
+        extra = {route.name: [h.chunk_id for h in route.hits] for route in extra_routes(record)}
+        stages = compare_request(lists, trace, live, extra_routes=extra)
+        expected: dict[str, set[str]] = {}
+        for stage in stages:
+            for route, ids in stage.expected_lost.items():
+                expected.setdefault(route, set()).update(ids)
+        without = {route: len(ids) for route, ids in sorted(expected.items())}
         logged_ids = [c for ids in lists.values() for c in ids or ()]
         stale: dict[str, list[str]] = {}
         unknown: list[str] = []
@@ -248,6 +254,7 @@ def judge(
                 stages=stages,
                 stale_documents=stale,
                 unknown_ids=unknown,
+                routes_without_counterpart=without,
                 rewrite_differs=_rewrite_difference(record, trace),
                 notes=item_notes,
             )

@@ -69,3 +69,26 @@ def test_monitor_bad_feedback_per_label_adds_up_to_the_total(
     assert (labelled, rest) == (1, 0)
     assert labelled + rest == overall["figures"]["bad_feedback_share"]["count"]
     assert "rerank_error: 100.0% (1 of 1)" in text and "not labelled" not in text
+
+
+def test_fidelity_counts_the_chunks_of_a_route_the_profile_cannot_express_apart(
+    loaded: tuple[list[str], list[str]], run_cli: RunCli
+) -> None:
+    base, request_ids = loaded
+    code, out, err = run_cli(["fidelity", "--since", "2025-11-01", "--no-store", "--json", *base])
+    assert code == 0, err
+    report = json.loads(out)
+    # The thumbs-down request: only the title-vector retriever (dense_2) found HOLD_0; the profile
+    # runs bm25_raw and dense_raw, which reproduce their logged lists.
+    result = next(r for r in report["least_faithful"] if r["request_id"] == request_ids[0])
+    assert result["routes_without_counterpart"] == {"dense_2": 1}
+    fused = next(s for s in result["stages"] if s["stage"] == "fused")
+    assert (fused["lost"], fused["expected_lost"]) == ([], {"dense_2": [HOLD_0]})
+    assert fused["reason"]["kind"] == "route_without_counterpart"
+    assert report["routes_without_counterpart"]["dense_2"]["expected_missing"] >= 1
+    code, text, err = run_cli(["fidelity", "--since", "2025-11-01", "--no-store", *base])
+    assert code == 0, err
+    assert "production route dense_2 has no counterpart in the replay profile" in text
+    assert f"fused: expected missing (only production route dense_2 found them) {HOLD_0}" in " ".join(
+        text.split()
+    )
