@@ -151,6 +151,9 @@ class LoggedReplay(BaseModel):
     replayed: Trace
     diffs: dict[str, StageDiff] = Field(default_factory=dict)
     use_logged_rewrite: bool = False
+    logged_rewrite: str | None = None
+    """The rewritten query production logged; None when it logged no rewrite (`logged.rewrite` then
+    carries the raw query only as the text its routes searched)."""
     profile: ProfileRef | None = None
     """The replay profile and why it was chosen (also in `replayed.profile`)."""
     config_changes: list[str] | None = None
@@ -289,6 +292,7 @@ def compare_request(
         replayed=replayed,
         diffs=diff_request(record, replayed, known),
         use_logged_rewrite=use_logged_rewrite,
+        logged_rewrite=record.rewrite.rewritten_query if record.rewrite is not None else None,
         profile=replayed.profile,
         config_changes=changes,
         final_chunks=final_chunks(

@@ -114,7 +114,10 @@ def header(comparison: LoggedReplay) -> Text:
     text.append("\nquery: ", style="bold")
     text.append(logged.query)
     text.append("\nlogged rewrite: ", style="bold")
-    text.append(logged.rewrite.rewritten_query)
+    if comparison.logged_rewrite is None:
+        text.append("none (production did not rewrite)", style="dim")
+    else:
+        text.append(comparison.logged_rewrite)
     text.append(f"\nreplayed rewrite ({replayed.rewrite.mode}): ", style="bold")
     text.append(replayed.rewrite.rewritten_query)
     text.append("\nconfig: ", style="bold")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import RunCli
-from tests.sectioned_production import HOLD_0, write_production
+from tests.sectioned_production import HOLD_0, QUERY, write_production
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +92,16 @@ def test_fidelity_counts_the_chunks_of_a_route_the_profile_cannot_express_apart(
     assert f"fused: expected missing (only production route dense_2 found them) {HOLD_0}" in " ".join(
         text.split()
     )
+
+
+def test_replay_says_production_logged_no_rewrite(
+    loaded: tuple[list[str], list[str]], run_cli: RunCli
+) -> None:
+    base, (request_id, _) = loaded
+    code, out, err = run_cli(["replay", request_id, "--json", *base])
+    assert code == 0, err
+    assert json.loads(out)["logged_rewrite"] is None
+    code, text, err = run_cli(["replay", request_id, *base])
+    assert code == 0, err
+    assert "logged rewrite: none (production did not rewrite)" in text
+    assert f"logged rewrite: {QUERY}" not in text
