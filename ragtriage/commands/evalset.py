@@ -76,6 +76,16 @@ def promote_command(
         f"promoted {request_id} → {dataset}@{result.dataset_version} case {result.case_id} "
         f"({len(result.gold)} gold)" + (f"; redacted {redacted}" if redacted else "")
     )
+    provenance = result.provenance
+    click.echo(
+        f"replay profile: {provenance['profile']} (config {provenance['config_hash']}), "
+        f"the one pipeline_version {provenance['pipeline_version'] or '(none logged)'} replays with"
+        + (
+            " (the default: no [replay.versions] entry)"
+            if provenance["profile_matched_by"] == "default"
+            else ""
+        )
+    )
 
 
 @click.command("doctor")

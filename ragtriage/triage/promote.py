@@ -85,7 +85,7 @@ def _gold_from_record(items: Sequence[Any]) -> dict[str, int]:
 
 def _load_record(
     workspace: Workspace, request_id: str
-) -> tuple[str, str | None, list[str], dict[str, int], list[str]]:
+) -> tuple[str, str | None, str | None, list[str], dict[str, int], list[str]]:
     from ragtriage.store.log_tables import RequestLogRow, TriageRow
 
     with read_session(workspace.engine) as session:
@@ -102,9 +102,11 @@ def _load_record(
                 "(label it and confirm it first)"
             )
         body: dict[str, Any] = json.loads(request.body)
+        version = body.get("pipeline_version")
         return (
             request.raw_query,
             body.get("config_hash"),
+            version if isinstance(version, str) else None,
             list(triage.labels or []),
             _gold_from_record(list(triage.gold_chunk_ids or [])),
             list(triage.reasons or []),
@@ -129,10 +131,14 @@ def promote_request(
     refusal case only when its label is `no_answer_in_kb`.
 
     Raises:
-        NotFoundError: the request is not in the store.
+        NotFoundError: the request is not in the store, or its profile is not defined.
         InputError: the record is not confirmed, or has no gold and is not labelled `no_answer_in_kb`.
     """
-    raw_query, logged_config_hash, labels, gold, reasons = _load_record(workspace, request_id)
+    from ragtriage.pipeline.profiles import resolve_profile
+
+    raw_query, logged_config_hash, version, labels, gold, reasons = _load_record(workspace, request_id)
+    # The profile replay and diagnosis ran this request with (the same choice as `replay`).
+    profile = resolve_profile(workspace.settings, version)
     for gold_id, grade in (grades or {}).items():
         if gold_id not in gold:
             raise InputError(
@@ -175,7 +181,10 @@ def promote_request(
         "labels": labels,
         "kb_revision": kb_revision(workspace.engine, workspace.settings.kb.name),
         "index_manifest": index_manifest_summary(workspace),
-        "config_hash": workspace.settings.config_hash(),
+        "config_hash": profile.config_hash,
+        "profile": profile.name,
+        "profile_matched_by": profile.matched_by,
+        "pipeline_version": version,
         "logged_config_hash": logged_config_hash,
         "promoted_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "redacted": redacted,

@@ -105,3 +105,28 @@ def test_replay_says_production_logged_no_rewrite(
     assert code == 0, err
     assert "logged rewrite: none (production did not rewrite)" in text
     assert f"logged rewrite: {QUERY}" not in text
+
+
+def test_promote_records_the_profile_the_request_replays_with(
+    loaded: tuple[list[str], list[str]], run_cli: RunCli
+) -> None:
+    base, (request_id, _) = loaded
+    for args in (["label", request_id, "rerank_error", "--gold", HOLD_0], ["confirm", request_id]):
+        code, out, err = run_cli([*args, *base])
+        assert code == 0, err
+    code, out, err = run_cli(["replay", request_id, "--json", *base])
+    assert code == 0, err
+    replayed = json.loads(out)["profile"]
+    code, out, err = run_cli(["profiles", "--json", *base])
+    assert code == 0, err
+    hashes = {p["name"]: p["config_hash"] for p in json.loads(out)}
+    assert hashes["faq-2-4"] != hashes["default"]  # the settings file's own hash is the default's
+    code, out, err = run_cli(["promote", request_id, "--json", *base])
+    assert code == 0, err
+    provenance = json.loads(out)["provenance"]
+    # pipeline_version 2.4.0 maps to faq-2-4: the profile replay and diagnosis used.
+    assert (provenance["profile"], provenance["pipeline_version"]) == ("faq-2-4", "2.4.0")
+    assert provenance["config_hash"] == replayed["config_hash"] == hashes["faq-2-4"]
+    code, out, err = run_cli(["promote", request_id, "--dataset", "other", *base])
+    assert code == 0, err
+    assert f"replay profile: faq-2-4 (config {hashes['faq-2-4']})" in out
