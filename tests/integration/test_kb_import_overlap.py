@@ -227,7 +227,8 @@ def test_a_worker_failing_after_the_commit_fails_the_import_and_the_next_import_
     export = _write(tmp_path / "chunks.jsonl", _rows())
     with monkeypatch.context() as patch:
         patch.setattr(dense_worker, "sync_dense", _fail_sync)  # the forked worker inherits it
-        patch.setattr(dense_worker, "_nothing_left", lambda *args: False)  # a first import has none
+        # A first import leaves the worker nothing to do: make it do the sync.
+        patch.setattr(dense_worker._Streamed, "nothing_left", lambda *args: False)
 
         with pytest.raises(IndexStateError, match="dense sync failed on purpose"):
             _import(home, export)
@@ -318,12 +319,22 @@ def test_an_unchanged_import_after_a_dense_backend_change_fills_the_new_index(
 def test_the_worker_reopens_the_index_only_when_the_sync_has_work() -> None:
     """After the commit the worker has closed the index; it reopens it to delete, write or compact."""
     streamed = {"a": "h1", "b": "h2"}
-    assert dense_worker._nothing_left({}, streamed, dict(streamed))  # a first import
-    assert not dense_worker._nothing_left({}, streamed, {"a": "h1"})  # b is to delete
-    assert not dense_worker._nothing_left({}, streamed, {**streamed, "c": "h3"})  # c is to write
-    assert not dense_worker._nothing_left({}, streamed, {"a": "h1", "b": "h9"})  # b has changed
-    assert not dense_worker._nothing_left({"a": "h0"}, streamed, dict(streamed))  # a was replaced
-    assert dense_worker._nothing_left({"a": "h1"}, streamed, dict(streamed))
+
+    def nothing_left(before: dict[str, str], wanted: dict[str, str]) -> bool:
+        points = dense_worker._Streamed(before)
+        points.add(list(streamed), list(streamed.values()))
+        return points.nothing_left(wanted)
+
+    assert nothing_left({}, dict(streamed))  # a first import
+    assert not nothing_left({}, {"a": "h1"})  # b is to delete
+    assert not nothing_left({}, {**streamed, "c": "h3"})  # c is to write
+    assert not nothing_left({}, {"a": "h1", "b": "h9"})  # b has changed
+    assert not nothing_left({"a": "h0"}, dict(streamed))  # a was replaced
+    assert nothing_left({"a": "h1"}, dict(streamed))
+    assert nothing_left({"c": "h3"}, {**streamed, "c": "h3"})  # c was there and stays
+    assert not nothing_left({"c": "h3"}, dict(streamed))  # c is to delete
+    assert not nothing_left({"c": "h3"}, {**streamed, "c": "h4"})  # c has changed
+    assert not nothing_left({"c": "h3"}, {"a": "h1", "c": "h3", "d": "h2"})  # same size, d is new
 
 
 def _children() -> set[str]:
