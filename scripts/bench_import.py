@@ -246,9 +246,12 @@ def main() -> None:
         f"  (dense process busy {busy:.1f} s, {busy_cpu:.1f} CPU-s, overlapping the pass and the BM25 build;"
         f" {index.get('imported_vectors', 0)} imported vectors, {args.dense_backend})"
     )
+    own_mb, *children_mb = sampler.peak_parts or [0.0]
     print(
         f"peak memory: {peak_pss_mb:.0f} MB PSS of this process and its children together "
-        f"(this process alone: {own_rss_mb:.0f} MB peak RSS)"
+        f"(at the peak: this process {own_mb:.0f} MB, children "
+        f"{' + '.join(f'{mb:.0f}' for mb in children_mb) or 'none'} MB; "
+        f"this process alone: {own_rss_mb:.0f} MB peak RSS)"
     )
     print(
         f"re-import, unchanged: {again_seconds:.1f} s ({again_seconds / first_seconds * 100:.1f} % of the first);"

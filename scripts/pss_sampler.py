@@ -42,14 +42,18 @@ class PssSampler(threading.Thread):
     def __init__(self, wal_path: Path | None = None) -> None:
         super().__init__(daemon=True)
         self.peak_mb = 0.0
+        self.peak_parts: list[float] = []
+        """At the peak: this process's PSS, then each child's, largest first (MB)."""
         self.wal_path = wal_path
         self.peak_wal_mb = 0.0
         self._done = threading.Event()
 
     def run(self) -> None:
         while not self._done.wait(INTERVAL_S):
-            total = pss_mb("self") + sum(pss_mb(pid) for pid in child_pids())
-            self.peak_mb = max(self.peak_mb, total)
+            parts = [pss_mb("self"), *sorted((pss_mb(pid) for pid in child_pids()), reverse=True)]
+            total = sum(parts)
+            if total > self.peak_mb:
+                self.peak_mb, self.peak_parts = total, [part for part in parts if part]
             if self.wal_path is not None:
                 try:
                     self.peak_wal_mb = max(self.peak_wal_mb, self.wal_path.stat().st_size / 1e6)

@@ -48,6 +48,8 @@ class ImportHandoff:
         """The KB revision the import's writes were applied to (set when it commits)."""
         self.segmented: SegmentedTerms | None = None
         """The term ids of the written texts and titles (bm25s only), once `finish`ed."""
+        self._doc_ids: dict[str, str] = {}
+        """One string per document id (rows bring their own copy: 20 chunks a document, 20 copies)."""
         self._stream = TermStream(procs) if segment else None
         if self._stream is not None:
             # Forked before the pass grows this process (see `TermStream.start_workers`): 30k
@@ -66,6 +68,7 @@ class ImportHandoff:
     ) -> None:
         """Record one written published chunk (segmenting its text unless an earlier one had it)."""
         field = bm25_title(title, heading_path)
+        doc_id = self._doc_ids.setdefault(doc_id, doc_id)
         self.written[chunk_id] = WrittenChunk(doc_id, field, content_hash, index_hash)
         if self._stream is not None:
             self._stream.add("content", content_hash, content)
