@@ -37,6 +37,7 @@ from ragtriage.kb.import_report import ImportReport, RejectedRow
 from ragtriage.kb.import_rows import ImportedChunk, RowError, SourceRow
 from ragtriage.kb.import_write import PUBLISHED, DocFields, ImportWriter
 from ragtriage.kb.repository import DELETED, bump_revision, kb_revision
+from ragtriage.pipeline.heap import trim_heap
 from ragtriage.store.db import read_session, write_session
 from ragtriage.store.kb_tables import ChunkRow
 from ragtriage.workspace import Workspace
@@ -122,7 +123,11 @@ def import_chunks(
     stored: int | None = None
     with latched_interrupts() as check_interrupt, fewer_young_collections():
         try:
-            # Both fork their processes now, before the pass grows this one.
+            # Both fork their processes now, before the pass grows this one. Memory freed but kept
+            # for reuse (Arrow's pool after an earlier Parquet read, the C heap) goes back first:
+            # forks would inherit it, and each page this process then reused would be held twice.
+            release_reader_memory()
+            trim_heap()
             stream = DenseStream(workspace) if index and vector_embedder is not None else None
             handoff = make_handoff(workspace) if index else None
             revision = _import(
