@@ -56,6 +56,7 @@ from ragtriage.pipeline.dense_sync import (
     sync_dense,
 )
 from ragtriage.pipeline.embed import get_embedder
+from ragtriage.pipeline.heap import trim_heap
 from ragtriage.pipeline.kb_chunks import load_chunks
 from ragtriage.workspace import Workspace
 
@@ -126,6 +127,8 @@ def _child(
             # and after an import the sync mostly has nothing left to write.
             dense = None
             streaming.close()
+            gc.collect()
+            trim_heap()  # what the index and its undo journal freed, while this process waits
             kind, wanted = pipe.recv()
             if kind != "sync":
                 raise _Aborted  # the sync failed in the importing process before it got here
