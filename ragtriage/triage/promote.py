@@ -136,9 +136,11 @@ def promote_request(
     """
     from ragtriage.pipeline.profiles import resolve_profile
 
-    raw_query, logged_config_hash, version, labels, gold, reasons = _load_record(workspace, request_id)
+    raw_query, logged_config_hash, pipeline_version, labels, gold, reasons = _load_record(
+        workspace, request_id
+    )
     # The profile replay and diagnosis ran this request with (the same choice as `replay`).
-    profile = resolve_profile(workspace.settings, version)
+    profile = resolve_profile(workspace.settings, pipeline_version)
     for gold_id, grade in (grades or {}).items():
         if gold_id not in gold:
             raise InputError(
@@ -184,7 +186,7 @@ def promote_request(
         "config_hash": profile.config_hash,
         "profile": profile.name,
         "profile_matched_by": profile.matched_by,
-        "pipeline_version": version,
+        "pipeline_version": pipeline_version,
         "logged_config_hash": logged_config_hash,
         "promoted_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "redacted": redacted,
