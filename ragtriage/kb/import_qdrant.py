@@ -2,8 +2,9 @@
 
 Read only: the collection is checked, counted and scrolled with payload and vectors; nothing is
 written to it. Each point becomes a row with the columns `id` (the point id as text),
-`payload.<key>` for every top-level payload key, and `vector` (an unnamed vector, or the named
-vector chosen with `--vector-field`, required when the collection has several).
+`payload.<key>` for every payload key (a nested object's keys too: `payload.metadata.doc_id`),
+and `vector` (an unnamed vector, or the named vector chosen with `--vector-field`, required when
+the collection has several).
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ class QdrantSource:
             rows = []
             for point in points:
                 values: dict[str, Any] = {"id": str(point.id)}
-                values.update({f"payload.{key}": value for key, value in (point.payload or {}).items()})
+                values.update(_payload_columns(point.payload or {}, "payload"))
                 vector: Any = point.vector
                 if isinstance(vector, dict):
                     vector = vector.get(self._vector_name) if self._vector_name else None
@@ -123,6 +124,21 @@ class QdrantSource:
     def close(self) -> None:
         """Close the client (releases a local-mode folder)."""
         self._client.close()
+
+
+def _payload_columns(payload: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """`prefix.<key>` for each key; a non-empty nested object gives a column per key inside it
+    instead (LangChain keeps everything but the text under `metadata`). A key that is already
+    there keeps its first value."""
+    columns: dict[str, Any] = {}
+    for key, value in payload.items():
+        column = f"{prefix}.{key}"
+        if isinstance(value, dict) and value:
+            for inner, inner_value in _payload_columns(value, column).items():
+                columns.setdefault(inner, inner_value)
+        else:
+            columns.setdefault(column, value)
+    return columns
 
 
 def _first_line(error: object) -> str:

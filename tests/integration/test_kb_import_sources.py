@@ -233,6 +233,42 @@ def test_qdrant_collection_is_scrolled_with_vectors_and_left_untouched(productio
     assert _folder_digest(production_qdrant) == before
 
 
+def test_a_langchain_collection_maps_fields_inside_its_metadata_object(tmp_path: Path) -> None:
+    """LangChain's Qdrant store keeps the text in `page_content` and everything else in a nested
+    `metadata` object: its keys are mapped as `payload.metadata.<key>`, the others kept one by one."""
+    folder = tmp_path / "langchain_qdrant"
+    client = QdrantClient(path=str(folder))
+    client.create_collection(
+        "docs", vectors_config=models.VectorParams(size=DIM, distance=models.Distance.COSINE)
+    )
+    client.upsert(
+        "docs",
+        points=[
+            models.PointStruct(
+                id=100 + n,
+                vector=vector.tolist(),
+                payload={
+                    "page_content": TEXTS[n],
+                    "metadata": {"doc": f"handbook-{n % 2}", "headers": {"h2": f"节 {n}"}, "page": n + 1},
+                },
+            )
+            for n, vector in enumerate(_vectors(len(TEXTS)))
+        ],
+    )
+    client.close()
+    mapping = "content=payload.page_content,doc_id=payload.metadata.doc,title=payload.metadata.headers.h2"
+
+    result = _run("kb", "import", "--qdrant-path", str(folder), "--collection", "docs", "--map", mapping)
+
+    assert result.exit_code == 0, result.output
+    shown = json.loads(_run("kb", "show", "102", "--json").stdout)
+    assert (shown["doc_id"], shown["title"], shown["meta"]) == (
+        "handbook-0",
+        "节 2",
+        {"payload.metadata.page": 3},
+    )
+
+
 def test_a_missing_qdrant_collection_names_the_ones_there(production_qdrant: Path) -> None:
     result = _run("kb", "import", "--qdrant-path", str(production_qdrant), "--collection", "prod_chunk")
 
