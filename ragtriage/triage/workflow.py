@@ -55,13 +55,22 @@ def _current(engine: Engine, request_id: str, user: str | None) -> TriageRecord:
     return triage_repo.assign(engine, request_id, None, user=user)
 
 
-def _their_change(engine: Engine, request_id: str) -> str:
-    """`; their change: labels → {...}` from the latest audit entry ('' without one)."""
+def _their_change(engine: Engine, request_id: str, since: int | None) -> str:
+    """Every change made after revision `since`, from the audit log: `; their change: status →
+    in_progress` for one, `; changed 3 times since your revision 1: labels → … (revision 2, by bob)
+    · …` for more; the latest change when `since` is None; '' without an audit entry."""
     entries = triage_repo.audit_log(engine, request_id)
-    if not entries:
+    newer = [e for e in entries if since is not None and e.revision > since] or entries[-1:]
+    if not newer:
         return ""
-    last = entries[-1]
-    return f"; their change: {last.action} → {_shown(last.change.get('after'))}"
+    if len(newer) == 1:
+        last = newer[0]
+        return f"; their change: {last.action} → {_shown(last.change.get('after'))}"
+    # ' · ' between changes: one change's own value may hold '; ' (labels: …; primary: …).
+    changes = " · ".join(
+        f"{e.action} → {_shown(e.change.get('after'))} (revision {e.revision}, by {e.user})" for e in newer
+    )
+    return f"; changed {len(newer)} times since your revision {since}: {changes}"
 
 
 def _shown(value: object) -> str:
@@ -75,12 +84,13 @@ def _shown(value: object) -> str:
     return str(value)
 
 
-def _explain_conflicts(engine: Engine, request_id: str, step: Callable[[], T]) -> T:
-    """Run `step`; a `ConflictError` is re-raised with the other user's last change spelled out."""
+def _explain_conflicts(engine: Engine, request_id: str, step: Callable[[], T], since: int) -> T:
+    """Run `step`, which chains on revision `since`; a `ConflictError` is re-raised with every
+    change made after it spelled out."""
     try:
         return step()
     except ConflictError as error:
-        raise ConflictError(f"{error}{_their_change(engine, request_id)}") from None
+        raise ConflictError(f"{error}{_their_change(engine, request_id, since)}") from None
 
 
 def _revision(engine: Engine, record: TriageRecord, expected_revision: int | None) -> int:
@@ -90,7 +100,7 @@ def _revision(engine: Engine, record: TriageRecord, expected_revision: int | Non
             f"triage record {quoted(record.request_id)} was changed by {record.updated_by or 'someone'} at "
             f"{record.updated_at:%Y-%m-%d %H:%M:%S} UTC (revision {record.revision}; you had revision "
             f"{expected_revision}); reload it and apply your change again"
-            + _their_change(engine, record.request_id)
+            + _their_change(engine, record.request_id, expected_revision)
         )
     return record.revision
 
@@ -183,7 +193,7 @@ def label_case(
             )
         return current
 
-    return _explain_conflicts(engine, request_id, steps)
+    return _explain_conflicts(engine, request_id, steps, revision)
 
 
 def confirm_case(
@@ -217,6 +227,7 @@ def confirm_case(
         lambda: triage_repo.set_status(
             engine, request_id, "confirmed", expected_revision=revision, user=user
         ),
+        revision,
     )
 
 
@@ -241,7 +252,7 @@ def dismiss_case(
             ).revision
         return triage_repo.set_status(engine, request_id, "dismissed", expected_revision=rev, user=user)
 
-    return _explain_conflicts(engine, request_id, steps)
+    return _explain_conflicts(engine, request_id, steps, revision)
 
 
 def note_case(
@@ -259,6 +270,7 @@ def note_case(
         engine,
         request_id,
         lambda: triage_repo.add_note(engine, request_id, text, expected_revision=revision, user=user),
+        revision,
     )
 
 
@@ -279,4 +291,5 @@ def assign_case(
         engine,
         request_id,
         lambda: triage_repo.assign(engine, request_id, who, expected_revision=revision, user=user),
+        revision,
     )

@@ -130,3 +130,29 @@ def test_promote_records_the_profile_the_request_replays_with(
     code, out, err = run_cli(["promote", request_id, "--dataset", "other", *base])
     assert code == 0, err
     assert f"replay profile: faq-2-4 (config {hashes['faq-2-4']})" in out
+
+
+def test_a_409_names_every_change_since_the_clients_revision(
+    loaded: tuple[list[str], list[str]],
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from ragtriage.service.app import create_app
+
+    base, (request_id, _) = loaded
+    api = "/api/v1"
+    with TestClient(create_app(Path(base[1]), Path(base[3]))) as client:
+        seen = client.get(f"{api}/requests/{request_id}/triage").json()["revision"]
+        labelled = client.post(
+            f"{api}/requests/{request_id}/label",
+            json={"label": "rerank_error", "gold": [HOLD_0], "revision": seen, "user": "bob"},
+        )
+        assert labelled.status_code == 200, labelled.text
+        assert labelled.json()["revision"] == seen + 3  # labels, gold, status
+        stale = client.post(f"{api}/requests/{request_id}/confirm", json={"revision": seen, "user": "ann"})
+    assert stale.status_code == 409
+    message = stale.json()["message"]
+    assert f"changed 3 times since your revision {seen}: " in message
+    assert f"labels → labels: rerank_error; primary: rerank_error (revision {seen + 1}, by bob) · " in message
+    assert f"gold → {HOLD_0} (revision {seen + 2}, by bob)" in message
+    assert f"status → in_progress (revision {seen + 3}, by bob)" in message
