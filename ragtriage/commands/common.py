@@ -88,6 +88,17 @@ def stdout_console() -> Console:
     return data_console()
 
 
+def print_trimmed(console: Console, renderable: Any) -> None:
+    """Print `renderable`; off a terminal without the spaces Rich pads lines with (a table's cells,
+    a grid's columns), so a pipe or a file gets no trailing whitespace."""
+    if console.is_terminal:
+        console.print(renderable)
+        return
+    with console.capture() as captured:
+        console.print(renderable)
+    console.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+
+
 def stderr_console() -> Console:
     """Console for diagnostics and progress (same width rule, on stderr)."""
     return data_console(stderr=True)

@@ -6,11 +6,13 @@ import shlex
 from pathlib import Path
 
 import click
+from rich.console import Group
 from rich.text import Text
 
 from ragtriage.commands.common import (
     echo_json,
     open_workspace,
+    print_trimmed,
     since_option,
     stdout_console,
     workspace_options,
@@ -113,6 +115,14 @@ def queue_command(
     _print_queue(page, {name: value for name, value in filters.items() if value is not None}, counts)
 
 
+#: The line under a queue with the fidelity column (`QueueItem.fidelity_cell`).
+FIDELITY_LEGEND = (
+    "fidelity: the lowest rank-biased overlap (RBO, 1.00 = the same ranking) of a logged stage with "
+    "its replay, and how many logged stages differ; exact = every stage reproduced "
+    "(`ragtriage fidelity` measures and explains them)"
+)
+
+
 def _print_queue(page: QueuePage, filters: dict[str, str], counts: QueueCounts | None) -> None:
     console = stdout_console()
     if not page.items:
@@ -168,7 +178,8 @@ def _print_queue(page: QueuePage, filters: dict[str, str], counts: QueueCounts |
         if with_fidelity:
             cells.append(Text(item.fidelity_cell))
         table.add_row(*cells)
-    console.print(table)
+    legend = [Text(FIDELITY_LEGEND, style="dim")] if with_fidelity else []
+    print_trimmed(console, Group(table, *legend))
     shown_to = page.offset + len(page.items)
     line = page_range(page.offset, len(page.items), page.total, "flagged request")
     if shown_to < page.total:

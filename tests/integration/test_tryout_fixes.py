@@ -156,3 +156,22 @@ def test_a_409_names_every_change_since_the_clients_revision(
     assert f"labels → labels: rerank_error; primary: rerank_error (revision {seen + 1}, by bob) · " in message
     assert f"gold → {HOLD_0} (revision {seen + 2}, by bob)" in message
     assert f"status → in_progress (revision {seen + 3}, by bob)" in message
+
+
+@pytest.mark.parametrize("columns", ["80", "200"])
+def test_the_queue_explains_its_fidelity_column_and_pads_no_line(
+    loaded: tuple[list[str], list[str]], run_cli: RunCli, monkeypatch: pytest.MonkeyPatch, columns: str
+) -> None:
+    base, (request_id, _) = loaded
+    code, out, err = run_cli(["fidelity", "--since", "2025-11-01", *base])
+    assert code == 0, err
+    monkeypatch.setenv("COLUMNS", columns)
+    code, out, err = run_cli(["queue", *base])
+    assert code == 0, err
+    assert request_id in out and " off" in out
+    assert [line for line in out.splitlines() if line != line.rstrip()] == []
+    legend = " ".join(out.split())
+    assert (
+        "fidelity: the lowest rank-biased overlap (RBO, 1.00 = the same ranking) of a logged stage" in legend
+    )
+    assert "how many logged stages differ" in legend
