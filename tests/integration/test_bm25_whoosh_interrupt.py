@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ragtriage.pipeline.bm25 import WhooshIndex
+from tests.terminal_signals import as_from_a_terminal
 
 PROC = Path("/proc")
 pytestmark = pytest.mark.skipif(not (PROC / "self" / "task").is_dir(), reason="watches /proc (Linux)")
@@ -61,6 +62,7 @@ def test_ctrl_c_during_a_multiprocess_whoosh_write_stops_its_processes_quietly(t
         text=True,
         env=env,
         start_new_session=True,
+        preexec_fn=as_from_a_terminal,  # a test run started with `&` would pass on SIGINT ignored
     )
     deadline = time.monotonic() + 120
     while len(_children(process.pid)) < 2:  # Whoosh's two writer processes are indexing

@@ -22,6 +22,7 @@ from ragtriage import locations
 from ragtriage.interrupts import latched_interrupts
 from ragtriage.kb.repository import kb_revision
 from ragtriage.workspace import Workspace
+from tests.terminal_signals import as_from_a_terminal, default_sigint
 
 PROC = Path("/proc")
 pytestmark = pytest.mark.skipif(not (PROC / "self" / "task").is_dir(), reason="watches /proc (Linux)")
@@ -32,13 +33,6 @@ SENTENCES = [
     "VPN 连接失败时先检查客户端版本。",
     "会议室可以提前七天预订。",
 ]
-
-
-def _sigint_state() -> str:
-    """How this process takes SIGINT (its handler and whether the main thread blocks it): what a
-    child started from here inherits. A CI run once failed here with the import ignoring Ctrl-C."""
-    blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
-    return f"SIGINT handler {signal.getsignal(signal.SIGINT)}, blocked in this thread: {blocked}"
 
 
 def _export(path: Path) -> Path:
@@ -114,7 +108,13 @@ def test_ctrl_c_stops_the_import_and_leaves_nothing(tmp_path: Path, moment: str)
     command += ["--map", "chunk_id=id,doc_id=document_id", "--vector-field", "embedding"]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+        preexec_fn=as_from_a_terminal,  # a test run started with `&` would pass on SIGINT ignored
     )
     if moment == "source opened":
         _wait_for(lambda: _has_open(process.pid, export), process, "it opened the export")
@@ -130,7 +130,7 @@ def test_ctrl_c_stops_the_import_and_leaves_nothing(tmp_path: Path, moment: str)
     os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
     _, stderr = process.communicate(timeout=120)
 
-    assert process.returncode == 130, f"{stderr}\n(the test process: {_sigint_state()})"
+    assert process.returncode == 130, stderr
     assert stderr.strip().splitlines()[-1] == (
         "kb import: interrupted; nothing was imported (the KB and its indexes are as they were)"
     )
@@ -171,14 +171,13 @@ def test_the_parquet_reader_never_imports_pandas(tmp_path: Path) -> None:
 
 
 def test_a_swallowed_interrupt_is_raised_again_at_the_next_check() -> None:
-    state = _sigint_state()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, state
-    with latched_interrupts() as check:
-        try:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(1)
-        except KeyboardInterrupt:
-            pass  # what a library that clears the error does
-        with pytest.raises(KeyboardInterrupt):
-            check()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with default_sigint():  # as in a terminal, however this test run was started
+        with latched_interrupts() as check:
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(1)
+            except KeyboardInterrupt:
+                pass  # what a library that clears the error does
+            with pytest.raises(KeyboardInterrupt):
+                check()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
