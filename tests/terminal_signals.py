@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import signal
 from collections.abc import Iterator
+from pathlib import Path
 
 
 def as_from_a_terminal() -> None:
@@ -32,3 +33,15 @@ def default_sigint() -> Iterator[None]:
     finally:
         signal.signal(signal.SIGINT, handler if handler is not None else signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def child_pids(pid: int) -> list[int]:
+    """The processes `pid` has started and not yet reaped, from /proc (Linux): what a Ctrl-C test
+    waits for before it interrupts, and expects gone after."""
+    found: list[int] = []
+    for task in (Path("/proc") / str(pid) / "task").glob("*"):
+        try:
+            found += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return found

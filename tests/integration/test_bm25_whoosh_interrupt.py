@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ragtriage.pipeline.bm25 import WhooshIndex
-from tests.terminal_signals import as_from_a_terminal
+from tests.terminal_signals import as_from_a_terminal, child_pids
 
 PROC = Path("/proc")
 pytestmark = pytest.mark.skipif(not (PROC / "self" / "task").is_dir(), reason="watches /proc (Linux)")
@@ -42,16 +42,6 @@ print("finished")
 """
 
 
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in (PROC / str(pid) / "task").glob("*"):
-        try:
-            found += [int(child) for child in (task / "children").read_text().split()]
-        except OSError:
-            pass
-    return found
-
-
 def test_ctrl_c_during_a_multiprocess_whoosh_write_stops_its_processes_quietly(tmp_path: Path) -> None:
     folder = tmp_path / "whoosh"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
@@ -65,7 +55,7 @@ def test_ctrl_c_during_a_multiprocess_whoosh_write_stops_its_processes_quietly(t
         preexec_fn=as_from_a_terminal,  # a test run started with `&` would pass on SIGINT ignored
     )
     deadline = time.monotonic() + 120
-    while len(_children(process.pid)) < 2:  # Whoosh's two writer processes are indexing
+    while len(child_pids(process.pid)) < 2:  # Whoosh's two writer processes are indexing
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
             pytest.fail(

@@ -22,7 +22,7 @@ from ragtriage import locations
 from ragtriage.interrupts import latched_interrupts
 from ragtriage.kb.repository import kb_revision
 from ragtriage.workspace import Workspace
-from tests.terminal_signals import as_from_a_terminal, default_sigint
+from tests.terminal_signals import as_from_a_terminal, child_pids, default_sigint
 
 PROC = Path("/proc")
 pytestmark = pytest.mark.skipif(not (PROC / "self" / "task").is_dir(), reason="watches /proc (Linux)")
@@ -50,16 +50,6 @@ def _export(path: Path) -> Path:
     )
     pq.write_table(table, path, row_group_size=500)
     return path
-
-
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in (PROC / str(pid) / "task").glob("*"):
-        try:
-            found += [int(child) for child in (task / "children").read_text().split()]
-        except OSError:
-            pass
-    return found
 
 
 def _has_open(pid: int, path: Path) -> bool:
@@ -122,7 +112,7 @@ def test_ctrl_c_stops_the_import_and_leaves_nothing(tmp_path: Path, moment: str)
         segmenters = min(2, os.cpu_count() or 1)  # `bm25_procs` (2), one: none forked
         workers = 1 + (segmenters if segmenters > 1 else 0)
         _wait_for(
-            lambda: len(_children(process.pid)) >= workers and _streamed_points(process.pid),
+            lambda: len(child_pids(process.pid)) >= workers and _streamed_points(process.pid),
             process,
             "it forked its workers and wrote a batch",
         )

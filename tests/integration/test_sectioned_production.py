@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import RunCli
-from tests.sectioned_production import CONFFILE, HOLD_0, HOLD_1, SINGLE, write_production
+from tests.sectioned_production import CONFFILE, HOLD_0, HOLD_1, SINGLE, load_production, write_production
 
 
 @pytest.fixture(scope="module")
@@ -26,12 +26,7 @@ def loaded(
 ) -> tuple[list[str], list[str]]:
     files, request_ids = production
     base = ["--home", str(tmp_path / "home"), "--config", str(files / "config.toml")]
-    for args in (
-        ["kb", "import", str(files / "chunks.jsonl")],
-        ["logs", "ingest", str(files / "traces.otlp.jsonl")],
-    ):
-        code, out, err = run_cli([*args, *base])
-        assert code == 0, err
+    load_production(files, run_cli, base)
     return base, request_ids
 
 

@@ -12,7 +12,7 @@ from ragtriage.tui.screens.case_screen import CaseScreen
 from ragtriage.tui.widgets.diagnosis_panel import DiagnosisPanel
 from ragtriage.workspace import Workspace
 from tests.conftest import RunCli
-from tests.sectioned_production import HOLD_0, write_production
+from tests.sectioned_production import HOLD_0, load_production, write_production
 from tests.tui.test_case_screen import _open, _settle
 
 
@@ -27,12 +27,7 @@ async def test_marking_gold_after_a_diagnosis_says_the_diagnosis_is_out_of_date(
     home = tmp_path / "home"
     home.mkdir()
     shutil.copy(tmp_path / "config.toml", home / "config.toml")
-    for args in (
-        ["kb", "import", str(tmp_path / "chunks.jsonl")],
-        ["logs", "ingest", str(tmp_path / "traces.otlp.jsonl")],
-    ):
-        code, _, err = run_cli([*args, "--home", str(home)])
-        assert code == 0, err
+    load_production(tmp_path, run_cli, ["--home", str(home)])
     workspace = Workspace.open(home)
     try:
         app = TriageApp(workspace, warm_up=False)
@@ -68,13 +63,9 @@ async def test_the_journey_strip_shows_each_rank_and_keeps_the_final_stage_on_an
     home = tmp_path / "home"
     home.mkdir()
     shutil.copy(tmp_path / "config.toml", home / "config.toml")
-    for args in (
-        ["kb", "import", str(tmp_path / "chunks.jsonl")],
-        ["logs", "ingest", str(tmp_path / "traces.otlp.jsonl")],
-        ["label", request_id, "rerank_error", "--gold", HOLD_0],
-    ):
-        code, _, err = run_cli([*args, "--home", str(home)])
-        assert code == 0, err
+    load_production(
+        tmp_path, run_cli, ["--home", str(home)], ["label", request_id, "rerank_error", "--gold", HOLD_0]
+    )
     workspace = Workspace.open(home)
     try:
         app = TriageApp(workspace, warm_up=False)
