@@ -19,6 +19,7 @@ import numpy as np
 from ragtriage.config import IMPORT_FIELDS, KBImportSettings
 from ragtriage.errors import InputError
 from ragtriage.kb.chunking import content_hash
+from ragtriage.kb.import_compare import compared_meta
 from ragtriage.kb.import_rows import ImportedChunk, RowError, SourceRow
 from ragtriage.kb.import_values import (
     decode_vector,
@@ -29,6 +30,7 @@ from ragtriage.kb.import_values import (
     text_value,
     timestamp,
     type_name,
+    whole_number,
 )
 from ragtriage.wording import quoted
 
@@ -124,7 +126,7 @@ class FieldMapper:
         self._ordinals: dict[str, int] = {}
         self.seen_columns: set[str] = set()
         self._resolved: dict[tuple[str, ...], dict[str, str]] = {}
-        self._skip_cache: dict[int, tuple[dict[str, str], frozenset[str]]] = {}
+        self._skip_cache: dict[int, tuple[dict[str, str], frozenset[str], dict[str, str]]] = {}
         self._vector_rows = 0
         self.dim: int | None = expected_dim[0] if expected_dim else None
         self._dim_owner = f"the configured embedder {expected_dim[1]}" if expected_dim else "earlier rows"
@@ -280,7 +282,7 @@ class FieldMapper:
                 "to embed them all with the configured embedder",
             )
         # Status columns stay in the metadata too: the stored status (published/deleted) drops their values.
-        skip = self._skip_columns(used)
+        skip, flag_columns = self._skip_columns(used)
         meta = {key: json_safe(value) for key, value in values.items() if key not in skip}
         return ImportedChunk(
             where=where,
@@ -300,21 +302,24 @@ class FieldMapper:
             excluded_by=excluded_by,
             filtered_by=filtered_by,
             meta=meta,
+            compared_meta=compared_meta(values, skip, flag_columns),
             vector=vector,
             vector_hash=vector_hash,
         )
 
-    def _skip_columns(self, used: dict[str, str]) -> frozenset[str]:
-        """The columns a row's metadata leaves out (mapped fields but status, and the vector), per shape."""
+    def _skip_columns(self, used: dict[str, str]) -> tuple[frozenset[str], dict[str, str]]:
+        """The columns a row's metadata leaves out (mapped fields but status, and the vector), and
+        the status columns read as true/false (column → `published`/`deleted`), per shape."""
         key = id(used)
         cached = self._skip_cache.get(key)
         if cached is None or cached[0] is not used:
             skip = {column for name, column in used.items() if name not in ("status", "published", "deleted")}
             skip |= {self.vector_field} if self.vector_field else set()
-            cached = (used, frozenset(skip))
+            flags: dict[str, str] = {used[name]: name for name in ("published", "deleted") if name in used}
+            cached = (used, frozenset(skip), flags)
             if len(self._skip_cache) < 64:
                 self._skip_cache[key] = cached
-        return cached[1]
+        return cached[1], cached[2]
 
     def chunk_id_of(self, row: SourceRow) -> str | None:
         """The row's chunk id if it has a usable one (to keep a rejected row's chunk as it was)."""
@@ -338,19 +343,7 @@ class FieldMapper:
             ordinal = self._ordinals.get(doc_id, -1) + 1
             self._ordinals[doc_id] = ordinal
             return ordinal
-        try:
-            if isinstance(value, bool):
-                raise ValueError
-            ordinal = int(value)
-            if isinstance(value, float) and not value.is_integer():
-                raise ValueError
-        except (TypeError, ValueError):
-            raise RowError(
-                where,
-                f"ordinal {quoted(value)} is not a whole number",
-                "map ordinal to the chunk's position column",
-            ) from None
-        return ordinal
+        return whole_number(where, "ordinal", value)
 
     def _excluded_by(self, where: str, status: Any, published: Any, deleted: Any) -> str | None:
         """Which status filter keeps the row out of retrieval (`deleted`, `not published`,

@@ -52,6 +52,9 @@ class ImportedChunk:
     filtered_by: str | None = None
     """`excluded_by` with the source column and value, e.g. `not published (status=DRAFT)` (`kb show`)."""
     meta: dict[str, Any] = field(default_factory=dict)
+    compared_meta: dict[str, Any] | None = None
+    """The metadata as the change fingerprint compares it (`import_compare.compared_meta`); None:
+    `meta` as it is."""
     vector: np.ndarray | None = None
     vector_hash: str | None = None
     index_hash: str | None = None
@@ -59,7 +62,13 @@ class ImportedChunk:
     _source_hash: str | None = field(default=None, repr=False, compare=False)
 
     def source_hash(self) -> str:
-        """sha256 over every mapped field, the metadata and the vector hash (unchanged detection)."""
+        """sha256 over every mapped field, the metadata and the vector hash (unchanged detection).
+
+        The same values written by another format hash the same: the mapped fields are parsed
+        (ids and titles as text, ordinal as int, `updated_at` as a UTC instant, status as
+        retrievable or not) and the metadata is compared in `import_compare`'s canonical form,
+        which also says what counts as a change.
+        """
         if self._source_hash is None:
             self._source_hash = self._compute_source_hash()
         return self._source_hash
@@ -78,7 +87,7 @@ class ImportedChunk:
             self.updated_at.isoformat() if self.updated_at else None,
             self.product_line,
             self.retrievable,
-            self.meta,
+            self.meta if self.compared_meta is None else self.compared_meta,
             self.vector_hash,
         ]
         text = _SOURCE_JSON(payload)

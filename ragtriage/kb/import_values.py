@@ -10,6 +10,7 @@ import datetime as dt
 import decimal
 import json
 import math
+import re
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -28,10 +29,12 @@ __all__ = [
     "text_value",
     "timestamp",
     "type_name",
+    "whole_number",
 ]
 
 _TRUE = {"true", "t", "yes", "y", "1"}
 _FALSE = {"false", "f", "no", "n", "0", ""}
+_EPOCH = re.compile(r"[0-9]+(?:\.[0-9]+)?\Z")
 
 
 def heading_path(value: Any, where: str, separator: str) -> list[str]:
@@ -78,9 +81,12 @@ def timestamp(where: str, value: Any) -> dt.datetime | None:
         seconds = value / 1000 if value > 1e11 else value
         stamp = dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc)
     else:
+        text = str(value).strip()
         try:
-            stamp = dt.datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+            stamp = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
+            if _EPOCH.match(text):  # epoch seconds written as text (a CSV of an integer column)
+                return timestamp(where, float(text))
             raise RowError(
                 where,
                 f"updated_at {quoted(str(value), 40)} is not an ISO-8601 time or epoch seconds",
@@ -147,6 +153,28 @@ def text_value(value: Any) -> str | None:
         return None
     text = str(value).strip()
     return text or None
+
+
+def whole_number(where: str, name: str, value: Any) -> int:
+    """An int from a number or its text; `3.0` and `"3.0"` are 3 (pandas writes an integer column
+    holding nulls as floats)."""
+    try:
+        if isinstance(value, (bool, np.bool_)):
+            raise ValueError
+        parsed = value
+        if isinstance(value, str):
+            text = value.strip()
+            parsed = int(text) if text.lstrip("-").isdigit() else float(text)
+        number = int(parsed)
+        if isinstance(parsed, float) and not parsed.is_integer():
+            raise ValueError
+    except (TypeError, ValueError, OverflowError):
+        raise RowError(
+            where,
+            f"{name} {quoted(value, 20)} is not a whole number",
+            f"map {name} to the chunk's position column",
+        ) from None
+    return number
 
 
 def flag(where: str, name: str, value: Any) -> bool:
