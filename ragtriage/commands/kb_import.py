@@ -130,6 +130,11 @@ def _summary(report: ImportReport) -> str:
             f"deleted: rows the status filters keep out of retrieval ({reasons}); stored as deleted chunks, "
             "their ids stay known ([kb.import] retrievable_statuses)"
         )
+    if report.absent_mapped:
+        lines.append(
+            f"absent: a mapped column is missing from {plural(report.absent_mapped, 'row')}, read as null "
+            f"(first at {report.absent_mapped_first}); if those rows name it otherwise, fix --map"
+        )
     if report.missing:
         lines.append(f"missing from the source (--full): {plural(report.missing, 'chunk')} marked deleted")
     if report.suggested_map:

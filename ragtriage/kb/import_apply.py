@@ -261,6 +261,7 @@ def _import(
         if source.schemaless and report.read > report.rejected:
             mapper.check_seen()
             report.suggested_map = mapper.suggested_map(sorted(mapper.seen_columns))
+            report.absent_mapped, report.absent_mapped_first = mapper.absent_rows, mapper.first_absent
         missing = _missing(source, state, report) if full else []
         report.missing = len(missing)
         if writer is None and not missing:

@@ -38,6 +38,8 @@ _KEPT = (
     "vectors",
     "vector_dim",
     "vector_embedder",
+    "absent_mapped",
+    "absent_mapped_first",
 )
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -22,6 +21,7 @@ from ragtriage.kb.chunking import content_hash
 from ragtriage.kb.import_compare import compared_meta
 from ragtriage.kb.import_rows import ImportedChunk, RowError, SourceRow
 from ragtriage.kb.import_values import (
+    checked_vector,
     decode_vector,
     flag,
     heading_path,
@@ -128,6 +128,11 @@ class FieldMapper:
         self._resolved: dict[tuple[str, ...], dict[str, str]] = {}
         self._skip_cache: dict[int, tuple[dict[str, str], frozenset[str], dict[str, str]]] = {}
         self._vector_rows = 0
+        self.absent_rows = 0
+        """Rows that lack the column of an explicitly mapped optional field (read as null, as CSV's
+        empty cell; JSONL writers often omit null keys)."""
+        self.first_absent: str | None = None
+        """The first such row and field: `chunks.jsonl:3: no column 'section_title' for title`."""
         self.dim: int | None = expected_dim[0] if expected_dim else None
         self._dim_owner = f"the configured embedder {expected_dim[1]}" if expected_dim else "earlier rows"
 
@@ -245,6 +250,8 @@ class FieldMapper:
         if chunk_id is None:
             raise self._missing(where, "chunk_id", used)
         content = get("content")
+        if content is None and "content" not in used:
+            raise self._missing(where, "content", used, f"chunk {chunk_id}: ")
         if content is None or (isinstance(content, str) and not content.strip()):
             raise RowError(
                 where,
@@ -284,7 +291,7 @@ class FieldMapper:
         # Status columns stay in the metadata too: the stored status (published/deleted) drops their values.
         skip, flag_columns = self._skip_columns(used)
         meta = {key: json_safe(value) for key, value in values.items() if key not in skip}
-        return ImportedChunk(
+        chunk = ImportedChunk(
             where=where,
             chunk_id=chunk_id,
             doc_id=doc_id,
@@ -306,6 +313,17 @@ class FieldMapper:
             vector=vector,
             vector_hash=vector_hash,
         )
+        if self.explicit:
+            self._note_absent(where, used)
+        return chunk
+
+    def _note_absent(self, where: str, used: Mapping[str, str]) -> None:
+        absent = [name for name in self.explicit if name not in used]
+        if absent:
+            self.absent_rows += 1
+            if self.first_absent is None:
+                name = absent[0]
+                self.first_absent = f"{where}: no column {quoted(self.explicit[name])} for {name}"
 
     def _skip_columns(self, used: dict[str, str]) -> tuple[frozenset[str], dict[str, str]]:
         """The columns a row's metadata leaves out (mapped fields but status, and the vector), and
@@ -329,12 +347,13 @@ class FieldMapper:
     def _column_label(self, name: str, used: Mapping[str, str]) -> str:
         return f"column {quoted(used.get(name, self.explicit.get(name, name)))}"
 
-    def _missing(self, where: str, name: str, used: Mapping[str, str]) -> RowError:
+    def _missing(self, where: str, name: str, used: Mapping[str, str], prefix: str = "") -> RowError:
         column = used.get(name) or self.explicit.get(name) or name
         return RowError(
             where,
-            f"the required field {name} (column {quoted(column)}) is missing or null",
-            f"give every row a {column} or map {name} to another column (--map {name}=COLUMN)",
+            f"{prefix}the required field {name} (column {quoted(column)}) is missing or null",
+            f"give every row a value in column {quoted(column)} or map {name} to another column "
+            f"(--map {name}=COLUMN)",
         )
 
     def _ordinal(self, where: str, value: Any, doc_id: str) -> int:
@@ -369,28 +388,4 @@ class FieldMapper:
         vector = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)
         if self.dim is None:
             self.dim = int(vector.shape[0])
-        if vector.shape[0] != self.dim:
-            raise RowError(
-                where,
-                f"chunk {chunk_id}: the vector has {vector.shape[0]} dimensions but {self._dim_owner} "
-                f"has {self.dim}",
-                "export vectors from one model only, and configure [embedder] as the model that made them",
-            )
-        # One dot product screens the row (NaN/inf propagate, an all-zero vector gives 0); the two
-        # full scans that name the fault run only for a vector that fails it.
-        norm2 = float(np.dot(vector, vector))
-        if math.isfinite(norm2) and norm2 != 0.0:
-            return vector
-        if not np.isfinite(vector).all():
-            raise RowError(
-                where,
-                f"chunk {chunk_id}: the vector contains NaN or infinity",
-                "re-embed this chunk in production",
-            )
-        if not vector.any():
-            raise RowError(
-                where,
-                f"chunk {chunk_id}: the vector is all zeros (cosine similarity is undefined)",
-                "re-embed this chunk in production",
-            )
-        return vector
+        return checked_vector(where, chunk_id, vector, self.dim, self._dim_owner)

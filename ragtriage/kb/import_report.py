@@ -39,6 +39,11 @@ class ImportReport(BaseModel):
     """`deleted` per filter: `deleted`, `not published`, `status <value as given>`."""
     rejected: int = 0
     """Bad rows left out (only with `--skip-bad-rows`; otherwise the first one stops the import)."""
+    absent_mapped: int = 0
+    """Rows (JSONL, Qdrant payloads) without the column of an explicitly mapped optional field: the
+    field was read as null, as from an empty CSV cell (not a separate count in `read`)."""
+    absent_mapped_first: str | None = None
+    """The first of them and its field: `chunks.jsonl:3: no column 'section_title' for title`."""
     missing: int = 0
     """With `--full`: imported chunks absent from the source, marked deleted (not rows, not in `read`)."""
     written: int = 0

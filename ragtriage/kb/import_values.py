@@ -21,6 +21,7 @@ from ragtriage.kb.import_rows import RowError
 from ragtriage.wording import quoted
 
 __all__ = [
+    "checked_vector",
     "decode_vector",
     "flag",
     "heading_path",
@@ -134,6 +135,38 @@ def decode_vector(where: str, value: Any, field: str | None) -> np.ndarray | Non
             f"vector field {field} is not a list of numbers",
             "export vectors as a JSON list of numbers",
         ) from None
+
+
+def checked_vector(where: str, chunk_id: str, vector: np.ndarray, dim: int, dim_owner: str) -> np.ndarray:
+    """`vector` (float32, one dimension) when it has `dim` values, all finite and not all zero.
+
+    Raises:
+        RowError: another dimension (`dim_owner` is who set `dim`), NaN or infinity, or all zeros.
+    """
+    if vector.shape[0] != dim:
+        raise RowError(
+            where,
+            f"chunk {chunk_id}: the vector has {vector.shape[0]} dimensions but {dim_owner} has {dim}",
+            "export vectors from one model only, and configure [embedder] as the model that made them",
+        )
+    # One dot product screens the row (NaN/inf propagate, an all-zero vector gives 0); the two
+    # full scans that name the fault run only for a vector that fails it.
+    norm2 = float(np.dot(vector, vector))
+    if math.isfinite(norm2) and norm2 != 0.0:
+        return vector
+    if not np.isfinite(vector).all():
+        raise RowError(
+            where,
+            f"chunk {chunk_id}: the vector contains NaN or infinity",
+            "re-embed this chunk in production",
+        )
+    if not vector.any():
+        raise RowError(
+            where,
+            f"chunk {chunk_id}: the vector is all zeros (cosine similarity is undefined)",
+            "re-embed this chunk in production",
+        )
+    return vector
 
 
 def id_text(value: Any) -> str | None:

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from ragtriage.cli import cli
+from tests.conftest import RunCli
 
 MAP = (
     "chunk_id=id,doc_id=document_id,content=text,title=section_title,ordinal=chunk_index,"
@@ -148,3 +149,61 @@ def test_an_ordinal_written_as_a_float_and_an_epoch_written_as_text_are_read(tmp
     assert ",1.0," in path.read_text(encoding="utf-8") and ",1714636800," in path.read_text(encoding="utf-8")
     report = _import(path, "--no-index")
     assert (report["changed"], report["unchanged"]) == (0, 2)
+
+
+def test_a_jsonl_row_without_an_optional_mapped_column_reads_null_and_is_reported(
+    tmp_path: Path, run_cli: RunCli
+) -> None:
+    rows = [dict(row) for row in ROWS]
+    del rows[1]["section_title"], rows[2]["section_title"]
+    path = _jsonl(tmp_path / "chunks.jsonl", rows)
+    report = _import(path, "--no-index")
+
+    assert (report["absent_mapped"], report["absent_mapped_first"]) == (
+        2,
+        f"{path}:2: no column 'section_title' for title",
+    )
+    # As from an empty CSV cell: the title falls back to the last heading, and the CSV is unchanged.
+    shown = json.loads(
+        CliRunner().invoke(cli, ["kb", "show", "5d0e9a54-6a0b-4f55-8e43-0d2b6d1f1a02", "--json"]).stdout
+    )
+    assert shown["title"] == "逾期"
+    again = _import(
+        _csv(tmp_path / "chunks.csv", [{**row, "section_title": row.get("section_title")} for row in rows]),
+        "--no-index",
+    )
+    assert (again["changed"], again["unchanged"], again["absent_mapped"]) == (0, 2, 0)
+
+    outcome = run_cli(["kb", "import", str(path), "--map", MAP, "--no-index"])
+    assert outcome.code == 0, outcome.err
+    assert (
+        "absent: a mapped column is missing from 2 rows, read as null "
+        f"(first at {path}:2: no column 'section_title' for title)" in outcome.out
+    )
+
+
+@pytest.mark.parametrize(
+    "column, expected",
+    [
+        (
+            "id",
+            "chunks.jsonl:2: the required field chunk_id (column 'id') is missing or null; "
+            "fix: give every row a value in column 'id'",
+        ),
+        (
+            "text",
+            "chunks.jsonl:2: chunk 5d0e9a54-6a0b-4f55-8e43-0d2b6d1f1a02: the required field content "
+            "(column 'text') is missing or null; fix: give every row a value in column 'text'",
+        ),
+    ],
+)
+def test_a_jsonl_row_without_a_required_mapped_column_stops_the_import(
+    tmp_path: Path, run_cli: RunCli, column: str, expected: str
+) -> None:
+    rows = [dict(row) for row in ROWS]
+    del rows[1][column]
+    outcome = run_cli(["kb", "import", str(_jsonl(tmp_path / "chunks.jsonl", rows)), "--map", MAP])
+
+    assert outcome.code == 2
+    assert outcome.err.count("\n") == 1 and expected in outcome.err.replace(f"{tmp_path}/", "")
+    assert CliRunner().invoke(cli, ["kb", "chunks", "--all", "--json"]).stdout.strip() in ("", "[]")
