@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -94,6 +96,17 @@ class LazyGroup(click.Group):
             self._register(module)
         return super().list_commands(ctx)
 
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as interrupt:
+            # Past click's handler, which writes an empty line to stderr before its Abort.
+            raise _Interrupted(str(interrupt)) from None
+
+
+class _Interrupted(Exception):
+    """A Ctrl-C during a command, with what the command says it left (empty: nothing to say)."""
+
 
 _registered: set[str] = set()
 
@@ -124,8 +137,7 @@ def main() -> None:
         # A Ctrl-C (click turns it into Abort) may say what was left done and undone.
         reason = abort.__cause__
         said = str(reason) if isinstance(reason, KeyboardInterrupt) else ""
-        click.echo(said or "aborted", err=True)
-        raise SystemExit(130) from None
+        _say_interrupted(said or "aborted")
     except click.ClickException as error:
         error.show()
         raise SystemExit(2) from None
@@ -134,8 +146,15 @@ def main() -> None:
     except RagtriageError as error:
         click.echo(f"{error.title}: {error}", err=True)
         raise SystemExit(2) from None
-    except KeyboardInterrupt as interrupt:
-        click.echo(str(interrupt) or "interrupted", err=True)
-        raise SystemExit(130) from None
+    except (_Interrupted, KeyboardInterrupt) as interrupt:
+        _say_interrupted(str(interrupt) or "interrupted")
     if isinstance(status, int) and status:
         raise SystemExit(status)
+
+
+def _say_interrupted(message: str) -> NoReturn:
+    """`message` as the one stderr line of a Ctrl-C, and exit 130. On a terminal it starts at the
+    line's start, over the `^C` the terminal echoed (or on the line a transient progress bar left)."""
+    prefix = "\r" if sys.stderr.isatty() else ""
+    click.echo(prefix + message, err=True)
+    raise SystemExit(130)

@@ -22,12 +22,14 @@ from ragtriage import locations
 from ragtriage.interrupts import latched_interrupts
 from ragtriage.kb.repository import kb_revision
 from ragtriage.workspace import Workspace
+from tests.conftest import RunCli
 from tests.terminal_signals import as_from_a_terminal, child_pids, default_sigint
 
 PROC = Path("/proc")
 pytestmark = pytest.mark.skipif(not (PROC / "self" / "task").is_dir(), reason="watches /proc (Linux)")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ROWS = 4000
+NOTHING_IMPORTED = "kb import: interrupted; nothing was imported (the KB and its indexes are as they were)"
 SENTENCES = [
     "出差结束后十五天内提交发票原件。",
     "VPN 连接失败时先检查客户端版本。",
@@ -121,9 +123,8 @@ def test_ctrl_c_stops_the_import_and_leaves_nothing(tmp_path: Path, moment: str)
     _, stderr = process.communicate(timeout=120)
 
     assert process.returncode == 130, stderr
-    assert stderr.strip().splitlines()[-1] == (
-        "kb import: interrupted; nothing was imported (the KB and its indexes are as they were)"
-    )
+    assert stderr.endswith(NOTHING_IMPORTED + "\n")
+    assert not stderr.startswith("\n") and "\n\n" not in stderr  # no empty line before it (click's)
     assert "Traceback" not in stderr
     with pytest.raises(ProcessLookupError):  # the dense process and the segmenters are gone too
         for _ in range(100):
@@ -171,3 +172,24 @@ def test_a_swallowed_interrupt_is_raised_again_at_the_next_check() -> None:
             with pytest.raises(KeyboardInterrupt):
                 check()
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.parametrize("terminal, prefix", [(False, ""), (True, "\r")])
+def test_the_ctrl_c_message_is_one_line_with_no_empty_line_before_it(
+    tmp_path: Path, run_cli: RunCli, monkeypatch: pytest.MonkeyPatch, terminal: bool, prefix: str
+) -> None:
+    """On a terminal it starts over the `^C` the terminal echoed (a carriage return), in a pipe as is."""
+
+    def interrupted(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("ragtriage.kb.importer.run_import", interrupted)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
+    path = tmp_path / "chunks.jsonl"
+    path.write_text('{"chunk_id": "a", "content": "出差"}\n', encoding="utf-8")
+
+    outcome = run_cli(["kb", "import", str(path)])
+
+    assert outcome.code == 130
+    # (on a terminal the progress display's cursor and clearing codes come first, without a line)
+    assert outcome.err.endswith(prefix + NOTHING_IMPORTED + "\n") and outcome.err.count("\n") == 1
