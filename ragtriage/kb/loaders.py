@@ -20,15 +20,34 @@ from ragtriage.kb.document import (
 )
 from ragtriage.kb.html_loader import decode_html, load_html
 from ragtriage.kb.markdown_loader import load_markdown
-from ragtriage.kb.office_loader import load_docx, load_pptx
-from ragtriage.kb.pdf_loader import load_pdf
 from ragtriage.kb.text import clean_inline, decode_bytes, looks_binary
 from ragtriage.wording import quoted
 
+
+# python-docx, python-pptx and pypdfium2 take about 0.4 s to import: only a file that needs them
+# does (every command imports this module, `--help` screens too).
+def _load_docx(path: Path, *, default_title: str) -> LoadedDocument:
+    from ragtriage.kb.office_loader import load_docx
+
+    return load_docx(path, default_title=default_title)
+
+
+def _load_pptx(path: Path, *, default_title: str) -> LoadedDocument:
+    from ragtriage.kb.office_loader import load_pptx
+
+    return load_pptx(path, default_title=default_title)
+
+
+def _load_pdf(path: Path, *, default_title: str) -> LoadedDocument:
+    from ragtriage.kb.pdf_loader import load_pdf
+
+    return load_pdf(path, default_title=default_title)
+
+
 _BINARY_LOADERS: dict[str, Callable[..., LoadedDocument]] = {
-    "docx": load_docx,
-    "pptx": load_pptx,
-    "pdf": load_pdf,
+    "docx": _load_docx,
+    "pptx": _load_pptx,
+    "pdf": _load_pdf,
 }
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n+")
 _TITLE_MAX_CHARS = 80

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +68,45 @@ def test_headless_modules_and_commands_do_not_import_the_web_stack() -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "", f"{result.stdout.strip()} imports the web stack"
+
+
+def test_help_screens_do_not_import_the_office_and_pdf_libraries() -> None:
+    """python-docx, python-pptx and pypdfium2 cost about 0.4 s to import: only `kb add` of such a
+    file loads them, never a help screen."""
+    commands = [["kb", "import", "--help"], ["kb", "add", "--help"], ["kb", "--help"], ["--help"]]
+    script = (
+        "import sys\n"
+        "from ragtriage.cli import main\n"
+        f"for command in {commands!r}:\n"
+        "    sys.argv = ['ragtriage', *command]\n"
+        "    try:\n"
+        "        main()\n"
+        "    except SystemExit as stop:\n"
+        "        assert not stop.code, (command, stop.code)\n"
+        "    loaded = [m for m in ('docx', 'pptx', 'pypdfium2') if m in sys.modules]\n"
+        "    print(' '.join(command), loaded, file=sys.stderr)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "Usage: ragtriage kb import" in result.stdout and "Usage: ragtriage kb add" in result.stdout
+    assert result.stderr.splitlines() == [" ".join(command) + " []" for command in commands]
+
+
+def test_the_office_and_pdf_loaders_are_imported_when_a_file_needs_them(tmp_path: Path) -> None:
+    import docx
+
+    path = tmp_path / "handbook.docx"
+    document = docx.Document()
+    document.add_heading("报销", level=1)
+    document.add_paragraph("出差结束后十五天内提交发票原件。")
+    document.save(str(path))
+    script = (
+        "import sys, pathlib\n"
+        "from ragtriage.kb.loaders import load_document\n"
+        "before = 'docx' in sys.modules\n"
+        f"loaded = load_document(pathlib.Path({str(path)!r}))\n"
+        "print(before, 'docx' in sys.modules, loaded.sections[0].heading_path)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False True ['handbook', '报销']"
