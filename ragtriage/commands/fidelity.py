@@ -16,7 +16,8 @@ from ragtriage.commands.common import (
     since_option,
     workspace_options,
 )
-from ragtriage.logs.fidelity import STAGE_SHORT, counterpart_text
+from ragtriage.logs.fidelity import STAGE_SHORT
+from ragtriage.logs.fidelity_reasons import counterpart_text
 from ragtriage.logs.fidelity_report import FidelityReport, StageSummary
 from ragtriage.render.fit import Col, FitTable, data_console
 from ragtriage.render.text import hanging_text, plural

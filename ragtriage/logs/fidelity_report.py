@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, Field
 
-from ragtriage.logs.fidelity import DOCUMENTED_KINDS, RequestFidelity, StageFidelity, counterpart_text
+from ragtriage.logs.fidelity import DOCUMENTED_KINDS, RequestFidelity, StageFidelity
+from ragtriage.logs.fidelity_reasons import counterpart_text
 from ragtriage.logs.schema import STAGE_NAMES
 
 

@@ -23,7 +23,8 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Engine
 
 from ragtriage.errors import InputError
-from ragtriage.logs.fidelity import RequestFidelity, compare_request, explain_request, stage_limits
+from ragtriage.logs.fidelity import RequestFidelity, compare_request
+from ragtriage.logs.fidelity_reasons import explain_request, stage_limits
 from ragtriage.logs.fidelity_report import FidelityReport, summarize
 from ragtriage.logs.replay_logged import logged_stage_ids
 from ragtriage.logs.schema import STAGE_NAMES, RequestLog, extra_routes

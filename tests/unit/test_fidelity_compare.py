@@ -7,13 +7,8 @@ import uuid
 import pytest
 
 from ragtriage.config_pipeline import RetrievalSettings
-from ragtriage.logs.fidelity import (
-    RequestFidelity,
-    compare_request,
-    compare_stage,
-    explain_request,
-    stage_limits,
-)
+from ragtriage.logs.fidelity import RequestFidelity, compare_request, compare_stage
+from ragtriage.logs.fidelity_reasons import explain_request, stage_limits
 from ragtriage.logs.fidelity_report import summarize
 from ragtriage.pipeline.types import Candidate, RewriteResult, RouteResult, ScoredChunk, Trace
 
