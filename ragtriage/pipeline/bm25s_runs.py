@@ -57,7 +57,7 @@ class Given:
                 dtype=np.int32,
                 count=len(segmented.words),
             )
-            flat = segmented.flat
+            flat = segmented.load()
             for start in range(0, len(flat), _TRANSLATE_BLOCK):
                 block = flat[start : start + _TRANSLATE_BLOCK]
                 block[:] = remap[block]

