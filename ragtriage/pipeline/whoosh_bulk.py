@@ -28,32 +28,35 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
-import pickle
-import zlib
-from array import array
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import whoosh
 from whoosh import formats
 from whoosh.codec.whoosh3 import (
-    WHOOSH3_HEADER_MAGIC,
     W3Codec,
     W3FieldWriter,
     W3PerDocWriter,
-    W3PostingsWriter,
-    W3TermInfo,
 )
-from whoosh.system import pack_int, pack_long, pack_ushort
 from whoosh.index import FileIndex
 from whoosh.util.numeric import byte_to_length, length_to_byte
 from whoosh.writing import SegmentWriter
 
 from ragtriage.interrupts import children_ignore_interrupts
+from ragtriage.pipeline.bm25_engine import BM25Document
+from ragtriage.pipeline.bulk_terms import SegmentedTerms, iter_term_ids
+from ragtriage.pipeline.whoosh_blocks import deflate, write_postings
 
-__all__ = ["BulkDocuments", "bulk_supported", "check_format", "write_bulk"]
+__all__ = [
+    "BulkDocuments",
+    "bulk_supported",
+    "check_format",
+    "segment_documents",
+    "split_segmented",
+    "write_bulk",
+]
 
 TEXT_FIELDS = ("content", "title")
 #: ID field → its place in `BulkDocuments.stored` rows.
@@ -62,9 +65,6 @@ ID_FIELDS = {"chunk_id": 0, "doc_id": 1, "content_hash": 2, "index_hash": 3}
 WHOOSH_VERSION = (2, 7, 5)
 #: Documents per segment: bounds the postings sort's memory (~12 bytes a token).
 DOCS_PER_SEGMENT = 20_000
-
-# byte_to_length(length_to_byte(n)) for every n up to the longest field seen (grown on demand).
-_QUANTIZED = np.asarray([byte_to_length(length_to_byte(n)) for n in range(4096)], dtype=np.int64)
 
 
 @dataclass
@@ -82,6 +82,53 @@ class BulkDocuments:
     offsets: np.ndarray
     content_runs: np.ndarray
     title_runs: np.ndarray
+    rank: np.ndarray = field(init=False)
+    """Each word id's rank in UTF-8 byte order (Whoosh's term order)."""
+    order: list[bytes] = field(init=False)
+    """The words' UTF-8 bytes in that order."""
+
+    def __post_init__(self) -> None:
+        encoded = [word.encode("utf-8") for word in self.words]
+        by_bytes = np.asarray(sorted(range(len(encoded)), key=encoded.__getitem__), dtype=np.int64)
+        self.rank = np.empty(len(encoded), dtype=np.int64)
+        self.rank[by_bytes] = np.arange(len(encoded), dtype=np.int64)
+        self.order = [encoded[i] for i in by_bytes.tolist()]
+
+
+def split_segmented(
+    upserts: Sequence[BM25Document], segmented: SegmentedTerms
+) -> tuple[BulkDocuments, list[BM25Document]]:
+    """(`upserts` whose content and title `segmented` holds, the others), in `upserts`' order."""
+    held = [d for d in upserts if d.content_hash in segmented.content and d.title in segmented.title]
+    others = [d for d in upserts if d.content_hash not in segmented.content or d.title not in segmented.title]
+    docs = BulkDocuments(
+        stored=[(d.chunk_id, d.doc_id, d.content_hash, d.index_hash) for d in held],
+        words=segmented.words,
+        flat=segmented.flat,
+        offsets=segmented.offsets,
+        content_runs=np.asarray([segmented.content[d.content_hash] for d in held], dtype=np.int64),
+        title_runs=np.asarray([segmented.title[d.title] for d in held], dtype=np.int64),
+    )
+    return docs, others
+
+
+def segment_documents(upserts: Sequence[BM25Document], procs: int = 1) -> BulkDocuments:
+    """`upserts` segmented here (`analyzer.terms`, in `procs` processes), as `BulkDocuments`."""
+    vocab: dict[str, int] = {}
+    runs = [
+        *iter_term_ids([d.content for d in upserts], vocab, procs),
+        *iter_term_ids([d.title for d in upserts], vocab, procs),
+    ]
+    lengths = np.fromiter((len(run) for run in runs), dtype=np.int64, count=len(runs))
+    count = len(upserts)
+    return BulkDocuments(
+        stored=[(d.chunk_id, d.doc_id, d.content_hash, d.index_hash) for d in upserts],
+        words=list(vocab),
+        flat=np.concatenate(runs) if runs else np.zeros(0, np.int32),
+        offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+        content_runs=np.arange(count, dtype=np.int64),
+        title_runs=np.arange(count, 2 * count, dtype=np.int64),
+    )
 
 
 def check_format() -> None:
@@ -213,12 +260,11 @@ def _write_segment(index: FileIndex, docs: BulkDocuments, start: int, stop: int)
         lengths = {name: (docs.offsets[r + 1] - docs.offsets[r]).astype(np.int64) for name, r in runs.items()}
         _write_documents(sub.perdocwriter, schema, stored, lengths)
         sub.perdocwriter.close()
-        rank, order = _byte_order(docs.words)
         fieldwriter = sub.fieldwriter
         for name in sorted([*TEXT_FIELDS, *ID_FIELDS]):
             fieldwriter.start_field(name, schema[name])
             if name in TEXT_FIELDS:
-                _write_text_postings(fieldwriter, docs, runs[name], lengths[name], rank, order)
+                _write_text_postings(fieldwriter, docs, runs[name], lengths[name])
             else:
                 _write_id_postings(fieldwriter, [row[ID_FIELDS[name]] for row in stored])
             fieldwriter.finish_field()
@@ -232,15 +278,6 @@ def _write_segment(index: FileIndex, docs: BulkDocuments, start: int, stop: int)
         raise
 
 
-def _deflate(data: bytes, level: int = 1) -> bytes:
-    """zlib at level 1 with a 4 KB window. Readers call `zlib.decompress`, which reads any level
-    and window size from the stream, and the block info only says whether a block is compressed:
-    Whoosh's level 3 and 32 KB window cost 5 times as much here (Whoosh compresses each block and
-    each document's stored fields on its own) for streams about 5 % smaller."""
-    packer = zlib.compressobj(level, zlib.DEFLATED, 12, 4)
-    return packer.compress(data) + packer.flush()
-
-
 def _write_documents(
     perdoc: W3PerDocWriter,
     schema: Any,
@@ -252,7 +289,7 @@ def _write_documents(
     chunk_f, content_f, hash_f, doc_f, index_f, title_f = (
         fields[name] for name in ("chunk_id", "content", "content_hash", "doc_id", "index_hash", "title")
     )
-    perdoc._colwriters["_stored"]._child._compress = _deflate
+    perdoc._colwriters["_stored"]._child._compress = deflate
     content_lengths = lengths["content"].tolist()
     title_lengths = lengths["title"].tolist()
     add = perdoc.add_field
@@ -267,24 +304,11 @@ def _write_documents(
         perdoc.finish_doc()
 
 
-def _byte_order(words: Sequence[str]) -> tuple[np.ndarray, list[bytes]]:
-    """(rank of each word id in UTF-8 byte order, the words' bytes in that order)."""
-    encoded = [word.encode("utf-8") for word in words]
-    by_bytes = sorted(range(len(encoded)), key=encoded.__getitem__)
-    rank = np.empty(len(encoded), dtype=np.int64)
-    rank[np.asarray(by_bytes, dtype=np.int64)] = np.arange(len(encoded), dtype=np.int64)
-    return rank, [encoded[i] for i in by_bytes]
-
-
 def _quantized(lengths: np.ndarray) -> np.ndarray:
     """Field lengths as Whoosh reads them back (`byte_to_length(length_to_byte(n))`)."""
-    global _QUANTIZED
     top = int(lengths.max()) if len(lengths) else 0
-    if top >= len(_QUANTIZED):
-        _QUANTIZED = np.asarray(
-            [byte_to_length(length_to_byte(n)) for n in range(top + 1)], dtype=np.int64
-        )
-    return _QUANTIZED[lengths]
+    table = np.asarray([byte_to_length(length_to_byte(n)) for n in range(top + 1)], dtype=np.int64)
+    return np.asarray(table[lengths], dtype=np.int64)
 
 
 def _write_text_postings(
@@ -292,8 +316,6 @@ def _write_text_postings(
     docs: BulkDocuments,
     runs: np.ndarray,
     lengths: np.ndarray,
-    rank: np.ndarray,
-    order: list[bytes],
 ) -> None:
     """A TEXT field's postings: (term, document) pairs counted and sorted with numpy."""
     count, total = len(runs), int(lengths.sum())
@@ -303,7 +325,7 @@ def _write_text_postings(
     where = np.arange(total, dtype=np.int64)
     where += np.repeat(docs.offsets[runs] - (np.cumsum(lengths) - lengths), lengths)
     # key = term rank * count + document number: sorted keys are sorted by term, then document.
-    keys = rank[docs.flat[where]]
+    keys = docs.rank[docs.flat[where]]
     del where
     keys *= count
     keys += np.repeat(np.arange(count, dtype=np.int64), lengths)
@@ -314,9 +336,9 @@ def _write_text_postings(
     del firsts
     term_ranks, docnums = np.divmod(keys, count)
     del keys
-    _write_terms(
+    write_postings(
         fieldwriter,
-        order,
+        docs.order,
         term_ranks,
         docnums.astype(np.uint32),
         tf.astype(np.float32),
@@ -333,166 +355,4 @@ def _write_id_postings(fieldwriter: W3FieldWriter, values: list[str]) -> None:
     ranks = {word: n for n, word in enumerate(words)}
     term_ranks = np.asarray([ranks[encoded[n]] for n in by_term], dtype=np.int64)
     docnums = np.asarray(by_term, dtype=np.uint32)
-    _write_terms(fieldwriter, words, term_ranks, docnums, np.ones(len(docnums), np.float32), None, None)
-
-
-class _BlockPostings(W3PostingsWriter):
-    """`W3PostingsWriter` given a whole block at a time (`put_block`), its lists precomputed.
-
-    `_write_block` is Whoosh's but for compression (the block info says whether a block is
-    compressed, so readers need no change): a pickle under 20 bytes is stored as it is, as Whoosh's
-    comment intends (its code compresses it anyway), and the rest through `_deflate`.
-    """
-
-    def put_block(
-        self,
-        ids: list[int],
-        deltas: tuple[int, ...],
-        weights: list[float],
-        mini_weights: float | tuple[float, ...] | None,
-        values: bytes | None,
-        stats: tuple[float, int | None, int],
-    ) -> None:
-        """Buffer one block (at most `blocklimit` postings) as `add_posting` calls would have:
-        `stats` is (highest weight, shortest and longest field length or None and 0)."""
-        self._ids, self._weights = ids, weights
-        self._deltas, self._mini = deltas, mini_weights
-        self._values = [] if values is None else [values]
-        self._maxweight, self._minlength, self._maxlength = stats
-
-    def _mini_ids(self) -> tuple[int, ...]:
-        return self._deltas
-
-    def _mini_weights(self) -> float | tuple[float, ...] | None:
-        return self._mini
-
-    def _write_block(self, last: bool = False) -> None:
-        if not self._blockcount:
-            self._postfile.write(WHOOSH3_HEADER_MAGIC)
-        self._terminfo.add_block(self)
-        databytes = pickle.dumps((self._deltas, self._mini, self._mini_values()), 2)
-        # Whoosh means to leave pickles under 20 bytes uncompressed (its code then compresses them
-        # anyway); one-posting blocks, most of an ID field's, are such pickles.
-        comp = 1 if self._compression and len(databytes) >= 20 else 0
-        if comp:
-            databytes = _deflate(databytes)
-        ids = self._ids
-        info = (
-            len(ids),
-            ids[-1],
-            self._maxweight,
-            comp,
-            length_to_byte(self._minlength),
-            length_to_byte(self._maxlength),
-        )
-        infobytes = pickle.dumps(info, 2)
-        blocklength = len(infobytes) + len(databytes)
-        self._postfile.write_int(-blocklength if last else blocklength)
-        self._postfile.write(infobytes)
-        self._postfile.write(databytes)
-        self._blockcount += 1
-        self._new_block()
-
-
-#: Postings whose Python lists `_write_terms` builds at a time (bounds its memory).
-_WINDOW = 1 << 16
-
-
-def _write_terms(
-    fieldwriter: W3FieldWriter,
-    order: list[bytes],
-    term_ranks: np.ndarray,
-    docnums: np.ndarray,
-    weights: np.ndarray,
-    values: np.ndarray | None,
-    field_lengths: np.ndarray | None,
-) -> None:
-    """Each term's postings (sorted by term rank, then document), a block at a time.
-
-    What the blocks need is computed with numpy for the whole field: blocks start at each term's
-    first posting and every `blocklimit` postings after it.
-    """
-    codec = fieldwriter._codec
-    limit = codec._blocklimit
-    postings = fieldwriter._postwriter = _BlockPostings(
-        fieldwriter._postfile, blocklimit=limit, compression=codec._compression, inlinelimit=codec._inlinelimit
-    )
-    total = len(docnums)
-    term_starts = np.flatnonzero(np.diff(term_ranks, prepend=np.int64(-1)))
-    per_term = -(-np.diff(np.append(term_starts, total)) // limit)
-    block_term = np.repeat(np.arange(len(term_starts)), per_term)
-    block_starts = term_starts[block_term] + limit * (
-        np.arange(len(block_term)) - np.repeat(np.cumsum(per_term) - per_term, per_term)
-    )
-    del block_term
-    # Whoosh's delta_encode restarts from 0 in every block.
-    deltas = np.diff(docnums.astype(np.int64), prepend=np.int64(0))
-    deltas[block_starts] = docnums[block_starts]
-    low, high = np.minimum.reduceat(weights, block_starts), np.maximum.reduceat(weights, block_starts)
-    mini_kind = np.where(high == low, np.where(high == 1.0, 0, 1), 2).tolist()  # None, one, all
-    high_list = high.astype(np.float64).tolist()
-    if field_lengths is None:
-        shortest: list[int | None] = [None] * len(block_starts)
-        longest = [0] * len(block_starts)
-    else:
-        shortest = np.minimum.reduceat(field_lengths, block_starts).tolist()
-        longest = np.maximum.reduceat(field_lengths, block_starts).tolist()
-    value_bytes = None if values is None else values.tobytes()
-    width = 0 if values is None else values.itemsize
-    bounds = np.append(block_starts, total).tolist()
-    term_first = set(term_starts.tolist())
-    ranks = term_ranks[term_starts].tolist()
-    postfile, tindex, fieldid = fieldwriter._postfile, fieldwriter._tindex, fieldwriter._fieldid
-    started, term, base, window_end = False, -1, 0, 0
-    ids: list[int] = []
-    delta_list: list[int] = []
-    weight_list: list[float] = []
-    for n, (first, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
-        if stop > window_end:  # the next window's Python lists
-            base, window_end = first, max(stop, first + _WINDOW)
-            ids = docnums[base:window_end].tolist()
-            delta_list = deltas[base:window_end].tolist()
-            weight_list = weights[base:window_end].astype(np.float64).tolist()
-        lo, hi = first - base, stop - base
-        value = None if value_bytes is None else value_bytes[first * width : stop * width]
-        if first in term_first:
-            term += 1
-            if started:
-                fieldwriter.finish_term()
-                started = False
-            if stop - first == 1 and (first + 1 == total or bounds[n + 1] in term_first):
-                posting, info = _single_posting(
-                    postfile.tell(), ids[lo], weight_list[lo], value, shortest[n], codec._compression
-                )
-                postfile.write(posting)
-                tindex.add(pack_ushort(fieldid) + order[ranks[term]], info)
-                continue
-            fieldwriter.start_term(order[ranks[term]])
-            started = True
-        else:
-            postings._write_block()
-        block_weights = weight_list[lo:hi]
-        kind = mini_kind[n]
-        mini = None if kind == 0 else block_weights[0] if kind == 1 else tuple(block_weights)
-        stats = (high_list[n], shortest[n], longest[n])
-        postings.put_block(ids[lo:hi], tuple(delta_list[lo:hi]), block_weights, mini, value, stats)
-    if started:
-        fieldwriter.finish_term()
-
-
-def _single_posting(
-    offset: int, docnum: int, weight: float, value: bytes | None, length: int | None, compression: int
-) -> tuple[bytes, bytes]:
-    """(postings bytes, term info bytes) of a term with one posting, as `_BlockPostings` and
-    `W3TermInfo` write them (one last block), without their per-term objects."""
-    data = pickle.dumps(((docnum,), None if weight == 1.0 else weight, value), 2)
-    comp = 1 if compression and len(data) >= 20 else 0
-    if comp:
-        data = _deflate(data)
-    length_byte = length_to_byte(length)
-    block_info = pickle.dumps((1, docnum, weight, comp, length_byte, length_byte), 2)
-    posting = b"".join((WHOOSH3_HEADER_MAGIC, pack_int(-(len(block_info) + len(data))), block_info, data))
-    term_info = W3TermInfo._struct.pack(
-        False, weight, 1, 0 if length is None else length_byte, length_byte, weight, docnum, docnum
-    )
-    return posting, term_info + pack_long(offset) + pack_int(len(posting))
+    write_postings(fieldwriter, words, term_ranks, docnums, np.ones(len(docnums), np.float32), None, None)
