@@ -20,14 +20,16 @@ __all__ = ["DenseStream", "IndexFeed", "interrupted_message", "make_handoff"]
 
 
 def make_handoff(workspace: Workspace) -> ImportHandoff:
-    """What the pass keeps for the index sync; with bm25s it segments the written texts meanwhile
-    (in `bm25_procs` processes, forked now: the import's size is not known before its pass)."""
+    """What the pass keeps for the index sync; it segments the written texts meanwhile (in
+    `bm25_procs` processes, forked now: the import's size is not known before its pass) for bm25s
+    and for a Whoosh index written from term ids (`WhooshIndex.takes_term_ids`)."""
+    from ragtriage.locations import whoosh_dir
+    from ragtriage.pipeline.bm25 import takes_term_ids
     from ragtriage.pipeline.import_handoff import ImportHandoff
 
     settings = workspace.settings.index
-    return ImportHandoff(
-        segment=settings.bm25_engine == "bm25s", procs=min(settings.bm25_procs, os.cpu_count() or 1)
-    )
+    segment = settings.bm25_engine == "bm25s" or takes_term_ids(whoosh_dir(workspace.home))
+    return ImportHandoff(segment=segment, procs=min(settings.bm25_procs, os.cpu_count() or 1))
 
 
 class IndexFeed:

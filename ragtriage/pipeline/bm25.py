@@ -12,6 +12,8 @@ query on a few hundred chunks): `_BM25FScores` reads each query term's postings 
 searcher, turns them into a numpy vector of that term's BM25F contribution, and adds the vectors
 up. The formula, statistics and tie order are Whoosh's own, so results equal
 `searcher.search(Or(clauses), limit=k)` (a test keeps the two in step).
+
+Big additions are written from term ids as whole segments (`whoosh_bulk`), not by Whoosh's writer.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,6 +32,7 @@ from whoosh.scoring import BM25F
 from whoosh.searching import Searcher
 
 from ragtriage.interrupts import children_ignore_interrupts
+from ragtriage.pipeline import whoosh_bulk
 from ragtriage.pipeline.analyzer import ChineseAnalyzer
 from ragtriage.pipeline.bm25_engine import (
     FLAG_INDEX_EMPTY,
@@ -38,6 +42,7 @@ from ragtriage.pipeline.bm25_engine import (
     top_rows,
     words_within_edits,
 )
+from ragtriage.pipeline.bulk_terms import SegmentedTerms
 from ragtriage.pipeline.types import ScoredChunk
 
 # The document and flags are re-exported: callers of the default engine import them from here.
@@ -54,9 +59,19 @@ def _schema() -> Schema:
         doc_id=ID(stored=True),
         content_hash=ID(stored=True),
         index_hash=ID(stored=True),
-        title=TEXT(analyzer=analyzer),
-        content=TEXT(analyzer=analyzer),
+        # No positions (Whoosh's `Frequency` format): BM25F needs term frequencies and field
+        # lengths only, nothing runs phrase queries, and `whoosh_bulk` writes such segments from
+        # term ids. Indexes created with positions keep them (Whoosh's writer adds to those).
+        title=TEXT(analyzer=analyzer, phrase=False),
+        content=TEXT(analyzer=analyzer, phrase=False),
     )
+
+
+def takes_term_ids(folder: Path) -> bool:
+    """`WhooshIndex.takes_term_ids` of the index in `folder` (or of the one a first write creates)."""
+    if whoosh_index.exists_in(str(folder), indexname=INDEX_NAME):
+        return whoosh_bulk.bulk_supported(whoosh_index.open_dir(str(folder), indexname=INDEX_NAME).schema)
+    return whoosh_bulk.bulk_supported(_schema())
 
 
 class _BM25FScores:
@@ -132,6 +147,18 @@ class _BM25FScores:
         return chunk_id
 
 
+def _fields(doc: BM25Document) -> dict[str, str]:
+    """Whoosh's `add_document` fields of a chunk."""
+    return {
+        "chunk_id": doc.chunk_id,
+        "doc_id": doc.doc_id,
+        "content_hash": doc.content_hash,
+        "index_hash": doc.index_hash,
+        "title": doc.title,
+        "content": doc.content,
+    }
+
+
 def _start_writer_processes(writer: Any) -> list[Any]:
     """Start a multiprocess writer's processes now, with SIGINT blocked, and return them.
 
@@ -182,18 +209,35 @@ class WhooshIndex(BM25Engine):
 
     # ------------------------------------------------------------ writing
 
+    def takes_term_ids(self) -> bool:
+        """True if additions can be written from term ids (`whoosh_bulk`): an index without
+        positions, as created since then."""
+        return whoosh_bulk.bulk_supported(self._index.schema)
+
     def apply(
         self,
         upserts: Sequence[BM25Document],
         deletes: Iterable[str] = (),
         on_progress: Callable[[int], None] | None = None,
+        segmented: SegmentedTerms | None = None,
     ) -> None:
         """Add or replace `upserts` and remove `deletes` (chunk ids) in one commit.
 
-        Big additions use `procs` writer processes and leave one segment per process.
+        When `takes_term_ids`, additions with `segmented` (`kb import` segments the texts during
+        its pass; a document whose content and title it holds may come with empty `content`) and
+        big ones (segmented here by `procs` processes) are written from term ids (`whoosh_bulk`);
+        `segmented` is left empty then. Otherwise big additions use `procs` Whoosh writer
+        processes and leave one segment per process.
         """
         delete_ids = list(deletes)
         if not upserts and not delete_ids:
+            return
+        if (
+            upserts
+            and self.takes_term_ids()
+            and (segmented is not None or len(upserts) >= self.multiproc_min_docs)
+        ):
+            self._apply_bulk(upserts, delete_ids, on_progress, segmented)
             return
         big = len(upserts) >= self.multiproc_min_docs and self.procs > 1
         kwargs: dict[str, object] = {"timeout": self.writer_timeout_s, "limitmb": 128}
@@ -208,14 +252,7 @@ class WhooshIndex(BM25Engine):
             for chunk_id in [*delete_ids, *(doc.chunk_id for doc in upserts)]:
                 writer.delete_by_term("chunk_id", chunk_id)
             for done, doc in enumerate(upserts, start=1):
-                writer.add_document(
-                    chunk_id=doc.chunk_id,
-                    doc_id=doc.doc_id,
-                    content_hash=doc.content_hash,
-                    index_hash=doc.index_hash,
-                    title=doc.title,
-                    content=doc.content,
-                )
+                writer.add_document(**_fields(doc))
                 if on_progress is not None and done % 200 == 0:
                     on_progress(done)
             writer.commit()
@@ -223,6 +260,35 @@ class WhooshIndex(BM25Engine):
             writer.cancel()
             _stop_writer_processes(writer, tasks)
             raise
+        if on_progress is not None:
+            on_progress(len(upserts))
+        self._invalidate()
+
+    def _apply_bulk(
+        self,
+        upserts: Sequence[BM25Document],
+        delete_ids: list[str],
+        on_progress: Callable[[int], None] | None,
+        segmented: SegmentedTerms | None,
+    ) -> None:
+        if segmented is not None:
+            docs = whoosh_bulk.from_segmented(upserts, segmented)
+        else:
+            docs = whoosh_bulk.segment_documents(upserts, self.procs)
+        try:
+            whoosh_bulk.write_bulk(
+                self._index,
+                docs,
+                [*delete_ids, *(doc.chunk_id for doc in upserts)],
+                timeout=self.writer_timeout_s,
+                procs=self.procs,
+                on_progress=on_progress,
+            )
+        except whoosh_index.LockError:
+            raise self._locked_error() from None
+        finally:
+            if segmented is not None:
+                segmented.release()
         if on_progress is not None:
             on_progress(len(upserts))
         self._invalidate()

@@ -268,10 +268,12 @@ def _sync(
             on_progress(0, total)
 
         began = time.perf_counter()
+        if isinstance(bm25, WhooshIndex) and not bm25.takes_term_ids():
+            chunks.segmented = None  # an index with positions: Whoosh's writer needs the texts
         documents = chunks.bm25_documents(workspace, bm25_todo)
         deletes = [cid for cid in bm25_state if cid not in wanted]
         progress = None if on_progress is None else lambda done: on_progress(done, total)
-        if chunks.segmented is not None and not isinstance(bm25, WhooshIndex):
+        if chunks.segmented is not None:
             bm25.apply(documents, deletes, on_progress=progress, segmented=chunks.segmented)
         else:
             bm25.apply(documents, deletes, on_progress=progress)

@@ -35,11 +35,13 @@ from typing import Any
 import numpy as np
 import whoosh
 from whoosh import formats
+from whoosh.codec import default_codec
 from whoosh.codec.whoosh3 import (
     W3Codec,
     W3FieldWriter,
     W3PerDocWriter,
 )
+from whoosh.fields import Schema
 from whoosh.index import FileIndex
 from whoosh.util.numeric import byte_to_length, length_to_byte
 from whoosh.writing import SegmentWriter
@@ -54,7 +56,7 @@ __all__ = [
     "bulk_supported",
     "check_format",
     "segment_documents",
-    "split_segmented",
+    "from_segmented",
     "write_bulk",
 ]
 
@@ -95,21 +97,34 @@ class BulkDocuments:
         self.order = [encoded[i] for i in by_bytes.tolist()]
 
 
-def split_segmented(
-    upserts: Sequence[BM25Document], segmented: SegmentedTerms
-) -> tuple[BulkDocuments, list[BM25Document]]:
-    """(`upserts` whose content and title `segmented` holds, the others), in `upserts`' order."""
-    held = [d for d in upserts if d.content_hash in segmented.content and d.title in segmented.title]
-    others = [d for d in upserts if d.content_hash not in segmented.content or d.title not in segmented.title]
-    docs = BulkDocuments(
-        stored=[(d.chunk_id, d.doc_id, d.content_hash, d.index_hash) for d in held],
-        words=segmented.words,
-        flat=segmented.flat,
-        offsets=segmented.offsets,
-        content_runs=np.asarray([segmented.content[d.content_hash] for d in held], dtype=np.int64),
-        title_runs=np.asarray([segmented.title[d.title] for d in held], dtype=np.int64),
+def from_segmented(upserts: Sequence[BM25Document], segmented: SegmentedTerms) -> BulkDocuments:
+    """`upserts` as `BulkDocuments`, in their order: their runs in `segmented`; a content or title
+    it does not hold is segmented here and appended (to copies of its arrays)."""
+    known = {"content": segmented.content, "title": segmented.title}
+    runs: dict[str, list[int]] = {"content": [], "title": []}
+    texts: list[str] = []
+    for doc in upserts:
+        for kind, text, key in (("content", doc.content, doc.content_hash), ("title", doc.title, doc.title)):
+            run = known[kind].get(key)
+            if run is None:
+                run = len(segmented) + len(texts)
+                texts.append(text)
+            runs[kind].append(run)
+    words, flat, offsets = segmented.words, segmented.flat, segmented.offsets
+    if texts:
+        vocab = {word: n for n, word in enumerate(words)}
+        new = list(iter_term_ids(texts, vocab))
+        lengths = np.fromiter((len(run) for run in new), dtype=np.int64, count=len(new))
+        words, flat = list(vocab), np.concatenate([flat, *new])
+        offsets = np.concatenate([offsets, offsets[-1] + np.cumsum(lengths)])
+    return BulkDocuments(
+        stored=[(d.chunk_id, d.doc_id, d.content_hash, d.index_hash) for d in upserts],
+        words=words,
+        flat=flat,
+        offsets=offsets,
+        content_runs=np.asarray(runs["content"], dtype=np.int64),
+        title_runs=np.asarray(runs["title"], dtype=np.int64),
     )
-    return docs, others
 
 
 def segment_documents(upserts: Sequence[BM25Document], procs: int = 1) -> BulkDocuments:
@@ -138,9 +153,8 @@ def check_format() -> None:
         raise RuntimeError(f"whoosh_bulk writes Whoosh {WHOOSH_VERSION} segments, found {found}")
 
 
-def bulk_supported(index: FileIndex) -> bool:
-    """True if `index` is one this module can add segments to (its schema and codec as expected)."""
-    schema = index.schema
+def bulk_supported(schema: Schema) -> bool:
+    """True if segments of an index with `schema` can be written here (fields, formats, Whoosh)."""
     if set(schema.names()) != {*TEXT_FIELDS, *ID_FIELDS}:
         return False
     if any(type(schema[name].format) is not formats.Frequency for name in TEXT_FIELDS):
@@ -153,8 +167,6 @@ def bulk_supported(index: FileIndex) -> bool:
         check_format()
     except RuntimeError:
         return False
-    from whoosh.codec import default_codec
-
     return type(default_codec()) is W3Codec
 
 
@@ -164,13 +176,11 @@ def write_bulk(
     deletes: Sequence[str],
     *,
     timeout: float,
-    others: Sequence[dict[str, str]] = (),
     procs: int = 1,
     on_progress: Callable[[int], None] | None = None,
     docs_per_segment: int = DOCS_PER_SEGMENT,
 ) -> None:
-    """Delete `deletes` (chunk ids), add `docs` as new segments and `others` (`add_document`
-    fields, texts analyzed by Whoosh) through Whoosh's writer, in one commit.
+    """Delete `deletes` (chunk ids) and add `docs` as new segments, in one commit.
 
     Segments are written by `procs` forked processes when there are several. Existing segments are
     not merged (Whoosh's next ordinary commit merges the small ones). Raises
@@ -180,18 +190,13 @@ def write_bulk(
     try:
         for chunk_id in deletes:
             writer.delete_by_term("chunk_id", chunk_id)
-        for fields in others:
-            writer.add_document(**fields)
         finalsegments = writer._merge_segments(None, False, False)
         ranges = [
             (start, min(start + docs_per_segment, len(docs.stored)))
             for start in range(0, len(docs.stored), docs_per_segment)
         ]
         finalsegments.extend(_write_segments(index, docs, ranges, procs, on_progress))
-        if writer._added:
-            finalsegments.append(writer._finalize_segment())
-        else:
-            writer._close_segment()
+        writer._close_segment()
         writer._commit_toc(finalsegments)
         writer._finish()
     except BaseException:
