@@ -6,7 +6,7 @@ posting pool, an external merge sort in Python) and again per posting when it fl
 chunks come already segmented into term ids (`SegmentedTerms`, segmented by forked processes
 during `kb import`'s pass), the postings of a segment are counted and sorted with numpy, and they
 are written through Whoosh's own codec objects a block at a time: the segment files are the ones
-Whoosh's writer makes for the same documents (`tests/unit/test_whoosh_bulk.py` compares every
+Whoosh's writer makes for the same documents (`tests/integration/test_whoosh_bulk.py` compares every
 term's postings and statistics, the stored fields and the field lengths).
 
 Facts of the on-disk format this relies on (whoosh-reloaded 2.7.5, `whoosh.codec.whoosh3.W3Codec`;
@@ -17,7 +17,7 @@ segments):
   token count; an ID field's is 0 (not scorable), and its one term is the whole value, weight 1.0.
 - The postings are written field by field in name order, term by term in byte order, document
   numbers ascending, in blocks of `blocklimit` postings; each posting passes the document's field
-  length as the per-document reader returns it (byte-quantized, `byte_to_length(length_to_byte)`).
+  length; only its byte (`length_to_byte`) is written, in the block and term statistics.
 - The TEXT fields must use the `Frequency` format (`TEXT(phrase=False)`, the schema of indexes
   created since this module): weight = term frequency, value = the frequency as a big-endian
   uint32. Indexes with positions (`Positions`, the former schema) are written by Whoosh's writer.
@@ -43,7 +43,6 @@ from whoosh.codec.whoosh3 import (
 )
 from whoosh.fields import Schema
 from whoosh.index import FileIndex
-from whoosh.util.numeric import byte_to_length, length_to_byte
 from whoosh.writing import SegmentWriter
 
 from ragtriage.interrupts import children_ignore_interrupts
@@ -178,7 +177,7 @@ def write_bulk(
     timeout: float,
     procs: int = 1,
     on_progress: Callable[[int], None] | None = None,
-    docs_per_segment: int = DOCS_PER_SEGMENT,
+    docs_per_segment: int | None = None,
 ) -> None:
     """Delete `deletes` (chunk ids) and add `docs` as new segments, in one commit.
 
@@ -186,14 +185,15 @@ def write_bulk(
     not merged (Whoosh's next ordinary commit merges the small ones). Raises
     `whoosh.index.LockError` if another writer holds the index.
     """
+    per_segment = docs_per_segment or DOCS_PER_SEGMENT
     writer = SegmentWriter(index, timeout=timeout)
     try:
         for chunk_id in deletes:
             writer.delete_by_term("chunk_id", chunk_id)
         finalsegments = writer._merge_segments(None, False, False)
         ranges = [
-            (start, min(start + docs_per_segment, len(docs.stored)))
-            for start in range(0, len(docs.stored), docs_per_segment)
+            (start, min(start + per_segment, len(docs.stored)))
+            for start in range(0, len(docs.stored), per_segment)
         ]
         finalsegments.extend(_write_segments(index, docs, ranges, procs, on_progress))
         writer._close_segment()
@@ -309,13 +309,6 @@ def _write_documents(
         perdoc.finish_doc()
 
 
-def _quantized(lengths: np.ndarray) -> np.ndarray:
-    """Field lengths as Whoosh reads them back (`byte_to_length(length_to_byte(n))`)."""
-    top = int(lengths.max()) if len(lengths) else 0
-    table = np.asarray([byte_to_length(length_to_byte(n)) for n in range(top + 1)], dtype=np.int64)
-    return np.asarray(table[lengths], dtype=np.int64)
-
-
 def _write_text_postings(
     fieldwriter: W3FieldWriter,
     docs: BulkDocuments,
@@ -348,7 +341,7 @@ def _write_text_postings(
         docnums.astype(np.uint32),
         tf.astype(np.float32),
         tf.astype(">u4"),
-        _quantized(lengths)[docnums],
+        lengths[docnums],
     )
 
 
