@@ -109,7 +109,7 @@ def from_segmented(upserts: Sequence[BM25Document], segmented: SegmentedTerms) -
                 run = len(segmented) + len(texts)
                 texts.append(text)
             runs[kind].append(run)
-    words, flat, offsets = segmented.words, segmented.flat, segmented.offsets
+    words, flat, offsets = segmented.words, segmented.load(), segmented.offsets
     if texts:
         vocab = {word: n for n, word in enumerate(words)}
         new = list(iter_term_ids(texts, vocab))
