@@ -20,6 +20,10 @@ from whoosh.util.numeric import length_to_byte
 
 __all__ = ["deflate", "write_postings"]
 
+#: Pickles shorter than this are not compressed: zlib makes them longer, not shorter (Whoosh's own
+#: comment says 20 bytes, and its code compresses them all). Most are one-posting blocks.
+STORE_BELOW = 64
+
 
 def deflate(data: bytes, level: int = 1) -> bytes:
     """zlib at level 1 with a 4 KB window. Readers call `zlib.decompress`, which reads any level
@@ -34,8 +38,8 @@ class _BlockPostings(W3PostingsWriter):  # type: ignore[misc]  # whoosh has no t
     """`W3PostingsWriter` given a whole block at a time (`put_block`), its lists precomputed.
 
     `_write_block` is Whoosh's but for compression (the block info says whether a block is
-    compressed, so readers need no change): a pickle under 20 bytes is stored as it is, as Whoosh's
-    comment intends (its code compresses it anyway), and the rest through `_deflate`.
+    compressed, so readers need no change): a pickle under `STORE_BELOW` bytes is stored as it is,
+    the rest goes through `deflate`.
     """
 
     def put_block(
@@ -65,9 +69,7 @@ class _BlockPostings(W3PostingsWriter):  # type: ignore[misc]  # whoosh has no t
             self._postfile.write(WHOOSH3_HEADER_MAGIC)
         self._terminfo.add_block(self)
         databytes = pickle.dumps((self._deltas, self._mini, self._mini_values()), 2)
-        # Whoosh means to leave pickles under 20 bytes uncompressed (its code then compresses them
-        # anyway); one-posting blocks, most of an ID field's, are such pickles.
-        comp = 1 if self._compression and len(databytes) >= 20 else 0
+        comp = 1 if self._compression and len(databytes) >= STORE_BELOW else 0
         if comp:
             databytes = deflate(databytes)
         ids = self._ids
@@ -123,7 +125,7 @@ def write_postings(
     )
     del block_term
     # Whoosh's delta_encode restarts from 0 in every block.
-    deltas = np.diff(docnums.astype(np.int64), prepend=np.int64(0))
+    deltas = np.diff(docnums.astype(np.int32), prepend=np.int32(0))
     deltas[block_starts] = docnums[block_starts]
     low, high = np.minimum.reduceat(weights, block_starts), np.maximum.reduceat(weights, block_starts)
     mini_kind = np.where(high == low, np.where(high == 1.0, 0, 1), 2).tolist()  # None, one, all
@@ -183,7 +185,7 @@ def _single_posting(
     """(postings bytes, term info bytes) of a term with one posting, as `_BlockPostings` and
     `W3TermInfo` write them (one last block), without their per-term objects."""
     data = pickle.dumps(((docnum,), None if weight == 1.0 else weight, value), 2)
-    comp = 1 if compression and len(data) >= 20 else 0
+    comp = 1 if compression and len(data) >= STORE_BELOW else 0
     if comp:
         data = deflate(data)
     length_byte = length_to_byte(length)

@@ -64,8 +64,8 @@ TEXT_FIELDS = ("content", "title")
 ID_FIELDS = {"chunk_id": 0, "doc_id": 1, "content_hash": 2, "index_hash": 3}
 #: The Whoosh release whose format the module writes (see the module docstring).
 WHOOSH_VERSION = (2, 7, 5)
-#: Documents per segment: bounds the postings sort's memory (~12 bytes a token).
-DOCS_PER_SEGMENT = 20_000
+#: Documents per segment: bounds the postings sort's memory (about 16 bytes a token of the segment).
+DOCS_PER_SEGMENT = 10_000
 
 
 @dataclass
@@ -91,8 +91,8 @@ class BulkDocuments:
     def __post_init__(self) -> None:
         encoded = [word.encode("utf-8") for word in self.words]
         by_bytes = np.asarray(sorted(range(len(encoded)), key=encoded.__getitem__), dtype=np.int64)
-        self.rank = np.empty(len(encoded), dtype=np.int64)
-        self.rank[by_bytes] = np.arange(len(encoded), dtype=np.int64)
+        self.rank = np.empty(len(encoded), dtype=np.int32)
+        self.rank[by_bytes] = np.arange(len(encoded), dtype=np.int32)
         self.order = [encoded[i] for i in by_bytes.tolist()]
 
 
@@ -319,17 +319,20 @@ def _write_text_postings(
     count, total = len(runs), int(lengths.sum())
     if not total:
         return
+    # 32-bit arrays where the numbers fit (they do but for huge vocabularies): half the memory.
+    position_type: type[np.signedinteger[Any]] = np.int32 if len(docs.flat) < 2**31 else np.int64
+    key_type: type[np.signedinteger[Any]] = np.int32 if len(docs.order) * count < 2**31 else np.int64
     # Position in `flat` of every token of the segment, documents in order.
-    where = np.arange(total, dtype=np.int64)
-    where += np.repeat(docs.offsets[runs] - (np.cumsum(lengths) - lengths), lengths)
+    where = np.repeat((docs.offsets[runs] - (np.cumsum(lengths) - lengths)).astype(position_type), lengths)
+    where += np.arange(total, dtype=position_type)
     # key = term rank * count + document number: sorted keys are sorted by term, then document.
-    keys = docs.rank[docs.flat[where]]
+    keys = docs.rank[docs.flat[where]].astype(key_type)
     del where
     keys *= count
-    keys += np.repeat(np.arange(count, dtype=np.int64), lengths)
+    keys += np.repeat(np.arange(count, dtype=key_type), lengths)
     keys.sort()
-    firsts = np.flatnonzero(np.diff(keys, prepend=np.int64(-1)))
-    tf = np.diff(np.append(firsts, total))
+    firsts = np.flatnonzero(np.diff(keys, prepend=key_type(-1)))
+    tf = np.diff(np.append(firsts, total)).astype(np.int32)
     keys = keys[firsts]
     del firsts
     term_ranks, docnums = np.divmod(keys, count)
@@ -341,7 +344,7 @@ def _write_text_postings(
         docnums.astype(np.uint32),
         tf.astype(np.float32),
         tf.astype(">u4"),
-        lengths[docnums],
+        lengths.astype(np.int32)[docnums],
     )
 
 
