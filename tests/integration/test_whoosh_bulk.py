@@ -227,3 +227,36 @@ def test_the_whoosh_release_is_the_one_whose_format_is_written(monkeypatch: pyte
     with pytest.raises(RuntimeError, match="2, 7, 6"):
         whoosh_bulk.check_format()
     assert not whoosh_bulk.bulk_supported(_schema())
+
+
+def test_a_failed_bulk_write_commits_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A segment writer failing halfway (disk full, Ctrl-C) leaves the index as it was, unlocked,
+    and the next write's commit removes the unfinished segment's files."""
+    docs = _documents(
+        [f"第 {n} 条：出差结束后十五天内提交发票原件，VPN 连接失败时先检查客户端版本。" for n in range(30)]
+    )
+    index = WhooshIndex(tmp_path / "bulk")
+    index.apply(docs[:10], segmented=_segmented(docs[:10], 1))
+    files_before = sorted(path.name for path in (tmp_path / "bulk").iterdir())
+    monkeypatch.setattr(whoosh_bulk, "DOCS_PER_SEGMENT", 8)
+    written: list[int] = []
+    original = whoosh_bulk._write_segment
+
+    def failing(index: Any, docs: Any, start: int, stop: int) -> Any:
+        if written:
+            raise OSError("No space left on device")
+        written.append(start)
+        return original(index, docs, start, stop)
+
+    monkeypatch.setattr(whoosh_bulk, "_write_segment", failing)
+    with pytest.raises(OSError, match="No space"):
+        index.apply(_textless(docs[10:]), deletes=[docs[0].chunk_id], segmented=_segmented(docs[10:], 1))
+    assert written == [0] and index.doc_count() == 10 and index.content_hash(docs[0].chunk_id) is not None
+    monkeypatch.setattr(whoosh_bulk, "_write_segment", original)
+    index.apply(_textless(docs[10:]), deletes=[docs[0].chunk_id], segmented=_segmented(docs[10:], 1))
+    assert index.doc_count() == len(docs) - 1 and index.content_hash(docs[0].chunk_id) is None
+    index.apply([docs[0]])  # an ordinary commit removes the unfinished segment's files
+    assert index.doc_count() == len(docs)
+    segments = {segment.segment_id() for segment in index._index._segments()}
+    files = {path.name for path in (tmp_path / "bulk").iterdir() if path.suffix == ".seg"}
+    assert files == {f"{segment}.seg" for segment in segments} and len(files_before) == 3
