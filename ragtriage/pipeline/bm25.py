@@ -147,18 +147,6 @@ class _BM25FScores:
         return chunk_id
 
 
-def _fields(doc: BM25Document) -> dict[str, str]:
-    """Whoosh's `add_document` fields of a chunk."""
-    return {
-        "chunk_id": doc.chunk_id,
-        "doc_id": doc.doc_id,
-        "content_hash": doc.content_hash,
-        "index_hash": doc.index_hash,
-        "title": doc.title,
-        "content": doc.content,
-    }
-
-
 def _start_writer_processes(writer: Any) -> list[Any]:
     """Start a multiprocess writer's processes now, with SIGINT blocked, and return them.
 
@@ -237,7 +225,19 @@ class WhooshIndex(BM25Engine):
             and self.takes_term_ids()
             and (segmented is not None or len(upserts) >= self.multiproc_min_docs)
         ):
-            self._apply_bulk(upserts, delete_ids, on_progress, segmented)
+            try:
+                whoosh_bulk.apply(
+                    self._index,
+                    upserts,
+                    delete_ids,
+                    segmented,
+                    self.procs,
+                    self.writer_timeout_s,
+                    on_progress,
+                )
+            except whoosh_index.LockError:
+                raise self._locked_error() from None
+            self._invalidate()
             return
         big = len(upserts) >= self.multiproc_min_docs and self.procs > 1
         kwargs: dict[str, object] = {"timeout": self.writer_timeout_s, "limitmb": 128}
@@ -252,7 +252,14 @@ class WhooshIndex(BM25Engine):
             for chunk_id in [*delete_ids, *(doc.chunk_id for doc in upserts)]:
                 writer.delete_by_term("chunk_id", chunk_id)
             for done, doc in enumerate(upserts, start=1):
-                writer.add_document(**_fields(doc))
+                writer.add_document(
+                    chunk_id=doc.chunk_id,
+                    doc_id=doc.doc_id,
+                    content_hash=doc.content_hash,
+                    index_hash=doc.index_hash,
+                    title=doc.title,
+                    content=doc.content,
+                )
                 if on_progress is not None and done % 200 == 0:
                     on_progress(done)
             writer.commit()
@@ -260,35 +267,6 @@ class WhooshIndex(BM25Engine):
             writer.cancel()
             _stop_writer_processes(writer, tasks)
             raise
-        if on_progress is not None:
-            on_progress(len(upserts))
-        self._invalidate()
-
-    def _apply_bulk(
-        self,
-        upserts: Sequence[BM25Document],
-        delete_ids: list[str],
-        on_progress: Callable[[int], None] | None,
-        segmented: SegmentedTerms | None,
-    ) -> None:
-        if segmented is not None:
-            docs = whoosh_bulk.from_segmented(upserts, segmented)
-        else:
-            docs = whoosh_bulk.segment_documents(upserts, self.procs)
-        try:
-            whoosh_bulk.write_bulk(
-                self._index,
-                docs,
-                [*delete_ids, *(doc.chunk_id for doc in upserts)],
-                timeout=self.writer_timeout_s,
-                procs=self.procs,
-                on_progress=on_progress,
-            )
-        except whoosh_index.LockError:
-            raise self._locked_error() from None
-        finally:
-            if segmented is not None:
-                segmented.release()
         if on_progress is not None:
             on_progress(len(upserts))
         self._invalidate()

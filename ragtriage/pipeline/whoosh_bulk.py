@@ -52,6 +52,7 @@ from ragtriage.pipeline.whoosh_blocks import deflate, write_postings
 
 __all__ = [
     "BulkDocuments",
+    "apply",
     "bulk_supported",
     "check_format",
     "segment_documents",
@@ -167,6 +168,31 @@ def bulk_supported(schema: Schema) -> bool:
     except RuntimeError:
         return False
     return type(default_codec()) is W3Codec
+
+
+def apply(
+    index: FileIndex,
+    upserts: Sequence[BM25Document],
+    deletes: Sequence[str],
+    segmented: SegmentedTerms | None,
+    procs: int,
+    timeout: float,
+    on_progress: Callable[[int], None] | None = None,
+) -> None:
+    """`WhooshIndex.apply` from term ids: replace `upserts` and delete `deletes` in one commit.
+
+    Terms come from `segmented` where it holds them (it is released afterwards), else from
+    `segment_documents` (`procs` processes). Raises `whoosh.index.LockError` if the index is held.
+    """
+    try:
+        docs = segment_documents(upserts, procs) if segmented is None else from_segmented(upserts, segmented)
+        replaced = [*deletes, *(doc.chunk_id for doc in upserts)]
+        write_bulk(index, docs, replaced, timeout=timeout, procs=procs, on_progress=on_progress)
+    finally:
+        if segmented is not None:
+            segmented.release()
+    if on_progress is not None:
+        on_progress(len(upserts))
 
 
 def write_bulk(

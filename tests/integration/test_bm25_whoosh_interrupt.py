@@ -1,6 +1,7 @@
-"""Ctrl-C while Whoosh's writer processes index a big batch (`kb add`/`kb import`/`kb reindex` of
-2,000+ chunks, the default engine): the writing process stops with one line, the writer processes
-print nothing and are gone, and nothing is committed."""
+"""Ctrl-C while the default engine indexes a big batch (`kb add`/`kb import`/`kb reindex` of
+2,000+ chunks; a new index is written from term ids by segmenting and segment-writing processes,
+`whoosh_bulk`): the writing process stops with one line, its processes print nothing and are gone,
+and nothing is committed."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def test_ctrl_c_during_a_multiprocess_whoosh_write_stops_its_processes_quietly(t
         preexec_fn=as_from_a_terminal,  # a test run started with `&` would pass on SIGINT ignored
     )
     deadline = time.monotonic() + 120
-    while len(child_pids(process.pid)) < 2:  # Whoosh's two writer processes are indexing
+    while len(child_pids(process.pid)) < 2:  # the two segmenting processes are at work
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
             pytest.fail(

@@ -19,6 +19,7 @@ import whoosh
 from whoosh import index as whoosh_index
 from whoosh.fields import ID, TEXT, Schema
 
+from ragtriage.errors import IndexLockedError
 from ragtriage.pipeline import whoosh_bulk
 from ragtriage.pipeline.analyzer import ChineseAnalyzer
 from ragtriage.pipeline.bm25 import INDEX_NAME, BM25Document, WhooshIndex, _schema
@@ -260,3 +261,17 @@ def test_a_failed_bulk_write_commits_nothing(tmp_path: Path, monkeypatch: pytest
     segments = {segment.segment_id() for segment in index._index._segments()}
     files = {path.name for path in (tmp_path / "bulk").iterdir() if path.suffix == ".seg"}
     assert files == {f"{segment}.seg" for segment in segments} and len(files_before) == 3
+
+
+def test_a_bulk_write_waits_for_no_other_writer(tmp_path: Path) -> None:
+    """Another process writing the index: one clear error, the term ids released, nothing written."""
+    docs = _documents(["出差结束后十五天内提交发票原件。", "VPN 连接失败时先检查客户端版本。"])
+    index = WhooshIndex(tmp_path / "bulk", writer_timeout_s=0.0)
+    other = WhooshIndex(tmp_path / "bulk")._index.writer()  # holds the index's write lock
+    segmented = _segmented(docs, 1)
+    try:
+        with pytest.raises(IndexLockedError, match="another ragtriage process is writing"):
+            index.apply(_textless(docs), segmented=segmented)
+    finally:
+        other.cancel()
+    assert len(segmented) == 0 and index.doc_count() == 0
