@@ -1,4 +1,5 @@
-"""BM25 route: a Whoosh index of chunks (nothing else in the package touches whoosh).
+"""BM25 route: a Whoosh index of chunks (only this module and `whoosh_bulk`, which writes big
+additions from term ids as whole segments, touch whoosh).
 
 Scoring is Whoosh's BM25F over two fields, `content` and `title`, the title's term scores
 multiplied by `index.title_boost`. Queries are an OR of the analyzer's terms over both fields:
@@ -12,8 +13,6 @@ query on a few hundred chunks): `_BM25FScores` reads each query term's postings 
 searcher, turns them into a numpy vector of that term's BM25F contribution, and adds the vectors
 up. The formula, statistics and tie order are Whoosh's own, so results equal
 `searcher.search(Or(clauses), limit=k)` (a test keeps the two in step).
-
-Big additions are written from term ids as whole segments (`whoosh_bulk`), not by Whoosh's writer.
 """
 
 from __future__ import annotations
@@ -106,13 +105,18 @@ class _BM25FScores:
             docnums: list[int] = []
             weights: list[float] = []
             lengths: list[int] = []
-            matcher = reader.postings(field, btext)
-            while matcher.is_active():
-                docnum = matcher.id()
-                docnums.append(docnum)
-                weights.append(matcher.weight())
-                lengths.append(reader.doc_field_length(docnum, field, 1))
-                matcher.next()
+            # Per segment: a multi-segment reader costs a wrapper call and a lookup per posting.
+            for leaf, base in reader.leaf_readers():
+                if (field, btext) not in leaf:
+                    continue
+                matcher = leaf.postings(field, btext)
+                field_length = leaf.doc_field_length
+                while matcher.is_active():
+                    docnum = matcher.id()
+                    docnums.append(base + docnum)
+                    weights.append(matcher.weight())
+                    lengths.append(field_length(docnum, field, 1))
+                    matcher.next()
             if docnums:
                 idf = searcher.idf(field, btext)
                 avgfl = searcher.avg_field_length(field) or 1
