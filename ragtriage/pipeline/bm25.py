@@ -1,5 +1,5 @@
-"""BM25 route: a Whoosh index of chunks (only this module and `whoosh_bulk`, which writes big
-additions from term ids as whole segments, touch whoosh).
+"""BM25 route: a Whoosh index of chunks (only this module and `whoosh_bulk`/`whoosh_blocks`, which
+write big additions from term ids as whole segments, touch whoosh).
 
 Scoring is Whoosh's BM25F over two fields, `content` and `title`, the title's term scores
 multiplied by `index.title_boost`. Queries are an OR of the analyzer's terms over both fields:
