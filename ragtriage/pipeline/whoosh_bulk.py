@@ -29,7 +29,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,7 @@ from whoosh.writing import SegmentWriter
 from ragtriage.interrupts import children_ignore_interrupts
 from ragtriage.pipeline.bm25_engine import BM25Document
 from ragtriage.pipeline.bulk_terms import SegmentedTerms, iter_term_ids
+from ragtriage.pipeline.heap import trim_heap
 from ragtriage.pipeline.whoosh_blocks import deflate, write_postings
 
 __all__ = [
@@ -79,7 +80,7 @@ class BulkDocuments:
     """
 
     stored: list[tuple[str, str, str, str]]
-    words: Sequence[str]
+    words: InitVar[Sequence[str]]
     flat: np.ndarray
     offsets: np.ndarray
     content_runs: np.ndarray
@@ -89,8 +90,8 @@ class BulkDocuments:
     order: list[bytes] = field(init=False)
     """The words' UTF-8 bytes in that order."""
 
-    def __post_init__(self) -> None:
-        encoded = [word.encode("utf-8") for word in self.words]
+    def __post_init__(self, words: Sequence[str]) -> None:
+        encoded = [word.encode("utf-8") for word in words]
         by_bytes = np.asarray(sorted(range(len(encoded)), key=encoded.__getitem__), dtype=np.int64)
         self.rank = np.empty(len(encoded), dtype=np.int32)
         self.rank[by_bytes] = np.arange(len(encoded), dtype=np.int32)
@@ -186,6 +187,9 @@ def apply(
     """
     try:
         docs = segment_documents(upserts, procs) if segmented is None else from_segmented(upserts, segmented)
+        if segmented is not None:
+            segmented.release()  # its dicts and words: `docs` holds what the segments need
+        trim_heap()  # before the segment writers fork: freed pages would count in each of them
         replaced = [*deletes, *(doc.chunk_id for doc in upserts)]
         write_bulk(index, docs, replaced, timeout=timeout, procs=procs, on_progress=on_progress)
     finally:
