@@ -106,11 +106,13 @@ def _contents(index: WhooshIndex, blocks: bool) -> dict[str, Any]:
                     matcher.next()
             statistics = (info.weight(), info.doc_frequency(), info.min_length(), info.max_length())
             terms[(field, text)] = (*statistics, info.max_weight(), info.min_id(), info.max_id(), postings)
+        # A length of 0 reads as None from a segment with a length column and as 0 from one without
+        # (no document of it has the field): the same for BM25F, which reads matching documents only.
         documents = [
             (
                 reader.stored_fields(n),
-                reader.doc_field_length(n, "content"),
-                reader.doc_field_length(n, "title"),
+                reader.doc_field_length(n, "content") or 0,
+                reader.doc_field_length(n, "title") or 0,
             )
             for n in range(reader.doc_count_all())
         ]
@@ -179,23 +181,30 @@ def test_bulk_segments_equal_whoosh_writer_segments(
     assert bulk.doc_count() == len(debian_docs) - 2 + 1
 
 
-def test_big_additions_with_texts_are_written_from_term_ids_too(tmp_path: Path) -> None:
+@pytest.mark.parametrize("procs, per_segment", [(1, None), (2, 7)])
+def test_big_additions_with_texts_are_written_from_term_ids_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, procs: int, per_segment: int | None
+) -> None:
     """`kb add` / a rebuild: texts segmented by the index itself, equal to Whoosh's writer (fixture KB
     text), mixed with chunks `segmented` does not hold (a stale index during an import)."""
+    if per_segment is not None:  # several segments, written by forked processes
+        monkeypatch.setattr(whoosh_bulk, "DOCS_PER_SEGMENT", per_segment)
     texts = [
         " ".join(path.read_text(encoding="utf-8").split())[:400]
         for path in sorted((FIXTURES_DIR / "kb").rglob("*.md"))
     ]
     docs = _documents(texts)
     reference = _whoosh_written(tmp_path / "whoosh", docs)
-    big = WhooshIndex(tmp_path / "big", multiproc_min_docs=len(docs))
+    big = WhooshIndex(tmp_path / "big", procs=procs, multiproc_min_docs=len(docs))
     big.apply(docs)
-    partly = WhooshIndex(tmp_path / "partly")
+    partly = WhooshIndex(tmp_path / "partly", procs=procs)
     half = len(docs) // 2
     partly.apply([*_textless(docs[:half]), *docs[half:]], segmented=_segmented(docs[:half], 1))
-    expected = _contents(reference, blocks=True)
-    assert _contents(big, blocks=True) == expected == _contents(partly, blocks=True)
+    blocks = per_segment is None
+    expected = _contents(reference, blocks=blocks)
+    assert _contents(big, blocks=blocks) == expected == _contents(partly, blocks=blocks)
     assert _answers(big, docs) == _answers(reference, docs) == _answers(partly, docs)
+    assert len(big._index._segments()) == (1 if per_segment is None else -(-len(docs) // per_segment))
 
 
 def test_an_index_with_positions_is_written_by_whoosh(tmp_path: Path) -> None:
