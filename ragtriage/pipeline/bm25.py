@@ -266,7 +266,7 @@ class WhooshIndex(BM25Engine):
                 )
                 if on_progress is not None and done % 200 == 0:
                     on_progress(done)
-            writer.commit()
+            writer.commit(mergetype=whoosh_bulk.merge_small_segments)
         except BaseException:
             writer.cancel()
             _stop_writer_processes(writer, tasks)

@@ -43,7 +43,7 @@ from whoosh.codec.whoosh3 import (
 )
 from whoosh.fields import Schema
 from whoosh.index import FileIndex
-from whoosh.writing import SegmentWriter
+from whoosh.writing import MERGE_SMALL, SegmentWriter
 
 from ragtriage.interrupts import children_ignore_interrupts
 from ragtriage.pipeline.bm25_engine import BM25Document
@@ -52,6 +52,7 @@ from ragtriage.pipeline.heap import trim_heap
 from ragtriage.pipeline.whoosh_blocks import deflate, write_postings
 
 __all__ = [
+    "merge_small_segments",
     "BulkDocuments",
     "apply",
     "bulk_supported",
@@ -67,7 +68,7 @@ ID_FIELDS = {"chunk_id": 0, "doc_id": 1, "content_hash": 2, "index_hash": 3}
 #: The Whoosh release whose format the module writes (see the module docstring).
 WHOOSH_VERSION = (2, 7, 5)
 #: Documents per segment: bounds the postings sort's memory (about 16 bytes a token of the segment).
-DOCS_PER_SEGMENT = 10_000
+DOCS_PER_SEGMENT = 5_000
 
 
 @dataclass
@@ -147,6 +148,23 @@ def segment_documents(upserts: Sequence[BM25Document], procs: int = 1) -> BulkDo
     )
 
 
+#: Segments of at least this many documents are never merged by an ordinary commit.
+MERGE_BELOW_DOCS = 2_000
+
+
+def merge_small_segments(writer: SegmentWriter, segments: list[Any]) -> list[Any]:
+    """Whoosh's `MERGE_SMALL` policy over the segments under `MERGE_BELOW_DOCS` documents only.
+
+    `MERGE_SMALL` merges the i+1 smallest segments once they hold fewer than fib(i + 5) documents:
+    with an import's 5k-chunk segments that point comes at about 110k chunks, and the next small
+    commit (one `kb add`) would then rewrite 110k chunks through Whoosh's Python merge (tens of
+    minutes). The segments a bulk write makes are left as they are; small ones still merge.
+    """
+    big = [segment for segment in segments if segment.doc_count_all() >= MERGE_BELOW_DOCS]
+    small = [segment for segment in segments if segment.doc_count_all() < MERGE_BELOW_DOCS]
+    return big + list(MERGE_SMALL(writer, small))
+
+
 def check_format() -> None:
     """Raise RuntimeError unless the installed Whoosh writes the format this module reproduces."""
     found = tuple(whoosh.__version__[:3])
@@ -220,7 +238,7 @@ def write_bulk(
     try:
         for chunk_id in deletes:
             writer.delete_by_term("chunk_id", chunk_id)
-        finalsegments = writer._merge_segments(None, False, False)
+        finalsegments = writer._merge_segments(merge_small_segments, False, False)
         ranges = [
             (start, min(start + per_segment, len(docs.stored)))
             for start in range(0, len(docs.stored), per_segment)
@@ -241,7 +259,12 @@ _FORKED: tuple[FileIndex, BulkDocuments] | None = None
 
 def _forked_segment(bounds: tuple[int, int]) -> Any:
     assert _FORKED is not None
-    return _write_segment(*_FORKED, *bounds)
+    segment = _write_segment(*_FORKED, *bounds)
+    # What the segment's writers freed goes back before the next one: kept, it would count in
+    # this process's own pages through the rest of the build.
+    gc.collect()
+    trim_heap()
+    return segment
 
 
 def _write_segments(

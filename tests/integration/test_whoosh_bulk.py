@@ -284,3 +284,42 @@ def test_a_bulk_write_waits_for_no_other_writer(tmp_path: Path) -> None:
     finally:
         other.cancel()
     assert len(segmented) == 0 and index.doc_count() == 0
+
+
+def test_a_small_commit_leaves_the_bulk_segments_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whoosh's MERGE_SMALL would merge the smallest segments once they hold fewer than fib(i + 5)
+    documents: on a big KB, one `kb add` after an import would rewrite ~110k chunks through
+    Whoosh's Python merge. Segments of `MERGE_BELOW_DOCS` or more are left alone."""
+    monkeypatch.setattr(whoosh_bulk, "DOCS_PER_SEGMENT", 7)
+    monkeypatch.setattr(whoosh_bulk, "MERGE_BELOW_DOCS", 7)
+    texts = [
+        " ".join(path.read_text(encoding="utf-8").split())[:400]
+        for path in sorted((FIXTURES_DIR / "kb").rglob("*.md"))
+    ]
+    docs = _documents(texts)
+    index = WhooshIndex(tmp_path / "bulk", procs=1, multiproc_min_docs=len(docs))
+    index.apply(docs)
+    bulk_segments = {segment.segment_id() for segment in index._index._segments()}
+    assert len(bulk_segments) >= 4
+    added = dataclasses.replace(docs[0], chunk_id="added-1", content_hash="added", index_hash="added")
+
+    class _Writer:  # what MERGE_SMALL uses of a writer: it hands the segments to merge to add_reader
+        storage, schema = index._index.storage, index._index.schema
+        merged: list[Any] = []
+
+        def add_reader(self, reader: Any) -> None:
+            self.merged.append(reader)
+
+    from whoosh.writing import MERGE_SMALL
+
+    one_more = [*index._index._segments()]
+    index.apply([added])
+    after = index._index._segments()
+    new = [segment for segment in after if segment.segment_id() not in bulk_segments]
+    assert bulk_segments <= {segment.segment_id() for segment in after} and len(new) == 1
+    assert index.content_hash("added-1") == "added" and index.doc_count() == len(docs) + 1
+    # Whoosh's own policy, given the same segments, would have merged bulk segments.
+    MERGE_SMALL(_Writer(), [*one_more, *new])
+    assert len(_Writer.merged) >= 4
