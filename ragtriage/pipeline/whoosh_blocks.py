@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pickle
 import zlib
+from typing import Any
 
 import numpy as np
 from whoosh.codec.whoosh3 import WHOOSH3_HEADER_MAGIC, W3FieldWriter, W3PostingsWriter, W3TermInfo
@@ -32,6 +33,26 @@ def deflate(data: bytes, level: int = 1) -> bytes:
     each document's stored fields on its own) for streams about 5 % smaller."""
     packer = zlib.compressobj(level, zlib.DEFLATED, 12, 4)
     return packer.compress(data) + packer.flush()
+
+
+class _CountingFile:
+    """The postings file as `_BlockPostings` and `write_postings` use it, its position counted here:
+    Whoosh asks the file for it twice a term (`tell`, a system call through two Python layers),
+    about an eighth of a bulk write's time."""
+
+    def __init__(self, postfile: Any) -> None:
+        self._file = postfile
+        self._position = int(postfile.tell())
+
+    def tell(self) -> int:
+        return self._position
+
+    def write(self, data: bytes) -> None:
+        self._file.write(data)
+        self._position += len(data)
+
+    def write_int(self, number: int) -> None:
+        self.write(pack_int(number))
 
 
 class _BlockPostings(W3PostingsWriter):  # type: ignore[misc]  # whoosh has no type hints
@@ -110,8 +131,9 @@ def write_postings(
     """
     codec = fieldwriter._codec
     limit = codec._blocklimit
+    postfile = _CountingFile(fieldwriter._postfile)
     postings = fieldwriter._postwriter = _BlockPostings(
-        fieldwriter._postfile,
+        postfile,
         blocklimit=limit,
         compression=codec._compression,
         inlinelimit=codec._inlinelimit,
@@ -141,7 +163,7 @@ def write_postings(
     bounds = np.append(block_starts, total).tolist()
     term_first = set(term_starts.tolist())
     ranks = term_ranks[term_starts].tolist()
-    postfile, tindex, fieldid = fieldwriter._postfile, fieldwriter._tindex, fieldwriter._fieldid
+    tindex, fieldid = fieldwriter._tindex, fieldwriter._fieldid
     started, term, base, window_end = False, -1, 0, 0
     ids: list[int] = []
     delta_list: list[int] = []
