@@ -11,10 +11,10 @@ readers decompress any zlib stream, and the block info says whether a block is c
 from __future__ import annotations
 
 import pickle
-import zlib
 from typing import Any
 
 import numpy as np
+from isal import isal_zlib
 from whoosh.codec.whoosh3 import WHOOSH3_HEADER_MAGIC, W3FieldWriter, W3PostingsWriter, W3TermInfo
 from whoosh.system import pack_int, pack_long, pack_ushort
 from whoosh.util.numeric import length_to_byte
@@ -26,13 +26,15 @@ __all__ = ["deflate", "write_postings"]
 STORE_BELOW = 64
 
 
-def deflate(data: bytes, level: int = 1) -> bytes:
-    """zlib at level 1 with a 4 KB window. Readers call `zlib.decompress`, which reads any level
-    and window size from the stream, and the block info only says whether a block is compressed:
-    Whoosh's level 3 and 32 KB window cost 5 times as much here (Whoosh compresses each block and
-    each document's stored fields on its own) for streams about 5 % smaller."""
-    packer = zlib.compressobj(level, zlib.DEFLATED, 12, 4)
-    return packer.compress(data) + packer.flush()
+def deflate(data: bytes, whoosh_level: int = 1) -> bytes:
+    """A zlib stream of `data` at level 1, made by ISA-L (`isal`, Intel's compression library):
+    about 2 × as fast as zlib's level 1 here (24 against 52 µs for a 128-posting block) for a
+    stream the same size. Readers call `zlib.decompress`, which reads any level and window size
+    from the stream, and the block info only says whether a block is compressed: Whoosh's level 3
+    and 32 KB window cost 5 times as much as zlib's level 1 (Whoosh compresses each block and each
+    document's stored fields on its own) for streams about 5 % smaller. `whoosh_level`, the level
+    Whoosh's stored-fields writer passes, is not used."""
+    return bytes(isal_zlib.compress(data, 1))
 
 
 class _CountingFile:
