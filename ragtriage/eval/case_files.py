@@ -2,6 +2,8 @@
 
 * cases-json: one JSON array of `{"case_id", "question", "relevant_chunk_ids", "k"}` objects
   (optional: `relevant_doc_ids`, `grades`, `must_have_constraints`, `intent_type`, `difficulty`, `tags`).
+  Teams' own files often write `query` for `question` and leave `case_id` out: `query` is read as the
+  question, and a case without `case_id` gets `A<position in the array>`.
 * cases-jsonl: one object per line, `{"query", "positive_doc_ids", "must_have_constraints",
   "intent_type", "difficulty"}` (optional: `case_id`, `positive_chunk_ids`, `grades`, `tags`, `k`).
 
@@ -31,6 +33,7 @@ __all__ = ["read_cases_json", "read_cases_jsonl", "write_cases_json", "write_cas
 JSON_FIELDS = (
     "case_id",
     "question",
+    "query",
     "relevant_chunk_ids",
     "relevant_doc_ids",
     "k",
@@ -243,19 +246,26 @@ def _unique(path: Path, line: int, case: EvalCase, seen: dict[str, int]) -> Eval
     return case
 
 
+def _question(record: _Record) -> str:
+    """The array form's `question`, or `query` as teams' own evaluation files name it."""
+    if "question" in record.data and "query" in record.data:
+        raise record.fail("query", "cannot be given together with `question`; keep one")
+    return record.text("query" if "query" in record.data else "question", required=True) or ""
+
+
 def read_cases_json(path: Path, *, warnings: list[str] | None = None) -> list[EvalCase]:
     """Read the JSON array form; ignored extra fields are reported in `warnings` when given."""
     cases: list[EvalCase] = []
     seen: dict[str, int] = {}
-    for line, item in _json_array_items(path, _read_text(path)):
+    for position, (line, item) in enumerate(_json_array_items(path, _read_text(path)), start=1):
         record = _Record(path, line, item, JSON_FIELDS, warnings)
         gold, granularity = _gold(record, "relevant_chunk_ids", "relevant_doc_ids")
         refs = record.refs()
         if not refs and "relevant_chunk_ids" not in record.data and "relevant_doc_ids" not in record.data:
             raise record.fail("relevant_chunk_ids", "is missing; use [] for a case the KB cannot answer")
         case = EvalCase(
-            case_id=record.text("case_id", required=True) or "",
-            query=record.text("question", required=True, alternatives=("query",)) or "",
+            case_id=record.text("case_id") or f"A{position}",
+            query=_question(record),
             gold=gold,
             gold_granularity=granularity,  # type: ignore[arg-type]
             k=record.cutoff("k"),

@@ -164,9 +164,10 @@ BAD_JSON_CASES = [
         r"cases.json:2: field `relevant_chunk_ids` is missing; use \[\]",
     ),
     (
-        '[\n\n {"case_id": "a", "query": "q", "relevant_chunk_ids": []}]',
-        r"cases.json:3: field `question` is missing; this looks like the other form",
+        '[\n\n {"case_id": "a", "question": "q", "query": "q", "relevant_chunk_ids": []}]',
+        r"cases.json:3: field `query` cannot be given together with `question`; keep one",
     ),
+    ('[\n {"case_id": "a", "relevant_chunk_ids": []}]', r"cases.json:2: field `question` is missing"),
     (
         '[{"case_id": "a", "question": "q", "relevant_chunk_id": ["c1"]}]',
         r"cases.json:1: unknown field 'relevant_chunk_id' \(did you mean 'relevant_chunk_ids'\?\); rename it",
@@ -190,6 +191,24 @@ BAD_JSON_CASES = [
         r"field `grades` gives 'x' grade 0 but it is listed as relevant",
     ),
 ]
+
+
+def test_cases_json_as_teams_write_it_query_and_no_case_id(tmp_path):
+    """A team's own eval file: `query` for `question`, no `case_id`, production's UUIDs as gold."""
+    gold = ["3f0b0fe9-156a-436d-acd6-5c8c5d0fe192", "22874565-487b-4adc-b09f-8fee0d5b56ed"]
+    path = write(
+        tmp_path / "cases.json",
+        json.dumps(
+            [{"query": "磁盘告警怎么处理", "relevant_chunk_ids": gold}, {"query": "如何重启服务", "relevant_chunk_ids": [42]}],
+            ensure_ascii=False,
+        ),
+    )
+    cases = read_cases(path, "cases-json")
+    assert [(c.case_id, c.query, c.gold) for c in cases] == [
+        ("A1", "磁盘告警怎么处理", dict.fromkeys(gold, 1)),
+        ("A2", "如何重启服务", {"42": 1}),
+    ]
+    assert [c.gold_granularity for c in cases] == ["chunk", "chunk"]
 
 
 @pytest.mark.parametrize(("text", "message"), BAD_JSON_CASES)
