@@ -69,7 +69,8 @@ def parse_map_option(values: Iterable[str]) -> dict[str, str]:
     """`["chunk_id=id,doc_id=document_id", …]` → {"chunk_id": "id", "doc_id": "document_id"}.
 
     Raises:
-        InputError: a pair is not `field=column`, or names a field `kb import` does not know.
+        InputError: a pair is not `field=column`, names a field `kb import` does not know, or maps a
+            field already mapped to another column.
     """
     mapping: dict[str, str] = {}
     for value in values:
@@ -83,6 +84,12 @@ def parse_map_option(values: Iterable[str]) -> dict[str, str]:
                     f"--map: {quoted(pair.strip())} is not field=column; e.g. --map chunk_id=id,content=text"
                 )
             check_field_name(name, "--map")
+            if mapping.get(name, column) != column:
+                # Last-one-wins would import the other column without a word.
+                raise InputError(
+                    f"--map: field {quoted(name)} is mapped twice ({quoted(mapping[name])} and {quoted(column)}); "
+                    "fix: keep one column for it"
+                )
             mapping[name] = column
     return mapping
 

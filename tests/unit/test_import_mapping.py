@@ -42,6 +42,15 @@ def test_map_option_merges_pairs_and_rejects_bad_ones() -> None:
         parse_map_option(["ordnal=n"])
 
 
+def test_map_option_refuses_a_field_mapped_to_two_columns() -> None:
+    # Last-one-wins read 'sec_title' (a typo) and silently dropped the title the user mapped first.
+    with pytest.raises(InputError, match=r"field 'title' is mapped twice \('section_title' and 'sec_title'\)"):
+        parse_map_option(["chunk_id=id,title=section_title,title=sec_title"])
+    with pytest.raises(InputError, match="mapped twice"):
+        parse_map_option(["title=section_title", "title=h1"])
+    assert parse_map_option(["title=h1,title=h1"]) == {"title": "h1"}
+
+
 def test_heading_path_from_list_json_or_separated_string() -> None:
     assert heading_path(["指南", " 安装 "], "r", " > ") == ["指南", "安装"]
     assert heading_path('["指南", "安装"]', "r", " > ") == ["指南", "安装"]
