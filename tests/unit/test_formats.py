@@ -199,7 +199,10 @@ def test_cases_json_as_teams_write_it_query_and_no_case_id(tmp_path):
     path = write(
         tmp_path / "cases.json",
         json.dumps(
-            [{"query": "磁盘告警怎么处理", "relevant_chunk_ids": gold}, {"query": "如何重启服务", "relevant_chunk_ids": [42]}],
+            [
+                {"query": "磁盘告警怎么处理", "relevant_chunk_ids": gold},
+                {"query": "如何重启服务", "relevant_chunk_ids": [42]},
+            ],
             ensure_ascii=False,
         ),
     )

@@ -44,7 +44,9 @@ def test_map_option_merges_pairs_and_rejects_bad_ones() -> None:
 
 def test_map_option_refuses_a_field_mapped_to_two_columns() -> None:
     # Last-one-wins read 'sec_title' (a typo) and silently dropped the title the user mapped first.
-    with pytest.raises(InputError, match=r"field 'title' is mapped twice \('section_title' and 'sec_title'\)"):
+    with pytest.raises(
+        InputError, match=r"field 'title' is mapped twice \('section_title' and 'sec_title'\)"
+    ):
         parse_map_option(["chunk_id=id,title=section_title,title=sec_title"])
     with pytest.raises(InputError, match="mapped twice"):
         parse_map_option(["title=section_title", "title=h1"])
