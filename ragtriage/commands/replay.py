@@ -149,6 +149,7 @@ def replay_command(
             traces = _run_file(pipeline, lines, show_progress=not as_json)
         for trace in traces:
             trace.profile = resolved.ref()
+        _warn_unretrievable_gold(workspace, [*gold, *(g for line in lines for g in line.gold)])
         doc_titles = _final_doc_titles(workspace, traces) if not as_json else {}
     if as_json and queries_file is not None:
         for trace in traces:
@@ -185,6 +186,14 @@ def _warn_index_lag(workspace: Workspace) -> None:
     lag = index_lag(workspace)
     if lag is not None:
         stderr_console().print(Text(f"note: {lag}", style="yellow"))
+
+
+def _warn_unretrievable_gold(workspace: Workspace, gold: list[str]) -> None:
+    """A note on stderr for each gold id no index can return (unknown, or deleted in the KB)."""
+    from ragtriage.triage.gold_check import unretrievable_gold
+
+    for line in unretrievable_gold(workspace.engine, gold):
+        stderr_console().print(Text(f"note: {line}", style="yellow"))
 
 
 def _replay_logged(

@@ -12,7 +12,7 @@ from sqlmodel import col, select
 from ragtriage.store.db import read_session
 from ragtriage.store.kb_tables import ChunkRow, DocumentRow, deletion_kind, filtered_reason
 
-__all__ = ["DeletedGold", "deleted_gold", "describe"]
+__all__ = ["DeletedGold", "deleted_gold", "describe", "unretrievable_gold"]
 
 _DELETED = "deleted"
 _REMOVED = "removed"
@@ -115,3 +115,26 @@ def describe(problems: Sequence[DeletedGold]) -> tuple[str, str]:
     reasons = "; ".join(problem.reason for problem in problems)
     fixes = "; ".join(dict.fromkeys(problem.fix for problem in problems))
     return reasons, fixes
+
+
+def unretrievable_gold(engine: Engine, chunk_ids: Sequence[str], limit: int = 5) -> list[str]:
+    """One line per gold id no index can return (unknown to the KB, or deleted), at most `limit`
+    lines and one that counts the rest; [] when every id is a live chunk.
+
+    A replay marks gold ad hoc: without this its journey says `dropped at recall` for a typo or a
+    DRAFT chunk, and the triager looks for a retrieval fault that is not there.
+    """
+    from ragtriage.kb.service import get_chunks
+
+    wanted = list(dict.fromkeys(c for c in chunk_ids if c))
+    known = get_chunks(engine, wanted)
+    lines = [
+        f"gold {chunk_id} is not in the KB, so no index returns it; check the id "
+        f"(`ragtriage kb show {chunk_id}`) or import the KB that holds it"
+        for chunk_id in wanted
+        if chunk_id not in known
+    ]
+    lines += [f"gold {problem.reason}; {problem.fix}" for problem in deleted_gold(engine, wanted)]
+    if len(lines) > limit:
+        lines = [*lines[:limit], f"… and {len(lines) - limit} more gold ids no index returns"]
+    return lines

@@ -126,10 +126,11 @@ def test_replay_queries_file_prints_jsonl(built_home: Path, tmp_path: Path) -> N
         cli, ["--home", str(built_home), "replay", "--queries", str(queries), "--json"]
     )
     assert result.exit_code == 0, result.output
-    lines = result.output.strip().splitlines()
+    lines = result.stdout.strip().splitlines()
     assert len(lines) == 2
     assert [Trace.model_validate_json(line).query for line in lines] == ["E1001", "调休"]
     assert json.loads(lines[1])["gold"] == ["x#1"]
+    assert "note: gold x#1 is not in the KB" in result.stderr  # a note, never in the JSON lines
 
 
 def _run_main(
