@@ -291,7 +291,7 @@ def show_command(chunk_id: str, as_json: bool, home: Path | None, config_file: P
         "chunk_id": chunk.chunk_id,
         "doc_id": chunk.doc_id,
         "status": chunk.status,
-        "title": chunk.title,
+        "title": chunk.title or "-",
         "heading_path": " › ".join(chunk.heading_path) or "-",
         "anchor": chunk.anchor or "-",
         "ordinal": chunk.ordinal,

@@ -74,6 +74,7 @@ def test_jsonl_export_keeps_ids_verbatim_metadata_and_status_filters(tmp_path: P
 
 def test_kb_show_says_which_status_filter_left_a_row_out(tmp_path: Path) -> None:
     rows = [*ROWS, {**ROWS[2], "id": 44, "text": "旧网关已下线。", "chunk_index": 2, "is_deleted": 1}]
+    rows.append({**ROWS[2], "id": 46, "text": "网关地址见内网。", "chunk_index": 3, "section_title": None})
     _import(_write_jsonl(tmp_path / "chunks.jsonl", rows), "--map", "deleted=is_deleted")
 
     draft = _run("kb", "show", "43")
@@ -84,6 +85,7 @@ def test_kb_show_says_which_status_filter_left_a_row_out(tmp_path: Path) -> None
     assert not any(line.endswith(":") or line.endswith(": ") for line in draft.stdout.splitlines())
     gone = _run("kb", "show", "44").stdout
     assert "deletion:     deleted at the source (is_deleted=1)" in gone and "removed" not in gone
+    assert "title:        -\n" in _run("kb", "show", "46").stdout  # a row whose title column is null
     shown = json.loads(_run("kb", "show", "43", "--json").stdout)
     assert (shown["deletion"], shown["deletion_reason"]) == ("filtered", "not published (status=DRAFT)")
     cases = tmp_path / "cases.json"
