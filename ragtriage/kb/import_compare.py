@@ -152,7 +152,7 @@ def _number_text(text: str) -> str:
     if text.isdigit() or (text[0] == "-" and text[1:].isdigit()):
         return str(int(text))  # the regex left no leading zeros: the int's own text
     number = float(text)
-    if not math.isfinite(number) or repr(number) != text:
+    if not math.isfinite(number) or str(number) != text:
         return text  # "1.10", "1e5": a writer chose this form, compare it as written
     return _float(number) or text
 
@@ -162,11 +162,11 @@ def _float(number: float) -> str | None:
         return None
     if number.is_integer() and abs(number) < _EXACT_INT:
         return str(int(number))
-    text = repr(number)
+    text = str(number)  # a float's shortest round-trip text (Python 3: str is repr)
     # A float32 value read into a Python float (pyarrow's to_pylist) prints long (0.10000000149011612):
     # compare its float32 text. A short text is already the shortest for both widths.
     if len(text) > 9 and abs(number) < _FLOAT32_MAX and _FLOAT32.unpack(_FLOAT32.pack(number))[0] == number:
-        text = repr(float(str(np.float32(number))))
+        text = str(float(str(np.float32(number))))
     return text
 
 
