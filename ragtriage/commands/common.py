@@ -104,6 +104,17 @@ def stderr_console() -> Console:
     return data_console(stderr=True)
 
 
+def echo_lines(text: str, *, indent: int = 4) -> None:
+    """Print a summary's lines at the output's width (`output_width`: the terminal's, `COLUMNS`, or
+    120 in a pipe), wrapped between words (an id or a path stays whole, CJK counts two cells),
+    continuation lines indented by `indent` spaces."""
+    from ragtriage.render.text import hanging_text
+
+    console = data_console()
+    for line in text.split("\n"):
+        console.print(hanging_text(console, line, indent=indent))
+
+
 def echo_json(value: Any) -> None:
     """Print a model, a list of models or plain data as JSON on stdout (UTF-8, not escaped)."""
     if isinstance(value, BaseModel):

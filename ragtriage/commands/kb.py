@@ -12,6 +12,7 @@ import click
 
 from ragtriage.commands.common import (
     echo_json,
+    echo_lines,
     index_summary,
     open_workspace,
     progress_bar,
@@ -65,7 +66,7 @@ def add_command(
     if as_json:
         echo_json(report)
     else:
-        click.echo(_add_summary(report))
+        echo_lines(_add_summary(report))
     if report.failed:
         click.echo(
             f"kb add: {len(report.failed)} of {report.files_seen} files failed; the others were added",
@@ -104,16 +105,17 @@ def stats_command(as_json: bool, home: Path | None, config_file: Path | None) ->
     if as_json:
         echo_json({**stats.model_dump(mode="json"), "index": index, "notes": notes})
         return
-    click.echo(f"KB: {stats.kb}  revision {stats.revision}")
-    click.echo("documents: " + (_counts(stats.documents) or "none"))
-    click.echo("chunks: " + (_counts(stats.chunks) or "none"))
+    lines = [
+        f"KB: {stats.kb}  revision {stats.revision}",
+        "documents: " + (_counts(stats.documents) or "none"),
+        "chunks: " + (_counts(stats.chunks) or "none"),
+    ]
     if "error" in index:
-        click.echo(f"index: unavailable ({index['error']})")
+        lines.append(f"index: unavailable ({index['error']})")
     else:
-        click.echo("dense backend: " + _backend_line(index))
-        click.echo("index: " + _index_line(index))
-    for note in notes:
-        click.echo(f"note: {note}")
+        lines += ["dense backend: " + _backend_line(index), "index: " + _index_line(index)]
+    lines += [f"note: {note}" for note in notes]
+    echo_lines("\n".join(lines))
 
 
 def local_mode_note(settings: Settings, chunks: int, backend: str) -> str | None:

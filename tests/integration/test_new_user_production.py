@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
 from tests.chunk_exports import add_passage_vectors
 from tests.conftest import RunCli
+from tests.report_lines import report_lines
 from tests.trace_producers import make_tracer, otlp_lines, record_request
 
 # Sections of the Debian FAQ (zh-cn), as a production chunk table holds them.
@@ -205,7 +206,7 @@ def test_kb_import_suggests_the_mapping_from_production_column_names(
     minimal = ["--map", "chunk_id=id,content=text", "--vector-field", "embedding", "--no-index"]
     code, out, err = run_cli(["kb", "import", *home, parquet, *minimal])
     assert code == 0, err
-    hint = next(line for line in out.splitlines() if line.startswith("hint:"))
+    hint = next(line for line in report_lines(out) if line.startswith("hint:"))
     assert "doc_id=document_id, title=section_title" in hint
     assert hint.endswith("add --map doc_id=document_id,title=section_title (or [kb.import] map)")
     code, out, err = run_cli(["kb", "import", *home, parquet, *minimal, "--full", "--json"])
