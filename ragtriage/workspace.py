@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Engine
 
 from ragtriage import locations
-from ragtriage.config import Settings, load_settings
+from ragtriage.config.settings import Settings, load_settings
 from ragtriage.store.db import make_engine, sqlite_url
 
 if TYPE_CHECKING:
-    from ragtriage.pipeline.indexer import Indexes
+    from ragtriage.config.profiles import ResolvedProfile
+    from ragtriage.index.indexer import Indexes
     from ragtriage.pipeline.pipeline import Pipeline
-    from ragtriage.pipeline.profiles import ResolvedProfile
 
 
 @dataclass
@@ -68,7 +68,7 @@ class Workspace:
     def indexes(self) -> Indexes:
         """The BM25 and dense indexes, opened on first use and shared by every profile's pipeline."""
         if self._indexes is None:
-            from ragtriage.pipeline.indexer import open_indexes
+            from ragtriage.index.indexer import open_indexes
 
             self._indexes = open_indexes(self)
         return self._indexes

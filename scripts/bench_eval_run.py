@@ -21,11 +21,11 @@ import sys
 import time
 from pathlib import Path
 
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
 from ragtriage.eval.runner import run_eval
 from ragtriage.kb.service import list_chunks
 from ragtriage.pipeline.normalize import normalize_query, normalize_text
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.workspace import Workspace
 
 _SENTENCE_END = re.compile(r"(?<=[。！？!?.;；])\s*")

@@ -33,13 +33,13 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from ragtriage.demo import seed_embedding_cache  # noqa: E402
 from ragtriage.kb.service import add_paths  # noqa: E402
-from ragtriage.logs.fidelity_run import measure_fidelity, plan_replays, select_requests  # noqa: E402
 from ragtriage.logs.ingest import ingest_lines  # noqa: E402
 from ragtriage.pipeline.route_plan import route_k  # noqa: E402
 from ragtriage.pipeline.types import RunOptions  # noqa: E402
+from ragtriage.replay.fidelity_run import measure_fidelity, plan_replays, select_requests  # noqa: E402
 from ragtriage.workspace import Workspace  # noqa: E402
+from ragtriage_demo.demo import seed_embedding_cache  # noqa: E402
 
 FIXTURES = REPO_ROOT / "fixtures"
 PRODUCTION = FIXTURES / "logs" / "production.toml"

@@ -57,7 +57,7 @@ def debian_text(workdir: Path) -> Path | None:
     Returns None, and the export is then made of fixture sentences only, when the .deb packages of
     `../shared/data/debian-docs-zh` are missing.
     """
-    from ragtriage.kb.debian_docs import DEFAULT_DEBS_DIR, ExtractError, extract
+    from ragtriage_demo.debian_docs import DEFAULT_DEBS_DIR, ExtractError, extract
 
     out = workdir / "debian-text"
     if (out / "faq").is_dir() and (out / "reference").is_dir():

@@ -29,8 +29,8 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from sqlmodel import select  # noqa: E402
 
+from ragtriage.index.indexer import IndexReport, index_status, open_indexes, sync_indexes  # noqa: E402
 from ragtriage.kb.service import add_paths  # noqa: E402
-from ragtriage.pipeline.indexer import IndexReport, index_status, open_indexes, sync_indexes  # noqa: E402
 from ragtriage.store.db import read_session  # noqa: E402
 from ragtriage.store.kb_tables import ChunkRow  # noqa: E402
 from ragtriage.workspace import Workspace  # noqa: E402

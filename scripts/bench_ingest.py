@@ -21,7 +21,7 @@ from pathlib import Path
 import orjson
 from pss_sampler import PssSampler
 
-from ragtriage.config import FlaggingSettings
+from ragtriage.config.settings import FlaggingSettings
 from ragtriage.logs.ingest import ingest_files
 from ragtriage.store.db import make_engine, sqlite_url
 

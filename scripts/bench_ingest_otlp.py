@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from pss_sampler import PssSampler  # noqa: E402 (scripts/ is on sys.path when a script runs)
 
-from ragtriage.config import FlaggingSettings, OtelSettings  # noqa: E402
+from ragtriage.config.settings import FlaggingSettings, OtelSettings  # noqa: E402
 from ragtriage.logs.ingest import ingest_files  # noqa: E402
 from ragtriage.store.db import make_engine, sqlite_url  # noqa: E402
 

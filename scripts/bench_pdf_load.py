@@ -26,9 +26,9 @@ sys.path.insert(0, str(REPO_ROOT))
 import pypdfium2 as pdfium  # noqa: E402
 
 from ragtriage.kb.chunking import ChunkingParams, chunk_document  # noqa: E402
-from ragtriage.kb.debian_docs import DEFAULT_DEBS_DIR, SOURCES, extract_source, find_deb  # noqa: E402
 from ragtriage.kb.loaders import load_document  # noqa: E402
-from ragtriage.pipeline.types import ChunkRecord  # noqa: E402
+from ragtriage.kb.types import ChunkRecord  # noqa: E402
+from ragtriage_demo.debian_docs import DEFAULT_DEBS_DIR, SOURCES, extract_source, find_deb  # noqa: E402
 
 TARGET_RATIO = 2.0
 

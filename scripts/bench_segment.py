@@ -40,8 +40,8 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import rjieba  # noqa: E402
 
-from ragtriage.kb.debian_docs import extract  # noqa: E402
-from ragtriage.pipeline import analyzer, segment_rs  # noqa: E402
+from ragtriage.index import analyzer, segment_rs  # noqa: E402
+from ragtriage_demo.debian_docs import extract  # noqa: E402
 
 DEFAULT_DEBS = REPO_ROOT.parent / "shared" / "data" / "debian-docs-zh"
 CHUNK_CHARS = 400

@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
 from ragtriage.eval.runner import summarize_run
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.eval_tables import EvalRunCaseRow, EvalRunRow
 from ragtriage.workspace import Workspace
 

@@ -63,7 +63,7 @@ def debs_available(debs_dir: Path = DEFAULT_DEBS_DIR) -> bool:
 def ensure_extracted(out_dir: Path, debs_dir: Path = DEFAULT_DEBS_DIR) -> Path:
     """Extract the FAQ and the Reference into `out_dir` (`faq/`, `reference/`) unless already there."""
     if not (out_dir / "faq").is_dir() or not (out_dir / "reference").is_dir():
-        from ragtriage.kb.debian_docs import extract
+        from ragtriage_demo.debian_docs import extract
 
         extract(debs_dir, out_dir)
     return out_dir

@@ -46,7 +46,6 @@ import debian_faq  # noqa: E402
 import debian_queries  # noqa: E402
 
 from ragtriage.errors import RagtriageError  # noqa: E402
-from ragtriage.eval import store as eval_store  # noqa: E402
 from ragtriage.eval.aggregate import aggregate_by_bucket, overall  # noqa: E402
 from ragtriage.eval.metrics import refusal_accuracy  # noqa: E402
 from ragtriage.eval.refusal_calibration import SCORE_KINDS, calibrate, case_scores, refusal_row  # noqa: E402
@@ -54,6 +53,7 @@ from ragtriage.eval.refusal_gap import calibrate_with_gap, lexical_score, suppor
 from ragtriage.eval.runner import run_eval  # noqa: E402
 from ragtriage.kb import service  # noqa: E402
 from ragtriage.render.fit import Col, FitTable, data_console  # noqa: E402
+from ragtriage.store import eval_repo as eval_store  # noqa: E402
 from ragtriage.workspace import Workspace  # noqa: E402
 
 DATASET = "debian-queries"

@@ -3,7 +3,7 @@
 Usage:
     python scripts/extract_debian_docs.py [--debs DIR] [--out DIR] [--apt-download]
 
-The work is done by `ragtriage.kb.debian_docs.extract`. Exit code 2 when the packages are missing
+The work is done by `ragtriage_demo.debian_docs.extract`. Exit code 2 when the packages are missing
 or unreadable.
 """
 
@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ragtriage.kb.debian_docs import (  # noqa: F401  (re-exported for callers that load this script)
+from ragtriage_demo.debian_docs import (  # noqa: F401  (re-exported for callers that load this script)
     DEFAULT_DEBS_DIR,
     DEFAULT_OUT_DIR,
     SOURCES,

@@ -37,14 +37,16 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from ragtriage import locations  # noqa: E402
-from ragtriage.demo import seed_embedding_cache  # noqa: E402
+from ragtriage.config.profiles import resolve_profile  # noqa: E402
+from ragtriage.index.types import ScoredChunk  # noqa: E402
 from ragtriage.kb.service import add_paths, list_chunks  # noqa: E402
+from ragtriage.kb.types import ChunkRecord  # noqa: E402
 from ragtriage.pipeline.normalize import normalize_query  # noqa: E402
-from ragtriage.pipeline.profiles import resolve_profile  # noqa: E402
 from ragtriage.pipeline.rerank import Reranker  # noqa: E402
 from ragtriage.pipeline.rewrite import AliasDictionary, RuleRewriter  # noqa: E402
-from ragtriage.pipeline.types import ChunkRecord, RewriteResult, RunOptions, ScoredChunk, Trace  # noqa: E402
+from ragtriage.pipeline.types import RewriteResult, RunOptions, Trace  # noqa: E402
 from ragtriage.workspace import Workspace  # noqa: E402
+from ragtriage_demo.demo import seed_embedding_cache  # noqa: E402
 
 FIXTURES = REPO_ROOT / "fixtures"
 PRODUCTION_CONFIG = FIXTURES / "logs" / "production.toml"

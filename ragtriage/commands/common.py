@@ -60,7 +60,7 @@ def since_option(default: str | None = None, what: str = "Requests since a time"
 
 def dataset_option(help_text: str = "Eval set name.") -> Callable[[F], F]:
     """`--dataset NAME`, the default eval set when not given."""
-    from ragtriage.eval.store import DEFAULT_DATASET
+    from ragtriage.store.eval_repo import DEFAULT_DATASET
 
     return click.option("--dataset", default=DEFAULT_DATASET, show_default=True, help=help_text)
 

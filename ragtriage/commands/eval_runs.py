@@ -15,10 +15,10 @@ from ragtriage.commands.common import (
     stdout_console,
     workspace_options,
 )
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.formats import CASE_FORMATS, EXPORT_FORMATS
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.text import plural
+from ragtriage.store import eval_repo as eval_store
 
 
 def _fmt(value: Any) -> str:
@@ -229,7 +229,7 @@ def register_eval(group: click.Group) -> None:
         from ragtriage.eval.runner import run_eval
 
         with open_workspace(home, config_file) as workspace, progress_bar(not as_json) as bar:
-            from ragtriage.pipeline.index_state import index_lag
+            from ragtriage.index.index_state import index_lag
 
             lag = index_lag(workspace)
             if lag is not None:

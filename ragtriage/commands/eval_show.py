@@ -10,7 +10,7 @@ from rich.text import Text
 
 from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
 from ragtriage.eval.run_view import MAX_PAGE, RunDetail, run_detail
-from ragtriage.pipeline.types import ChunkRecord
+from ragtriage.kb.types import ChunkRecord
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.kb_view import place_table
 from ragtriage.render.text import field_text

@@ -1,5 +1,5 @@
 """`ragtriage fidelity`: how exactly replay reproduces what production logged (a thin face over
-`ragtriage.logs.fidelity_run`)."""
+`ragtriage.replay.fidelity_run`)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from ragtriage.commands.common import (
     since_option,
     workspace_options,
 )
-from ragtriage.logs.fidelity import STAGE_SHORT
-from ragtriage.logs.fidelity_reasons import counterpart_text
-from ragtriage.logs.fidelity_report import FidelityReport, StageSummary
 from ragtriage.render.fit import Col, FitTable, data_console
 from ragtriage.render.text import hanging_text, plural
+from ragtriage.replay.fidelity import STAGE_SHORT
+from ragtriage.replay.fidelity_reasons import counterpart_text
+from ragtriage.replay.fidelity_report import FidelityReport, StageSummary
 
 
 def _percent(value: float) -> str:
@@ -154,8 +154,8 @@ def fidelity_command(
 ) -> None:
     """Replay logged requests with their profiles and measure, per stage, route and pipeline_version,
     how exactly the replay reproduces what production logged."""
-    from ragtriage.logs.fidelity_run import measure_fidelity
     from ragtriage.logs.queue import parse_since
+    from ragtriage.replay.fidelity_run import measure_fidelity
 
     since_time = parse_since(since) if since is not None else None
     with open_workspace(home, config_file) as workspace, progress_bar(not as_json) as bar:

@@ -16,7 +16,7 @@ from ragtriage.commands.common import echo_json, open_workspace, stdout_console,
 @workspace_options
 def profiles_command(as_json: bool, home: Path | None, config_file: Path | None) -> None:
     """List the replay profiles: your own, the settings file (`default`) and the shipped presets."""
-    from ragtriage.pipeline.profiles import list_profiles
+    from ragtriage.config.profiles import list_profiles
 
     with open_workspace(home, config_file) as workspace:
         settings = workspace.settings

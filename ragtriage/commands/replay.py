@@ -27,7 +27,7 @@ from ragtriage.workspace import Workspace
 if TYPE_CHECKING:
     from ragtriage.pipeline.pipeline import Pipeline
 
-REPLAY_LOGGED_MODULE = "ragtriage.logs.replay_logged"
+REPLAY_LOGGED_MODULE = "ragtriage.replay.logged"
 
 
 @dataclass(frozen=True)
@@ -71,14 +71,14 @@ def read_queries(path: Path) -> list[QueryLine]:
 
 
 def replay_logged_request(workspace: Workspace, request_id: str, use_logged_rewrite: bool) -> Trace:
-    """Replay a logged request through `ragtriage.logs.replay_logged` (imported only when used)."""
+    """Replay a logged request through `ragtriage.replay.logged` (imported only when used)."""
     try:
         module = importlib.import_module(REPLAY_LOGGED_MODULE)
     except ModuleNotFoundError as error:
         if error.name != REPLAY_LOGGED_MODULE:
             raise
         raise NotFoundError(
-            "replay by request id is not available in this build (no ragtriage.logs.replay_logged); "
+            "replay by request id is not available in this build (no ragtriage.replay.logged); "
             "use --query TEXT instead"
         ) from None
     trace: Trace = module.replay_request(workspace, request_id, use_logged_rewrite)
@@ -137,7 +137,7 @@ def replay_command(
         if request_id is not None:
             _replay_logged(workspace, request_id, use_logged_rewrite, as_json, profile)
             return
-        from ragtriage.pipeline.profiles import resolve_profile
+        from ragtriage.config.profiles import resolve_profile
 
         resolved = resolve_profile(workspace.settings, None, profile)
         pipeline = workspace.pipeline_for(resolved)
@@ -181,7 +181,7 @@ def _final_doc_titles(workspace: Workspace, traces: list[Trace]) -> dict[str, st
 
 def _warn_index_lag(workspace: Workspace) -> None:
     """A note on stderr when the indexes lag the KB: the ranked lists would be empty or old."""
-    from ragtriage.pipeline.index_state import index_lag
+    from ragtriage.index.index_state import index_lag
 
     lag = index_lag(workspace)
     if lag is not None:
@@ -199,9 +199,9 @@ def _warn_unretrievable_gold(workspace: Workspace, gold: list[str]) -> None:
 def _replay_logged(
     workspace: Workspace, request_id: str, use_logged_rewrite: bool, as_json: bool, profile: str | None
 ) -> None:
-    """Show the logged request next to its replay, stage by stage (`ragtriage.logs.replay_logged`)."""
-    from ragtriage.logs.replay_logged import compare_request
+    """Show the logged request next to its replay, stage by stage (`ragtriage.replay.logged`)."""
     from ragtriage.render.logged_view import print_logged_replay
+    from ragtriage.replay.logged import compare_request
 
     comparison = compare_request(workspace, request_id, use_logged_rewrite, profile)
     if as_json:

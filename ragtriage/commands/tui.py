@@ -33,9 +33,9 @@ def run_tui(home: Path | None, config_file: Path | None) -> None:
 
 def print_summary(home: Path) -> None:
     """The headless demo summary: flagged by suggested label, one replayed case's gold journey, the eval table."""
-    from ragtriage.demo_summary import demo_summary
     from ragtriage.logs.queue import NOT_DIAGNOSED
     from ragtriage.render.journey_view import journey_table
+    from ragtriage_demo.summary import demo_summary
 
     summary = demo_summary(home)
     console = stdout_console()
@@ -115,7 +115,7 @@ def register(cli: click.Group) -> None:
     def demo_command(demo_home: Path | None, headless: bool, real: bool) -> None:
         """Build (or reuse) a demo home: KB indexes, request logs, diagnoses, an eval run; then open the TUI."""
         from ragtriage import locations
-        from ragtriage.demo import prepare_demo
+        from ragtriage_demo.demo import prepare_demo
 
         parent = click.get_current_context().find_root().obj or {}
         home = locations.resolve_home(demo_home if demo_home is not None else parent.get("home"))

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.runner import BatchPipeline, run_eval
 from ragtriage.pipeline.types import (
     ROUTE_BM25_RAW,
@@ -26,6 +25,7 @@ from ragtriage.pipeline.types import (
     ROUTE_DENSE_REWRITTEN,
     RunOptions,
 )
+from ragtriage.store import eval_repo as eval_store
 
 if TYPE_CHECKING:
     from ragtriage.workspace import Workspace

@@ -27,9 +27,9 @@ from sqlmodel import select
 
 from ragtriage import locations
 from ragtriage.errors import InputError
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.gold_map import refs_for_chunks, resolve_cases
 from ragtriage.kb.document import SUFFIX_FORMATS
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.db import read_session
 from ragtriage.store.kb_tables import DocumentRow
 from ragtriage.wording import quoted
@@ -150,10 +150,10 @@ def _build_kb(
     throwaway: Workspace, documents: Sequence[DocumentRow], on_progress: Callable[[int, int], None] | None
 ) -> int:
     """Load, chunk and store every document under its own id; index; return the chunk count."""
+    from ragtriage.index.indexer import sync_indexes
     from ragtriage.kb.chunking import ChunkingParams
     from ragtriage.kb.loaders import load_document
-    from ragtriage.kb.repository import store_document
-    from ragtriage.pipeline.indexer import sync_indexes
+    from ragtriage.store.kb_repo import store_document
 
     params = ChunkingParams.from_settings(throwaway.settings.kb)
     chunks = 0

@@ -13,10 +13,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy.engine import Engine
 
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.aggregate import aggregate_by_bucket, mean_metrics
 from ragtriage.eval.run_status import effective_status
 from ragtriage.eval.significance import PairedTest, WinTieLoss, paired_randomization_test, win_tie_loss
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.eval_tables import EvalRunCaseRow, EvalRunRow
 from ragtriage.wording import quoted
 

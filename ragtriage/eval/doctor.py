@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 from sqlmodel import col, select
 
-from ragtriage.eval import store as eval_store
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.db import read_session
 from ragtriage.store.kb_tables import ChunkRow, DocumentRow, filtered_reason
 
@@ -318,7 +318,7 @@ def _live_chunks(workspace: Workspace, doc_id: str) -> list[tuple[str, str]]:
 def _indexed_chunk_ids(workspace: Workspace) -> set[str]:
     """Chunk ids in the index manifest; none when the indexes were never built (`--no-index`)."""
     from ragtriage import locations
-    from ragtriage.pipeline.manifest import read_manifest
+    from ragtriage.index.manifest import read_manifest
 
     manifest = read_manifest(locations.manifest_path(workspace.home))
     return set(manifest.content_hashes) if manifest is not None else set()

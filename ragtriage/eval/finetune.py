@@ -155,9 +155,9 @@ def export_finetune(
         NotFoundError: no such run, or `dataset` has no complete run.
         InputError: `negatives` below 0.
     """
-    from ragtriage.eval import store as eval_store
     from ragtriage.eval.run_pick import run_or_newest
     from ragtriage.kb.service import get_chunks
+    from ragtriage.store import eval_repo as eval_store
 
     run = run_or_newest(engine, run_ref, dataset)
     run_id = int(run.id or 0)

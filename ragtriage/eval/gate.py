@@ -16,10 +16,10 @@ from pydantic import BaseModel, Field
 from sqlalchemy.engine import Engine
 
 from ragtriage.errors import InputError
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.compare import compare_runs
 from ragtriage.eval.run_status import effective_status
 from ragtriage.eval.specs import parse_metric
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.wording import quoted
 
 __all__ = ["GateCheck", "GateResult", "GateRule", "GateRuleError", "evaluate_gate", "parse_rule"]

@@ -260,7 +260,7 @@ def write_threshold(
     Raises:
         ConfigError: the file is not valid TOML, or `[rerank]` is not a table.
     """
-    from ragtriage.config_sources import set_settings_values
+    from ragtriage.config.sources import set_settings_values
 
     values: dict[str, float | str] = {
         "refusal_threshold": round(threshold, 6),

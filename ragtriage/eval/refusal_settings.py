@@ -9,7 +9,7 @@ has, as before the kind was recorded, and nothing checks its scale.
 
 from __future__ import annotations
 
-from ragtriage.config_pipeline import RerankSettings
+from ragtriage.config.settings import RerankSettings
 from ragtriage.eval.doctor import Finding
 
 __all__ = ["refusal_findings"]

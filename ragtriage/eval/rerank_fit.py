@@ -323,7 +323,7 @@ def write_weights(path: Path, weights: Mapping[str, float]) -> None:
     Raises:
         ConfigError: the file is not valid TOML, or `rerank` / `rerank.weights` is not a table.
     """
-    from ragtriage.config_sources import set_settings_values
+    from ragtriage.config.sources import set_settings_values
 
     values = {name: round(float(value), 6) for name, value in weights.items()}
     set_settings_values(path, ("rerank", "weights"), values)
@@ -344,8 +344,8 @@ def collect_fit_cases(
     (there are no features to weigh) or no case of the dataset carries the tags.
     """
     from ragtriage.errors import InputError
-    from ragtriage.eval import store as eval_store
     from ragtriage.eval.gold_map import resolve_cases
+    from ragtriage.store import eval_repo as eval_store
 
     if not workspace.settings.rerank.enabled:
         raise InputError("[rerank] enabled = false: there is no rerank stage whose weights to fit; enable it")

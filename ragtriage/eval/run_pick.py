@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy.engine import Engine
 
 from ragtriage.errors import NotFoundError
-from ragtriage.eval import store as eval_store
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.eval_tables import EvalRunRow
 from ragtriage.wording import quoted
 

@@ -11,10 +11,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ragtriage.eval import store as eval_store
+from ragtriage.config.profiles import DEFAULT_PROFILE
 from ragtriage.eval.aggregate import aggregate_by_bucket, overall
 from ragtriage.eval.metrics import refusal_accuracy
-from ragtriage.pipeline.profiles import DEFAULT_PROFILE
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.eval_tables import EvalRunRow
 
 __all__ = ["RunSummary", "effective_status", "run_summary", "summarize_run"]

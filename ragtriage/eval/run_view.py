@@ -15,9 +15,9 @@ from pydantic import BaseModel, Field
 from sqlalchemy.engine import Engine
 
 from ragtriage.errors import InputError, NotFoundError
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.run_status import RunSummary, effective_status, run_summary
 from ragtriage.pipeline.types import LexicalSupport
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.eval_tables import EvalRunCaseRow, EvalRunRow
 from ragtriage.triage.journey import STAGE_ORDER, GoldStages, place_drop
 

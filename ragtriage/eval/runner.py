@@ -16,8 +16,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ragtriage.config.profiles import DEFAULT_PROFILE, ResolvedProfile, get_profile, resolve_profile
 from ragtriage.errors import InputError, RagtriageError
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.buckets import case_buckets
 from ragtriage.eval.cases import EvalCase
 from ragtriage.eval.metrics import rank_shift
@@ -25,13 +25,13 @@ from ragtriage.eval.run_status import RunSummary, effective_status, run_summary,
 from ragtriage.eval.scoring import score_case
 from ragtriage.eval.specs import MetricSpec, default_specs
 from ragtriage.pipeline.pipeline import RunCancelled
-from ragtriage.pipeline.profiles import DEFAULT_PROFILE, ResolvedProfile, get_profile, resolve_profile
 from ragtriage.pipeline.refusal import refusal_scores, support_parts
 from ragtriage.pipeline.types import RunOptions, Trace
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.eval_tables import EvalRunCaseRow, EvalRunRow
 
 if TYPE_CHECKING:
-    from ragtriage.config import Settings
+    from ragtriage.config.settings import Settings
     from ragtriage.workspace import Workspace
 
 __all__ = [
@@ -164,7 +164,7 @@ def _open_run(
     workers: int,
     profile: ResolvedProfile | None,
 ) -> EvalRunRow:
-    from ragtriage.kb.repository import kb_revision
+    from ragtriage.store.kb_repo import kb_revision
     from ragtriage.triage.promote import index_manifest_summary
 
     settings = profile.settings if profile is not None else workspace.settings

@@ -28,9 +28,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ragtriage.config import KBSettings
+from ragtriage.config.settings import KBSettings
 from ragtriage.kb.document import Block, LoadedDocument, Section
-from ragtriage.pipeline.types import ChunkRecord, ChunkStatus
+from ragtriage.kb.types import ChunkRecord, ChunkStatus
 
 _CJK_CLOSERS = re.escape("”’」』）)]")
 # ASCII quotes only close a Western sentence: after 。 a `"` is as likely to open the next one.

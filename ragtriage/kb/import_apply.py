@@ -6,7 +6,7 @@ write transaction (`import_write`), opened at the first row to write. Any bad ro
 one, rolls the whole transaction back, so nothing is half-imported (with `skip_bad_rows` it is
 counted as rejected instead). An unchanged source opens no write transaction: nothing written,
 nothing embedded. Then the indexes are synced; vectors that came with the rows are used as given
-(see `ragtriage.pipeline.indexer`). Rows written with vectors are also handed, batch by batch, to a
+(see `ragtriage.index.indexer`). Rows written with vectors are also handed, batch by batch, to a
 `pipeline.dense_worker` process that writes the dense index meanwhile (committed only after this
 transaction; rolled back with it), so Qdrant overlaps the pass and the BM25 build. What the pass
 computed for the written chunks (index hashes; with bm25s their term ids, segmented by forked
@@ -28,6 +28,7 @@ from sqlmodel import select
 
 from ragtriage.errors import InputError
 from ragtriage.gc_thresholds import fewer_young_collections
+from ragtriage.index.heap import trim_heap
 from ragtriage.interrupts import latched_interrupts
 from ragtriage.kb.import_feed import DenseStream, IndexFeed, interrupted_message, make_handoff
 from ragtriage.kb.import_files import release_reader_memory
@@ -36,14 +37,13 @@ from ragtriage.kb.import_mapping import FieldMapper
 from ragtriage.kb.import_report import ImportReport, RejectedRow
 from ragtriage.kb.import_rows import ImportedChunk, RowError, SourceRow
 from ragtriage.kb.import_write import PUBLISHED, DocFields, ImportWriter
-from ragtriage.kb.repository import DELETED, bump_revision, kb_revision
-from ragtriage.pipeline.heap import trim_heap
 from ragtriage.store.db import read_session, write_session
+from ragtriage.store.kb_repo import DELETED, bump_revision, kb_revision
 from ragtriage.store.kb_tables import ChunkRow
 from ragtriage.workspace import Workspace
 
 if TYPE_CHECKING:
-    from ragtriage.pipeline.import_handoff import ImportHandoff
+    from ragtriage.index.import_handoff import ImportHandoff
 
 __all__ = ["ChunkSource", "import_chunks"]
 
@@ -163,7 +163,7 @@ def import_chunks(
             elif revision is None and _indexes_current(workspace, report.kb_revision):
                 report.index_skipped = "nothing changed and the indexes are up to date"
             else:
-                from ragtriage.pipeline.indexer import sync_indexes
+                from ragtriage.index.indexer import sync_indexes
 
                 if handoff is not None:
                     handoff.base_revision = report.kb_revision if revision is None else revision - 1
@@ -368,7 +368,7 @@ def _reject(report: ImportReport, error: RowError) -> None:
 def _indexes_current(workspace: Workspace, revision: int) -> bool:
     """The index manifest was written at the KB's current revision (nothing to sync)."""
     from ragtriage import locations
-    from ragtriage.pipeline.manifest import dense_backend_matches, read_manifest
+    from ragtriage.index.manifest import dense_backend_matches, read_manifest
 
     manifest = read_manifest(locations.manifest_path(workspace.home))
     return (

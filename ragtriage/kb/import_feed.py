@@ -8,13 +8,13 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ragtriage.index.kb_chunks import index_hash
 from ragtriage.kb.import_rows import ImportedChunk
-from ragtriage.pipeline.kb_chunks import index_hash
 from ragtriage.workspace import Workspace
 
 if TYPE_CHECKING:
-    from ragtriage.pipeline.dense_worker import DenseWorker
-    from ragtriage.pipeline.import_handoff import ImportHandoff
+    from ragtriage.index.dense_worker import DenseWorker
+    from ragtriage.index.import_handoff import ImportHandoff
 
 __all__ = ["DenseStream", "IndexFeed", "interrupted_message", "make_handoff"]
 
@@ -23,9 +23,9 @@ def make_handoff(workspace: Workspace) -> ImportHandoff:
     """What the pass keeps for the index sync; it segments the written texts meanwhile (in
     `bm25_procs` processes, forked now: the import's size is not known before its pass) for bm25s
     and for a Whoosh index written from term ids (`WhooshIndex.takes_term_ids`)."""
+    from ragtriage.index.bm25 import takes_term_ids
+    from ragtriage.index.import_handoff import ImportHandoff
     from ragtriage.locations import whoosh_dir
-    from ragtriage.pipeline.bm25 import takes_term_ids
-    from ragtriage.pipeline.import_handoff import ImportHandoff
 
     settings = workspace.settings.index
     segment = settings.bm25_engine == "bm25s" or takes_term_ids(whoosh_dir(workspace.home))
@@ -75,7 +75,7 @@ class DenseStream:
     """
 
     def __init__(self, workspace: Workspace) -> None:
-        from ragtriage.pipeline.dense_worker import DenseWorker
+        from ragtriage.index.dense_worker import DenseWorker
 
         self.workspace = workspace
         self.worker: DenseWorker | None = None
@@ -83,8 +83,8 @@ class DenseStream:
         self._idle: DenseWorker | None = DenseWorker(workspace)
 
     def send(self, chunks: list[ImportedChunk]) -> None:
-        from ragtriage.pipeline.dense import DenseDocument
-        from ragtriage.pipeline.kb_chunks import index_hash
+        from ragtriage.index.dense import DenseDocument
+        from ragtriage.index.kb_chunks import index_hash
 
         documents = [
             DenseDocument(
@@ -122,15 +122,15 @@ class DenseStream:
 def _check_index_embedder(workspace: Workspace) -> None:
     """Refuse (IndexStateError) indexes built with another embedder than the configured one."""
     from ragtriage import locations
-    from ragtriage.pipeline.embed import get_embedder
-    from ragtriage.pipeline.manifest import check_embedder, read_manifest
+    from ragtriage.index.embed import get_embedder
+    from ragtriage.index.manifest import check_embedder, read_manifest
 
     manifest_file = locations.manifest_path(workspace.home)
     check_embedder(read_manifest(manifest_file), get_embedder(workspace.settings.embedder), manifest_file)
 
 
 def _dense_held_here(workspace: Workspace) -> bool:
-    from ragtriage.pipeline.dense_sync import dense_held_here
+    from ragtriage.index.dense_sync import dense_held_here
 
     return dense_held_here(workspace)
 

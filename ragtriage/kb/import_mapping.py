@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ragtriage.config import IMPORT_FIELDS, KBImportSettings
+from ragtriage.config.settings import IMPORT_FIELDS, KBImportSettings
 from ragtriage.errors import InputError
 from ragtriage.kb.chunking import content_hash
 from ragtriage.kb.import_compare import compared_meta

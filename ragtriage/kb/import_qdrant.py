@@ -18,8 +18,8 @@ from qdrant_client import QdrantClient
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from ragtriage.errors import InputError
+from ragtriage.index.qdrant_clients import quiet_local_size_warning
 from ragtriage.kb.import_rows import SourceRow
-from ragtriage.pipeline.qdrant_clients import quiet_local_size_warning
 
 __all__ = ["QdrantSource"]
 

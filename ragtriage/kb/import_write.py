@@ -18,7 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, SQLModel, col, select
 
 from ragtriage.kb.import_rows import ImportedChunk
-from ragtriage.kb.repository import DELETED, RECHUNKED, REMOVED
+from ragtriage.store.kb_repo import DELETED, RECHUNKED, REMOVED
 from ragtriage.store.kb_tables import FILTERED, ChunkRow, ChunkVectorRow, DocumentRow
 
 __all__ = ["DocFields", "ImportWriter", "PUBLISHED"]

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragtriage.config import IMPORT_FIELDS
+from ragtriage.config.settings import IMPORT_FIELDS
 from ragtriage.errors import InputError
 from ragtriage.kb.import_apply import ChunkSource, import_chunks
 from ragtriage.kb.import_mapping import FieldMapper, check_field_name
@@ -165,7 +165,7 @@ def _vector_embedder(workspace: Workspace, with_vectors: bool) -> tuple[str | No
     """The name imported vectors are recorded under and the dimension they must have."""
     if not with_vectors:
         return None, None
-    from ragtriage.pipeline.embed import embedder_name, get_embedder
+    from ragtriage.index.embed import embedder_name, get_embedder
 
     configured = embedder_name(workspace.settings.embedder)
     declared = workspace.settings.kb.import_.embedder

@@ -2,7 +2,7 @@
 
 `add_paths` loads every supported file (.md, .markdown, .html, .htm, .txt, .docx, .pptx, .pdf), stores
 each in its own short write transaction, marks documents deleted that were added from the same folder before and
-are gone now, then brings the indexes in line (`ragtriage.pipeline.indexer.sync_indexes`).
+are gone now, then brings the indexes in line (`ragtriage.index.indexer.sync_indexes`).
 A file that cannot be loaded is reported (path, reason, fix) and skipped; its stored version stays.
 
 Document ids: front matter `doc_id`, else `<folder name>/<relative path without extension>` (a single
@@ -30,9 +30,9 @@ from ragtriage.kb.doc_ids import FileJob, StoredDocIds, collect_files
 from ragtriage.kb.document import DocumentLoadError
 from ragtriage.kb.loaders import load_document
 from ragtriage.kb.reports import AddReport, FailedFile, FileWarning, KBStats, RemoveReport
-from ragtriage.kb.repository import DELETED, as_utc, kb_revision, mark_deleted, store_document, to_record
-from ragtriage.pipeline.types import ChunkRecord
+from ragtriage.kb.types import ChunkRecord
 from ragtriage.store.db import read_session
+from ragtriage.store.kb_repo import DELETED, as_utc, kb_revision, mark_deleted, store_document, to_record
 from ragtriage.store.kb_tables import ChunkRow, DocumentRow, KBStateRow
 from ragtriage.wording import quoted
 from ragtriage.workspace import Workspace
@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 ProgressCallback = Callable[[int, int], None]
-_INDEXER_MODULE = "ragtriage.pipeline.indexer"
+_INDEXER_MODULE = "ragtriage.index.indexer"
 
 
 def add_paths(
@@ -180,7 +180,7 @@ def _sync_indexes(
     workspace: Workspace, on_progress: ProgressCallback | None
 ) -> tuple[dict[str, Any] | None, str | None]:
     try:
-        from ragtriage.pipeline.indexer import sync_indexes
+        from ragtriage.index.indexer import sync_indexes
     except ModuleNotFoundError as error:
         if error.name != _INDEXER_MODULE:
             raise

@@ -15,15 +15,15 @@ from typing import Any
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
-from ragtriage.config import FlaggingSettings
-from ragtriage.logs import ingest_sql
+from ragtriage.config.settings import FlaggingSettings
 from ragtriage.logs.batches import ROW_BODY, ROW_RECOVERED, ROW_REQUEST_ID, ParsedBatch
 from ragtriage.logs.flagging import REASON_FOLLOW_UP, followed_up_in_timeline, reason_key
-from ragtriage.logs.ingest_sql import Neighbours
 from ragtriage.logs.log_line import BadLine
 from ragtriage.logs.prepared_batch import PreparedBatch, prepare_batch
 from ragtriage.logs.reader import same_request
 from ragtriage.logs.report import IngestReport, add_counts
+from ragtriage.store import ingest_sql
+from ragtriage.store.ingest_sql import Neighbours
 
 SQLITE_CACHE_KIB = 16384
 SQLITE_AUTOCHECKPOINT_PAGES = 16384

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from datetime import timedelta
 
-from ragtriage.config import FlaggingSettings
+from ragtriage.config.settings import FlaggingSettings
 from ragtriage.logs.log_line import LogLine
 
 REASON_BAD_RATING = "bad_rating"

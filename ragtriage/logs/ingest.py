@@ -23,7 +23,7 @@ from pathlib import Path
 from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
 
-from ragtriage.config import FlaggingSettings, OtelSettings
+from ragtriage.config.settings import FlaggingSettings, OtelSettings
 from ragtriage.errors import InputError, LogFormatError
 from ragtriage.logs.batch_writer import BatchWriter
 from ragtriage.logs.batches import ParsedBatch, parse_batches

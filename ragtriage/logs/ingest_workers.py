@@ -28,7 +28,7 @@ from typing import Any, cast
 
 from sqlalchemy.engine import Engine
 
-from ragtriage.config import FlaggingSettings
+from ragtriage.config.settings import FlaggingSettings
 from ragtriage.errors import InputError, LogFormatError
 from ragtriage.logs.line_files import iter_line_chunks, iter_line_ranges
 from ragtriage.logs.log_line import BadLine

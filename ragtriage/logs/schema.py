@@ -13,14 +13,8 @@ from typing import Any, Literal, Union
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-from ragtriage.pipeline.types import (
-    ROUTE_BM25_RAW,
-    ROUTE_DENSE_RAW,
-    RewriteResult,
-    RouteResult,
-    ScoredChunk,
-    Trace,
-)
+from ragtriage.index.types import ScoredChunk
+from ragtriage.pipeline.types import ROUTE_BM25_RAW, ROUTE_DENSE_RAW, RewriteResult, RouteResult, Trace
 
 SCHEMA_VERSION = 1
 

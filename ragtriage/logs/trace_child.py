@@ -34,7 +34,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from ragtriage.config import OtelSettings
+from ragtriage.config.settings import OtelSettings
 from ragtriage.errors import InputError
 from ragtriage.logs.batches import ParsedBatch, parse_batches
 from ragtriage.logs.flagging import LineRules

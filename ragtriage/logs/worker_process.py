@@ -25,7 +25,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from ragtriage.config import FlaggingSettings
+from ragtriage.config.settings import FlaggingSettings
 from ragtriage.errors import InputError
 from ragtriage.logs.batch_writer import BatchWriter
 from ragtriage.logs.batches import ParsedBatch, parse_batches

@@ -15,7 +15,7 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from ragtriage.pipeline.types import ChunkRecord
+from ragtriage.kb.types import ChunkRecord
 from ragtriage.store.kb_tables import ChunkRow, KBStateRow
 
 

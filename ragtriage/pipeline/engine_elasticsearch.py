@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ragtriage.config_replay import ElasticsearchEngine
+from ragtriage.config.settings import ElasticsearchEngine
 from ragtriage.pipeline.engine_http import AnswerPaths, JSONRoute, fill_template
 
 

@@ -14,9 +14,9 @@ from typing import Any, Generic, Literal, TypeVar
 
 import httpx
 
-from ragtriage.config_replay import ElasticsearchEngine, HTTPEngine
+from ragtriage.config.settings import ElasticsearchEngine, HTTPEngine
 from ragtriage.errors import PipelineError
-from ragtriage.pipeline.types import ScoredChunk
+from ragtriage.index.types import ScoredChunk
 
 _MISSING = object()
 EngineT = TypeVar("EngineT", bound=ElasticsearchEngine | HTTPEngine)

@@ -13,10 +13,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ragtriage.config_replay import QdrantEngine
+from ragtriage.config.settings import QdrantEngine
 from ragtriage.errors import PipelineError
+from ragtriage.index.types import ScoredChunk
 from ragtriage.pipeline.engine_http import at_path, is_missing
-from ragtriage.pipeline.types import ScoredChunk
 
 
 class QdrantServerRetriever:

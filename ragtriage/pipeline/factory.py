@@ -6,16 +6,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ragtriage.config import Settings
+from ragtriage.config.settings import Settings
+from ragtriage.index.types import ScoredChunk
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
 from ragtriage.pipeline.llm_rewrite import LLMRewriter
 from ragtriage.pipeline.pipeline import Pipeline
 from ragtriage.pipeline.rerank import Reranker, build_scorer
 from ragtriage.pipeline.rewrite import AliasDictionary, RuleRewriter, load_aliases
-from ragtriage.pipeline.types import ScoredChunk
 
 if TYPE_CHECKING:
-    from ragtriage.pipeline.profiles import ResolvedProfile
+    from ragtriage.config.profiles import ResolvedProfile
     from ragtriage.workspace import Workspace
 
 DEFAULT_PROFILE = "default"
@@ -40,8 +40,8 @@ def build_pipeline(workspace: Workspace, profile: ResolvedProfile | None = None)
         PipelineError: the reranker or an optional backend cannot be loaded.
         InputError: the alias dictionary is not valid.
     """
+    from ragtriage.config.profiles import get_profile
     from ragtriage.pipeline.engines import build_route_engines
-    from ragtriage.pipeline.profiles import get_profile
 
     profile = profile or get_profile(workspace.settings, DEFAULT_PROFILE)
     settings = profile.settings

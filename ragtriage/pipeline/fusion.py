@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from ragtriage.pipeline.types import ScoredChunk
+from ragtriage.index.types import ScoredChunk
 from ragtriage.wording import quoted
 
 

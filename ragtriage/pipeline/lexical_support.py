@@ -62,11 +62,12 @@ import re
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from ragtriage.pipeline.analyzer import normalize_text, tokenize
+from ragtriage.index.analyzer import normalize_text, tokenize
+from ragtriage.index.types import ScoredChunk
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
 from ragtriage.pipeline.query_english import ordinary_words
 from ragtriage.pipeline.query_markup import markup_words
-from ragtriage.pipeline.types import LexicalSupport, RouteResult, ScoredChunk, TermSupport
+from ragtriage.pipeline.types import LexicalSupport, RouteResult, TermSupport
 
 __all__ = [
     "DENSE_GAP_RANK",

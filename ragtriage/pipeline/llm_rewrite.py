@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from ragtriage.config import LLMRewriteSettings
+from ragtriage.config.settings import LLMRewriteSettings
 from ragtriage.pipeline.normalize import normalize_text
 from ragtriage.pipeline.rewrite import RuleRewriter, expand_with_aliases
 from ragtriage.pipeline.types import RewriteResult

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ragtriage.config import Settings
+from ragtriage.config.settings import Settings
 from ragtriage.errors import RagtriageError
+from ragtriage.index.types import Embedder, ScoredChunk
 from ragtriage.pipeline import refusal as refusal_rules
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
 from ragtriage.pipeline.fusion import fuse
@@ -35,14 +36,12 @@ from ragtriage.pipeline.route_plan import (
 )
 from ragtriage.pipeline.trace_build import build_candidates, rerank_items
 from ragtriage.pipeline.types import (
-    Embedder,
     LexicalSupport,
     ProfileRef,
     Retriever,
     RewriteResult,
     RouteResult,
     RunOptions,
-    ScoredChunk,
     Trace,
 )
 

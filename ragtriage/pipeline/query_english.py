@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import re
 
-from ragtriage.pipeline.analyzer import normalize_text, tokenize
+from ragtriage.index.analyzer import normalize_text, tokenize
 
 __all__ = ["ORDINARY_ZIPF", "english_runs", "ordinary_words", "zipf_frequency"]
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from ragtriage.pipeline.analyzer import normalize_text, tokenize
+from ragtriage.index.analyzer import normalize_text, tokenize
 
 __all__ = ["markup_words"]
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ragtriage.pipeline.types import LexicalSupport, RerankPair, RouteResult, ScoredChunk
+from ragtriage.index.types import ScoredChunk
+from ragtriage.pipeline.types import LexicalSupport, RerankPair, RouteResult
 
 __all__ = [
     "REFUSAL_SCORES",

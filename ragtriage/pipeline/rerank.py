@@ -13,10 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from ragtriage.config import RerankSettings
+from ragtriage.config.settings import RerankSettings
 from ragtriage.errors import PipelineError
+from ragtriage.index.types import ScoredChunk
 from ragtriage.pipeline import features
-from ragtriage.pipeline.types import CrossEncoderScorer, RerankPair, ScoredChunk
+from ragtriage.pipeline.types import CrossEncoderScorer, RerankPair
 from ragtriage.wording import quoted
 
 FEATURES_ONLY = "features-only"

@@ -167,7 +167,7 @@ def _line_of(text: str, key: str) -> int | None:
 
 def default_tokenize(text: str) -> list[str]:
     """The analyzer the BM25 index uses (imported lazily: it loads jieba)."""
-    from ragtriage.pipeline.analyzer import tokenize
+    from ragtriage.index.analyzer import tokenize
 
     return list(tokenize(text))
 

@@ -11,7 +11,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragtriage.config import RetrievalSettings
+from ragtriage.config.settings import RetrievalSettings
+from ragtriage.index.types import ScoredChunk
 from ragtriage.pipeline.normalize import normalize_text
 from ragtriage.pipeline.types import (
     ROUTE_BM25_RAW,
@@ -23,7 +24,6 @@ from ragtriage.pipeline.types import (
     RewriteResult,
     RouteResult,
     RunOptions,
-    ScoredChunk,
     VectorRetriever,
 )
 

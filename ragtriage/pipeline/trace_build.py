@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ragtriage.index.types import ScoredChunk
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
 from ragtriage.pipeline.features import route_scores
 from ragtriage.pipeline.rerank import RerankItem, RerankOutcome
-from ragtriage.pipeline.types import Candidate, RouteResult, ScoredChunk, StageRank
+from ragtriage.pipeline.types import Candidate, RouteResult, StageRank
 
 
 def rerank_items(

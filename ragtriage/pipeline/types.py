@@ -7,14 +7,13 @@ source of `schemas/trace.schema.json`.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal, Protocol, Sequence, runtime_checkable
+from typing import Literal, Protocol, Sequence, runtime_checkable
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from ragtriage.index.types import ScoredChunk
 from ragtriage.wording import plural
-
-ChunkStatus = Literal["ready", "published", "deleted"]
 
 #: Route names in the order the pipeline runs them. `dense_sub_1`, `dense_sub_2`, … are per sub-query.
 ROUTE_BM25_RAW = "bm25_raw"
@@ -22,45 +21,6 @@ ROUTE_DENSE_RAW = "dense_raw"
 ROUTE_BM25_REWRITTEN = "bm25_rewritten"
 ROUTE_DENSE_REWRITTEN = "dense_rewritten"
 ROUTE_DENSE_SUB_PREFIX = "dense_sub_"
-
-
-class ChunkRecord(BaseModel):
-    """One chunk of a document, as stored in the KB (`content` may be empty in listings)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    chunk_id: str
-    doc_id: str
-    kb: str = "default"
-    title: str
-    heading_path: list[str] = Field(default_factory=list)
-    anchor: str | None = None
-    ordinal: int
-    content: str = ""
-    content_hash: str
-    version: int = 1
-    updated_at: str | None = None
-    """ISO-8601 time of the document version."""
-    status: ChunkStatus = "published"
-    product_line: str | None = None
-    doc_version: str | None = None
-    """The product/document version string from metadata (e.g. `v2.3`), not the KB revision."""
-    source_path: str | None = None
-    meta: dict[str, Any] | None = None
-    """An imported chunk's source columns that map to no field (`kb import`); None otherwise."""
-    char_start: int | None = None
-    """Offset of the chunk's first character in the document text (`kb.chunking.document_text`);
-    None for imported chunks, whose document text ragtriage never saw."""
-    char_end: int | None = None
-    """Offset just past the chunk's last character (end exclusive); None when `char_start` is."""
-
-
-class ScoredChunk(BaseModel):
-    """A chunk id at a rank (from 1) with the score that put it there."""
-
-    chunk_id: str
-    rank: int
-    score: float
 
 
 class RouteResult(BaseModel):
@@ -129,7 +89,7 @@ class Candidate(BaseModel):
 
 
 class ProfileRef(BaseModel):
-    """Which replay profile a trace ran with, and why (`ragtriage.pipeline.profiles`)."""
+    """Which replay profile a trace ran with, and why (`ragtriage.config.profiles`)."""
 
     name: str
     config_hash: str
@@ -355,22 +315,6 @@ class RunOptions(BaseModel):
 
 
 # ---------------------------------------------------------------- stage interfaces
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Turns texts into L2-normalised float32 vectors of shape (n, dim)."""
-
-    name: str
-
-    @property
-    def dim(self) -> int:
-        """Vector size (a plain attribute satisfies this too)."""
-        ...
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
-
-    def embed_passages(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
 @runtime_checkable

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from rich.console import Console
 from rich.text import Text
 
-from ragtriage.pipeline.types import ChunkRecord
+from ragtriage.kb.types import ChunkRecord
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.text import PLACE_HEADER, chunk_place, hanging_text
 

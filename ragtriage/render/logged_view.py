@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
-from ragtriage.logs.replay_logged import FinalChunk, LoggedReplay, StageDiff
 from ragtriage.logs.schema import STAGE_NAMES
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.text import PLACE_HEADER, Hanging, chunk_place, plural
+from ragtriage.replay.logged import FinalChunk, LoggedReplay, StageDiff
 
 GOLD_MARK = "★ "
 
@@ -142,7 +142,7 @@ def header(comparison: LoggedReplay) -> Text:
                 style="dim",
             )
     if comparison.profile is not None:
-        from ragtriage.pipeline.profiles import explain
+        from ragtriage.config.profiles import explain
 
         text.append("\nreplayed with: ", style="bold")
         text.append(

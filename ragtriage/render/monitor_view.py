@@ -14,8 +14,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from ragtriage.store.monitor_sql import UNKNOWN_GROUP
 from ragtriage.triage.monitor import FIGURES, Figure, MonitorGroup, MonitorReport
-from ragtriage.triage.monitor_sql import UNKNOWN_GROUP
 
 #: Column headers of the figures (at most 6 characters: nine columns fit 80 characters).
 HEADERS = {

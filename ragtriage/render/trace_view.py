@@ -12,7 +12,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
-from ragtriage.pipeline.types import ScoredChunk, Trace
+from ragtriage.index.types import ScoredChunk
+from ragtriage.pipeline.types import Trace
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.text import PLACE_HEADER, Hanging, chunk_place, plural
 
@@ -197,7 +198,7 @@ def summary_text(trace: Trace) -> Text:
     text.append("\ntimings (ms): ", style="bold")
     text.append("  ".join(f"{stage} {ms:.1f}" for stage, ms in trace.timings_ms.items()))
     if trace.profile is not None:
-        from ragtriage.pipeline.profiles import explain
+        from ragtriage.config.profiles import explain
 
         text.append("\nprofile: ", style="bold")
         text.append(explain(trace.profile).removeprefix("profile "))

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ragtriage.errors import RagtriageError
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.runner import run_eval
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.wording import quoted
 from ragtriage.workspace import Workspace
 
@@ -77,7 +77,7 @@ class EvalJobs:
         try:
             eval_store.dataset_version(workspace.engine, dataset)
             if profile is not None:
-                from ragtriage.pipeline.profiles import resolve_profile
+                from ragtriage.config.profiles import resolve_profile
 
                 workspace.pipeline_for(resolve_profile(workspace.settings, None, profile))
             else:

@@ -21,11 +21,11 @@ from sqlalchemy.engine import Engine
 
 from ragtriage import __version__
 from ragtriage.errors import InputError
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.compare import DEFAULT_TEST_METRICS, Comparison, compare_runs
 from ragtriage.eval.gate import GateResult
 from ragtriage.eval.run_view import CaseResult, RunDetail, RunListItem, case_results, run_detail
 from ragtriage.service import charts
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.eval_tables import EvalRunRow
 from ragtriage.wording import quoted
 

@@ -8,10 +8,10 @@ from fastapi import APIRouter, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragtriage.errors import NotFoundError
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.run_status import effective_status
 from ragtriage.eval.run_view import MAX_PAGE, RunDetail, RunListItem, list_run_items, run_detail
 from ragtriage.service.state import ServiceState, service_state
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.wording import quoted
 
 router = APIRouter(prefix="/api/v1", tags=["retrieval evaluation"])

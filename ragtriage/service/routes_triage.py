@@ -8,10 +8,10 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragtriage.eval import store as eval_store
 from ragtriage.logs.queue import QUEUE_SORTS, QueuePage, list_queue, parse_since
 from ragtriage.logs.requests import RequestView, request_view
 from ragtriage.service.state import ServiceState, service_state
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.store import triage_repo
 from ragtriage.store.triage_repo import TriageRecord
 from ragtriage.triage import workflow

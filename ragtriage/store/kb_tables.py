@@ -1,6 +1,6 @@
 """Knowledge-base tables: documents, chunks and the KB revision counter.
 
-SQL holds the KB; Whoosh and Qdrant are derived from it (see `ragtriage.pipeline.manifest`).
+SQL holds the KB; Whoosh and Qdrant are derived from it (see `ragtriage.index.manifest`).
 """
 
 from __future__ import annotations

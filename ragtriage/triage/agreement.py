@@ -15,9 +15,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy.engine import Engine
 
-from ragtriage.logs.replay_logged import logged_trace
 from ragtriage.logs.schema import RequestLog
 from ragtriage.pipeline.types import Trace
+from ragtriage.replay.logged import logged_trace
 from ragtriage.triage.context import DiagnosisContext
 from ragtriage.triage.diagnose import Diagnosis, diagnose
 
@@ -136,7 +136,7 @@ def _replay_cases(
             ctx.run(case.record.raw_query, option) for case, option in zip(cases, options, strict=True)
         ]
         return runs, None
-    from ragtriage.pipeline.profiles import resolve_profile
+    from ragtriage.config.profiles import resolve_profile
 
     profiles = [resolve_profile(workspace.settings, case.record.pipeline_version) for case in cases]
     groups: dict[tuple[str, str], list[int]] = {}

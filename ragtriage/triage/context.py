@@ -10,15 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ragtriage.config import Settings
-from ragtriage.pipeline.types import ChunkRecord, RunOptions, Trace
+from ragtriage.config.settings import Settings
+from ragtriage.kb.types import ChunkRecord
+from ragtriage.pipeline.types import RunOptions, Trace
 
 #: Chunks `kb_texts_with` returns at most (enough to tell a glossary mention from real use).
 KB_TEXTS_LIMIT = 20
 
 if TYPE_CHECKING:
+    from ragtriage.config.profiles import ResolvedProfile
     from ragtriage.pipeline.pipeline import Pipeline
-    from ragtriage.pipeline.profiles import ResolvedProfile
     from ragtriage.triage.gold_check import DeletedGold
     from ragtriage.workspace import Workspace
 
@@ -130,7 +131,7 @@ class WorkspaceContext:
     def chunk_origins(self, chunk_ids: Sequence[str]) -> tuple[set[str], dict[str, str]]:
         """(live chunk ids, id → document of the rest) in bulk: a deleted row keeps its document; an
         id with no row is named by ragtriage's `doc_id#hash` scheme when that document exists."""
-        from ragtriage.logs.fidelity_run import chunk_origins
+        from ragtriage.replay.fidelity_run import chunk_origins
 
         return chunk_origins(self.workspace.engine, chunk_ids)
 
@@ -160,7 +161,7 @@ class WorkspaceContext:
         if shared is not None:
             return shared
         if self._indexes is None:
-            from ragtriage.pipeline.indexer import open_indexes
+            from ragtriage.index.indexer import open_indexes
 
             self._indexes = open_indexes(self.workspace)
         return self._indexes
@@ -177,7 +178,7 @@ class WorkspaceContext:
 
     def tokenize(self, text: str) -> list[str]:
         """The analyzer Whoosh indexes with."""
-        from ragtriage.pipeline.analyzer import tokenize
+        from ragtriage.index.analyzer import tokenize
 
         return list(tokenize(text))
 
@@ -187,7 +188,7 @@ class WorkspaceContext:
 
     def in_dictionary(self, term: str) -> bool:
         """jieba's dictionary, as the analyzer loads it."""
-        from ragtriage.pipeline.analyzer import in_dictionary
+        from ragtriage.index.analyzer import in_dictionary
 
         return in_dictionary(term)
 

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from ragtriage.pipeline.types import ChunkRecord, Trace
+from ragtriage.kb.types import ChunkRecord
+from ragtriage.pipeline.types import Trace
 from ragtriage.triage.context import DiagnosisContext
 from ragtriage.triage.fidelity_facts import ReplayFidelity, replay_fidelity
 from ragtriage.triage.journey import GoldJourney, gold_journey

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ragtriage.logs.fidelity import STAGE_SHORT, StageFidelity, compare_traces
 from ragtriage.pipeline.types import Trace
+from ragtriage.replay.fidelity import STAGE_SHORT, StageFidelity, compare_traces
 from ragtriage.triage.context import DiagnosisContext
 
 #: The logged stages each label blames: diagnosis judges them from the logged lists.

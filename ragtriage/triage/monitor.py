@@ -19,14 +19,14 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
+from ragtriage.store import monitor_sql as sql
 from ragtriage.store.db import read_session
 from ragtriage.store.gold import gold_ids
 from ragtriage.store.log_tables import RequestLogRow, TriageRow
+from ragtriage.store.monitor_sql import GroupBy, GroupCounts
 from ragtriage.triage import monitor_logged as logged
-from ragtriage.triage import monitor_sql as sql
 from ragtriage.triage.monitor_new_docs import first_day_recall
 from ragtriage.triage.monitor_replays import rewrite_gains
-from ragtriage.triage.monitor_sql import GroupBy, GroupCounts
 from ragtriage.wording import quoted
 
 __all__ = ["DEFINITIONS", "FIGURES", "Figure", "MonitorGroup", "MonitorReport", "compute_monitor"]

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
+from ragtriage.store import monitor_sql as sql
 from ragtriage.store.db import read_session, write_session
 from ragtriage.store.kb_tables import ChunkRow, DocumentRow
 from ragtriage.store.log_tables import RequestLogRow
 from ragtriage.store.monitor_tables import MonitorDocRecallRow
 from ragtriage.triage import monitor_logged as logged
-from ragtriage.triage import monitor_sql as sql
 from ragtriage.wording import plural
 
 if TYPE_CHECKING:

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
 
-from ragtriage.eval import store as eval_store
+from ragtriage.store import eval_repo as eval_store
+from ragtriage.store import monitor_sql as sql
 from ragtriage.store.eval_tables import EvalRunRow
-from ragtriage.triage import monitor_sql as sql
 
 if TYPE_CHECKING:
     from ragtriage.triage.monitor import Figure

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from ragtriage.errors import InputError, NotFoundError
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
 from ragtriage.eval.gold_map import refs_for_chunks
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.db import read_session
 from ragtriage.triage.redact import redact_pii
 from ragtriage.triage.sampling import SAMPLED_REASON
@@ -62,7 +62,7 @@ class PromoteResult(BaseModel):
 def index_manifest_summary(workspace: Workspace) -> dict[str, Any]:
     """The index manifest without its per-chunk hashes (what a case or a run records); {} without indexes."""
     from ragtriage import locations
-    from ragtriage.pipeline.manifest import read_manifest
+    from ragtriage.index.manifest import read_manifest
 
     manifest = read_manifest(locations.manifest_path(workspace.home))
     if manifest is None:
@@ -134,7 +134,7 @@ def promote_request(
         NotFoundError: the request is not in the store, or its profile is not defined.
         InputError: the record is not confirmed, or has no gold and is not labelled `no_answer_in_kb`.
     """
-    from ragtriage.pipeline.profiles import resolve_profile
+    from ragtriage.config.profiles import resolve_profile
 
     raw_query, logged_config_hash, pipeline_version, labels, gold, reasons = _load_record(
         workspace, request_id
@@ -172,7 +172,7 @@ def promote_request(
             redacted=redacted,
         )
 
-    from ragtriage.kb.repository import kb_revision
+    from ragtriage.store.kb_repo import kb_revision
 
     provenance = {
         "source": "promote",

@@ -45,8 +45,8 @@ def logged_case(workspace: Workspace, request_id: str) -> LoggedCase:
     Raises:
         NotFoundError: the request is not in the store.
     """
-    from ragtriage.logs.replay_logged import logged_trace
     from ragtriage.logs.schema import RequestLog
+    from ragtriage.replay.logged import logged_trace
     from ragtriage.store.db import read_session
     from ragtriage.store.gold import gold_ids
     from ragtriage.store.log_tables import RequestLogRow, TriageRow
@@ -101,7 +101,7 @@ def diagnose_request(
         as_of = case.ts
         use_profile = getattr(context, "use_profile", None)
         if use_profile is not None:
-            from ragtriage.pipeline.profiles import resolve_profile
+            from ragtriage.config.profiles import resolve_profile
 
             # Replayed as production ran it: the profile of its pipeline_version, at its time.
             use_profile(resolve_profile(workspace.settings, case.pipeline_version))

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from ragtriage.config import DEFAULT_LABELS
+from ragtriage.config.settings import DEFAULT_LABELS
 from ragtriage.pipeline.types import RouteResult
 from ragtriage.triage.facts import Facts, gold_route_reach
 

@@ -10,8 +10,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ragtriage.logs.fidelity_run import StoredFidelity
-from ragtriage.pipeline.types import ChunkRecord, Trace
+from ragtriage.kb.types import ChunkRecord
+from ragtriage.pipeline.types import Trace
+from ragtriage.replay.fidelity_run import StoredFidelity
 from ragtriage.store.gold import gold_ids as stored_gold_ids
 from ragtriage.store.triage_repo import TriageRecord
 from ragtriage.triage.diagnose import Diagnosis
@@ -89,8 +90,8 @@ def chunk_records(workspace: Workspace, chunk_ids: Sequence[str]) -> dict[str, C
 
 def load_case(workspace: Workspace, request_id: str) -> CaseData:
     """The logged request, its triage record, the logged trace and the text of every candidate and gold chunk."""
-    from ragtriage.logs.fidelity_run import get_fidelity
     from ragtriage.logs.requests import request_view
+    from ragtriage.replay.fidelity_run import get_fidelity
 
     view = request_view(workspace.engine, request_id)
     gold = gold_ids(view.triage)
@@ -120,8 +121,8 @@ def replay_case(
     Raises:
         RunCancelled: `should_stop()` turned true between two stages.
     """
+    from ragtriage.config.profiles import resolve_profile
     from ragtriage.pipeline.pipeline import RunCancelled
-    from ragtriage.pipeline.profiles import resolve_profile
     from ragtriage.pipeline.types import RunOptions
     from ragtriage.triage.context import WorkspaceContext
     from ragtriage.triage.diagnose import diagnose

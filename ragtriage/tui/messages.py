@@ -6,8 +6,9 @@ from typing import Any
 
 from textual.message import Message
 
+from ragtriage.kb.types import ChunkRecord
 from ragtriage.logs.queue import QueueCounts, QueuePage
-from ragtriage.pipeline.types import ChunkRecord, Trace
+from ragtriage.pipeline.types import Trace
 from ragtriage.store.triage_repo import TriageRecord
 from ragtriage.triage.diagnose import Diagnosis
 from ragtriage.tui.case_data import CaseData

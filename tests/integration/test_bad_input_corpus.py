@@ -72,7 +72,7 @@ from click.testing import CliRunner
 from sqlalchemy import func, select
 
 from ragtriage.cli import main
-from ragtriage.eval import store as eval_store
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.db import read_session
 from ragtriage.store.log_tables import QuarantinedLineRow, RequestLogRow
 from ragtriage.workspace import Workspace

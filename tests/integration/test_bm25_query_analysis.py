@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from ragtriage.cli import cli
-from ragtriage.pipeline.bm25 import FLAG_TOKENIZES_TO_NOTHING, BM25Document, WhooshIndex
-from ragtriage.pipeline.bm25s_index import BM25sIndex
+from ragtriage.index.bm25 import FLAG_TOKENIZES_TO_NOTHING, BM25Document, WhooshIndex
+from ragtriage.index.bm25s_index import BM25sIndex
 from ragtriage.workspace import Workspace
 from tests.tiny_kb import write_markdown_docs
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from ragtriage.index.bm25 import BM25Document, WhooshIndex
 from ragtriage.kb.service import add_paths, list_chunks
-from ragtriage.pipeline.bm25 import BM25Document, WhooshIndex
 from ragtriage.workspace import Workspace
 from tests.conftest import FIXTURES_DIR
 
@@ -103,7 +103,7 @@ def test_equal_after_deletes_and_a_second_segment(
 def test_a_write_by_another_instance_refreshes_cached_postings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ragtriage.pipeline import bm25 as bm25_module
+    from ragtriage.index import bm25 as bm25_module
 
     monkeypatch.setattr(bm25_module, "_STALENESS_CHECK_S", 0.0)
     reader = WhooshIndex(tmp_path / "whoosh")

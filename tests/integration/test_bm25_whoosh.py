@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from ragtriage.errors import IndexStateError
-from ragtriage.pipeline import bm25 as bm25_module
-from ragtriage.pipeline.bm25 import FLAG_TOKENIZES_TO_NOTHING, BM25Document, WhooshIndex
+from ragtriage.index import bm25 as bm25_module
+from ragtriage.index.bm25 import FLAG_TOKENIZES_TO_NOTHING, BM25Document, WhooshIndex
 
 POEM = ["床前明月光", "疑是地上霜", "举头望明月", "低头思故乡"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ragtriage.pipeline.bm25 import WhooshIndex
+from ragtriage.index.bm25 import WhooshIndex
 from tests.terminal_signals import as_from_a_terminal, child_pids
 
 PROC = Path("/proc")
@@ -26,7 +26,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 WRITER = """
 import sys, uuid
 from pathlib import Path
-from ragtriage.pipeline.bm25 import BM25Document, WhooshIndex
+from ragtriage.index.bm25 import BM25Document, WhooshIndex
 
 index = WhooshIndex(Path(sys.argv[1]), procs=2, multiproc_min_docs=100)
 text = "出差结束后十五天内提交发票原件，VPN 连接失败时先检查客户端版本。会议室可以提前七天预订。" * 6

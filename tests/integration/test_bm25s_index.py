@@ -15,12 +15,12 @@ from click.testing import CliRunner
 from ragtriage import locations
 from ragtriage.cli import cli
 from ragtriage.errors import IndexLockedError
-from ragtriage.pipeline import bm25s_matrix, bulk_terms
-from ragtriage.pipeline.analyzer import terms, tokenize
-from ragtriage.pipeline.bm25 import FLAG_INDEX_EMPTY, FLAG_TOKENIZES_TO_NOTHING, BM25Document, WhooshIndex
-from ragtriage.pipeline.bm25s_index import K1, B, BM25sIndex, _FileLock, import_bm25s
-from ragtriage.pipeline.bm25s_matrix import save_model, score_matrix
-from ragtriage.pipeline.indexer import open_indexes
+from ragtriage.index import bm25s_matrix, bulk_terms
+from ragtriage.index.analyzer import terms, tokenize
+from ragtriage.index.bm25 import FLAG_INDEX_EMPTY, FLAG_TOKENIZES_TO_NOTHING, BM25Document, WhooshIndex
+from ragtriage.index.bm25s_index import K1, B, BM25sIndex, _FileLock, import_bm25s
+from ragtriage.index.bm25s_matrix import save_model, score_matrix
+from ragtriage.index.indexer import open_indexes
 from ragtriage.workspace import Workspace
 from tests.conftest import FIXTURES_DIR
 from tests.tiny_kb import TINY_DOCS, write_markdown_docs
@@ -224,7 +224,7 @@ def test_a_home_configured_for_bm25s_indexes_and_replays_with_it(tmp_path: Path,
 def test_an_open_index_sees_another_instance_s_write(
     index: BM25sIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ragtriage.pipeline import bm25s_index
+    from ragtriage.index import bm25s_index
 
     assert index.search("火星", 1) == ([], [])
     BM25sIndex(tmp_path / "bm25s").apply([doc("mars#1", "火星基地", "火星")])

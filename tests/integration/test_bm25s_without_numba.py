@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ragtriage.pipeline.bm25s_index import BM25sIndex
+from ragtriage.index.bm25s_index import BM25sIndex
 from tests.conftest import REPO_ROOT
 from tests.integration.test_bm25s_index import tiny_docs
 
@@ -17,7 +17,7 @@ QUERIES = ["红字发票怎么开", "请假要谁审批", "VPN 连接失败"]
 _CHILD = """
 import json, sys
 from pathlib import Path
-from ragtriage.pipeline.indexer import _bm25s_index_class
+from ragtriage.index.indexer import _bm25s_index_class
 
 index = _bm25s_index_class()(Path(sys.argv[1]))
 from tests.integration.test_bm25s_index import tiny_docs  # bm25s: imported by the index

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from ragtriage.cli import cli
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
 from ragtriage.eval.refusal_calibration import calibrate, snapshot_scores, write_threshold
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.workspace import Workspace
 from tests.tiny_kb import add_tiny_kb
 

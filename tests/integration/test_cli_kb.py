@@ -126,7 +126,7 @@ def test_installed_console_script_exits_2_on_a_bad_file(tmp_path: Path) -> None:
 
 
 def test_kb_stats_says_when_qdrant_local_mode_is_too_small_for_the_kb(tmp_path: Path, home: Path) -> None:
-    from ragtriage.pipeline.qdrant_clients import LOCAL_MODE_LIMIT
+    from ragtriage.index.qdrant_clients import LOCAL_MODE_LIMIT
 
     # Production-style integer ids, more chunks than qdrant-client's local mode is meant for.
     count = LOCAL_MODE_LIMIT + 1
@@ -163,7 +163,7 @@ def test_kb_stats_says_when_qdrant_local_mode_is_too_small_for_the_kb(tmp_path: 
     assert "note: 20,001 chunks in Qdrant local mode, which is slow" in text
     # A Qdrant server and Qdrant Edge have no such limit; a small KB gets no note.
     from ragtriage.commands.kb import local_mode_note
-    from ragtriage.config import Settings
+    from ragtriage.config.settings import Settings
 
     server = Settings(index={"qdrant_url": "http://localhost:6333"})
     assert local_mode_note(server, count, "qdrant_local") is None

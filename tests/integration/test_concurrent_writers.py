@@ -112,7 +112,7 @@ def _evaluator(home: Path, deadline: float) -> dict[str, object]:
 
 
 def _ingester(home: Path, deadline: float, workdir: Path) -> dict[str, object]:
-    from ragtriage.config import FlaggingSettings
+    from ragtriage.config.settings import FlaggingSettings
     from ragtriage.logs.ingest import ingest_files
     from ragtriage.workspace import Workspace
 
@@ -150,10 +150,10 @@ def worker_main(role: str, home: str, deadline_in_s: str, out: str) -> None:
 @pytest.fixture(scope="module")
 def kb_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny indexed KB with an eval set and flagged requests, built once."""
-    from ragtriage.eval import store as eval_store
     from ragtriage.eval.cases import EvalCase
     from ragtriage.kb.service import add_paths
     from ragtriage.logs.ingest import ingest_lines
+    from ragtriage.store import eval_repo as eval_store
     from ragtriage.workspace import Workspace
 
     root = tmp_path_factory.mktemp("concurrency")
@@ -191,7 +191,7 @@ def _start(role: str, home: Path, seconds: float, out: Path) -> subprocess.Popen
 
 @pytest.mark.slow
 def test_labelling_eval_and_ingest_write_one_home_at_once(kb_home: Path, tmp_path: Path) -> None:
-    from ragtriage.eval import store as eval_store
+    from ragtriage.store import eval_repo as eval_store
     from ragtriage.store import triage_repo
     from ragtriage.store.db import read_session
     from ragtriage.store.log_tables import RequestLogRow, TriageAuditRow

@@ -136,9 +136,9 @@ def test_ingest_killed_mid_write_recovers_exactly(home: Path, tmp_path: Path) ->
 @pytest.fixture(scope="module")
 def eval_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny indexed KB with a 40-case eval set, built once."""
-    from ragtriage.eval import store as eval_store
     from ragtriage.eval.cases import EvalCase
     from ragtriage.kb.service import add_paths
+    from ragtriage.store import eval_repo as eval_store
     from ragtriage.workspace import Workspace
 
     root = tmp_path_factory.mktemp("crash-eval")

@@ -52,7 +52,7 @@ def test_second_run_reuses_what_exists(demo_runs) -> None:  # type: ignore[no-un
 @pytest.mark.realdata
 def test_real_demo_over_the_debian_faq_has_badcases(tmp_path: Path) -> None:
     """`demo --real --headless`: the FAQ is extracted, indexed and served by an imperfect production."""
-    from ragtriage.kb.debian_docs import DEFAULT_DEBS_DIR
+    from ragtriage_demo.debian_docs import DEFAULT_DEBS_DIR
 
     if not any(DEFAULT_DEBS_DIR.glob("debian-faq-zh-cn_*.deb")):
         pytest.skip(f"real data absent: no debian-faq-zh-cn_*.deb in {DEFAULT_DEBS_DIR}")

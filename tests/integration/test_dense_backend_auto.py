@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from ragtriage.cli import cli
-from ragtriage.config import IndexSettings
-from ragtriage.pipeline.manifest import IndexManifest, effective_dense_backend
+from ragtriage.config.settings import IndexSettings
+from ragtriage.index.manifest import IndexManifest, effective_dense_backend
 from tests.chunk_exports import add_passage_vectors
 from tests.tiny_kb import TINY_DOCS, write_markdown_docs
 
@@ -213,7 +213,7 @@ def _random_vector_rows(count: int) -> list[dict[str, Any]]:
 
 
 def test_a_sync_that_removed_points_leaves_the_edge_shard_compacted(tmp_path: Path, home: Path) -> None:
-    from ragtriage.pipeline.indexer import sync_indexes
+    from ragtriage.index.indexer import sync_indexes
     from ragtriage.workspace import Workspace
 
     rows = _random_vector_rows(1500)

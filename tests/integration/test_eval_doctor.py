@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from ragtriage.cli import cli
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
 from ragtriage.eval.doctor import best_overlap, run_doctor
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.db import write_session
 from ragtriage.store.kb_tables import ChunkRow
 from ragtriage.workspace import Workspace

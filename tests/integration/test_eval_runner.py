@@ -11,10 +11,11 @@ import pytest
 from sqlmodel import delete
 
 from ragtriage.errors import InputError
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
 from ragtriage.eval.runner import effective_status, run_eval
-from ragtriage.pipeline.types import Candidate, RewriteResult, RunOptions, ScoredChunk, StageRank, Trace
+from ragtriage.index.types import ScoredChunk
+from ragtriage.pipeline.types import Candidate, RewriteResult, RunOptions, StageRank, Trace
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.db import write_session
 from ragtriage.store.eval_tables import EvalRunCaseRow
 from ragtriage.workspace import Workspace
@@ -83,7 +84,7 @@ def test_real_run_scores_every_granularity_and_stores_snapshots(workspace: Works
     assert summary.bucket_aggregates["tag:finance"]["cases"] == 1
     run = eval_store.get_run(workspace.engine, summary.run_id)
     assert run.config_hash == workspace.settings.config_hash() and run.index_manifest["embedder"]
-    from ragtriage.kb.repository import kb_revision
+    from ragtriage.store.kb_repo import kb_revision
 
     assert run.kb_revision == kb_revision(workspace.engine, "default") > 0
     assert run.config["eval"]["ks"] == [1, 3, 5, 10, 20] and "store" not in run.config

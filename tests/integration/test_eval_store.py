@@ -9,9 +9,9 @@ from click.testing import CliRunner
 
 from ragtriage.cli import cli
 from ragtriage.errors import InputError, NotFoundError
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
 from ragtriage.eval.formats import CASE_FORMATS, read_cases, write_cases
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.db import make_engine, sqlite_url
 
 

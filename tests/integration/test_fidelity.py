@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from ragtriage.kb.service import add_paths
-from ragtriage.logs.fidelity_run import get_fidelity
 from ragtriage.logs.ingest import ingest_lines
 from ragtriage.pipeline.types import RunOptions, Trace
+from ragtriage.replay.fidelity_run import get_fidelity
 from ragtriage.workspace import Workspace
 from tests.conftest import RunCli
 from tests.tiny_kb import TINY_DOCS, write_markdown_docs

@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from ragtriage.cli import cli
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
 from ragtriage.eval.finetune import finetune_records, run_order
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.workspace import Workspace
 from tests.service_home import add_confirmed_request
 from tests.tiny_kb import add_tiny_kb

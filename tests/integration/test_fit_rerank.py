@@ -9,8 +9,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from ragtriage.cli import cli
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.workspace import Workspace
 from tests.conftest import RunCli
 from tests.tiny_kb import add_tiny_kb

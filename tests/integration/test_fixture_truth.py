@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from ragtriage.cli import main
-from ragtriage.config import DEFAULT_LABELS
-from ragtriage.demo import seed_embedding_cache
+from ragtriage.config.settings import DEFAULT_LABELS
 from ragtriage.kb.service import add_paths
 from ragtriage.logs.ingest import ingest_files
 from ragtriage.triage.agreement import confirm_fixture_truth
 from ragtriage.workspace import Workspace
+from ragtriage_demo.demo import seed_embedding_cache
 from tests.conftest import FIXTURES_DIR
 
 LOGS = FIXTURES_DIR / "logs" / "requests.jsonl"

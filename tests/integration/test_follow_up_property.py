@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from ragtriage.config import FlaggingSettings
+from ragtriage.config.settings import FlaggingSettings
 from ragtriage.logs.flagging import followed_up
 from ragtriage.logs.ingest import ingest_lines
 from ragtriage.store.db import make_engine, read_session, sqlite_url

@@ -59,7 +59,7 @@ PAGES_WITHOUT_FOOTNOTES = ["faq/basic-defs.zh-cn", "reference/ch03.zh-cn"]
 
 @pytest.fixture(scope="module")
 def debian_html(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    from ragtriage.kb.debian_docs import extract
+    from ragtriage_demo.debian_docs import extract
 
     extracted = tmp_path_factory.mktemp("debian")
     report = extract(DEBS_DIR, extracted / "all")

@@ -11,7 +11,7 @@ import pytest
 
 from ragtriage import locations
 from ragtriage.errors import IndexStateError
-from ragtriage.pipeline.indexer import (
+from ragtriage.index.indexer import (
     index_lag,
     index_status,
     indexed_content_hash,

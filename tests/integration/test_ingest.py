@@ -13,12 +13,12 @@ from sqlalchemy import func, inspect, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 
-from ragtriage.config import FlaggingSettings
+from ragtriage.config.settings import FlaggingSettings
 from ragtriage.errors import LogFormatError
 from ragtriage.logs.ingest import ingest_files, ingest_lines
-from ragtriage.logs.ingest_sql import insert_ignoring_existing
 from ragtriage.logs.requests import get_request, iter_requests
 from ragtriage.store.db import make_engine, read_session, sqlite_url
+from ragtriage.store.ingest_sql import insert_ignoring_existing
 from ragtriage.store.log_tables import (
     OLD_REQUEST_LOG_SESSION_INDEX,
     REQUEST_LOG_TS_INDEX,

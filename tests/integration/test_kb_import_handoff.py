@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from ragtriage import locations
+from ragtriage.index import published
+from ragtriage.index.indexer import index_status, open_indexes, rebuild_indexes, sync_indexes
 from ragtriage.kb.import_report import ImportReport
 from ragtriage.kb.importer import ImportSpec, run_import
 from ragtriage.kb.service import add_paths
-from ragtriage.pipeline import published
-from ragtriage.pipeline.indexer import index_status, open_indexes, rebuild_indexes, sync_indexes
 from ragtriage.workspace import Workspace
 from tests.integration.test_kb_import_overlap import MAP, _dense_points, _rows, _second_version, _write
 from tests.tiny_kb import write_markdown_docs

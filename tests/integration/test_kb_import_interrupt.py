@@ -20,7 +20,7 @@ import pytest
 
 from ragtriage import locations
 from ragtriage.interrupts import latched_interrupts
-from ragtriage.kb.repository import kb_revision
+from ragtriage.store.kb_repo import kb_revision
 from ragtriage.workspace import Workspace
 from tests.conftest import RunCli
 from tests.terminal_signals import as_from_a_terminal, child_pids, default_sigint

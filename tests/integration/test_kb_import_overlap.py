@@ -17,12 +17,12 @@ from qdrant_client import QdrantClient
 
 from ragtriage import locations
 from ragtriage.errors import IndexStateError, InputError
+from ragtriage.index import dense_worker
+from ragtriage.index.dense import QdrantIndex
+from ragtriage.index.dense_edge import EdgeIndex
+from ragtriage.index.indexer import index_status, open_indexes, sync_indexes
 from ragtriage.kb.import_report import ImportReport
 from ragtriage.kb.importer import ImportSpec, run_import
-from ragtriage.pipeline import dense_worker
-from ragtriage.pipeline.dense import QdrantIndex
-from ragtriage.pipeline.dense_edge import EdgeIndex
-from ragtriage.pipeline.indexer import index_status, open_indexes, sync_indexes
 from ragtriage.workspace import Workspace
 
 MAP = {"chunk_id": "id", "doc_id": "document_id", "content": "text", "title": "section_title"}
@@ -93,8 +93,8 @@ def _home(root: Path, name: str, backend: str) -> Path:
 def _dense_folder(home: Path) -> Path:
     """The folder of the home's dense index (local mode's, or the edge shard's), as resolved for
     `[index] dense_backend` (explicit, or `auto`: the manifest's backend, else Edge)."""
-    from ragtriage.config import load_settings
-    from ragtriage.pipeline.manifest import effective_dense_backend, read_manifest
+    from ragtriage.config.settings import load_settings
+    from ragtriage.index.manifest import effective_dense_backend, read_manifest
 
     config = home / "config.toml"
     settings = load_settings(config if config.exists() else None, environ={})

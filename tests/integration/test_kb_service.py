@@ -266,7 +266,7 @@ def test_neighbours_and_get_chunks(workspace: Workspace, tmp_path: Path) -> None
 def test_add_paths_calls_the_indexer_with_the_workspace(
     workspace: Workspace, kb_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ragtriage.pipeline import indexer
+    from ragtriage.index import indexer
 
     calls: list[tuple[Workspace, object]] = []
 
@@ -283,7 +283,7 @@ def test_add_paths_calls_the_indexer_with_the_workspace(
 
 
 def test_add_paths_builds_real_indexes_that_match_the_kb(workspace: Workspace, tmp_path: Path) -> None:
-    from ragtriage.pipeline.index_state import index_status
+    from ragtriage.index.index_state import index_status
 
     doc = tmp_path / "one.md"
     doc.write_text("# 发票\n\n## 红字发票\n\n红字发票需要信息表。\n", encoding="utf-8")

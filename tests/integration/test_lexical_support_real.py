@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from ragtriage.cli import cli
-from ragtriage.pipeline.analyzer import tokenize
-from ragtriage.pipeline.indexer import open_indexes
+from ragtriage.index.analyzer import tokenize
+from ragtriage.index.indexer import open_indexes
 from ragtriage.pipeline.lexical_support import DocumentFrequencies, SpellingNeighbours
 from ragtriage.workspace import Workspace
 from tests.engine_stubs import stub_server

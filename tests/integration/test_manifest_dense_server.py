@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 
 from ragtriage import locations
+from ragtriage.index import indexer
+from ragtriage.index.dense import QdrantIndex
+from ragtriage.index.dense_sync import open_dense
+from ragtriage.index.embed import get_embedder
+from ragtriage.index.index_state import index_lag, index_status
+from ragtriage.index.indexer import sync_indexes
+from ragtriage.index.manifest import IndexManifest, read_manifest
 from ragtriage.kb.service import add_paths
-from ragtriage.pipeline import indexer
-from ragtriage.pipeline.dense import QdrantIndex
-from ragtriage.pipeline.dense_sync import open_dense
-from ragtriage.pipeline.embed import get_embedder
-from ragtriage.pipeline.index_state import index_lag, index_status
-from ragtriage.pipeline.indexer import sync_indexes
-from ragtriage.pipeline.manifest import IndexManifest, read_manifest
 from ragtriage.workspace import Workspace
 from tests.tiny_kb import TINY_DOCS, write_markdown_docs
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from ragtriage.cli import cli
 from ragtriage.kb.chunking import ChunkingParams, chunk_document
 from ragtriage.kb.loaders import load_document
-from ragtriage.pipeline.types import ChunkRecord
+from ragtriage.kb.types import ChunkRecord
 from tests.conftest import SHARED_DIR
 
 DEBS_DIR = SHARED_DIR / "data" / "debian-docs-zh"
@@ -35,7 +35,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def pdf_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from ragtriage.kb.debian_docs import SOURCES, extract_source, find_deb
+    from ragtriage_demo.debian_docs import SOURCES, extract_source, find_deb
 
     [source] = [s for s in SOURCES if s.out_subdir == "reference-pdf"]
     out = tmp_path_factory.mktemp("debian")

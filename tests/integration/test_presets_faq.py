@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from ragtriage.pipeline.profiles import get_profile
+from ragtriage.config.profiles import get_profile
 from ragtriage.pipeline.types import Trace
 from ragtriage.workspace import Workspace
 from tests.conftest import SHARED_DIR, load_script

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from ragtriage.cli import cli
 from ragtriage.errors import InputError
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.workspace import Workspace
 from tests.service_home import add_confirmed_request
 

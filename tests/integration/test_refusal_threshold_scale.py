@@ -18,8 +18,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from ragtriage.cli import cli
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.workspace import Workspace
 from tests.engine_stubs import StubServer, stub_server, tei_bigram_rerank
 from tests.tiny_kb import add_tiny_kb

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
 from ragtriage.eval.runner import run_eval
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.workspace import Workspace
 from tests.conftest import run_ragtriage
 from tests.service_home import XSS_QUERY, XSS_TAG, EvalHome

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from ragtriage import locations
-from ragtriage.config import Settings
+from ragtriage.config.settings import Settings
 from ragtriage.store import triage_repo
 from ragtriage.workspace import Workspace
 from tests.integration.test_bad_input_corpus import CliOutcome, run_cli

@@ -199,7 +199,7 @@ HOLD_QDRANT = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from ragtriage.pipeline.indexer import open_indexes
+    from ragtriage.index.indexer import open_indexes
     from ragtriage.workspace import Workspace
     indexes = open_indexes(Workspace.open(Path(sys.argv[1])))
     print("held", flush=True)

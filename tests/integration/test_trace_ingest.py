@@ -21,7 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from ragtriage.cli import cli
-from ragtriage.config import OtelSettings
+from ragtriage.config.settings import OtelSettings
 from ragtriage.errors import LogFormatError
 from ragtriage.logs.formats.detect import detect
 from ragtriage.logs.ingest import ingest_files

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from ragtriage.config import OtelSettings
+from ragtriage.config.settings import OtelSettings
 from ragtriage.errors import InputError, LogFormatError
 from ragtriage.logs.formats import parallel
 from ragtriage.logs.formats.assemble import Assembled, Rejected

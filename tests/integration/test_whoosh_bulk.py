@@ -20,10 +20,10 @@ from whoosh import index as whoosh_index
 from whoosh.fields import ID, TEXT, Schema
 
 from ragtriage.errors import IndexLockedError
-from ragtriage.pipeline import whoosh_bulk
-from ragtriage.pipeline.analyzer import ChineseAnalyzer
-from ragtriage.pipeline.bm25 import INDEX_NAME, BM25Document, WhooshIndex, _schema
-from ragtriage.pipeline.bulk_terms import SegmentedTerms, TermStream
+from ragtriage.index import whoosh_bulk
+from ragtriage.index.analyzer import ChineseAnalyzer
+from ragtriage.index.bm25 import INDEX_NAME, BM25Document, WhooshIndex, _schema
+from ragtriage.index.bulk_terms import SegmentedTerms, TermStream
 from tests.conftest import FIXTURES_DIR, SHARED_DIR
 
 QUERIES = ["软件包 安装", "内核 模块", "apt-get 升级", "网络 配置 文件", "debian", "系统 启动 脚本"]
@@ -33,7 +33,7 @@ def _debian_chunks(root: Path, count: int) -> list[str]:
     debs = SHARED_DIR / "data" / "debian-docs-zh"
     if not debs.is_dir():
         pytest.skip(f"{debs} is absent (the Debian documentation packages)")
-    from ragtriage.kb.debian_docs import extract
+    from ragtriage_demo.debian_docs import extract
 
     extract(debs, root)
     chunks: list[str] = []

@@ -21,7 +21,9 @@ SIZE = (120, 36)
 def _build(home: Path) -> None:
     from datetime import timedelta
 
-    from ragtriage.demo import (
+    from ragtriage.kb.service import add_paths
+    from ragtriage.logs.ingest import ingest_lines
+    from ragtriage_demo.demo import (
         FIXTURES,
         TRAFFIC_START,
         diagnose_flagged,
@@ -31,8 +33,6 @@ def _build(home: Path) -> None:
         traffic_line,
         write_demo_config,
     )
-    from ragtriage.kb.service import add_paths
-    from ragtriage.logs.ingest import ingest_lines
 
     write_demo_config(home, FIXTURES / "aliases.toml")
     # Refusal off, as the fixture traffic's production ran: the markup query's words (bold, link,

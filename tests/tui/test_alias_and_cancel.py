@@ -66,9 +66,9 @@ def _alias_file(workspace: Workspace) -> dict[str, list[str]]:
 def alias_case(workspace: Workspace) -> str:
     """A flagged request whose query says 补休 where the KB says 调休, logged as the pipeline serves it
     today (the gold misses the final context, so the user rated it down), with its gold set."""
-    from ragtriage.demo import TRAFFIC_START, fixture_answer_keys, traffic_line
     from ragtriage.logs.ingest import ingest_lines
     from ragtriage.logs.queue import list_queue
+    from ragtriage_demo.demo import TRAFFIC_START, fixture_answer_keys, traffic_line
 
     key = next(k for k in fixture_answer_keys(workspace) if k.qid == ALIAS_QID)
     assert key.gold and TERM in key.query

@@ -10,7 +10,8 @@ import pytest
 from rich.cells import cell_len
 from textual.app import App, ComposeResult
 
-from ragtriage.pipeline.types import Candidate, RewriteResult, RouteResult, ScoredChunk, StageRank, Trace
+from ragtriage.index.types import ScoredChunk
+from ragtriage.pipeline.types import Candidate, RewriteResult, RouteResult, StageRank, Trace
 from ragtriage.tui.app import TriageApp
 from ragtriage.tui.screens.case_screen import CaseScreen
 from ragtriage.tui.widgets.candidate_table import CHROME, CandidateTable

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from ragtriage.eval import store as eval_store
 from ragtriage.logs.queue import list_queue
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.triage_repo import find_record, set_status
 from ragtriage.tui.app import TriageApp
 from ragtriage.tui.messages import RecordConflict, ReplayFinished

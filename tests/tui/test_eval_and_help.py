@@ -5,13 +5,13 @@ from __future__ import annotations
 from textual.app import App, ComposeResult
 from textual.widgets import Static
 
-from ragtriage.demo import ensure_eval_run, fixture_answer_keys
-from ragtriage.eval import store as eval_store
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.tui.app import TriageApp
 from ragtriage.tui.screens.eval_screen import EvalScreen
 from ragtriage.tui.screens.help_screen import HelpScreen
 from ragtriage.tui.screens.note_modal import NoteModal
 from ragtriage.workspace import Workspace
+from ragtriage_demo.demo import ensure_eval_run, fixture_answer_keys
 from tests.tui.conftest import QIDS, SIZE
 
 

@@ -8,12 +8,12 @@ import pytest
 from textual.app import App
 from textual.widgets import Static
 
-from ragtriage.demo_real import TRAFFIC_START
 from ragtriage.tui.app import TriageApp
 from ragtriage.tui.screens import monitor_screen
 from ragtriage.tui.screens.monitor_screen import MonitorScreen
 from ragtriage.tui.screens.queue_screen import QueueScreen
 from ragtriage.workspace import Workspace
+from ragtriage_demo.real import TRAFFIC_START
 from tests.tui.conftest import SIZE
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.cases import EvalCase
 from ragtriage.eval.runner import summarize_run
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.db import make_engine, sqlite_url
 from ragtriage.store.eval_tables import EvalRunCaseRow, EvalRunRow
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragtriage.pipeline.analyzer import ChineseAnalyzer, JiebaTokenizer, tokenize
+from ragtriage.index.analyzer import ChineseAnalyzer, JiebaTokenizer, tokenize
 
 
 @pytest.mark.parametrize(
@@ -71,7 +71,7 @@ def test_analyzer_pickles_and_compares_equal() -> None:
 
 
 def test_import_and_first_use_are_quiet_with_warnings_as_errors() -> None:
-    code = "from ragtriage.pipeline.analyzer import tokenize; print(tokenize('低头思故乡'))"
+    code = "from ragtriage.index.analyzer import tokenize; print(tokenize('低头思故乡'))"
     result = subprocess.run(
         [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, check=False
     )
@@ -81,7 +81,7 @@ def test_import_and_first_use_are_quiet_with_warnings_as_errors() -> None:
 
 
 def test_precise_query_terms_are_one_token_per_word() -> None:
-    from ragtriage.pipeline.analyzer import query_terms
+    from ragtriage.index.analyzer import query_terms
 
     text = "普通用户敲ifconfig提示E1001"
     search = query_terms(text)
@@ -94,7 +94,7 @@ def test_precise_query_terms_are_one_token_per_word() -> None:
 
 
 def test_query_stop_words_and_unknown_segmentation() -> None:
-    from ragtriage.pipeline.analyzer import query_terms
+    from ragtriage.index.analyzer import query_terms
 
     assert query_terms("到底怎么装 到底", stop_words=frozenset({"到底"})) == ["怎么", "装"]
     assert query_terms("的了和", segmentation="precise") == []

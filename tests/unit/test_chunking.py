@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragtriage.config import KBSettings
+from ragtriage.config.settings import KBSettings
 from ragtriage.kb.chunking import (
     ChunkingParams,
     chunk_document,

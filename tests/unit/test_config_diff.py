@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ragtriage.config import Settings
-from ragtriage.logs.config_diff import differing_settings, known_config
-from ragtriage.pipeline.profiles import get_profile, preset_names
+from ragtriage.config.profiles import get_profile, preset_names
+from ragtriage.config.settings import Settings
+from ragtriage.replay.config_diff import differing_settings, known_config
 
 
 def test_differing_settings_are_named_with_both_values() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ragtriage.config_replay import ElasticsearchEngine, HTTPEngine, QdrantEngine
+from ragtriage.config.settings import ElasticsearchEngine, HTTPEngine, QdrantEngine
 from ragtriage.errors import PipelineError
 from ragtriage.pipeline.engine_elasticsearch import ElasticsearchRetriever
 from ragtriage.pipeline.engine_http import HTTPRetriever, fill_template

@@ -6,11 +6,12 @@ import uuid
 
 import pytest
 
-from ragtriage.config_pipeline import RetrievalSettings
-from ragtriage.logs.fidelity import RequestFidelity, compare_request, compare_stage
-from ragtriage.logs.fidelity_reasons import explain_request, stage_limits
-from ragtriage.logs.fidelity_report import summarize
-from ragtriage.pipeline.types import Candidate, RewriteResult, RouteResult, ScoredChunk, Trace
+from ragtriage.config.settings import RetrievalSettings
+from ragtriage.index.types import ScoredChunk
+from ragtriage.pipeline.types import Candidate, RewriteResult, RouteResult, Trace
+from ragtriage.replay.fidelity import RequestFidelity, compare_request, compare_stage
+from ragtriage.replay.fidelity_reasons import explain_request, stage_limits
+from ragtriage.replay.fidelity_report import summarize
 
 U = [str(uuid.UUID(int=i + 1)) for i in range(6)]
 

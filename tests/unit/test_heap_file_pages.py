@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ragtriage.pipeline.heap import release_file_pages
+from ragtriage.index.heap import release_file_pages
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="/proc/self/smaps and madvise semantics are Linux's"

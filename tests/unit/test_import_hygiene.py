@@ -15,7 +15,7 @@ HEADLESS_PACKAGES = ["kb", "logs", "pipeline", "triage", "eval", "store", "rende
 
 
 def _headless_modules() -> list[str]:
-    names = ["ragtriage.config", "ragtriage.errors", "ragtriage.workspace", "ragtriage.cli"]
+    names = ["ragtriage.config.settings", "ragtriage.errors", "ragtriage.workspace", "ragtriage.cli"]
     for info in pkgutil.walk_packages(ragtriage.__path__, "ragtriage."):
         top = info.name.split(".")[1]
         if top in HEADLESS_PACKAGES:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ragtriage.pipeline import jieba_dictionary
+from ragtriage.index import jieba_dictionary
 
 TEXTS = [
     "如何查出一个特定的文件属于哪个软件包？",

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from ragtriage.pipeline.analyzer import tokenize
+from ragtriage.index.analyzer import tokenize
 from ragtriage.pipeline.lexical_support import (
     DocumentFrequencies,
     bm25_idf,
@@ -164,8 +164,8 @@ def test_terms_are_the_ones_the_bm25_index_searches() -> None:
 
 
 def test_profile_shape_names_the_refusal_score() -> None:
-    from ragtriage.config import Settings
-    from ragtriage.pipeline.profiles import describe_shape
+    from ragtriage.config.profiles import describe_shape
+    from ragtriage.config.settings import Settings
 
     # The default: lexical support with dense agreement.
     assert describe_shape(Settings()).endswith("top 6, refuse lexical_support < 0.2 (dense gap < 0.009)")

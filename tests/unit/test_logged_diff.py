@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from ragtriage.logs.replay_logged import LoggedReplay, RankChange, diff_request, stage_diff
+from ragtriage.index.types import ScoredChunk
 from ragtriage.logs.schema import RequestLog
-from ragtriage.pipeline.types import RewriteResult, RouteResult, ScoredChunk, Trace
+from ragtriage.pipeline.types import RewriteResult, RouteResult, Trace
 from ragtriage.render.logged_view import print_logged_replay
+from ragtriage.replay.logged import LoggedReplay, RankChange, diff_request, stage_diff
 
 
 def test_kept_gained_lost_and_rank_changes() -> None:
@@ -81,7 +82,7 @@ def test_view_prints_data_literally_and_marks_unknown() -> None:
         {"request_id": "r[red]1[/red]", "raw_query": "[link=x]q[/link]", "bm25_results": ["gone#1", "b"]}
     )
     replayed = _replayed(record.raw_query)
-    from ragtriage.logs.replay_logged import logged_trace
+    from ragtriage.replay.logged import logged_trace
 
     comparison = LoggedReplay(
         request_id=record.request_id,

@@ -7,13 +7,15 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from ragtriage.config import Settings
+from ragtriage.config.settings import Settings
 from ragtriage.errors import InputError
+from ragtriage.index.types import ScoredChunk
+from ragtriage.kb.types import ChunkRecord
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
 from ragtriage.pipeline.pipeline import Pipeline, RunCancelled
 from ragtriage.pipeline.rerank import Reranker
 from ragtriage.pipeline.rewrite import AliasDictionary, RuleRewriter
-from ragtriage.pipeline.types import ChunkRecord, RewriteResult, RunOptions, ScoredChunk
+from ragtriage.pipeline.types import RewriteResult, RunOptions
 
 
 def _hits(ids: Sequence[str]) -> list[ScoredChunk]:

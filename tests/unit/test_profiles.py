@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ragtriage.config import Settings, load_settings
-from ragtriage.errors import ConfigError, NotFoundError
-from ragtriage.pipeline.profiles import (
+from ragtriage.config.profiles import (
     describe_shape,
     explain,
     get_profile,
@@ -17,6 +15,8 @@ from ragtriage.pipeline.profiles import (
     preset_names,
     resolve_profile,
 )
+from ragtriage.config.settings import Settings, load_settings
+from ragtriage.errors import ConfigError, NotFoundError
 from tests.conftest import FIXTURES_DIR
 
 BASE = """

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ragtriage.errors import InputError
-from ragtriage.eval import store as eval_store
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.db import write_session
 from ragtriage.store.log_tables import RequestLogRow, TriageRow
 from ragtriage.triage.promote import promote_request

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from ragtriage.config import Settings
+from ragtriage.config.settings import Settings
+from ragtriage.index.types import ScoredChunk
 from ragtriage.pipeline.lexical_support import DENSE_GAP_RANK, dense_gap, lexical_support, with_dense_gap
 from ragtriage.pipeline.refusal import refusal_reason
-from ragtriage.pipeline.types import RouteResult, ScoredChunk
+from ragtriage.pipeline.types import RouteResult
 from tests.unit.test_lexical_support import TableFrequencies
 
 

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import httpx
 import pytest
 
-from ragtriage.config import RerankSettings
+from ragtriage.config.settings import RerankSettings
 from ragtriage.errors import PipelineError
 from ragtriage.pipeline import features
 from ragtriage.pipeline.rerank import Reranker, RerankItem, build_scorer
@@ -100,8 +100,9 @@ def test_equal_scores_keep_fused_order() -> None:
 
 
 def test_refusal_uses_the_cross_encoder_else_the_configured_score() -> None:
+    from ragtriage.index.types import ScoredChunk
     from ragtriage.pipeline.refusal import chosen_score, refusal_reason, refusal_scores
-    from ragtriage.pipeline.types import RouteResult, ScoredChunk
+    from ragtriage.pipeline.types import RouteResult
 
     reranker = Reranker(RerankSettings(refusal_threshold=0.5), FixedScorer([0.2]), now=lambda: NOW)
     outcome = reranker.rerank("q", [], ITEMS[:1])

@@ -8,9 +8,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ragtriage.config import LLMRewriteSettings
+from ragtriage.config.settings import LLMRewriteSettings
 from ragtriage.errors import InputError
-from ragtriage.pipeline.analyzer import tokenize
+from ragtriage.index.analyzer import tokenize
 from ragtriage.pipeline.llm_rewrite import LLMRewriter, chat_completions_url
 from ragtriage.pipeline.rewrite import AliasDictionary, RuleRewriter, load_aliases, split_sub_queries
 

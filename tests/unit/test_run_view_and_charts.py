@@ -8,7 +8,8 @@ import re
 import pytest
 
 from ragtriage.eval.run_view import CandidateView, snapshot_journey
-from ragtriage.pipeline.types import RewriteResult, RouteResult, ScoredChunk, Trace
+from ragtriage.index.types import ScoredChunk
+from ragtriage.pipeline.types import RewriteResult, RouteResult, Trace
 from ragtriage.service import charts
 from ragtriage.triage.journey import gold_journey
 

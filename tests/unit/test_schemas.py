@@ -7,13 +7,13 @@ import json
 import jsonschema
 import pytest
 
+from ragtriage.index.types import ScoredChunk
 from ragtriage.pipeline.types import (
     Candidate,
     RerankPair,
     RewriteResult,
     RouteResult,
     RunOptions,
-    ScoredChunk,
     StageRank,
     Trace,
 )

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragtriage.pipeline import analyzer
-from ragtriage.pipeline.segment_rs import (
+from ragtriage.index import analyzer
+from ragtriage.index.segment_rs import (
     SENTINEL,
     search_segments,
     search_words,
@@ -93,7 +93,7 @@ def test_debian_reference_tokens_are_identical(tmp_path: Path, monkeypatch: pyte
     debs = SHARED_DIR / "data" / "debian-docs-zh"
     if not debs.is_dir():
         pytest.skip(f"{debs} is absent (the Debian documentation packages)")
-    from ragtriage.kb.debian_docs import extract
+    from ragtriage_demo.debian_docs import extract
 
     extract(debs, tmp_path)
     pages = sorted((tmp_path / "reference").glob("*.zh-cn.html"))[:6]
@@ -215,7 +215,7 @@ def test_bulk_terms_equal_on_all_debian_chunks(tmp_path: Path) -> None:
     debs = SHARED_DIR / "data" / "debian-docs-zh"
     if not debs.is_dir():
         pytest.skip(f"{debs} is absent (the Debian documentation packages)")
-    from ragtriage.kb.debian_docs import extract
+    from ragtriage_demo.debian_docs import extract
 
     extract(debs, tmp_path)
     pages = sorted([*(tmp_path / "faq").glob("*.html"), *(tmp_path / "reference").glob("*.html")])
@@ -282,7 +282,7 @@ def test_normalize_text_is_nfkc_then_lower_case(text: str) -> None:
 
 def test_joined_run_next_to_han_takes_the_offsets_route(monkeypatch: pytest.MonkeyPatch) -> None:
     """`用apt-get和` is one jieba block: the run's words come from jieba-rs's offsets on that block."""
-    from ragtriage.pipeline import segment_rs
+    from ragtriage.index import segment_rs
 
     calls: list[str] = []
     real = segment_rs.search_words_around

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ragtriage.pipeline import bulk_terms
-from ragtriage.pipeline.analyzer import terms
+from ragtriage.index import bulk_terms
+from ragtriage.index.analyzer import terms
 from tests.conftest import FIXTURES_DIR
 
 

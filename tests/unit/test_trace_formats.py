@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ragtriage.config import OtelSettings
+from ragtriage.config.settings import OtelSettings
 from ragtriage.errors import InputError
 from ragtriage.logs.formats.assemble import Assembled, Rejected
 from ragtriage.logs.formats.detect import detect

@@ -30,7 +30,7 @@ def test_plural_noun_alone() -> None:
 
 @pytest.mark.parametrize("count, words", [(1, "among 1 span "), (2, "among 2 spans ")])
 def test_trace_without_a_root_counts_its_spans_by_number(count: int, words: str) -> None:
-    from ragtriage.config import OtelSettings
+    from ragtriage.config.settings import OtelSettings
     from ragtriage.logs.formats.assemble import Rejected, assemble
     from ragtriage.logs.formats.spans import Span
 

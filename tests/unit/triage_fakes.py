@@ -6,16 +6,10 @@ import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 
-from ragtriage.config import Settings
-from ragtriage.pipeline.types import (
-    Candidate,
-    ChunkRecord,
-    RewriteResult,
-    RouteResult,
-    RunOptions,
-    ScoredChunk,
-    Trace,
-)
+from ragtriage.config.settings import Settings
+from ragtriage.index.types import ScoredChunk
+from ragtriage.kb.types import ChunkRecord
+from ragtriage.pipeline.types import Candidate, RewriteResult, RouteResult, RunOptions, Trace
 from ragtriage.triage.facts import chunk_text
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from ragtriage.config import OtelSettings
+from ragtriage.config.settings import OtelSettings
 from ragtriage.logs.formats.feedback import feedback_of, root_annotations
 from ragtriage.logs.formats.spans import (
     KIND_EVALUATOR,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import orjson
 
-from ragtriage.config import OtelSettings
+from ragtriage.config.settings import OtelSettings
 from ragtriage.errors import InputError
 from ragtriage.logs.formats.assemble import Assembled
 from ragtriage.logs.formats.csv_table import csv_columns, iter_csv_rows

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragtriage.config import OtelSettings
+from ragtriage.config.settings import OtelSettings
 from ragtriage.logs.formats.spans import Note, Span, indexed
 
 _TRUE_LABELS = frozenset(("true", "yes", "1", "escalated"))

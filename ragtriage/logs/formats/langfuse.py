@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from ragtriage.config import OtelSettings
+from ragtriage.config.settings import OtelSettings
 from ragtriage.logs.formats.otlp import SpanFormatError, iso_time_ns
 from ragtriage.logs.formats.spans import Note, Span, group_documents, openinference_kind
 

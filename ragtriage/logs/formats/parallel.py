@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from ragtriage.config import OtelSettings
+from ragtriage.config.settings import OtelSettings
 from ragtriage.errors import InputError
 from ragtriage.gc_thresholds import fewer_young_collections
 from ragtriage.logs.formats.assemble import Assembled, Rejected

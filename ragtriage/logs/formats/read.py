@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 import msgspec
 import orjson
 
-from ragtriage.config import OtelSettings
+from ragtriage.config.settings import OtelSettings
 from ragtriage.errors import InputError
 from ragtriage.gc_thresholds import fewer_young_collections
 from ragtriage.logs.formats import langfuse, otel_sdk, otlp, otlp_fast, phoenix

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragtriage.config import OtelSettings
+from ragtriage.config.settings import OtelSettings
 from ragtriage.logs.formats.spans import KIND_RERANKER, QUERY_KEYS, Span, nested, text_value
 from ragtriage.wording import quoted
 

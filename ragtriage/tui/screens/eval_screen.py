@@ -14,9 +14,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, ProgressBar, Static
 from textual.worker import Worker, get_current_worker
 
-from ragtriage.eval import store as eval_store
 from ragtriage.eval.compare import Comparison, compare_runs
 from ragtriage.eval.runner import effective_status, run_eval
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.tui.messages import ComparisonReady, EvalFinished, EvalProgress, EvalRunsLoaded
 from ragtriage.tui.screens.worker_failures import WorkerFailures
 from ragtriage.tui.widgets.metric_plot import MetricPlot

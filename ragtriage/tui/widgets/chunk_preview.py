@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widgets import Static
 
-from ragtriage.pipeline.types import ChunkRecord
+from ragtriage.kb.types import ChunkRecord
 
 HIGHLIGHT_STYLE = "bold black on yellow"
 

@@ -1,0 +1,340 @@
+"""Dense route: chunk vectors in Qdrant (with `qdrant_clients`, the only module touching qdrant_client
+for the indexes).
+
+Local mode keeps the collection in `<home>/index/qdrant` and locks that folder: one client per
+folder per process (`qdrant_clients`, shared by every `QdrantIndex` on the folder), closed on
+`close()` and at exit; a second process gets an `IndexStateError` that says which process to
+stop. With `index.qdrant_url` set a Qdrant server is used instead and several processes can share it.
+
+Point ids are uuid5(chunk id) (Qdrant accepts only unsigned ints and UUIDs); the chunk id,
+doc id and content hash live in the payload and results are read from the payload's chunk id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ragtriage.errors import IndexStateError
+from ragtriage.index.qdrant_clients import acquire_local, acquire_server, release
+from ragtriage.index.types import Embedder, ScoredChunk
+from ragtriage.wording import quoted
+
+if TYPE_CHECKING:
+    # qdrant-client (~40 MB) is imported when a local-mode or server index opens: a Qdrant Edge
+    # home (and `kb import`'s processes) never load it.
+    from qdrant_client import QdrantClient, models
+
+__all__ = ["DenseDocument", "QdrantIndex", "point_id", "stored_hashes"]
+
+#: Fixed namespace of the chunk-id → point-id mapping (changing it orphans every stored point).
+POINT_NAMESPACE = uuid.UUID("6f1c2a8e-3d4b-5e6f-8a9b-0c1d2e3f4a5b")
+_UPSERT_BATCH = 1024  # points per upsert request (local mode: 2,300 → 2,600 points/s from 256 to 2048)
+_SCROLL_PAGE = 1000
+
+
+def point_id(chunk_id: str) -> str:
+    """The Qdrant point id of a chunk: uuid5 of its chunk id in a fixed namespace."""
+    return str(uuid.uuid5(POINT_NAMESPACE, chunk_id))
+
+
+@dataclass(frozen=True)
+class DenseDocument:
+    """One chunk's vector and payload."""
+
+    chunk_id: str
+    doc_id: str
+    content_hash: str
+    index_hash: str
+    vector: np.ndarray
+
+    def payload(self) -> dict[str, str]:
+        """The point payload both embedded backends store (results are read from its chunk id)."""
+        return {
+            "chunk_id": self.chunk_id,
+            "doc_id": self.doc_id,
+            "content_hash": self.content_hash,
+            "index_hash": self.index_hash,
+        }
+
+
+def stored_hashes(payload: dict[str, Any] | None) -> tuple[str, tuple[str, str]]:
+    """(chunk id, (content hash, index hash)) of a stored point's payload."""
+    payload = payload or {}
+    return str(payload["chunk_id"]), (
+        str(payload.get("content_hash", "")),
+        str(payload.get("index_hash", "")),
+    )
+
+
+class _DeferredCommits:
+    """A sqlite3 connection whose `with` blocks neither commit nor roll back (see `_one_commit`)."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    def __enter__(self) -> sqlite3.Connection:
+        return self._connection
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._connection, name)
+
+
+# ---------------------------------------------------------------- the index
+
+
+class QdrantIndex:
+    """A Qdrant collection of chunk vectors (cosine), tied to the embedder that fills and queries it."""
+
+    kind = "dense"
+
+    def __init__(
+        self, client: QdrantClient, registry_key: str, where: str, collection: str, embedder: Embedder
+    ):
+        self._client = client
+        self._registry_key = registry_key
+        self._closed = False
+        self.where = where
+        self.collection = collection
+        self.embedder = embedder
+
+    @classmethod
+    def open(
+        cls,
+        embedder: Embedder,
+        *,
+        path: Path | None = None,
+        url: str | None = None,
+        api_key: str | None = None,
+        collection: str = "ragtriage_chunks",
+        recreate: bool = False,
+        timeout_s: float = 30.0,
+    ) -> QdrantIndex:
+        """Open local mode in `path` or the server at `url`; create the collection or check its dimension.
+
+        Raises:
+            IndexStateError: the folder is held by another process, or the collection's vectors
+                have another dimension than the embedder's (both numbers are named).
+        """
+        if url:
+            client = acquire_server(url, api_key, timeout_s)
+            key, where = f"url:{url}", url
+        elif path is not None:
+            client = acquire_local(path)
+            key, where = str(path.resolve()), str(path)
+        else:
+            raise ValueError("QdrantIndex.open needs a path or a url")
+        index = cls(client, key, where, collection, embedder)
+        try:
+            index._prepare_collection(recreate)
+        except BaseException:
+            index.close()
+            raise
+        return index
+
+    def _prepare_collection(self, recreate: bool) -> None:
+        exists = self._client.collection_exists(self.collection)
+        if exists and recreate:
+            self._client.delete_collection(self.collection)
+            exists = False
+        if not exists:
+            from qdrant_client import models
+
+            self._client.create_collection(
+                self.collection,
+                vectors_config=models.VectorParams(size=self.embedder.dim, distance=models.Distance.COSINE),
+            )
+            self._tune_local_storage()
+            return
+        self._tune_local_storage()
+        stored_dim = self.collection_dim()
+        if stored_dim != self.embedder.dim:
+            raise IndexStateError(
+                f"Qdrant collection {quoted(self.collection)} at {self.where} holds {stored_dim}-dim vectors but "
+                f"embedder {self.embedder.name} makes {self.embedder.dim}-dim vectors; rebuild the indexes "
+                "with `ragtriage kb reindex` or configure the embedder they were built with"
+            )
+
+    def _tune_local_storage(self) -> None:
+        """Local mode commits every point to its SQLite file with a full sync: about 35 points/s on a
+        busy disk. WAL with synchronous=NORMAL makes each commit an append (about 30 times faster,
+        docs/benchmarks.md). The index is derived from SQL and a sync repairs it, so losing the last
+        commits on a power cut is acceptable. A qdrant-client without this layout is left as it is."""
+        local = getattr(self._client, "_client", None)
+        collections = getattr(local, "collections", None)
+        collection = collections.get(self.collection) if isinstance(collections, dict) else None
+        connection = getattr(getattr(collection, "storage", None), "storage", None)
+        if isinstance(connection, sqlite3.Connection):
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=NORMAL")
+
+    def collection_dim(self) -> int | None:
+        """The vector size the collection was created with."""
+        params = self._client.get_collection(self.collection).config.params.vectors
+        size = getattr(params, "size", None)
+        return int(size) if size is not None else None
+
+    # ------------------------------------------------------------ writing
+
+    def _local_persistence(self) -> object | None:
+        """Local mode's per-collection SQLite persistence (its `storage` is a sqlite3 connection)."""
+        local = getattr(self._client, "_client", None)
+        collections = getattr(local, "collections", None)
+        collection = collections.get(self.collection) if isinstance(collections, dict) else None
+        persistence = getattr(collection, "storage", None)
+        return persistence if isinstance(getattr(persistence, "storage", None), sqlite3.Connection) else None
+
+    @contextlib.contextmanager
+    def _one_commit(self) -> Iterator[None]:
+        """Local mode commits each point on its own (`with connection:` per point, a quarter of
+        upsert time); during a bulk upsert its connection is stood in for by `_DeferredCommits`, and
+        the whole upsert is committed once. A failure rolls the unwritten points back; the points
+        already applied in memory are then missing on disk until the next sync repairs them (the
+        index is derived from SQL, diffed by index hash)."""
+        persistence = self._local_persistence()
+        if persistence is None or isinstance(persistence.storage, _DeferredCommits):  # type: ignore[attr-defined]
+            yield  # no local storage, or inside `atomic()`: the outer block commits
+            return
+        connection: sqlite3.Connection = persistence.storage  # type: ignore[attr-defined]
+        persistence.storage = _DeferredCommits(connection)  # type: ignore[attr-defined]
+        try:
+            yield
+            connection.commit()
+        except BaseException:
+            connection.rollback()
+            raise
+        finally:
+            persistence.storage = connection  # type: ignore[attr-defined]
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        """In local mode, the upserts and deletes of the block are committed together at its end,
+        or not at all if it raises (the collection on disk is then as before the block; the
+        process's in-memory copy is not, so close the index). A server applies each call as it comes."""
+        with self._one_commit():
+            yield
+
+    def upsert(self, documents: Sequence[DenseDocument]) -> None:
+        """Add or replace chunk vectors (in local mode, committed once per call)."""
+        with self._one_commit():
+            self._upsert(documents)
+
+    def _upsert(self, documents: Sequence[DenseDocument]) -> None:
+        from qdrant_client import models
+
+        for start in range(0, len(documents), _UPSERT_BATCH):
+            batch = documents[start : start + _UPSERT_BATCH]
+            for doc in batch:
+                self._check_dim(doc.vector)
+            self._client.upsert(
+                self.collection,
+                points=[
+                    models.PointStruct(
+                        id=point_id(doc.chunk_id),
+                        vector=np.asarray(doc.vector, dtype=np.float32).tolist(),
+                        payload=doc.payload(),
+                    )
+                    for doc in batch
+                ],
+                wait=True,
+            )
+
+    def delete(self, chunk_ids: Sequence[str]) -> None:
+        """Remove chunks by id."""
+        from qdrant_client import models
+
+        ids: list[models.ExtendedPointId] = [point_id(chunk_id) for chunk_id in chunk_ids]
+        for start in range(0, len(ids), _UPSERT_BATCH):
+            self._client.delete(
+                self.collection,
+                points_selector=models.PointIdsList(points=ids[start : start + _UPSERT_BATCH]),
+            )
+
+    # ------------------------------------------------------------ reading
+
+    def _check_dim(self, vector: np.ndarray) -> None:
+        if vector.shape[-1] != self.embedder.dim:
+            raise IndexStateError(
+                f"a {vector.shape[-1]}-dim vector was given to collection {quoted(self.collection)}, "
+                f"which holds {self.embedder.dim}-dim vectors"
+            )
+
+    def _hits(self, points: Sequence[models.ScoredPoint]) -> list[ScoredChunk]:
+        return [
+            ScoredChunk(chunk_id=str((point.payload or {})["chunk_id"]), rank=rank, score=float(point.score))
+            for rank, point in enumerate(points, start=1)
+        ]
+
+    def search_vector(self, vector: np.ndarray, k: int) -> list[ScoredChunk]:
+        """Top-k chunks by cosine similarity to `vector` (ranks from 1)."""
+        vector = np.asarray(vector, dtype=np.float32).reshape(-1)
+        self._check_dim(vector)
+        response = self._client.query_points(
+            self.collection, query=vector.tolist(), limit=k, with_payload=["chunk_id"]
+        )
+        return self._hits(response.points)
+
+    def search_vectors(self, matrix: np.ndarray, k: int) -> list[list[ScoredChunk]]:
+        """Top-k chunks for each row of `matrix`, in one batch request."""
+        matrix = np.atleast_2d(np.asarray(matrix, dtype=np.float32))
+        if matrix.shape[0] == 0:
+            return []
+        self._check_dim(matrix)
+        from qdrant_client import models
+
+        responses = self._client.query_batch_points(
+            self.collection,
+            requests=[
+                models.QueryRequest(query=row.tolist(), limit=k, with_payload=["chunk_id"]) for row in matrix
+            ],
+        )
+        return [self._hits(response.points) for response in responses]
+
+    def search(self, query: str, k: int) -> tuple[list[ScoredChunk], list[str]]:
+        """Embed `query` with the index's embedder and search; no flags are raised by this route."""
+        return self.search_vector(self.embedder.embed_queries([query])[0], k), []
+
+    def indexed_hashes(self) -> dict[str, tuple[str, str]]:
+        """chunk_id → (content_hash, index_hash) of every stored point."""
+        found: dict[str, tuple[str, str]] = {}
+        offset = None
+        while True:
+            points, offset = self._client.scroll(
+                self.collection, limit=_SCROLL_PAGE, offset=offset, with_payload=True, with_vectors=False
+            )
+            found.update(stored_hashes(point.payload) for point in points)
+            if offset is None:
+                return found
+
+    def content_hash(self, chunk_id: str) -> str | None:
+        """The content hash stored with `chunk_id`, or None if it has no point."""
+        points = self._client.retrieve(self.collection, ids=[point_id(chunk_id)], with_payload=True)
+        if not points:
+            return None
+        return str((points[0].payload or {}).get("content_hash", ""))
+
+    def count(self) -> int:
+        """Number of stored points."""
+        return int(self._client.count(self.collection, exact=True).count)
+
+    def close(self) -> None:
+        """Release this index's share of the client (the last user closes it and its folder lock)."""
+        if not self._closed:
+            self._closed = True
+            release(self._registry_key)
+
+    def __repr__(self) -> str:
+        return (
+            f"QdrantIndex(where={self.where!r}, collection={self.collection!r},"
+            f" embedder={self.embedder.name!r})"
+        )
