@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import TypedDict
 
 #: The repository checkout (the package is installed editable from it).
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DEBS_DIR = REPO_ROOT.parent / "shared" / "data" / "debian-docs-zh"
 DEFAULT_OUT_DIR = REPO_ROOT / "data-extracted"
 
