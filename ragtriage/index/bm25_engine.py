@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
-
 from ragtriage.errors import IndexLockedError
 from ragtriage.index.analyzer import normalize_text, query_terms
 from ragtriage.index.types import ScoredChunk
@@ -25,7 +23,6 @@ __all__ = [
     "BM25Document",
     "BM25Engine",
     "locked_error",
-    "top_rows",
     "words_within_edits",
 ]
 
@@ -118,6 +115,18 @@ class BM25Engine(ABC):
         """`(chunk_id, score)` of the k best chunks for the OR of `terms`, best first; chunks that
         share no term are left out. None when the index holds no chunk."""
 
+    @abstractmethod
+    def indexed_hashes(self) -> dict[str, tuple[str, str]]:
+        """chunk_id → (content_hash, index_hash) of every indexed chunk."""
+
+    @abstractmethod
+    def content_hash(self, chunk_id: str) -> str | None:
+        """The content hash the index holds for `chunk_id`, or None if it is not indexed."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release what the index holds open."""
+
     def _locked_error(self) -> IndexLockedError:
         return locked_error(self.folder)
 
@@ -128,17 +137,6 @@ def locked_error(folder: Path) -> IndexLockedError:
         f"{folder}: another ragtriage process is writing the BM25 index; "
         "wait for it to finish (or stop it) and try again"
     )
-
-
-def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
-    """Row numbers of the (at most) k highest positive `scores` (a float vector, one row per
-    document), best first; equal scores keep the lower row first (the order of indexing)."""
-    matched = np.flatnonzero(scores > 0)
-    if 0 < k < matched.size:
-        # Keep every row scoring at least the k-th best (ties are settled by the sort below).
-        cut = np.partition(scores[matched], matched.size - k)[matched.size - k]
-        matched = matched[scores[matched] >= cut]
-    return matched[np.lexsort((matched, -scores[matched]))][:k]
 
 
 def words_within_edits(term: str, words: Iterable[str], max_edits: int) -> list[str]:

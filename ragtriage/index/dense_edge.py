@@ -1,16 +1,15 @@
-"""Dense route on Qdrant Edge (`qdrant-edge-py`): Qdrant's Rust engine embedded in this process.
+"""The embedded dense index: Qdrant Edge (`qdrant-edge-py`), Qdrant's Rust engine in this process.
 
-`[index] dense_backend = "qdrant_edge"` selects it in place of qdrant-client's pure-Python local
-mode (`dense.QdrantIndex`), with the same interface, point ids (`dense.point_id`) and payload
-(chunk id, doc id, content hash, index hash), so everything above the index works unchanged.
+It implements `dense.DenseIndex` with the point ids (`dense.point_id`) and payload (chunk id, doc
+id, content hash, index hash) a Qdrant server holds too (`dense.ServerIndex`).
 
 The shard of collection C lives in `<home>/index/qdrant_edge/C`. Its write-ahead log is locked
-by the engine (a second open fails with `WouldBlock`); as for local mode, one shard per folder is
-shared per process (`qdrant_clients`) and a pid file beside the folder names the holder, so a
-second process gets an `IndexLockedError` saying which process to stop.
+by the engine (a second open fails with `WouldBlock`); one shard per folder is shared per process
+(`qdrant_clients`) and a pid file beside the folder names the holder, so a second process gets an
+`IndexLockedError` saying which process to stop.
 
 Search is exact (brute force, `SearchParams(exact=True)`), and the shard is created with HNSW
-indexing off (indexing threshold 0): results equal local mode's, which is exact too.
+indexing off (indexing threshold 0).
 
 `atomic()` gives the import's "committed only with the KB" rule an equivalent: before a change
 inside the block, the prior state of each point it touches (absent, or vector and payload) is
@@ -33,7 +32,6 @@ import qdrant_edge as edge
 
 from ragtriage.errors import IndexStateError
 from ragtriage.index.dense import DenseDocument, point_id, stored_hashes
-from ragtriage.index.heap import release_file_pages
 from ragtriage.index.qdrant_clients import acquire_folder, locked_error, release
 from ragtriage.index.types import Embedder, ScoredChunk
 from ragtriage.wording import quoted
@@ -248,9 +246,6 @@ class EdgeIndex:
             if self._journal is not None:
                 self._journal.record(self._shard, [str(point.id) for point in points])
             self._shard.update(edge.UpdateOperation.upsert_points(points))
-        # The written pages stay mapped in this process otherwise (see `heap.release_file_pages`):
-        # a 100k-point import would hold every vector it wrote, ~230 MB with the log.
-        release_file_pages(self._holder.folder)
 
     def delete(self, chunk_ids: Sequence[str]) -> None:
         """Remove chunks by id."""

