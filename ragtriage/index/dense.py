@@ -10,9 +10,8 @@ doc id and hashes live in the payload and results are read from the payload's ch
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -77,10 +76,6 @@ class DenseIndex(Protocol):
     """The folder or server URL holding it."""
     collection: str
     embedder: Embedder
-
-    def atomic(self) -> contextlib.AbstractContextManager[None]:
-        """The writes of the block are undone if it raises (where the backend can)."""
-        ...
 
     def upsert(self, documents: Sequence[DenseDocument]) -> None:
         """Add or replace chunk vectors."""
@@ -192,11 +187,6 @@ class ServerIndex:
         return int(size) if size is not None else None
 
     # ------------------------------------------------------------ writing
-
-    @contextlib.contextmanager
-    def atomic(self) -> Iterator[None]:
-        """A server applies each call as it comes (a sync repairs what an interrupted block left)."""
-        yield
 
     def upsert(self, documents: Sequence[DenseDocument]) -> None:
         """Add or replace chunk vectors."""

@@ -169,9 +169,7 @@ def _import(
         def open_writer() -> ImportWriter:
             # The write transaction (BEGIN IMMEDIATE) starts at the first row that differs.
             session = stack.enter_context(write_session(engine))
-            opened = ImportWriter(session, kb, now, report.vector_embedder)
-            stack.callback(opened.close)  # before the commit or rollback
-            return opened
+            return ImportWriter(session, kb, now, report.vector_embedder)
 
         columns_checked = False
         rows_since_release = 0
