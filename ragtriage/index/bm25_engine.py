@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from rapidfuzz.distance import DamerauLevenshtein
+
 from ragtriage.errors import IndexLockedError
 from ragtriage.index.analyzer import normalize_text, query_terms
 from ragtriage.index.types import ScoredChunk
@@ -142,8 +144,6 @@ def locked_error(folder: Path) -> IndexLockedError:
 def words_within_edits(term: str, words: Iterable[str], max_edits: int) -> list[str]:
     """The distinct `words` within `max_edits` Damerau–Levenshtein edits of `term` (a transposition
     is one edit), sorted (lexical support's typo tolerance)."""
-    from rapidfuzz.distance import DamerauLevenshtein
-
     return sorted(
         {w for w in words if DamerauLevenshtein.distance(term, w, score_cutoff=max_edits) <= max_edits}
     )
