@@ -1,7 +1,8 @@
-"""The services one command or one TUI session works with: home folder, settings, store, pipeline.
+"""The composition root: the home folder, settings, store and pipeline one command or one TUI session works with.
 
-Both faces (CLI and TUI) build a `Workspace` and call the core through it. Heavy parts (the
-embedder, the indexes) are opened lazily and once per process, and closed by `close()`.
+Both faces (CLI and TUI) build a `Workspace` and hand its parts (home, settings, SQL engine,
+indexes) to the core; nothing in the core takes a `Workspace`. Heavy parts (the embedder, the
+indexes) are opened lazily and once per process, and closed by `close()`.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ class Workspace:
         if self._indexes is None:
             from ragtriage.index.indexer import open_indexes
 
-            self._indexes = open_indexes(self)
+            self._indexes = open_indexes(self.home, self.settings)
         return self._indexes
 
     @property
@@ -79,7 +80,7 @@ class Workspace:
         if self._pipeline is None:
             from ragtriage.pipeline.factory import build_pipeline
 
-            self._pipeline = build_pipeline(self)
+            self._pipeline = build_pipeline(self.settings, self.indexes, self.engine, self.resolve_path)
         return self._pipeline
 
     def pipeline_for(self, profile: ResolvedProfile) -> Pipeline:
@@ -90,7 +91,9 @@ class Workspace:
         if key not in self._profile_pipelines:
             from ragtriage.pipeline.factory import build_pipeline
 
-            self._profile_pipelines[key] = build_pipeline(self, profile)
+            self._profile_pipelines[key] = build_pipeline(
+                self.settings, self.indexes, self.engine, self.resolve_path, profile
+            )
         return self._profile_pipelines[key]
 
     def resolve_path(self, value: str | None) -> Path | None:
@@ -104,7 +107,7 @@ class Workspace:
         return (base / path).resolve()
 
     def close(self) -> None:
-        """Release the indexes (Qdrant local mode locks its folder) and the store."""
+        """Release the indexes (Qdrant Edge locks its folder) and the store."""
         for pipeline in [self._pipeline, *self._profile_pipelines.values()]:
             if pipeline is not None:
                 pipeline.close()

@@ -87,8 +87,8 @@ def seed_embedding_cache(workspace: Workspace, folder: Path = FIXTURES / "embedd
     """
     import numpy as np
 
+    from ragtriage.index.dense_sync import CACHE_FILE
     from ragtriage.index.embed_cache import EmbeddingCache
-    from ragtriage.index.indexer import CACHE_FILE
 
     settings = workspace.settings.embedder
     path = folder / f"{settings.backend}-{settings.model}.npz"
@@ -111,7 +111,7 @@ def fixture_answer_keys(workspace: Workspace, path: Path = FIXTURES / "queries.j
     from ragtriage.kb.service import list_chunks
 
     by_section: dict[tuple[str, str], list[str]] = {}
-    for chunk in list_chunks(workspace):
+    for chunk in list_chunks(workspace.engine, workspace.settings.kb.name):
         if chunk.heading_path:
             by_section.setdefault((chunk.doc_id, chunk.heading_path[-1]), []).append(chunk.chunk_id)
     keys = []
@@ -292,11 +292,12 @@ def prepare_demo(home: Path, *, real: bool = False, on_step: StepCallback | None
         step("indexing the knowledge base")
         seed_embedding_cache(workspace)
         kb_folder = real_kb_folder(home) if real else FIXTURES / "kb"
-        from ragtriage.kb.service import add_paths, kb_stats
+        from ragtriage.index.kb_sync import add_paths
+        from ragtriage.kb.service import kb_stats
 
-        added = add_paths(workspace, [kb_folder])
+        added = add_paths(workspace.home, workspace.settings, workspace.engine, [kb_folder])
         report.documents_added = added.added + added.changed
-        report.chunks = int(kb_stats(workspace).chunks.get("published", 0))
+        report.chunks = int(kb_stats(workspace.engine, workspace.settings.kb.name).chunks.get("published", 0))
         if not report.documents_added:
             report.reused.append("kb")
         lap("kb")

@@ -140,7 +140,7 @@ def real_answer_keys(workspace: Workspace, limit: int = 120) -> list[AnswerKey]:
     from ragtriage.kb.service import list_chunks
 
     by_heading: dict[str, list[str]] = {}
-    for chunk in list_chunks(workspace):
+    for chunk in list_chunks(workspace.engine, workspace.settings.kb.name):
         if chunk.heading_path and len(chunk.heading_path[-1]) >= 4:
             by_heading.setdefault(chunk.heading_path[-1], []).append(chunk.chunk_id)
     keys = [

@@ -44,7 +44,8 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="Print one JSON summary.")
     args = parser.parse_args()
 
-    from ragtriage.kb.service import add_paths, list_chunks
+    from ragtriage.index.kb_sync import add_paths
+    from ragtriage.kb.service import list_chunks
     from ragtriage.triage.context import WorkspaceContext
     from ragtriage.triage.diagnose import diagnose
     from ragtriage.workspace import Workspace
@@ -56,9 +57,9 @@ def main() -> int:
     }
     workspace = Workspace.open(home, None, overrides=overrides)
     started = time.perf_counter()
-    add_paths(workspace, [REPO_ROOT / "fixtures" / "kb"])
+    add_paths(workspace.home, workspace.settings, workspace.engine, [REPO_ROOT / "fixtures" / "kb"])
     build_s = time.perf_counter() - started
-    chunks = list_chunks(workspace, include_content=True)
+    chunks = list_chunks(workspace.engine, workspace.settings.kb.name, include_content=True)
     context = WorkspaceContext(workspace)
     rows = []
     try:

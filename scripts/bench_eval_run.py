@@ -33,7 +33,11 @@ _SENTENCE_END = re.compile(r"(?<=[。！？!?.;；])\s*")
 
 def make_cases(workspace: Workspace, n: int) -> list[EvalCase]:
     """`n` cases cycling over chunks: heading (last heading-path element or title), then first sentence."""
-    chunks = [c for c in list_chunks(workspace, include_content=True) if c.status == "published"]
+    chunks = [
+        c
+        for c in list_chunks(workspace.engine, workspace.settings.kb.name, include_content=True)
+        if c.status == "published"
+    ]
     if not chunks:
         raise SystemExit(
             f"{workspace.home}: the KB has no published chunks; add documents with `ragtriage kb add`"

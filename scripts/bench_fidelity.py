@@ -56,7 +56,7 @@ def build_home(home: Path, requests: int) -> None:
     workspace = Workspace.open(home, PRODUCTION)
     try:
         seed_embedding_cache(workspace)
-        add_paths(workspace, [FIXTURES / "kb"])
+        add_paths(workspace.home, workspace.settings, workspace.engine, [FIXTURES / "kb"])
         source = [
             json.loads(line) for line in TRAFFIC.read_text(encoding="utf-8").splitlines() if line.strip()
         ]

@@ -3,21 +3,17 @@
 Writes N chunks of about 400 Chinese characters (sentences drawn from the Debian FAQ and Reference,
 extracted from `../shared/data/debian-docs-zh` into the workdir, and from the fixture KB) with UUID
 ids, 20 chunks per document and random unit 384-d vectors into one Parquet file, then imports it
-into a fresh home: SQL (SQLite) + Whoosh or bm25s + Qdrant local mode or Qdrant Edge
-(`--dense-backend`). Prints the time per part, the ratio to
-reading the same file with pyarrow, the peak memory, and the time of a second import of the
-unchanged file.
+into a fresh home: SQL (SQLite) + Whoosh or bm25s + Qdrant Edge. Prints the time per part, the
+ratio to reading the same file with pyarrow, the peak memory, and the time of a second import of
+the unchanged file.
 
-The import overlaps its parts: the dense index is written by a forked process fed during the SQL
-pass, while this process then builds BM25 (with forked segmenters). The critical path is printed
-(pass, BM25 build, waiting for the dense process) with the dense process's busy time beside it.
-Peak memory is the PSS of this process and its child processes sampled together (`pss_sampler`):
-summing RSS would count the pages a fork shares once per process.
+The parts run one after another: the SQL pass, the BM25 build (segmenting in `bm25_procs` forked
+processes), the dense index. Peak memory is the PSS of this process and its child processes
+sampled together (`pss_sampler`): summing RSS would count the pages a fork shares once per process.
 
 Usage:
     python scripts/bench_import.py [--chunks 100000] [--workdir DIR] [--keep] [--no-index]
                                    [--bm25-engine whoosh|bm25s]
-                                   [--dense-backend qdrant_local|qdrant_edge]
 """
 
 from __future__ import annotations
@@ -43,7 +39,8 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 from pss_sampler import PssSampler  # noqa: E402 (scripts/ is on sys.path when a script runs)
 
-from ragtriage.kb.importer import ImportSpec, run_import  # noqa: E402
+from ragtriage.index.kb_sync import import_source  # noqa: E402
+from ragtriage.kb.importer import ImportSpec  # noqa: E402
 from ragtriage.workspace import Workspace  # noqa: E402
 
 DIM = 384
@@ -156,7 +153,7 @@ def run(workspace: Workspace, path: Path, index: bool = True) -> tuple[float, ob
         vector_field="embedding",
     )
     started = time.perf_counter()
-    report = run_import(workspace, spec, index=index)
+    report = import_source(workspace.home, workspace.settings, workspace.engine, spec, index=index)
     return time.perf_counter() - started, report
 
 
@@ -173,13 +170,6 @@ def main() -> None:
         choices=["whoosh", "bm25s"],
         default="whoosh",
         help="[index] bm25_engine of the home.",
-    )
-    parser.add_argument(
-        "--dense-backend",
-        choices=["qdrant_local", "qdrant_edge"],
-        default="qdrant_edge",
-        help="[index] dense_backend of the home (qdrant_edge: a new home's default; qdrant_local: the "
-        "comparison, what homes indexed before the default moved keep).",
     )
     args = parser.parse_args()
 
@@ -206,7 +196,7 @@ def main() -> None:
     baseline = pyarrow_read_seconds(export)
     home.mkdir(parents=True)
     (home / "config.toml").write_text(
-        f'[index]\nbm25_engine = "{args.bm25_engine}"\ndense_backend = "{args.dense_backend}"\n',
+        f'[index]\nbm25_engine = "{args.bm25_engine}"\n',
         encoding="utf-8",
     )
     workspace = Workspace.open(home)
@@ -228,7 +218,7 @@ def main() -> None:
         "read + check (the pass)": first.read_seconds,  # type: ignore[attr-defined]
         "SQL writes (in the pass)": first.write_seconds,  # type: ignore[attr-defined]
         f"BM25 build ({args.bm25_engine})": index.get("bm25_seconds", 0.0),
-        "waiting for the dense process": index.get("dense_wait_seconds", 0.0),
+        "dense index (Qdrant Edge)": index.get("dense_seconds", 0.0),
         "embedding": index.get("embed_seconds", 0.0),
     }
     parts["other (load chunks, diff, manifest)"] = first_seconds - sum(parts.values())
@@ -241,11 +231,7 @@ def main() -> None:
     )
     for name, seconds in parts.items():
         print(f"  {name:<36} {seconds:7.1f} s")
-    busy, busy_cpu = index.get("dense_seconds", 0.0), index.get("dense_cpu_seconds", 0.0)
-    print(
-        f"  (dense process busy {busy:.1f} s, {busy_cpu:.1f} CPU-s, overlapping the pass and the BM25 build;"
-        f" {index.get('imported_vectors', 0)} imported vectors, {args.dense_backend})"
-    )
+    print(f"  ({index.get('imported_vectors', 0)} imported vectors)")
     own_mb, *children_mb = sampler.peak_parts or [0.0]
     print(
         f"peak memory: {peak_pss_mb:.0f} MB PSS of this process and its children together "
@@ -260,7 +246,7 @@ def main() -> None:
     scope = (
         "sql_only"
         if args.no_index
-        else f"end_to_end bm25_engine={args.bm25_engine} dense_backend={args.dense_backend}"
+        else f"end_to_end bm25_engine={args.bm25_engine} dense_backend=qdrant_edge"
     )
     print(
         f"RESULT name=import_parquet value={first_seconds:.1f} unit=s target=<=60 scope={scope} "

@@ -29,7 +29,8 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from sqlmodel import select  # noqa: E402
 
-from ragtriage.index.indexer import IndexReport, index_status, open_indexes, sync_indexes  # noqa: E402
+from ragtriage.index.index_state import index_status  # noqa: E402
+from ragtriage.index.indexer import IndexReport, open_indexes, sync_indexes  # noqa: E402
 from ragtriage.kb.service import add_paths  # noqa: E402
 from ragtriage.store.db import read_session  # noqa: E402
 from ragtriage.store.kb_tables import ChunkRow  # noqa: E402
@@ -75,7 +76,7 @@ def query_latency(workspace: Workspace, sample: int) -> None:
     with read_session(workspace.engine) as session:
         titles = sorted(set(session.exec(select(ChunkRow.title).where(ChunkRow.status == "published")).all()))
     queries = random.Random(7).sample(titles, min(sample, len(titles)))
-    indexes = open_indexes(workspace)
+    indexes = open_indexes(workspace.home, workspace.settings)
     try:
         for name, run in (("bm25", indexes.bm25.search), ("dense", indexes.dense.search)):
             run(queries[0], 10)  # warm-up
@@ -128,13 +129,15 @@ def main(argv: list[str] | None = None) -> int:
     failures: list[str] = []
     try:
         began = time.perf_counter()
-        added = add_paths(workspace, [work_copy], index=False)
+        added = add_paths(workspace.engine, workspace.settings, [work_copy])
         print(
             f"home {home}; KB load (SQL only): {time.perf_counter() - began:.1f} s, "
             f"{added.chunks_written} chunks from {added.files_seen} files"
         )
 
-        full = sync_indexes(workspace, on_progress=progress_printer("full build"))
+        full = sync_indexes(
+            workspace.home, workspace.settings, workspace.engine, on_progress=progress_printer("full build")
+        )
         describe("full build", full)
         own, children = peak_rss_mb()
         print(f"peak RSS: {own:.0f} MB (this process), {children:.0f} MB (largest child)")
@@ -149,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         if full.total_seconds and full.other_seconds / full.total_seconds > 0.10:
             failures.append("everything other than embedding took more than 10 % of the full build")
 
-        again = sync_indexes(workspace)
+        again = sync_indexes(workspace.home, workspace.settings, workspace.engine)
         describe("unchanged re-sync", again)
         print(f"RESULT name=index_unchanged_resync_embedded value={again.embedded} unit=chunks target=<=0")
         if again.embedded:
@@ -163,14 +166,14 @@ def main(argv: list[str] | None = None) -> int:
             text.replace(marker, TOUCH_TEXT + marker, 1) if marker else text + "\n追加一句。\n",
             encoding="utf-8",
         )
-        add_paths(workspace, [work_copy], index=False)
-        one = sync_indexes(workspace)
+        add_paths(workspace.engine, workspace.settings, [work_copy])
+        one = sync_indexes(workspace.home, workspace.settings, workspace.engine)
         describe(f"after touching {target.name}", one)
         print(f"RESULT name=index_one_doc_resync value={one.total_seconds:.2f} unit=s "
               f"embedded={one.embedded}")  # fmt: skip
         if one.embedded > one.added + one.updated or one.embedded == 0:
             failures.append(f"touching one document embedded {one.embedded} chunks")
-        print(f"index status: {index_status(workspace)['state']}")
+        print(f"index status: {index_status(workspace.home, workspace.settings, workspace.engine)['state']}")
         query_latency(workspace, args.queries)
     finally:
         workspace.close()

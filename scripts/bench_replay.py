@@ -89,7 +89,7 @@ class Stopwatch:
 
 def build_home(home: Path, debs: Path, faq_only: bool) -> None:
     """Add the FAQ (and the Reference) to `home` and index them, printing progress to stderr."""
-    from ragtriage.kb.service import add_paths
+    from ragtriage.index.kb_sync import add_paths
 
     data = ensure_extracted(home / "debian-docs", debs)
     # Not `data` itself: it also holds reference-pdf/, the same manual as a PDF.
@@ -104,7 +104,9 @@ def build_home(home: Path, debs: Path, faq_only: bool) -> None:
 
     try:
         began = time.perf_counter()
-        report = add_paths(workspace, sources, on_index_progress=progress)
+        report = add_paths(
+            workspace.home, workspace.settings, workspace.engine, sources, on_index_progress=progress
+        )
         print(
             f"built {home}: {report.chunks_written} chunks from {report.files_seen} files "
             f"in {time.perf_counter() - began:.0f} s",

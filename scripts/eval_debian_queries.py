@@ -51,6 +51,7 @@ from ragtriage.eval.metrics import refusal_accuracy  # noqa: E402
 from ragtriage.eval.refusal_calibration import SCORE_KINDS, calibrate, case_scores, refusal_row  # noqa: E402
 from ragtriage.eval.refusal_gap import calibrate_with_gap, lexical_score, support_parts  # noqa: E402
 from ragtriage.eval.runner import run_eval  # noqa: E402
+from ragtriage.index import kb_sync  # noqa: E402
 from ragtriage.kb import service  # noqa: E402
 from ragtriage.render.fit import Col, FitTable, data_console  # noqa: E402
 from ragtriage.store import eval_repo as eval_store  # noqa: E402
@@ -96,15 +97,17 @@ def _progress(label: str) -> Any:
 
 def build_home(workspace: Workspace, extracted: Path) -> dict[str, Any]:
     """Add the FAQ and the Reference to the home and sync the indexes (cheap when nothing changed)."""
-    report = service.add_paths(
-        workspace,
+    report = kb_sync.add_paths(
+        workspace.home,
+        workspace.settings,
+        workspace.engine,
         [extracted / "faq", extracted / "reference"],
         index=True,
         on_index_progress=_progress("indexing chunks"),
     )
     if report.failed:
         raise SystemExit(f"kb add: {len(report.failed)} files failed: {report.failed[0].message()}")
-    stats = service.kb_stats(workspace)
+    stats = service.kb_stats(workspace.engine, workspace.settings.kb.name)
     return {"documents": stats.documents, "chunks": stats.chunks, "revision": stats.revision}
 
 

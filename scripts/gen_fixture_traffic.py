@@ -373,7 +373,7 @@ def build_home(home: Path, kb_dir: Path, cache_home: Path | None, *, index: bool
     workspace = Workspace.open(home, PRODUCTION_CONFIG)
     if index:
         seed_embedding_cache(workspace)  # the shipped vectors of the fixture KB
-    add_paths(workspace, [kb_dir], index=index)
+    add_paths(workspace.home, workspace.settings, workspace.engine, [kb_dir], index=index)
     return workspace
 
 
@@ -383,7 +383,7 @@ def generate(out: Path, *, seed: int, cache_home: Path | None, work: Path) -> di
     rng = random.Random(seed)
     started = time.perf_counter()
     truth_ws = build_home(work / "truth", FIXTURES / "kb", None, index=False)
-    current_chunks = list_chunks(truth_ws)
+    current_chunks = list_chunks(truth_ws.engine, truth_ws.settings.kb.name)
     truth_ws.close()
     production_kb(work / "kb")
     prod = build_home(work / "production", work / "kb", cache_home, index=True)
@@ -424,7 +424,7 @@ def generate(out: Path, *, seed: int, cache_home: Path | None, work: Path) -> di
             for text in (t for t in old_texts if t in wanted):
                 old_options = old_version_options(pipeline, text, _old_check_options(options))
                 checks[name][(text, OLD_PIPELINE_VERSION)] = pipeline.run(text, options=old_options)
-        titles = {c.chunk_id: c.title for c in list_chunks(prod)}
+        titles = {c.chunk_id: c.title for c in list_chunks(prod.engine, prod.settings.kb.name)}
         # Each version's hash is its replay profile's (production.toml [replay.versions]).
         config_hashes = {
             version: resolve_profile(prod.settings, version).config_hash

@@ -150,7 +150,7 @@ def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
 def fixture_workspace(root: Path, docs: Iterable[str], config: str = ALIASES_CONFIG) -> Iterator[Workspace]:
     """`root/home` with settings `config`, whose KB is the fixture documents `docs` (copied to
     `root/kb`) added and indexed, the embedding cache seeded; the workspace is open inside the block."""
-    from ragtriage.kb.service import add_paths
+    from ragtriage.index.kb_sync import add_paths
     from ragtriage.workspace import Workspace
     from ragtriage_demo.demo import seed_embedding_cache
 
@@ -160,7 +160,7 @@ def fixture_workspace(root: Path, docs: Iterable[str], config: str = ALIASES_CON
     workspace = Workspace.open(home)
     try:
         seed_embedding_cache(workspace)
-        add_paths(workspace, [kb])
+        add_paths(workspace.home, workspace.settings, workspace.engine, [kb])
         yield workspace
     finally:
         workspace.close()

@@ -46,7 +46,8 @@ def add_tiny_kb(
 ) -> dict[str, str]:
     """Write `docs` into `folder` (`write_markdown_docs`), add them to the workspace's KB with its
     indexes, and return doc_id → chunk_id of every chunk (each short document is one chunk)."""
-    from ragtriage.kb.service import add_paths, list_chunks
+    from ragtriage.index.kb_sync import add_paths
+    from ragtriage.kb.service import list_chunks
 
-    add_paths(workspace, [write_markdown_docs(folder, docs)])
-    return {c.doc_id: c.chunk_id for c in list_chunks(workspace)}
+    add_paths(workspace.home, workspace.settings, workspace.engine, [write_markdown_docs(folder, docs)])
+    return {c.doc_id: c.chunk_id for c in list_chunks(workspace.engine, workspace.settings.kb.name)}

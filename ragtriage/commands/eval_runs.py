@@ -231,7 +231,7 @@ def register_eval(group: click.Group) -> None:
         with open_workspace(home, config_file) as workspace, progress_bar(not as_json) as bar:
             from ragtriage.index.index_state import index_lag
 
-            lag = index_lag(workspace)
+            lag = index_lag(workspace.home, workspace.settings, workspace.engine)
             if lag is not None:
                 click.echo(
                     f"note: {lag}; until then every case is scored on the old or empty indexes", err=True

@@ -19,7 +19,6 @@ from ragtriage.commands.common import (
     stdout_console,
     workspace_options,
 )
-from ragtriage.config.settings import Settings
 from ragtriage.errors import NotFoundError, RagtriageError
 from ragtriage.kb import service
 from ragtriage.render.kb_view import print_chunk, print_chunk_table
@@ -51,9 +50,13 @@ def add_command(
     Documents added from a folder earlier and missing from it now are marked deleted.
     Exit code 2 when any file could not be added (each is named on stderr with a fix).
     """
+    from ragtriage.index import kb_sync
+
     with open_workspace(home, config_file) as workspace, progress_bar(True) as bar:
-        report = service.add_paths(
-            workspace,
+        report = kb_sync.add_paths(
+            workspace.home,
+            workspace.settings,
+            workspace.engine,
             list(paths),
             on_progress=bar("reading files"),
             index=not no_index,
@@ -97,11 +100,9 @@ def _add_summary(report: service.AddReport) -> str:
 def stats_command(as_json: bool, home: Path | None, config_file: Path | None) -> None:
     """Documents and chunks by status, the KB revision and the index manifest's state."""
     with open_workspace(home, config_file) as workspace:
-        stats = service.kb_stats(workspace)
+        stats = service.kb_stats(workspace.engine, workspace.settings.kb.name)
         index = _index_status(workspace)
-    backend = index.get("dense_backend")
-    note = None if backend is None else local_mode_note(workspace.settings, stats.retrievable_chunks, backend)
-    notes = [note] if note else []
+    notes: list[str] = []
     if as_json:
         echo_json({**stats.model_dump(mode="json"), "index": index, "notes": notes})
         return
@@ -116,24 +117,6 @@ def stats_command(as_json: bool, home: Path | None, config_file: Path | None) ->
         lines += ["dense backend: " + _backend_line(index), "index: " + _index_line(index)]
     lines += [f"note: {note}" for note in notes]
     echo_lines("\n".join(lines))
-
-
-def local_mode_note(settings: Settings, chunks: int, backend: str) -> str | None:
-    """Our words for qdrant-client's local-mode size warning (filtered where Qdrant is opened):
-    None with a Qdrant server, the `backend` in use (`index_status`'s `dense_backend`) not
-    `qdrant_local`, or at most `LOCAL_MODE_LIMIT` published chunks."""
-    from ragtriage.index.qdrant_clients import LOCAL_MODE_LIMIT
-
-    index = settings.index
-    if index.qdrant_url is not None or backend != "qdrant_local" or chunks <= LOCAL_MODE_LIMIT:
-        return None
-    kept = " (dense_backend auto keeps the local mode this home's index was built with)"
-    return (
-        f"{chunks:,} chunks in Qdrant local mode{kept if index.dense_backend == 'auto' else ''}, "
-        f"which is slow to search above {LOCAL_MODE_LIMIT:,}; "
-        'for speed set [index] dense_backend = "qdrant_edge" (or qdrant_url to a Qdrant server) '
-        "and run `ragtriage kb reindex` (it reuses cached embeddings)"
-    )
 
 
 def _backend_line(index: dict[str, Any]) -> str:
@@ -196,14 +179,10 @@ def _counts(counts: dict[str, int]) -> str:
 
 
 def _index_status(workspace: Workspace) -> dict[str, Any]:
+    from ragtriage.index.index_state import index_status
+
     try:
-        from ragtriage.index.index_state import index_status
-    except ModuleNotFoundError as error:
-        if error.name != "ragtriage.index.indexer":
-            raise
-        return {"error": "the indexer is not installed in this build"}
-    try:
-        return dict(index_status(workspace))
+        return dict(index_status(workspace.home, workspace.settings, workspace.engine))
     except RagtriageError as error:
         return {"error": f"{error.title}: {error}"}
 
@@ -236,7 +215,11 @@ def chunks_command(
     the headings); a table on a terminal, tab-separated in a pipe."""
     with open_workspace(home, config_file) as workspace:
         chunks = service.list_chunks(
-            workspace, doc_id=doc_id, include_content=with_content, include_deleted=include_deleted
+            workspace.engine,
+            workspace.settings.kb.name,
+            doc_id=doc_id,
+            include_content=with_content,
+            include_deleted=include_deleted,
         )
     if as_json:
         echo_json(chunks)
@@ -337,8 +320,12 @@ def remove_command(
     doc_ids: tuple[str, ...], no_index: bool, as_json: bool, home: Path | None, config_file: Path | None
 ) -> None:
     """Mark documents and their chunks deleted (kept in SQL for old traces, gone from the indexes)."""
+    from ragtriage.index import kb_sync
+
     with open_workspace(home, config_file) as workspace:
-        report = service.remove_documents(workspace, list(doc_ids), index=not no_index)
+        report = kb_sync.remove_documents(
+            workspace.home, workspace.settings, workspace.engine, list(doc_ids), index=not no_index
+        )
     if as_json:
         echo_json(report)
         return
@@ -358,7 +345,9 @@ def reindex_command(as_json: bool, home: Path | None, config_file: Path | None) 
     from ragtriage.index.indexer import rebuild_indexes
 
     with open_workspace(home, config_file) as workspace, progress_bar(True) as bar:
-        report = rebuild_indexes(workspace, on_progress=bar("indexing chunks"))
+        report = rebuild_indexes(
+            workspace.home, workspace.settings, workspace.engine, on_progress=bar("indexing chunks")
+        )
     if as_json:
         echo_json(report)
         return

@@ -75,8 +75,9 @@ def import_command(
     (or scrolled from Qdrant) go into the dense index as given. A bad row stops the import before
     anything is written (exit 2), unless --skip-bad-rows.
     """
+    from ragtriage.index.kb_sync import import_source, interrupted_message
     from ragtriage.kb.import_mapping import parse_map_option
-    from ragtriage.kb.importer import ImportSpec, run_import
+    from ragtriage.kb.importer import ImportSpec
 
     spec = ImportSpec(
         path=path,
@@ -91,8 +92,10 @@ def import_command(
     )
     try:
         with open_workspace(home, config_file) as workspace, progress_bar(True) as bar:
-            report = run_import(
-                workspace,
+            report = import_source(
+                workspace.home,
+                workspace.settings,
+                workspace.engine,
                 spec,
                 full=full,
                 skip_bad_rows=skip_bad_rows,
@@ -103,8 +106,6 @@ def import_command(
     except KeyboardInterrupt as interrupt:
         if str(interrupt):
             raise  # it says what was stored
-        from ragtriage.kb.import_feed import interrupted_message
-
         raise KeyboardInterrupt(interrupted_message(None)) from None  # before the import began
     for rejected in report.rejected_rows:
         click.echo(f"kb import: rejected: {rejected.message()}", err=True)

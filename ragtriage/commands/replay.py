@@ -183,7 +183,7 @@ def _warn_index_lag(workspace: Workspace) -> None:
     """A note on stderr when the indexes lag the KB: the ranked lists would be empty or old."""
     from ragtriage.index.index_state import index_lag
 
-    lag = index_lag(workspace)
+    lag = index_lag(workspace.home, workspace.settings, workspace.engine)
     if lag is not None:
         stderr_console().print(Text(f"note: {lag}", style="yellow"))
 

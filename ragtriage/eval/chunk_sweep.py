@@ -170,7 +170,7 @@ def _build_kb(
             source_root=None,
         )
         chunks += len(stored)
-    sync_indexes(throwaway, on_progress)
+    sync_indexes(throwaway.home, throwaway.settings, throwaway.engine, on_progress)
     return chunks
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
+from rapidfuzz.distance import DamerauLevenshtein
 
 from ragtriage.errors import IndexLockedError
 from ragtriage.index.analyzer import normalize_text, query_terms
@@ -25,7 +25,6 @@ __all__ = [
     "BM25Document",
     "BM25Engine",
     "locked_error",
-    "top_rows",
     "words_within_edits",
 ]
 
@@ -118,6 +117,18 @@ class BM25Engine(ABC):
         """`(chunk_id, score)` of the k best chunks for the OR of `terms`, best first; chunks that
         share no term are left out. None when the index holds no chunk."""
 
+    @abstractmethod
+    def indexed_hashes(self) -> dict[str, tuple[str, str]]:
+        """chunk_id → (content_hash, index_hash) of every indexed chunk."""
+
+    @abstractmethod
+    def content_hash(self, chunk_id: str) -> str | None:
+        """The content hash the index holds for `chunk_id`, or None if it is not indexed."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release what the index holds open."""
+
     def _locked_error(self) -> IndexLockedError:
         return locked_error(self.folder)
 
@@ -130,22 +141,9 @@ def locked_error(folder: Path) -> IndexLockedError:
     )
 
 
-def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
-    """Row numbers of the (at most) k highest positive `scores` (a float vector, one row per
-    document), best first; equal scores keep the lower row first (the order of indexing)."""
-    matched = np.flatnonzero(scores > 0)
-    if 0 < k < matched.size:
-        # Keep every row scoring at least the k-th best (ties are settled by the sort below).
-        cut = np.partition(scores[matched], matched.size - k)[matched.size - k]
-        matched = matched[scores[matched] >= cut]
-    return matched[np.lexsort((matched, -scores[matched]))][:k]
-
-
 def words_within_edits(term: str, words: Iterable[str], max_edits: int) -> list[str]:
     """The distinct `words` within `max_edits` Damerau–Levenshtein edits of `term` (a transposition
     is one edit), sorted (lexical support's typo tolerance)."""
-    from rapidfuzz.distance import DamerauLevenshtein
-
     return sorted(
         {w for w in words if DamerauLevenshtein.distance(term, w, score_cutoff=max_edits) <= max_edits}
     )

@@ -1,99 +1,80 @@
-"""BM25 route on `bm25s` (sparse score matrices in numpy): builds 100k chunks in seconds, not minutes.
+"""BM25 route on `bm25s` (sparse score matrices): builds big KBs in a fraction of Whoosh's time.
 
 `[index] bm25_engine = "bm25s"` selects it; Whoosh (`bm25.py`) stays the default, and a home
 keeps its Whoosh index until the engine is changed. Both take their terms from the same analyzer
-(`analyzer.terms` equals `analyzer.tokenize`), so a query matches the same words in either.
+(`analyzer.terms`), so a query matches the same words in either.
 
-Scoring: two BM25 models, one over chunk content and one over the title (title + heading path),
-summed with the title boost, as Whoosh's BM25F sums its fields. Per field, for term t in chunk d
-(the Lucene variant, Kamphuis et al. 2020 "Which BM25 do you mean?", as `bm25s`, Lù 2024):
-`idf(t) · tf / (tf + k1 · (1 − b + b · |d| / avgdl))` with `idf = ln(1 + (N − df + 0.5) / (df + 0.5))`,
-k1 = 1.2, b = 0.75. Scores differ from Whoosh's (idf and length quantization differ); rankings
-mostly agree. Only chunks sharing at least one query term are returned; ties keep the order in
-which chunks were indexed.
+Scoring: two `bm25s.BM25` models, one over chunk content and one over the title (title + heading
+path), summed with the title boost, as Whoosh's BM25F sums its fields (bm25s's default Lucene
+variant, k1 = 1.2, b = 0.75). Scores differ from Whoosh's (idf and length quantization differ);
+rankings mostly agree. Only chunks sharing at least one query term are returned; ties keep the
+order in which chunks were indexed.
 
-On disk, `<folder>/current/` holds both bm25s models (`bm25s.BM25.save`, memory-mapped on load),
-the term ids of every chunk (so a change rebuilds the models without segmenting unchanged chunks
-again: the token cache, keyed by content hash), the vocabulary and each chunk's ids and hashes. A
-write builds a new folder and swaps it in with renames; a lock file keeps writers to one at a time.
+bm25s has no incremental update, so every change rebuilds both models. To do that without
+segmenting unchanged chunks again, `<folder>/current/` keeps each chunk's term ids (`<field>.ids.npy`
+and `<field>.offsets.npy` over the vocabulary in `meta.json`) beside the models (`bm25s.BM25.save`,
+memory-mapped on load) and each chunk's ids and hashes. A write builds a new folder and swaps it
+in with renames; a lock file keeps writers to one at a time.
 """
 
 from __future__ import annotations
 
 import fcntl
-import importlib
 import json
+import multiprocessing
 import os
 import shutil
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import bm25s
 import numpy as np
 
-from ragtriage.index.bm25_engine import BM25Document, BM25Engine, locked_error, top_rows, words_within_edits
-from ragtriage.index.bm25s_matrix import save_model, score_matrix
-from ragtriage.index.bm25s_runs import Given, Runs
-from ragtriage.index.bulk_terms import SegmentedTerms, iter_term_ids
-from ragtriage.index.heap import trim_heap
+from ragtriage.index.analyzer import terms
+from ragtriage.index.bm25_engine import BM25Document, BM25Engine, locked_error, words_within_edits
+from ragtriage.interrupts import children_ignore_interrupts
 
-if TYPE_CHECKING:
-    import bm25s
-
-__all__ = ["BM25sIndex", "import_bm25s"]
+__all__ = ["BM25sIndex"]
 
 FIELDS = ("content", "title")
-K1 = 1.2
-B = 0.75
 _CURRENT = "current"
 _STALENESS_CHECK_S = 1.0
-_EMPTY_META: dict[str, Any] = {
-    "chunk_ids": [],
-    "doc_ids": [],
-    "content_hashes": [],
-    "index_hashes": [],
-    "vocab": [],
-    "stamp": None,
-}
+_POOL_CHUNKSIZE = 64
 
 
-@dataclass
-class _State:
-    """Everything one version of the index holds (term ids as int32 runs per chunk and field)."""
-
-    chunk_ids: list[str]
-    doc_ids: list[str]
-    content_hashes: list[str]
-    index_hashes: list[str]
-    vocab: dict[str, int]
-    terms: dict[str, Runs]
-    """field → the term ids of every chunk, in chunk order."""
-
-    @classmethod
-    def empty(cls) -> _State:
-        return cls([], [], [], [], {}, {field: Runs.empty() for field in FIELDS})
-
-
-def import_bm25s() -> ModuleType:
-    """bm25s, imported on first use (a build never needs it) and without numba.
-
-    bm25s imports numba when it is installed (ranx brings it): about 60 MB and half a CPU-second
-    per process, for bm25s's `numba` backend only; the index scores with numpy
-    (`get_scores_from_ids`), so numba is hidden while bm25s is first imported.
-    """
-    hide = "numba" not in sys.modules and "bm25s" not in sys.modules
-    if hide:
-        sys.modules["numba"] = None  # type: ignore[assignment]  # `import numba` raises ImportError
+def _segmented(texts: list[str], procs: int) -> Iterator[list[str]]:
+    """`analyzer.terms` of each text, in order; by `procs` forked processes when above one."""
+    if procs <= 1 or len(texts) < 2 * _POOL_CHUNKSIZE:
+        yield from map(terms, texts)
+        return
+    terms("预热")  # jieba's dictionary is loaded once, before the fork, not in every process
+    with children_ignore_interrupts():
+        pool = multiprocessing.get_context("fork").Pool(procs)
     try:
-        return importlib.import_module("bm25s")
+        yield from pool.imap(terms, texts, chunksize=_POOL_CHUNKSIZE)
     finally:
-        if hide:
-            del sys.modules["numba"]
+        pool.terminate()
+        pool.join()
+
+
+class _Field:
+    """The term ids of every chunk in one field, as a flat int32 array and offsets into it."""
+
+    def __init__(self, ids: np.ndarray, offsets: np.ndarray) -> None:
+        self.ids, self.offsets = ids, offsets
+
+    def run(self, n: int) -> np.ndarray:
+        return self.ids[self.offsets[n] : self.offsets[n + 1]]
+
+    @staticmethod
+    def join(runs: Sequence[np.ndarray]) -> _Field:
+        offsets = np.zeros(len(runs) + 1, dtype=np.int64)
+        np.cumsum([len(run) for run in runs], out=offsets[1:])
+        ids = np.concatenate(runs).astype(np.int32) if runs else np.zeros(0, dtype=np.int32)
+        return _Field(ids, offsets)
 
 
 class BM25sIndex(BM25Engine):
@@ -101,7 +82,7 @@ class BM25sIndex(BM25Engine):
 
     def _open(self) -> None:
         self._lock = threading.RLock()
-        self._models: dict[str, bm25s.BM25] | None = None
+        self._models: dict[str, bm25s.BM25] = {}
         self._meta: dict[str, Any] | None = None
         self._stamp: str | None = None
         self._vocab: dict[str, int] = {}
@@ -114,15 +95,11 @@ class BM25sIndex(BM25Engine):
         upserts: Sequence[BM25Document],
         deletes: Iterable[str] = (),
         on_progress: Callable[[int], None] | None = None,
-        *,
-        segmented: SegmentedTerms | None = None,
     ) -> None:
         """Add or replace `upserts` and remove `deletes` (chunk ids), then rebuild both models.
 
-        Chunks whose content hash the index already holds are not segmented again, nor contents and
-        titles `segmented` holds (`kb import` segments them during its pass: such a document may
-        come with empty `content`). `segmented` is consumed: its term ids move into the index and
-        it is left empty. Big additions are segmented by `procs` processes.
+        Contents whose hash the index already holds are not segmented again; big additions are
+        segmented by `procs` processes.
 
         Raises:
             IndexLockedError: another process holds the write lock for `writer_timeout_s`.
@@ -131,12 +108,42 @@ class BM25sIndex(BM25Engine):
         if not upserts and not delete_ids:
             return
         with self._write_lock():
-            state = self._changed(self._read_state(), upserts, delete_ids, on_progress, segmented)
-            if segmented is not None:
-                segmented.release()  # the index holds what it needs of them (the build needs room)
-            trim_heap()
-            self._write_state(state)
-            del state
+            meta = self._read_meta() or {
+                "chunk_ids": [],
+                "doc_ids": [],
+                "content_hashes": [],
+                "index_hashes": [],
+                "vocab": [],
+            }
+            fields = self._read_fields()
+            replaced = delete_ids | {doc.chunk_id for doc in upserts}
+            keep = [n for n, chunk_id in enumerate(meta["chunk_ids"]) if chunk_id not in replaced]
+            vocab: dict[str, int] = {term: n for n, term in enumerate(meta["vocab"])}
+            known = {content_hash: n for n, content_hash in enumerate(meta["content_hashes"])}
+            todo = {doc.content_hash: doc.content for doc in upserts if doc.content_hash not in known}
+            procs = self.procs if len(todo) >= self.multiproc_min_docs else 1
+            fresh: dict[str, np.ndarray] = {}
+            segmented = _segmented(list(todo.values()), procs)
+            for done, (content_hash, words) in enumerate(zip(todo, segmented, strict=True), start=1):
+                fresh[content_hash] = _ids(words, vocab)
+                if on_progress is not None and done % 500 == 0:
+                    on_progress(done)
+            content = [fields["content"].run(n) for n in keep]
+            for doc in upserts:
+                n = known.get(doc.content_hash)
+                content.append(fields["content"].run(n) if n is not None else fresh[doc.content_hash])
+            titles = {title: _ids(terms(title), vocab) for title in {doc.title for doc in upserts}}
+            title = [fields["title"].run(n) for n in keep] + [titles[doc.title] for doc in upserts]
+            for key in ("chunk_ids", "doc_ids", "content_hashes", "index_hashes"):
+                meta[key] = [meta[key][n] for n in keep]
+            for doc in upserts:
+                meta["chunk_ids"].append(doc.chunk_id)
+                meta["doc_ids"].append(doc.doc_id)
+                meta["content_hashes"].append(doc.content_hash)
+                meta["index_hashes"].append(doc.index_hash)
+            meta["vocab"] = list(vocab)
+            del fields, fresh, titles
+            self._write(meta, {"content": _Field.join(content), "title": _Field.join(title)})
         if on_progress is not None:
             on_progress(len(upserts))
         self._invalidate()
@@ -144,79 +151,34 @@ class BM25sIndex(BM25Engine):
     def clear(self) -> None:
         """Drop every document."""
         with self._write_lock():
-            self._write_state(_State.empty())
+            shutil.rmtree(self.folder / _CURRENT, ignore_errors=True)
         self._invalidate()
-
-    def _changed(
-        self,
-        state: _State,
-        upserts: Sequence[BM25Document],
-        deletes: set[str],
-        on_progress: Callable[[int], None] | None,
-        segmented: SegmentedTerms | None = None,
-    ) -> _State:
-        replaced = deletes | {doc.chunk_id for doc in upserts}
-        keep = [n for n, chunk_id in enumerate(state.chunk_ids) if chunk_id not in replaced]
-        vocab = state.vocab
-        old = state.terms["content"]
-        known = {content_hash: n for n, content_hash in enumerate(state.content_hashes)}
-        given = Given(segmented, vocab)
-        todo = {
-            doc.content_hash: doc.content
-            for doc in upserts
-            if doc.content_hash not in known and not given.has("content", doc.content_hash)
-        }
-        procs = self.procs if len(todo) >= self.multiproc_min_docs else 1
-        fresh: dict[str, np.ndarray] = {}
-        contents = iter_term_ids(list(todo.values()), vocab, procs)
-        for done, (content_hash, ids) in enumerate(zip(todo, contents, strict=True), start=1):
-            fresh[content_hash] = ids
-            if on_progress is not None and done % 500 == 0:
-                on_progress(done)
-        content_runs = [old.run(n) for n in keep]
-        for doc in upserts:
-            n = known.get(doc.content_hash)
-            run = given.run("content", doc.content_hash) if n is None else old.run(n)
-            content_runs.append(fresh[doc.content_hash] if run is None else run)
-        titles = list(dict.fromkeys(doc.title for doc in upserts if not given.has("title", doc.title)))
-        fresh = dict(zip(titles, iter_term_ids(titles, vocab), strict=True))
-        title_runs = [state.terms["title"].run(n) for n in keep]
-        for doc in upserts:
-            run = given.run("title", doc.title)
-            title_runs.append(fresh[doc.title] if run is None else run)
-        return _State(
-            chunk_ids=[state.chunk_ids[n] for n in keep] + [doc.chunk_id for doc in upserts],
-            doc_ids=[state.doc_ids[n] for n in keep] + [doc.doc_id for doc in upserts],
-            content_hashes=[state.content_hashes[n] for n in keep] + [doc.content_hash for doc in upserts],
-            index_hashes=[state.index_hashes[n] for n in keep] + [doc.index_hash for doc in upserts],
-            vocab=vocab,
-            terms={"content": Runs.join(content_runs), "title": Runs.join(title_runs)},
-        )
 
     def _write_lock(self) -> _FileLock:
         return _FileLock(self.folder / "write.lock", self.writer_timeout_s, self.folder)
 
-    def _write_state(self, state: _State) -> None:
+    def _write(self, meta: dict[str, Any], fields: dict[str, _Field]) -> None:
         """Build both models and swap the new version in (`current` is replaced by a rename)."""
         staging = self.folder / f"staging-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
-        for field in FIELDS:
-            runs = state.terms[field]
-            np.save(staging / f"{field}.terms.npy", runs.flat)
-            np.save(staging / f"{field}.offsets.npy", runs.offsets)
-            if len(runs):
-                matrix = score_matrix(runs.flat, runs.offsets, len(state.vocab), k1=K1, b=B)
-                save_model(staging / field, matrix, state.vocab, k1=K1, b=B)
-                del matrix
-        meta = {
-            "chunk_ids": state.chunk_ids,
-            "doc_ids": state.doc_ids,
-            "content_hashes": state.content_hashes,
-            "index_hashes": state.index_hashes,
-            "vocab": list(state.vocab),
-            "stamp": f"{time.time_ns()}-{os.getpid()}",
-        }
+        vocab = {term: n for n, term in enumerate(meta["vocab"])}
+        ints = list(range(len(vocab)))  # shared int objects: one pointer per token, not one int each
+        for name, field in fields.items():
+            np.save(staging / f"{name}.ids.npy", field.ids)
+            np.save(staging / f"{name}.offsets.npy", field.offsets)
+            if len(field.ids):  # bm25s divides by the mean length: a field without terms gets no model
+                corpus = [[ints[i] for i in field.run(n).tolist()] for n in range(len(field.offsets) - 1)]
+                model = bm25s.BM25()
+                model.index(
+                    bm25s.tokenization.Tokenized(ids=corpus, vocab=vocab),
+                    create_empty_token=False,
+                    show_progress=False,
+                )
+                del corpus
+                model.save(str(staging / name))
+                del model
+        meta["stamp"] = f"{time.time_ns()}-{os.getpid()}"
         (staging / "meta.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
         (staging / "stamp").write_text(str(meta["stamp"]), encoding="utf-8")
         current, old = self.folder / _CURRENT, self.folder / f"old-{os.getpid()}"
@@ -225,19 +187,14 @@ class BM25sIndex(BM25Engine):
         staging.rename(current)
         shutil.rmtree(old, ignore_errors=True)
 
-    def _read_state(self) -> _State:
+    def _read_fields(self) -> dict[str, _Field]:
         current = self.folder / _CURRENT
-        meta = self._read_meta()
-        if meta is None:
-            return _State.empty()
-        terms = {
-            field: Runs(np.load(current / f"{field}.terms.npy"), np.load(current / f"{field}.offsets.npy"))
-            for field in FIELDS
+        if not (current / "meta.json").exists():
+            return {name: _Field.join([]) for name in FIELDS}
+        return {
+            name: _Field(np.load(current / f"{name}.ids.npy"), np.load(current / f"{name}.offsets.npy"))
+            for name in FIELDS
         }
-        vocab = {term: n for n, term in enumerate(meta["vocab"])}
-        return _State(
-            meta["chunk_ids"], meta["doc_ids"], meta["content_hashes"], meta["index_hashes"], vocab, terms
-        )
 
     def _read_meta(self) -> dict[str, Any] | None:
         path = self.folder / _CURRENT / "meta.json"
@@ -250,32 +207,29 @@ class BM25sIndex(BM25Engine):
 
     def _invalidate(self) -> None:
         with self._lock:
-            self._models, self._meta, self._stamp = None, None, None
+            self._models, self._meta, self._stamp = {}, None, None
 
     def _current(self) -> tuple[dict[str, bm25s.BM25], dict[str, Any]]:
         """The loaded models and metadata, reloaded after any write (the stamp file is checked at
-        most once a second; metadata of 100k chunks takes a fraction of a second to read)."""
+        most once a second)."""
         now = time.monotonic()
         if self._meta is not None and now - self._checked_at <= _STALENESS_CHECK_S:
-            return self._models or {}, self._meta
+            return self._models, self._meta
         self._checked_at = now
-        stamp = self._read_stamp()
-        if self._meta is None or stamp != self._stamp:
-            meta = self._read_meta() or _EMPTY_META
-            models = {}
-            if meta["chunk_ids"]:
-                bm25s = import_bm25s()
-                for field in FIELDS:
-                    models[field] = bm25s.BM25.load(str(self.folder / _CURRENT / field), mmap=True)
-            self._models, self._meta, self._stamp = models, meta, meta["stamp"]
-            self._vocab = {term: n for n, term in enumerate(meta["vocab"])}
-        return self._models or {}, self._meta
-
-    def _read_stamp(self) -> str | None:
         try:
-            return (self.folder / _CURRENT / "stamp").read_text(encoding="utf-8")
+            stamp: str | None = (self.folder / _CURRENT / "stamp").read_text(encoding="utf-8")
         except FileNotFoundError:
-            return None
+            stamp = None
+        if self._meta is None or stamp != self._stamp:
+            meta = self._read_meta() or {"chunk_ids": [], "vocab": [], "stamp": None}
+            self._models = {
+                name: bm25s.BM25.load(str(self.folder / _CURRENT / name), mmap=True)
+                for name in FIELDS
+                if (self.folder / _CURRENT / name).is_dir()
+            }
+            self._vocab = {term: n for n, term in enumerate(meta["vocab"])}
+            self._meta, self._stamp = meta, meta["stamp"]
+        return self._models, self._meta or {}
 
     def _top(self, terms: Sequence[str], k: int) -> list[tuple[str, float]] | None:
         """Content BM25 plus `title_boost` × title BM25 of the terms; None if nothing is indexed."""
@@ -286,10 +240,14 @@ class BM25sIndex(BM25Engine):
             ids = [self._vocab[term] for term in terms if term in self._vocab]
             if not ids:
                 return []
-            scores = models["content"].get_scores_from_ids(ids).astype(np.float64)
-            scores += self.title_boost * models["title"].get_scores_from_ids(ids)
             chunk_ids = meta["chunk_ids"]
-        return [(chunk_ids[n], float(scores[n])) for n in top_rows(scores, k)]
+            scores = np.zeros(len(chunk_ids), dtype=np.float64)
+            for name, model in models.items():
+                scores += (self.title_boost if name == "title" else 1.0) * model.get_scores_from_ids(ids)
+        matched = np.flatnonzero(scores > 0)
+        # Best first; equal scores keep the order of indexing (a stable sort).
+        best = matched[np.argsort(-scores[matched], kind="stable")][:k]
+        return [(chunk_ids[n], float(scores[n])) for n in best]
 
     def near_terms(self, term: str, max_edits: int = 1) -> list[str]:
         """Indexed words within `max_edits` Damerau–Levenshtein edits of `term`, sharing its first
@@ -303,33 +261,22 @@ class BM25sIndex(BM25Engine):
         """`(indexed chunks, {term: chunks holding it in title or content})` (lexical support's idf)."""
         with self._lock:
             models, meta = self._current()
-            total = len(meta["chunk_ids"])
             frequencies: dict[str, int] = {}
             for term in terms:
                 column = self._vocab.get(term)
-                if column is None or not models:
-                    frequencies[term] = 0
-                    continue
-                # CSC score matrices: the rows of a term's column are the chunks holding it.
-                rows = [
-                    model.scores["indices"][
-                        model.scores["indptr"][column] : model.scores["indptr"][column + 1]
-                    ]
-                    for model in (models["content"], models["title"])
-                ]
-                frequencies[term] = int(np.unique(np.concatenate(rows)).size)
-        return total, frequencies
+                held = np.zeros(len(meta["chunk_ids"]), dtype=bool)
+                for model in models.values() if column is not None else ():
+                    held |= model.get_scores_from_ids([column]) > 0
+                frequencies[term] = int(np.count_nonzero(held))
+            return len(meta["chunk_ids"]), frequencies
 
     def indexed_hashes(self) -> dict[str, tuple[str, str]]:
         """chunk_id → (content_hash, index_hash) of every indexed chunk."""
         meta = self._read_meta()
         if meta is None:
             return {}
-        return dict(
-            zip(
-                meta["chunk_ids"], zip(meta["content_hashes"], meta["index_hashes"], strict=True), strict=True
-            )
-        )
+        pairs = zip(meta["content_hashes"], meta["index_hashes"], strict=True)
+        return dict(zip(meta["chunk_ids"], pairs, strict=True))
 
     def content_hash(self, chunk_id: str) -> str | None:
         """The content hash the index holds for `chunk_id`, or None if it is not indexed."""
@@ -342,9 +289,10 @@ class BM25sIndex(BM25Engine):
 
     def lexicon(self, field: str = "content") -> list[str]:
         """Every term of `field` (for inspection and tests), in vocabulary order."""
-        state = self._read_state()
-        vocab = list(state.vocab)
-        return [vocab[n] for n in np.unique(state.terms[field].flat)]
+        meta = self._read_meta()
+        if meta is None:
+            return []
+        return [meta["vocab"][n] for n in np.unique(self._read_fields()[field].ids)]
 
     def close(self) -> None:
         """Drop the loaded models (the index needs no other cleanup)."""
@@ -352,6 +300,11 @@ class BM25sIndex(BM25Engine):
 
     def __repr__(self) -> str:
         return f"BM25sIndex(folder={str(self.folder)!r})"
+
+
+def _ids(words: list[str], vocab: dict[str, int]) -> np.ndarray:
+    """The term ids of `words`, new words added to `vocab`."""
+    return np.fromiter((vocab.setdefault(w, len(vocab)) for w in words), dtype=np.int32, count=len(words))
 
 
 class _FileLock:

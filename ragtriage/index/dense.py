@@ -1,42 +1,36 @@
-"""Dense route: chunk vectors in Qdrant (with `qdrant_clients`, the only module touching qdrant_client
-for the indexes).
+"""Dense route: chunk vectors in Qdrant, behind one small interface (`DenseIndex`).
 
-Local mode keeps the collection in `<home>/index/qdrant` and locks that folder: one client per
-folder per process (`qdrant_clients`, shared by every `QdrantIndex` on the folder), closed on
-`close()` and at exit; a second process gets an `IndexStateError` that says which process to
-stop. With `index.qdrant_url` set a Qdrant server is used instead and several processes can share it.
+Two implementations: `dense_edge.EdgeIndex` (Qdrant Edge, embedded in this process, the default,
+in `<home>/index/qdrant_edge`) and `ServerIndex` (a Qdrant server through qdrant-client, with
+`[index] qdrant_url`; several processes can share it).
 
 Point ids are uuid5(chunk id) (Qdrant accepts only unsigned ints and UUIDs); the chunk id,
-doc id and content hash live in the payload and results are read from the payload's chunk id.
+doc id and hashes live in the payload and results are read from the payload's chunk id.
 """
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ragtriage.errors import IndexStateError
-from ragtriage.index.qdrant_clients import acquire_local, acquire_server, release
+from ragtriage.index.qdrant_clients import acquire_server, release
 from ragtriage.index.types import Embedder, ScoredChunk
 from ragtriage.wording import quoted
 
 if TYPE_CHECKING:
-    # qdrant-client (~40 MB) is imported when a local-mode or server index opens: a Qdrant Edge
-    # home (and `kb import`'s processes) never load it.
+    # qdrant-client (~40 MB) is imported when a server index opens: a Qdrant Edge home never loads it.
     from qdrant_client import QdrantClient, models
 
-__all__ = ["DenseDocument", "QdrantIndex", "point_id", "stored_hashes"]
+__all__ = ["DenseDocument", "DenseIndex", "ServerIndex", "point_id", "stored_hashes"]
 
 #: Fixed namespace of the chunk-id → point-id mapping (changing it orphans every stored point).
 POINT_NAMESPACE = uuid.UUID("6f1c2a8e-3d4b-5e6f-8a9b-0c1d2e3f4a5b")
-_UPSERT_BATCH = 1024  # points per upsert request (local mode: 2,300 → 2,600 points/s from 256 to 2048)
+_UPSERT_BATCH = 1024  # points per upsert request
 _SCROLL_PAGE = 1000
 
 
@@ -74,27 +68,58 @@ def stored_hashes(payload: dict[str, Any] | None) -> tuple[str, tuple[str, str]]
     )
 
 
-class _DeferredCommits:
-    """A sqlite3 connection whose `with` blocks neither commit nor roll back (see `_one_commit`)."""
+class DenseIndex(Protocol):
+    """A collection of chunk vectors (cosine), tied to the embedder that fills and queries it."""
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
-        self._connection = connection
+    kind: str
+    where: str
+    """The folder or server URL holding it."""
+    collection: str
+    embedder: Embedder
 
-    def __enter__(self) -> sqlite3.Connection:
-        return self._connection
+    def upsert(self, documents: Sequence[DenseDocument]) -> None:
+        """Add or replace chunk vectors."""
+        ...
 
-    def __exit__(self, *exc: object) -> None:
-        return None
+    def delete(self, chunk_ids: Sequence[str]) -> None:
+        """Remove chunks by id."""
+        ...
 
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._connection, name)
+    def compact(self) -> None:
+        """Reclaim the space of deleted and replaced points (a no-op where the backend does it)."""
+        ...
+
+    def search_vector(self, vector: np.ndarray, k: int) -> list[ScoredChunk]:
+        """Top-k chunks by cosine similarity to `vector` (ranks from 1)."""
+        ...
+
+    def search_vectors(self, matrix: np.ndarray, k: int) -> list[list[ScoredChunk]]:
+        """Top-k chunks for each row of `matrix`."""
+        ...
+
+    def search(self, query: str, k: int) -> tuple[list[ScoredChunk], list[str]]:
+        """Embed `query` and search; no flags."""
+        ...
+
+    def indexed_hashes(self) -> dict[str, tuple[str, str]]:
+        """chunk_id → (content_hash, index_hash) of every stored point."""
+        ...
+
+    def content_hash(self, chunk_id: str) -> str | None:
+        """The content hash stored with `chunk_id`, or None if it has no point."""
+        ...
+
+    def count(self) -> int:
+        """Number of stored points."""
+        ...
+
+    def close(self) -> None:
+        """Release the index."""
+        ...
 
 
-# ---------------------------------------------------------------- the index
-
-
-class QdrantIndex:
-    """A Qdrant collection of chunk vectors (cosine), tied to the embedder that fills and queries it."""
+class ServerIndex:
+    """A collection of chunk vectors (cosine) on a Qdrant server, tied to the embedder that fills and queries it."""
 
     kind = "dense"
 
@@ -113,28 +138,20 @@ class QdrantIndex:
         cls,
         embedder: Embedder,
         *,
-        path: Path | None = None,
-        url: str | None = None,
+        url: str,
         api_key: str | None = None,
         collection: str = "ragtriage_chunks",
         recreate: bool = False,
         timeout_s: float = 30.0,
-    ) -> QdrantIndex:
-        """Open local mode in `path` or the server at `url`; create the collection or check its dimension.
+    ) -> ServerIndex:
+        """Open the collection on the server at `url`; create it or check its dimension.
 
         Raises:
-            IndexStateError: the folder is held by another process, or the collection's vectors
-                have another dimension than the embedder's (both numbers are named).
+            IndexStateError: the collection's vectors have another dimension than the embedder's
+                (both numbers are named).
         """
-        if url:
-            client = acquire_server(url, api_key, timeout_s)
-            key, where = f"url:{url}", url
-        elif path is not None:
-            client = acquire_local(path)
-            key, where = str(path.resolve()), str(path)
-        else:
-            raise ValueError("QdrantIndex.open needs a path or a url")
-        index = cls(client, key, where, collection, embedder)
+        client = acquire_server(url, api_key, timeout_s)
+        index = cls(client, f"url:{url}", url, collection, embedder)
         try:
             index._prepare_collection(recreate)
         except BaseException:
@@ -154,9 +171,7 @@ class QdrantIndex:
                 self.collection,
                 vectors_config=models.VectorParams(size=self.embedder.dim, distance=models.Distance.COSINE),
             )
-            self._tune_local_storage()
             return
-        self._tune_local_storage()
         stored_dim = self.collection_dim()
         if stored_dim != self.embedder.dim:
             raise IndexStateError(
@@ -164,19 +179,6 @@ class QdrantIndex:
                 f"embedder {self.embedder.name} makes {self.embedder.dim}-dim vectors; rebuild the indexes "
                 "with `ragtriage kb reindex` or configure the embedder they were built with"
             )
-
-    def _tune_local_storage(self) -> None:
-        """Local mode commits every point to its SQLite file with a full sync: about 35 points/s on a
-        busy disk. WAL with synchronous=NORMAL makes each commit an append (about 30 times faster,
-        docs/benchmarks.md). The index is derived from SQL and a sync repairs it, so losing the last
-        commits on a power cut is acceptable. A qdrant-client without this layout is left as it is."""
-        local = getattr(self._client, "_client", None)
-        collections = getattr(local, "collections", None)
-        collection = collections.get(self.collection) if isinstance(collections, dict) else None
-        connection = getattr(getattr(collection, "storage", None), "storage", None)
-        if isinstance(connection, sqlite3.Connection):
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA synchronous=NORMAL")
 
     def collection_dim(self) -> int | None:
         """The vector size the collection was created with."""
@@ -186,48 +188,12 @@ class QdrantIndex:
 
     # ------------------------------------------------------------ writing
 
-    def _local_persistence(self) -> object | None:
-        """Local mode's per-collection SQLite persistence (its `storage` is a sqlite3 connection)."""
-        local = getattr(self._client, "_client", None)
-        collections = getattr(local, "collections", None)
-        collection = collections.get(self.collection) if isinstance(collections, dict) else None
-        persistence = getattr(collection, "storage", None)
-        return persistence if isinstance(getattr(persistence, "storage", None), sqlite3.Connection) else None
-
-    @contextlib.contextmanager
-    def _one_commit(self) -> Iterator[None]:
-        """Local mode commits each point on its own (`with connection:` per point, a quarter of
-        upsert time); during a bulk upsert its connection is stood in for by `_DeferredCommits`, and
-        the whole upsert is committed once. A failure rolls the unwritten points back; the points
-        already applied in memory are then missing on disk until the next sync repairs them (the
-        index is derived from SQL, diffed by index hash)."""
-        persistence = self._local_persistence()
-        if persistence is None or isinstance(persistence.storage, _DeferredCommits):  # type: ignore[attr-defined]
-            yield  # no local storage, or inside `atomic()`: the outer block commits
-            return
-        connection: sqlite3.Connection = persistence.storage  # type: ignore[attr-defined]
-        persistence.storage = _DeferredCommits(connection)  # type: ignore[attr-defined]
-        try:
-            yield
-            connection.commit()
-        except BaseException:
-            connection.rollback()
-            raise
-        finally:
-            persistence.storage = connection  # type: ignore[attr-defined]
-
-    @contextlib.contextmanager
-    def atomic(self) -> Iterator[None]:
-        """In local mode, the upserts and deletes of the block are committed together at its end,
-        or not at all if it raises (the collection on disk is then as before the block; the
-        process's in-memory copy is not, so close the index). A server applies each call as it comes."""
-        with self._one_commit():
-            yield
-
     def upsert(self, documents: Sequence[DenseDocument]) -> None:
-        """Add or replace chunk vectors (in local mode, committed once per call)."""
-        with self._one_commit():
-            self._upsert(documents)
+        """Add or replace chunk vectors."""
+        self._upsert(documents)
+
+    def compact(self) -> None:
+        """Nothing to do: the server's optimizer reclaims space on its own."""
 
     def _upsert(self, documents: Sequence[DenseDocument]) -> None:
         from qdrant_client import models
@@ -335,6 +301,6 @@ class QdrantIndex:
 
     def __repr__(self) -> str:
         return (
-            f"QdrantIndex(where={self.where!r}, collection={self.collection!r},"
+            f"ServerIndex(where={self.where!r}, collection={self.collection!r},"
             f" embedder={self.embedder.name!r})"
         )

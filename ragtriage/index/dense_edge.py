@@ -1,39 +1,30 @@
-"""Dense route on Qdrant Edge (`qdrant-edge-py`): Qdrant's Rust engine embedded in this process.
+"""The embedded dense index: Qdrant Edge (`qdrant-edge-py`), Qdrant's Rust engine in this process.
 
-`[index] dense_backend = "qdrant_edge"` selects it in place of qdrant-client's pure-Python local
-mode (`dense.QdrantIndex`), with the same interface, point ids (`dense.point_id`) and payload
-(chunk id, doc id, content hash, index hash), so everything above the index works unchanged.
+It implements `dense.DenseIndex` with the point ids (`dense.point_id`) and payload (chunk id, doc
+id, content hash, index hash) a Qdrant server holds too (`dense.ServerIndex`).
 
 The shard of collection C lives in `<home>/index/qdrant_edge/C`. Its write-ahead log is locked
-by the engine (a second open fails with `WouldBlock`); as for local mode, one shard per folder is
-shared per process (`qdrant_clients`) and a pid file beside the folder names the holder, so a
-second process gets an `IndexLockedError` saying which process to stop.
+by the engine (a second open fails with `WouldBlock`); one shard per folder is shared per process
+(`qdrant_clients`) and a pid file beside the folder names the holder, so a second process gets an
+`IndexLockedError` saying which process to stop.
 
 Search is exact (brute force, `SearchParams(exact=True)`), and the shard is created with HNSW
-indexing off (indexing threshold 0): results equal local mode's, which is exact too.
-
-`atomic()` gives the import's "committed only with the KB" rule an equivalent: before a change
-inside the block, the prior state of each point it touches (absent, or vector and payload) is
-appended to an undo journal beside the folder (`C.undo`); a failure restores it, success flushes
-the shard and drops the journal, and a journal left by a killed process is undone at the next open.
+indexing off (indexing threshold 0).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import pickle
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import qdrant_edge as edge
 
 from ragtriage.errors import IndexStateError
 from ragtriage.index.dense import DenseDocument, point_id, stored_hashes
-from ragtriage.index.heap import release_file_pages
 from ragtriage.index.qdrant_clients import acquire_folder, locked_error, release
 from ragtriage.index.types import Embedder, ScoredChunk
 from ragtriage.wording import quoted
@@ -66,12 +57,8 @@ def _config(dim: int) -> edge.EdgeConfig:
     )
 
 
-def _journal_path(folder: Path) -> Path:
-    return folder.parent / f"{folder.name}.undo"
-
-
 def _open_shard(folder: Path, dim: int, recreate: bool) -> _Shard:
-    """Load (undoing a journal left by a killed process) or create the shard; recreate empties it.
+    """Load or create the shard; recreate empties it.
 
     Raises:
         IndexLockedError: another client holds the folder.
@@ -90,63 +77,11 @@ def _open_shard(folder: Path, dim: int, recreate: bool) -> _Shard:
                 ) from None
         else:
             if not recreate:
-                _undo_journal(shard, _journal_path(folder))
                 return _Shard(folder, shard)
             shard.close()
     shutil.rmtree(folder, ignore_errors=True)
-    _journal_path(folder).unlink(missing_ok=True)
     folder.parent.mkdir(parents=True, exist_ok=True)
     return _Shard(folder, edge.EdgeShard.create(str(folder), _config(dim)))
-
-
-def _read_journal(path: Path) -> list[tuple[str, Any]]:
-    """(point id, prior (vector, payload) or None) in the order recorded; a torn last record
-    (the process died while writing it, before its change) is ignored."""
-    entries: list[tuple[str, Any]] = []
-    with path.open("rb") as journal, contextlib.suppress(EOFError, pickle.UnpicklingError):
-        while True:
-            entries.extend(pickle.load(journal))
-    return entries
-
-
-def _undo_journal(shard: edge.EdgeShard, path: Path) -> None:
-    """Put every point the journal names back as it was before its block, then drop the journal."""
-    if not path.exists():
-        return
-    entries = _read_journal(path)
-    absent = [pid for pid, prior in entries if prior is None]
-    restored = [edge.Point(pid, prior[0], prior[1]) for pid, prior in entries if prior is not None]
-    for start in range(0, len(absent), _BATCH):
-        shard.update(edge.UpdateOperation.delete_points(list(absent[start : start + _BATCH])))
-    for start in range(0, len(restored), _BATCH):
-        shard.update(edge.UpdateOperation.upsert_points(restored[start : start + _BATCH]))
-    shard.flush()
-    path.unlink()
-
-
-class _Journal:
-    """The undo journal of one `atomic()` block (see the module docstring)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.seen: set[str] = set()
-        self.file: BinaryIO = path.open("wb")
-
-    def record(self, shard: edge.EdgeShard, point_ids: Sequence[str]) -> None:
-        """Append the prior state of the points not yet recorded; flushed before the change runs."""
-        new: list[Any] = [pid for pid in dict.fromkeys(point_ids) if pid not in self.seen]
-        if not new:
-            return
-        prior = {
-            str(record.id): (record.vector, record.payload)
-            for record in shard.retrieve(new, with_payload=True, with_vector=True)
-        }
-        pickle.dump([(pid, prior.get(pid)) for pid in new], self.file, protocol=pickle.HIGHEST_PROTOCOL)
-        self.file.flush()
-        self.seen.update(new)
-
-    def close(self) -> None:
-        self.file.close()
 
 
 class EdgeIndex:
@@ -157,7 +92,6 @@ class EdgeIndex:
     def __init__(self, holder: _Shard, collection: str, embedder: Embedder) -> None:
         self._holder = holder
         self._closed = False
-        self._journal: _Journal | None = None
         self.where = str(holder.folder)
         self.collection = collection
         self.embedder = embedder
@@ -212,26 +146,6 @@ class EdgeIndex:
 
     # ------------------------------------------------------------ writing
 
-    @contextlib.contextmanager
-    def atomic(self) -> Iterator[None]:
-        """The upserts and deletes of the block are undone if it raises (on disk and here), or at
-        the next open if the process dies inside it; at its end the shard is flushed."""
-        if self._journal is not None:
-            yield  # nested: the outer block commits
-            return
-        journal = self._journal = _Journal(_journal_path(self._holder.folder))
-        try:
-            yield
-        except BaseException:
-            journal.close()
-            self._journal = None
-            _undo_journal(self._shard, journal.path)
-            raise
-        journal.close()
-        self._journal = None
-        self._shard.flush()
-        journal.path.unlink()
-
     def upsert(self, documents: Sequence[DenseDocument]) -> None:
         """Add or replace chunk vectors (each batch applied as it comes; a sync repairs a partial call).
 
@@ -245,30 +159,21 @@ class EdgeIndex:
                 self._check_dim(doc.vector)
                 vector = np.asarray(doc.vector, dtype=np.float32).reshape(-1).tolist()
                 points.append(edge.Point(point_id(doc.chunk_id), vector, doc.payload()))
-            if self._journal is not None:
-                self._journal.record(self._shard, [str(point.id) for point in points])
             self._shard.update(edge.UpdateOperation.upsert_points(points))
-        # The written pages stay mapped in this process otherwise (see `heap.release_file_pages`):
-        # a 100k-point import would hold every vector it wrote, ~230 MB with the log.
-        release_file_pages(self._holder.folder)
 
     def delete(self, chunk_ids: Sequence[str]) -> None:
         """Remove chunks by id."""
         ids = [point_id(chunk_id) for chunk_id in chunk_ids]
         for start in range(0, len(ids), _BATCH):
             batch: list[Any] = ids[start : start + _BATCH]
-            if self._journal is not None:
-                self._journal.record(self._shard, batch)
             self._shard.update(edge.UpdateOperation.delete_points(batch))
 
     def compact(self) -> None:
         """Run the shard's optimizer (vacuum of deleted and replaced points) and flush.
 
         Edge has no background optimizer: without this the shard's segments keep every deleted
-        point. Outside `atomic()` only (the undo journal does not cover segment rewrites).
+        point.
         """
-        if self._journal is not None:
-            raise RuntimeError("compact() inside atomic(): compact after the block commits")
         self._shard.optimize()
         self._shard.flush()
 

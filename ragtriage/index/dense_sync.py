@@ -1,51 +1,36 @@
-"""The dense half of an index sync: diff the Qdrant collection against the KB, delete, embed, upsert.
+"""The dense half of an index sync: open the dense index, diff it against the KB, delete, embed, upsert.
 
 Chunks imported with a vector are upserted with it (checked against the query embedder first);
 the others are embedded unless their (embedder, passage text) is in the embedding cache, batch by
-batch, each batch cached and upserted at once, so a stopped sync resumes where it stopped. It runs
-in the syncing process (`indexer`) or in a process of its own (`dense_worker`).
+batch, each batch cached and upserted at once, so a stopped sync resumes where it stopped.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from sqlalchemy.engine import Engine
 
 from ragtriage import locations
-from ragtriage.index.dense import DenseDocument, QdrantIndex
+from ragtriage.config.settings import Settings
+from ragtriage.errors import IndexStateError
+from ragtriage.index.dense import DenseDocument, DenseIndex, ServerIndex
 from ragtriage.index.dense_edge import EdgeIndex
 from ragtriage.index.embed import passage_text
 from ragtriage.index.embed_cache import EmbeddingCache, text_hash
 from ragtriage.index.imported_vectors import check_imported_vectors, load_vectors
 from ragtriage.index.kb_chunks import KBChunk
-from ragtriage.index.manifest import effective_dense_backend, read_manifest
-from ragtriage.index.qdrant_clients import held_by_this_process
 from ragtriage.index.types import Embedder
-from ragtriage.workspace import Workspace
 
-__all__ = [
-    "CACHE_FILE",
-    "DenseFigures",
-    "DenseIndex",
-    "compact_dense",
-    "dense_backend_of",
-    "dense_document",
-    "dense_folder",
-    "dense_held_here",
-    "open_dense",
-    "sync_dense",
-]
-
-#: A dense index of either embedded backend (or a Qdrant server, through `QdrantIndex`).
-DenseIndex = QdrantIndex | EdgeIndex
+__all__ = ["CACHE_FILE", "DenseFigures", "dense_document", "open_dense", "sync_dense"]
 
 CACHE_FILE = "embeddings.sqlite"
-_VECTOR_BATCH = 2000  # imported vectors per batch: ids per IN (…), one Qdrant commit in local mode
+_VECTOR_BATCH = 2000  # imported vectors per batch: ids per IN (…)
 StopCallback = Callable[[], bool]
 
 
@@ -62,153 +47,74 @@ class DenseFigures:
     cache_hits: int = 0
     embed_seconds: float = 0.0
     dense_seconds: float = 0.0
-    cpu_seconds: float = 0.0
-    """CPU time of the process that synced (set by `dense_worker` only: its whole life)."""
     stopped: bool = False
-    removed: int = 0
-    """Points deleted or replaced by the sync (what a Qdrant Edge compaction reclaims)."""
-    compact_seconds: float = 0.0
-    """Time of `compact_dense` (Qdrant Edge only; part of `dense_seconds`)."""
 
 
-#: manifest path → ((inode, mtime ns, size), its recorded dense backend): a manifest of 100k
-#: chunks takes a fraction of a second to parse, and `auto` is resolved at every open.
-_RECORDED: dict[Path, tuple[tuple[int, int, int], str | None]] = {}
-
-
-def dense_backend_of(workspace: Workspace) -> str:
-    """The workspace's embedded dense backend, `qdrant_local` or `qdrant_edge` (never `auto`):
-    `manifest.effective_dense_backend` of the settings and the home's index manifest.
+def open_dense(home: Path, settings: Settings, embedder: Embedder, *, recreate: bool = False) -> DenseIndex:
+    """The dense index: the Qdrant server of `[index] qdrant_url`, else the home's Qdrant Edge shard.
 
     Raises:
-        IndexStateError: `auto` and the manifest exists but cannot be read.
+        IndexStateError: the index is held by another process, holds vectors of another
+            dimension, or the settings name the removed Qdrant local mode.
     """
-    index = workspace.settings.index
-    if index.dense_backend != "auto":
-        return index.dense_backend
-    path = locations.manifest_path(workspace.home)
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        return effective_dense_backend(index, None)
-    key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
-    cached = _RECORDED.get(path)
-    if cached is None or cached[0] != key:
-        manifest = read_manifest(path)
-        cached = (key, None if manifest is None else manifest.dense_backend)
-        _RECORDED[path] = cached
-    recorded = cached[1]
-    return recorded if recorded is not None else effective_dense_backend(index, None)
-
-
-def open_dense(
-    workspace: Workspace, embedder: Embedder, *, recreate: bool = False, backend: str | None = None
-) -> DenseIndex:
-    """The workspace's dense index: `[index] qdrant_url`, else the embedded `backend` in the home
-    (default `dense_backend_of(workspace)`; a rebuild passes the one resolved before it dropped
-    the manifest).
-
-    The one place that picks the dense implementation (the indexer, the import's dense worker,
-    replay and the service all open it here).
-
-    Raises:
-        IndexStateError: the index is held by another process, or holds vectors of another dimension.
-    """
-    index = workspace.settings.index
+    index = settings.index
     if index.qdrant_url:
-        return QdrantIndex.open(
+        return ServerIndex.open(
             embedder,
             url=index.qdrant_url,
             api_key=os.environ.get(index.qdrant_api_key_env),
             collection=index.collection,
             recreate=recreate,
         )
-    if (backend or dense_backend_of(workspace)) == "qdrant_edge":
-        return EdgeIndex.open(
-            embedder,
-            path=locations.qdrant_edge_dir(workspace.home),
-            collection=index.collection,
-            recreate=recreate,
+    if index.dense_backend == "qdrant_local":
+        raise IndexStateError(
+            '[index] dense_backend = "qdrant_local" is no longer supported: set it to "qdrant_edge" '
+            "(or remove it) and run `ragtriage kb reindex`"
         )
-    return QdrantIndex.open(
-        embedder, path=locations.qdrant_dir(workspace.home), collection=index.collection, recreate=recreate
+    return EdgeIndex.open(
+        embedder, path=locations.qdrant_edge_dir(home), collection=index.collection, recreate=recreate
     )
 
 
-def dense_folder(workspace: Workspace) -> Path | None:
-    """The folder the configured embedded dense index locks (None with a Qdrant server)."""
-    index = workspace.settings.index
-    if index.qdrant_url:
-        return None
-    if dense_backend_of(workspace) == "qdrant_edge":
-        return locations.qdrant_edge_dir(workspace.home) / index.collection
-    return locations.qdrant_dir(workspace.home)
-
-
-def dense_held_here(workspace: Workspace) -> bool:
-    """This process has the configured embedded dense index open (another process could not open it)."""
-    folder = dense_folder(workspace)
-    return folder is not None and held_by_this_process(folder)
-
-
 def sync_dense(
-    workspace: Workspace,
+    home: Path,
+    engine: Engine,
+    batch_size: int,
     dense: DenseIndex,
-    embedder: Embedder,
-    wanted: Mapping[str, str],
-    load: Callable[[list[str]], Sequence[KBChunk]],
-    before: dict[str, str],
+    wanted: Mapping[str, KBChunk],
     *,
-    current: Mapping[str, str] | None = None,
     progress: Callable[[int], None] | None = None,
     should_stop: StopCallback | None = None,
 ) -> DenseFigures:
-    """Make `dense` hold exactly the `wanted` chunks (chunk id → index hash): delete the others and
-    write those whose index hash differs, as `load` gives them (by id, in the order asked).
-
-    `before` is the index's state (chunk id → index hash) before the sync; `current` its state now
-    when points were written since (`dense_worker`), else `before`.
+    """Make `dense` hold exactly the `wanted` chunks: delete the others and write those whose index
+    hash differs (imported vectors read from `engine`, the rest embedded `batch_size` at a time,
+    through the home's embedding cache). Space of removed points is reclaimed at the end.
     """
     began = time.perf_counter()
+    before = {cid: hashes[1] for cid, hashes in dense.indexed_hashes().items()}
     figures = DenseFigures(before=before, collection=dense.collection, where=dense.where)
-    state = before if current is None else current
-    deletes = [cid for cid in state if cid not in wanted]
+    deletes = [cid for cid in before if cid not in wanted]
     dense.delete(deletes)
-    todo = list(load([cid for cid, ihash in wanted.items() if state.get(cid) != ihash]))
-    figures.removed = len(deletes) + sum(1 for chunk in todo if chunk.row.chunk_id in state)
-    if current is not None:  # points the dense worker replaced while the import streamed them
-        figures.removed += sum(1 for cid, ihash in current.items() if cid in before and before[cid] != ihash)
-    cache = EmbeddingCache(locations.cache_dir(workspace.home) / CACHE_FILE)
+    todo = [chunk for cid, chunk in wanted.items() if before.get(cid) != chunk.index_hash]
+    removed = len(deletes) + sum(1 for chunk in todo if chunk.row.chunk_id in before)
+    cache = EmbeddingCache(locations.cache_dir(home) / CACHE_FILE)
     try:
         figures.stopped = _embed_and_upsert(
-            figures, workspace, dense, embedder, cache, todo, progress=progress, should_stop=should_stop
+            figures, engine, batch_size, dense, cache, todo, progress=progress, should_stop=should_stop
         )
     finally:
         cache.close()
+    if removed and not figures.stopped:
+        dense.compact()
     figures.dense_seconds = time.perf_counter() - began - figures.embed_seconds
     return figures
 
 
-def compact_dense(dense: DenseIndex, figures: DenseFigures) -> None:
-    """Reclaim the space of deleted and replaced points, once a sync has committed them.
-
-    Qdrant Edge never compacts on its own (no background optimizer), so a sync that removed
-    points (`figures.removed`) runs its optimizer once: about 1.2 s for 20k points with 40 %
-    deleted, nothing otherwise. Qdrant local mode and a server need nothing.
-    """
-    if figures.removed == 0 or figures.stopped or not isinstance(dense, EdgeIndex):
-        return
-    began = time.perf_counter()
-    dense.compact()
-    figures.compact_seconds = time.perf_counter() - began
-    figures.dense_seconds += figures.compact_seconds
-
-
 def _embed_and_upsert(
     figures: DenseFigures,
-    workspace: Workspace,
+    engine: Engine,
+    batch_size: int,
     dense: DenseIndex,
-    embedder: Embedder,
     cache: EmbeddingCache,
     todo: list[KBChunk],
     *,
@@ -216,13 +122,14 @@ def _embed_and_upsert(
     should_stop: StopCallback | None,
 ) -> bool:
     """Embed cache misses batch by batch, caching and upserting each batch; True if stopped early."""
+    embedder = dense.embedder
     check_imported_vectors([c.imported_vector for c in todo], [c.row.chunk_id for c in todo], embedder)
     imported = [c for c in todo if c.imported_vector is not None]
     for start in range(0, len(imported), _VECTOR_BATCH):
         if should_stop is not None and should_stop():
             return True
         batch = imported[start : start + _VECTOR_BATCH]
-        vectors = load_vectors(workspace.engine, [c.row.chunk_id for c in batch])
+        vectors = load_vectors(engine, [c.row.chunk_id for c in batch])
         dense.upsert([dense_document(c, vectors[c.row.chunk_id]) for c in batch])
         figures.imported_vectors += len(batch)
         if progress is not None:
@@ -232,7 +139,6 @@ def _embed_and_upsert(
     texts = [passage_text(c.row.title, c.row.heading_path, c.row.content) for c in todo]
     keys = [text_hash(text) for text in texts]
     cached = cache.get_many(embedder.name, keys)
-    batch_size = workspace.settings.embedder.batch_size
     for start in range(0, len(todo), batch_size):
         if should_stop is not None and should_stop():
             return True

@@ -3,37 +3,39 @@ counts behind `up_to_date`, `stale` or `missing`) and `index_lag` (one line for 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from sqlalchemy.engine import Engine
 from sqlmodel import select
 
 from ragtriage import locations
+from ragtriage.config.settings import Settings
 from ragtriage.index.embed import embedder_name
 from ragtriage.index.kb_chunks import kb_revision_of
 from ragtriage.index.manifest import (
+    EMBEDDED_DENSE_BACKEND,
     configured_dense_backend,
     dense_backend_matches,
-    effective_dense_backend,
     read_manifest,
 )
 from ragtriage.store.db import read_session
 from ragtriage.store.kb_tables import ChunkRow
-from ragtriage.workspace import Workspace
 
 __all__ = ["index_lag", "index_status"]
 
 
-def index_lag(workspace: Workspace) -> str | None:
+def index_lag(home: Path, settings: Settings, engine: Engine) -> str | None:
     """One line when the local indexes do not hold the KB's current revision (None when they do).
 
     Cheap (the manifest and the KB revision only): replay and eval print it so that empty or short
     ranked lists after `kb add/import --no-index` say why, and what to run.
     """
-    with read_session(workspace.engine) as session:
-        revision = kb_revision_of(session, workspace.settings.kb.name)
+    with read_session(engine) as session:
+        revision = kb_revision_of(session, settings.kb.name)
     if revision == 0:
         return None
-    manifest = read_manifest(locations.manifest_path(workspace.home))
+    manifest = read_manifest(locations.manifest_path(home))
     if manifest is None:
         return (
             f"the indexes are not built for KB revision {revision} (stored with --no-index?): "
@@ -44,19 +46,19 @@ def index_lag(workspace: Workspace) -> str | None:
             f"the indexes hold KB revision {manifest.kb_revision}, the KB is at revision {revision}: "
             "run `ragtriage kb reindex` to search the current chunks"
         )
-    if not dense_backend_matches(manifest, workspace.settings.index):
+    if not dense_backend_matches(manifest, settings.index):
         return (
             f"the dense index was built with dense_backend {manifest.built_with}, the settings name "
-            f"{configured_dense_backend(workspace.settings.index, manifest)}: "
+            f"{configured_dense_backend(settings.index)}: "
             "run `ragtriage kb reindex` to fill it"
         )
     return None
 
 
-def index_status(workspace: Workspace) -> dict[str, Any]:
+def index_status(home: Path, settings: Settings, engine: Engine) -> dict[str, Any]:
     """Manifest vs KB: `state` is `up_to_date`, `stale` or `missing`, with the counts behind it."""
-    kb = workspace.settings.kb.name
-    with read_session(workspace.engine) as session:
+    kb = settings.kb.name
+    with read_session(engine) as session:
         kb_hashes = dict(
             session.exec(
                 select(ChunkRow.chunk_id, ChunkRow.content_hash).where(
@@ -65,24 +67,24 @@ def index_status(workspace: Workspace) -> dict[str, Any]:
             ).all()
         )
         revision = kb_revision_of(session, kb)
-    configured = embedder_name(workspace.settings.embedder)
+    configured = embedder_name(settings.embedder)
     status: dict[str, Any] = {
         "kb": kb,
         "kb_revision": revision,
         "kb_chunks": len(kb_hashes),
         "embedder": configured,
     }
-    manifest = read_manifest(locations.manifest_path(workspace.home))
-    status["dense_backend"] = effective_dense_backend(workspace.settings.index, manifest)
-    status["dense_backend_auto"] = workspace.settings.index.dense_backend == "auto"
-    status["dense_server"] = workspace.settings.index.qdrant_url is not None
+    manifest = read_manifest(locations.manifest_path(home))
+    status["dense_backend"] = EMBEDDED_DENSE_BACKEND
+    status["dense_backend_auto"] = settings.index.dense_backend == "auto"
+    status["dense_server"] = settings.index.qdrant_url is not None
     if manifest is None:
         return {**status, "state": "missing", "indexed_chunks": 0}
     indexed = manifest.content_hashes
     changed = sum(1 for cid, h in kb_hashes.items() if cid in indexed and indexed[cid] != h)
     not_indexed = len(kb_hashes.keys() - indexed.keys())
     extra = len(indexed.keys() - kb_hashes.keys())
-    backend_matches = dense_backend_matches(manifest, workspace.settings.index)
+    backend_matches = dense_backend_matches(manifest, settings.index)
     up_to_date = (
         manifest.kb_revision == revision and backend_matches and not (changed or not_indexed or extra)
     )

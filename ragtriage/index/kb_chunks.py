@@ -13,14 +13,23 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sqlalchemy import select as sa_select
+from sqlalchemy.engine import Engine
 from sqlmodel import col
 
+from ragtriage.index.bm25_engine import BM25Document
 from ragtriage.index.imported_vectors import imported_vector_refs
 from ragtriage.store.db import read_session
 from ragtriage.store.kb_tables import ChunkRow, KBStateRow
-from ragtriage.workspace import Workspace
 
-__all__ = ["ChunkFields", "KBChunk", "index_hash", "kb_revision_of", "load_chunks"]
+__all__ = [
+    "ChunkFields",
+    "KBChunk",
+    "PublishedChunks",
+    "bm25_document",
+    "index_hash",
+    "kb_revision_of",
+    "load_chunks",
+]
 
 _IN_BATCH = 500  # ids per IN (…): well under SQLite's bound-parameter limit
 
@@ -58,6 +67,49 @@ class KBChunk:
     """(embedder name, dim) of the vector the chunk was imported with (`kb import`)."""
 
 
+@dataclass
+class PublishedChunks:
+    """The published chunks of a KB at `revision`, by chunk id (in the store's order)."""
+
+    revision: int
+    chunks: dict[str, KBChunk]
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    @property
+    def index_hashes(self) -> dict[str, str]:
+        """chunk id → index hash."""
+        return {chunk_id: chunk.index_hash for chunk_id, chunk in self.chunks.items()}
+
+    @property
+    def content_hashes(self) -> dict[str, str]:
+        """chunk id → content hash."""
+        return {chunk_id: chunk.row.content_hash for chunk_id, chunk in self.chunks.items()}
+
+    @property
+    def imported_vectors(self) -> int:
+        """Chunks that came with a vector (`kb import`)."""
+        return sum(1 for chunk in self.chunks.values() if chunk.imported_vector is not None)
+
+    def load(self, chunk_ids: Sequence[str]) -> list[KBChunk]:
+        """The chunks `chunk_ids`, in that order."""
+        return [self.chunks[chunk_id] for chunk_id in chunk_ids]
+
+
+def bm25_document(chunk: KBChunk) -> BM25Document:
+    """What BM25 indexes of `chunk`: its title field is the title and the heading path."""
+    row = chunk.row
+    return BM25Document(
+        chunk_id=row.chunk_id,
+        doc_id=row.doc_id,
+        title=" ".join([row.title, *row.heading_path]).strip(),
+        content=row.content,
+        content_hash=row.content_hash,
+        index_hash=chunk.index_hash,
+    )
+
+
 # `json.dumps(…, ensure_ascii=False)` without a new encoder per chunk (100k chunks per import).
 _INDEX_JSON = json.JSONEncoder(ensure_ascii=False).encode
 
@@ -77,11 +129,9 @@ def kb_revision_of(session: Any, kb: str) -> int:
     return int(state.revision) if state is not None else 0
 
 
-def load_chunks(workspace: Workspace, only: Sequence[str] | None = None) -> tuple[dict[str, KBChunk], int]:
-    """chunk id → `KBChunk` of every published chunk of the workspace's KB (or of those in `only`),
-    and the KB revision."""
-    kb = workspace.settings.kb.name
-    with read_session(workspace.engine) as session:
+def load_chunks(engine: Engine, kb: str, only: Sequence[str] | None = None) -> PublishedChunks:
+    """Every published chunk of KB `kb` (or those in `only`) and the KB revision."""
+    with read_session(engine) as session:
         # A Core select of six columns (sqlmodel's typed select stops at four).
         statement = sa_select(
             col(ChunkRow.chunk_id),
@@ -110,4 +160,4 @@ def load_chunks(workspace: Workspace, only: Sequence[str] | None = None) -> tupl
             chunks[row.chunk_id] = KBChunk(row, index_hash(row))
         else:
             chunks[row.chunk_id] = KBChunk(row, index_hash(row, vector[0]), (vector[1], vector[2]))
-    return chunks, revision
+    return PublishedChunks(revision, chunks)

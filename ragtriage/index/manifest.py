@@ -23,10 +23,10 @@ from ragtriage.index.types import Embedder
 
 __all__ = [
     "IndexManifest",
+    "check_dense_backend",
     "check_embedder",
     "configured_dense_backend",
     "dense_backend_matches",
-    "effective_dense_backend",
     "hash_digest",
     "read_manifest",
     "write_manifest",
@@ -78,8 +78,8 @@ class IndexManifest(BaseModel):
     bm25_engine: str = "whoosh"
     """`[index] bm25_engine` the BM25 index was built with (a change means a sync builds the other)."""
     dense_backend: str = "qdrant_local"
-    """`[index] dense_backend` the embedded dense index was built with (a change means a sync fills
-    the other backend's folder; manifests from before the setting are local mode's)."""
+    """The embedded backend the dense index was built with (manifests from before this field are
+    Qdrant local mode's, which `check_dense_backend` refuses)."""
     dense_server: bool | None = None
     """The dense index was built on a Qdrant server (`[index] qdrant_url`), so no embedded folder
     holds it; None in manifests from before this field (`built_on_server` then reads `qdrant`)."""
@@ -134,37 +134,25 @@ def check_embedder(manifest: IndexManifest | None, embedder: Embedder, path: Pat
         )
 
 
-#: The embedded dense backend of a home with no index yet under `dense_backend = "auto"`.
-NEW_HOME_DENSE_BACKEND = "qdrant_edge"
+#: The embedded dense backend (`[index] dense_backend` `auto` means it too).
+EMBEDDED_DENSE_BACKEND = "qdrant_edge"
 
 
-def effective_dense_backend(settings: IndexSettings, manifest: IndexManifest | None) -> str:
-    """The embedded dense backend in use: `qdrant_local` or `qdrant_edge`, never `auto`.
-
-    An explicit `[index] dense_backend` wins. `auto` is the backend the home's index `manifest`
-    records (manifests from before the setting read as `qdrant_local`, so an existing home keeps
-    its index without a reindex), else `qdrant_edge` for a home with no index yet.
-    """
-    if settings.dense_backend != "auto":
-        return settings.dense_backend
-    return manifest.dense_backend if manifest is not None else NEW_HOME_DENSE_BACKEND
-
-
-def configured_dense_backend(settings: IndexSettings, manifest: IndexManifest | None) -> str:
-    """`qdrant_server` with `[index] qdrant_url`, else `effective_dense_backend`."""
-    return (
-        SERVER_DENSE_BACKEND
-        if settings.qdrant_url is not None
-        else effective_dense_backend(settings, manifest)
-    )
+def configured_dense_backend(settings: IndexSettings) -> str:
+    """`qdrant_server` with `[index] qdrant_url`, else the embedded backend."""
+    return SERVER_DENSE_BACKEND if settings.qdrant_url is not None else EMBEDDED_DENSE_BACKEND
 
 
 def dense_backend_matches(manifest: IndexManifest, settings: IndexSettings) -> bool:
     """The manifest's dense index is the configured one: on a Qdrant server when `qdrant_url` is
-    set, else in the home with the effective embedded backend (an index built on a server leaves
-    the home's folders empty, whatever backend name the manifest carries)."""
-    if settings.qdrant_url is not None:
-        return manifest.built_on_server
-    return not manifest.built_on_server and manifest.dense_backend == effective_dense_backend(
-        settings, manifest
-    )
+    set, else in the home's Qdrant Edge shard."""
+    return manifest.built_with == configured_dense_backend(settings)
+
+
+def check_dense_backend(manifest: IndexManifest | None, path: Path) -> None:
+    """Refuse a home whose dense index was built by a backend this version cannot read."""
+    if manifest is not None and manifest.built_with not in (SERVER_DENSE_BACKEND, EMBEDDED_DENSE_BACKEND):
+        raise IndexStateError(
+            f"{path}: the dense index was built with {manifest.built_with}, which this version no "
+            "longer reads; run `ragtriage kb reindex` to rebuild it in Qdrant Edge"
+        )

@@ -1,7 +1,7 @@
-"""Qdrant clients shared per folder (local mode, edge shards) or URL (server) within this process.
+"""Qdrant handles shared per folder (Qdrant Edge shards) or URL (server) within this process.
 
-Local mode and Qdrant Edge lock their folder: one handle per folder per process, shared by every
-index on it (counted users), closed by the last user and at exit. A pid file next to the folder
+Qdrant Edge locks its folder: one handle per folder per process, shared by every index on it
+(counted users), closed by the last user and at exit. A pid file next to the folder
 names the process holding it, so a second process gets an `IndexLockedError` that says which
 process to stop.
 """
@@ -12,7 +12,6 @@ import atexit
 import os
 import sys
 import threading
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,29 +22,7 @@ from ragtriage.errors import IndexLockedError
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
 
-__all__ = [
-    "LOCAL_MODE_LIMIT",
-    "LOCAL_MODE_SIZE_WARNING",
-    "acquire_folder",
-    "acquire_local",
-    "locked_error",
-    "quiet_local_size_warning",
-    "acquire_server",
-    "forget_inherited",
-    "held_by_this_process",
-    "release",
-]
-
-#: Points above which qdrant-client's local mode warns that it is slow (`LARGE_DATA_THRESHOLD`).
-LOCAL_MODE_LIMIT = 20_000
-#: That warning's message (a regex prefix). It is printed on stderr in the middle of our progress
-#: output, so it is filtered here, where Qdrant local is opened, and `kb stats` says it in our words.
-LOCAL_MODE_SIZE_WARNING = r"Local mode is not recommended for collections with more than"
-
-
-def quiet_local_size_warning() -> None:
-    """Ignore exactly qdrant-client's local-mode size warning (idempotent; call before opening)."""
-    warnings.filterwarnings("ignore", message=LOCAL_MODE_SIZE_WARNING, category=UserWarning)
+__all__ = ["acquire_folder", "acquire_server", "held_by_this_process", "locked_error", "release"]
 
 
 @dataclass
@@ -108,25 +85,8 @@ def acquire_folder(
         return handle_in_use
 
 
-def acquire_local(folder: Path) -> QdrantClient:
-    """The client of local-mode `folder` (opened on first use); raises IndexLockedError if another process holds it."""
-    from qdrant_client import QdrantClient
-
-    def open_client() -> QdrantClient:
-        folder.mkdir(parents=True, exist_ok=True)
-        quiet_local_size_warning()
-        try:
-            return QdrantClient(path=str(folder.resolve()))
-        except RuntimeError as error:
-            if "already accessed" not in str(error):
-                raise
-            raise locked_error(folder) from None
-
-    return acquire_folder(folder, open_client, QdrantClient.close)
-
-
 def held_by_this_process(folder: Path) -> bool:
-    """This process has the local-mode folder open (another process could not open it now)."""
+    """This process has the embedded index folder open (another process could not open it now)."""
     with _registry_lock:
         return str(folder.resolve()) in _registry
 
@@ -175,12 +135,3 @@ def _close_all() -> None:
         for entry in _registry.values():
             _close_entry(entry)
         _registry.clear()
-
-
-def forget_inherited() -> None:
-    """In a forked process: drop the parent's clients without closing them (they are the parent's
-    to close; sharing a client's SQLite connection, an edge shard or an HTTP pool across a fork is
-    unsafe)."""
-    global _registry_lock
-    _registry.clear()
-    _registry_lock = threading.Lock()  # the parent may have held it while forking

@@ -4,33 +4,24 @@ One pass, one transaction: every row is read, mapped and checked (`FieldMapper`)
 hash with its stored `source_hash`; the rows that differ are written batch by batch inside one
 write transaction (`import_write`), opened at the first row to write. Any bad row, even the last
 one, rolls the whole transaction back, so nothing is half-imported (with `skip_bad_rows` it is
-counted as rejected instead). An unchanged source opens no write transaction: nothing written,
-nothing embedded. Then the indexes are synced; vectors that came with the rows are used as given
-(see `ragtriage.index.indexer`). Rows written with vectors are also handed, batch by batch, to a
-`pipeline.dense_worker` process that writes the dense index meanwhile (committed only after this
-transaction; rolled back with it), so Qdrant overlaps the pass and the BM25 build. What the pass
-computed for the written chunks (index hashes; with bm25s their term ids, segmented by forked
-processes meanwhile) is handed to the sync (`pipeline.import_handoff`), which then loads back from
-SQL only what it cannot know otherwise.
+counted as rejected instead). An unchanged source opens no write transaction: nothing written.
+Syncing the indexes afterwards is the caller's (`ragtriage.index.kb_sync`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Protocol
+from pathlib import Path
+from typing import Protocol
 
+from sqlalchemy.engine import Engine
 from sqlmodel import select
 
 from ragtriage.errors import InputError
-from ragtriage.gc_thresholds import fewer_young_collections
-from ragtriage.index.heap import trim_heap
-from ragtriage.interrupts import latched_interrupts
-from ragtriage.kb.import_feed import DenseStream, IndexFeed, interrupted_message, make_handoff
 from ragtriage.kb.import_files import release_reader_memory
 from ragtriage.kb.import_fingerprint import last_import_report, record_import
 from ragtriage.kb.import_mapping import FieldMapper
@@ -40,18 +31,14 @@ from ragtriage.kb.import_write import PUBLISHED, DocFields, ImportWriter
 from ragtriage.store.db import read_session, write_session
 from ragtriage.store.kb_repo import DELETED, bump_revision, kb_revision
 from ragtriage.store.kb_tables import ChunkRow
-from ragtriage.workspace import Workspace
-
-if TYPE_CHECKING:
-    from ragtriage.index.import_handoff import ImportHandoff
 
 __all__ = ["ChunkSource", "import_chunks"]
 
 ProgressCallback = Callable[[int, int], None]
 MapperFactory = Callable[[], FieldMapper]
 _REJECTED_KEPT = 100
-#: Rows of the pass between two hand-backs of freed memory (`release_reader_memory`, `trim_heap`).
-_TRIM_EVERY_ROWS = 10_000
+#: Rows of the pass between two hand-backs of the reader's freed memory (`release_reader_memory`).
+_RELEASE_EVERY_ROWS = 10_000
 
 
 class ChunkSource(Protocol):
@@ -90,117 +77,64 @@ class _Pass:
 
 
 def import_chunks(
-    workspace: Workspace,
+    engine: Engine,
+    kb: str,
+    home: Path,
     source: ChunkSource,
     make_mapper: MapperFactory,
     *,
     full: bool = False,
     skip_bad_rows: bool = False,
-    index: bool = True,
     vector_embedder: str | None = None,
     on_progress: ProgressCallback | None = None,
-    on_index_progress: ProgressCallback | None = None,
     fingerprint: str | None = None,
-) -> ImportReport:
-    """Import `source` into the workspace's KB and sync the indexes (unless `index=False`).
+    reuse_last: Callable[[int], bool] = lambda revision: True,
+    check_interrupt: Callable[[], None] = lambda: None,
+) -> tuple[ImportReport, int | None]:
+    """Import `source` into KB `kb` of the store `engine`: the report and the KB revision the
+    import made (None: nothing was written).
 
     `fingerprint` (file sources: `import_fingerprint.file_fingerprint`) lets a re-import of the last
-    import's file and settings into an unchanged KB with current indexes skip the row pass.
+    import's file and settings into an unchanged KB skip the row pass, when `reuse_last(revision)`
+    agrees (the caller's indexes hold that revision). `check_interrupt` is called at every batch.
 
     Raises:
         InputError: a bad row or column, or an empty source with `full` (it would delete every
             chunk); the transaction is rolled back and nothing is imported.
     """
     started = time.perf_counter()
-    kb = workspace.settings.kb.name
     if fingerprint is not None:
-        same = _same_as_last_import(workspace, kb, fingerprint, source.name, index)
+        revision = kb_revision(engine, kb)
+        same = (
+            last_import_report(home, kb, fingerprint, revision, source.name) if reuse_last(revision) else None
+        )
         if same is not None:
             same.read_seconds = time.perf_counter() - started
-            return same
+            return same, None
     report = ImportReport(source=source.name, vector_embedder=vector_embedder)
     mapper = make_mapper()
-    stream: DenseStream | None = None
-    handoff: ImportHandoff | None = None
-    stored: int | None = None
-    with latched_interrupts() as check_interrupt, fewer_young_collections():
-        try:
-            # Both fork their processes now, before the pass grows this one. Memory freed but kept
-            # for reuse (Arrow's pool after an earlier Parquet read, the C heap) goes back first:
-            # forks would inherit it, and each page this process then reused would be held twice.
-            release_reader_memory()
-            trim_heap()
-            stream = DenseStream(workspace) if index and vector_embedder is not None else None
-            handoff = make_handoff(workspace) if index else None
-            revision = _import(
-                workspace,
-                source,
-                mapper,
-                report,
-                full=full,
-                skip_bad_rows=skip_bad_rows,
-                on_progress=on_progress,
-                on_written=IndexFeed(None if stream is None else stream.send, handoff) if index else None,
-                check_interrupt=check_interrupt,
-            )
-            report.kb_revision = kb_revision(workspace.engine, workspace.settings.kb.name)
-            stored = report.kb_revision if revision is not None else None
-            worker = None if stream is None else stream.worker
-            if stream is not None:
-                stream.close_idle()  # no points went to it: the sync writes the dense index here
-            if worker is not None:
-                worker.commit()  # the KB has committed: the worker commits its points and syncs the rest
-            if handoff is not None:
-                handoff.finish()
-            check_interrupt()
-            report.read_seconds = time.perf_counter() - started - report.write_seconds
-            report.vector_dim = mapper.dim if report.vectors else None
-            if not report.vectors:
-                report.vector_embedder = None
-            release_reader_memory()
-            if not index:
-                report.index_skipped = "--no-index: run `ragtriage kb reindex` once the KB is complete"
-            elif revision is None and _indexes_current(workspace, report.kb_revision):
-                report.index_skipped = "nothing changed and the indexes are up to date"
-            else:
-                from ragtriage.index.indexer import sync_indexes
-
-                if handoff is not None:
-                    handoff.base_revision = report.kb_revision if revision is None else revision - 1
-                index_report = sync_indexes(
-                    workspace, on_index_progress, dense_worker=worker, handoff=handoff
-                )
-                report.index = dataclasses.asdict(index_report)
-        except KeyboardInterrupt:
-            raise KeyboardInterrupt(interrupted_message(stored)) from None
-        finally:
-            if handoff is not None:
-                handoff.close()
-            if stream is not None:
-                stream.close()
-    record_import(workspace.home, kb, fingerprint, report)
-    return report
+    written = _import(
+        engine,
+        kb,
+        source,
+        mapper,
+        report,
+        full=full,
+        skip_bad_rows=skip_bad_rows,
+        on_progress=on_progress,
+        check_interrupt=check_interrupt,
+    )
+    report.kb_revision = kb_revision(engine, kb)
+    report.read_seconds = time.perf_counter() - started - report.write_seconds
+    report.vector_dim = mapper.dim if report.vectors else None
+    if not report.vectors:
+        report.vector_embedder = None
+    record_import(home, kb, fingerprint, report)
+    return report, written
 
 
-def _same_as_last_import(
-    workspace: Workspace, kb: str, fingerprint: str, source_name: str, index: bool
-) -> ImportReport | None:
-    """The report of a re-import that cannot change anything (see `import_fingerprint`), or None."""
-    revision = kb_revision(workspace.engine, kb)
-    if index and not _indexes_current(workspace, revision):
-        return None
-    report = last_import_report(workspace.home, kb, fingerprint, revision, source_name)
-    if report is not None:
-        report.index_skipped = (
-            "nothing changed and the indexes are up to date"
-            if index
-            else "--no-index: run `ragtriage kb reindex` once the KB is complete"
-        )
-    return report
-
-
-def _stored_chunks(workspace: Workspace, kb: str) -> dict[str, _Stored]:
-    with read_session(workspace.engine) as session:
+def _stored_chunks(engine: Engine, kb: str) -> dict[str, _Stored]:
+    with read_session(engine) as session:
         rows = session.exec(
             select(ChunkRow.chunk_id, ChunkRow.source_hash, ChunkRow.status, ChunkRow.version).where(
                 ChunkRow.kb == kb
@@ -212,7 +146,8 @@ def _stored_chunks(workspace: Workspace, kb: str) -> dict[str, _Stored]:
 
 
 def _import(
-    workspace: Workspace,
+    engine: Engine,
+    kb: str,
     source: ChunkSource,
     mapper: FieldMapper,
     report: ImportReport,
@@ -220,40 +155,30 @@ def _import(
     full: bool,
     skip_bad_rows: bool,
     on_progress: ProgressCallback | None,
-    on_written: Callable[[list[ImportedChunk]], None] | None = None,
-    check_interrupt: Callable[[], None] = lambda: None,
+    check_interrupt: Callable[[], None],
 ) -> int | None:
     """Read, check and write every row in one transaction; the KB revision it made (None: nothing
-    was written).
-
-    `on_written` is given each batch of written chunks (inside the transaction); `check_interrupt`
-    is called at every batch (it raises `KeyboardInterrupt` after a Ctrl-C a library swallowed).
+    was written). `check_interrupt` is called at every batch (it raises `KeyboardInterrupt` after
+    a Ctrl-C a library swallowed).
     """
-    kb = workspace.settings.kb.name
-    state = _Pass(stored=_stored_chunks(workspace, kb))
+    state = _Pass(stored=_stored_chunks(engine, kb))
     now = datetime.now(timezone.utc)
     with contextlib.ExitStack() as stack:
         writer: ImportWriter | None = None
 
         def open_writer() -> ImportWriter:
             # The write transaction (BEGIN IMMEDIATE) starts at the first row that differs.
-            session = stack.enter_context(write_session(workspace.engine))
-            opened = ImportWriter(session, kb, now, report.vector_embedder)
-            stack.callback(opened.close)  # before the commit or rollback
-            return opened
+            session = stack.enter_context(write_session(engine))
+            return ImportWriter(session, kb, now, report.vector_embedder)
 
         columns_checked = False
-        rows_since_trim = 0
+        rows_since_release = 0
         for batch in source.batches(on_progress):
             check_interrupt()
-            rows_since_trim += len(batch)
-            if rows_since_trim >= _TRIM_EVERY_ROWS:
-                # Freed rows, Arrow batches and buffers stay in the allocators for reuse, and the
-                # pass ends at the import's peak (the dense process and the segmenters still run):
-                # ~75 MB of such pages at 100k chunks, handed back here a few ms at a time.
-                rows_since_trim = 0
+            rows_since_release += len(batch)
+            if rows_since_release >= _RELEASE_EVERY_ROWS:
+                rows_since_release = 0
                 release_reader_memory()
-                trim_heap()
             if not columns_checked and not source.schemaless and source.columns is not None:
                 mapper.check_columns(source.columns)
                 report.suggested_map = mapper.suggested_map(source.columns)
@@ -265,8 +190,6 @@ def _import(
                 writer.write(todo, [c.chunk_id for c in todo if c.chunk_id in state.stored])
                 report.written += len(todo)
                 report.write_seconds += time.perf_counter() - began
-                if on_written is not None:
-                    on_written(todo)
         if not columns_checked and source.columns is not None and not source.schemaless:
             mapper.check_columns(source.columns)
         if source.schemaless and report.read > report.rejected:
@@ -363,18 +286,3 @@ def _reject(report: ImportReport, error: RowError) -> None:
     report.rejected += 1
     if len(report.rejected_rows) < _REJECTED_KEPT:
         report.rejected_rows.append(RejectedRow(where=error.where, reason=error.reason, fix=error.fix))
-
-
-def _indexes_current(workspace: Workspace, revision: int) -> bool:
-    """The index manifest was written at the KB's current revision (nothing to sync)."""
-    from ragtriage import locations
-    from ragtriage.index.manifest import dense_backend_matches, read_manifest
-
-    manifest = read_manifest(locations.manifest_path(workspace.home))
-    return (
-        manifest is not None
-        and manifest.kb_revision == revision
-        and manifest.kb == workspace.settings.kb.name
-        and manifest.bm25_engine == workspace.settings.index.bm25_engine
-        and dense_backend_matches(manifest, workspace.settings.index)
-    )

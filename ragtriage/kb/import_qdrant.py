@@ -9,6 +9,7 @@ the collection has several).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,6 @@ from qdrant_client import QdrantClient
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from ragtriage.errors import InputError
-from ragtriage.index.qdrant_clients import quiet_local_size_warning
 from ragtriage.kb.import_rows import SourceRow
 
 __all__ = ["QdrantSource"]
@@ -48,7 +48,7 @@ class QdrantSource:
         self.batch_size = batch_size
         self.name = f"qdrant {self.where} collection {collection}"
         # A foreign local folder can be big: qdrant-client's size warning would land in our progress.
-        quiet_local_size_warning()
+        warnings.filterwarnings("ignore", message="Local mode is not recommended", category=UserWarning)
         try:
             self._client = QdrantClient(url=url, timeout=30) if url else QdrantClient(path=str(path))
         except RuntimeError as error:

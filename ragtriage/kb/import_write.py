@@ -1,20 +1,17 @@
 """Writing imported chunks to SQL, inside the import's one transaction (`import_apply`).
 
-Rows are inserted with the driver's `executemany`: the values go through the columns' own bind
-processors (JSON, datetime), so the stored rows are exactly what SQLAlchemy would store, without
-its per-row statement machinery (several times slower at 100k rows).
+Rows are inserted batch by batch with one Core `insert` and a list of parameter rows (SQLAlchemy's
+executemany), not as ORM objects: 100k ORM rows would take gigabytes and minutes.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table, delete, func, insert, update
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import Table, delete, func, insert, update
 from sqlmodel import Session, SQLModel, col, select
 
 from ragtriage.kb.import_rows import ImportedChunk
@@ -25,10 +22,6 @@ __all__ = ["DocFields", "ImportWriter", "PUBLISHED"]
 
 PUBLISHED = "published"
 _IN_BATCH = 500  # ids per IN (…): well under SQLite's bound-parameter limit
-#: SQLite page cache of the import's connection while it writes (KiB; the default is 2,000). The
-#: chunk id and content hash indexes take rows in random order: with the default cache their
-#: pages are written out and read back all through a 100k-row import (half its system time).
-IMPORT_CACHE_KIB = 32768
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,59 +39,9 @@ class DocFields:
         return cls(chunk.doc_title, chunk.product_line, chunk.doc_version, chunk.updated_at)
 
 
-class _BulkInsert:
-    """`INSERT INTO table (…) VALUES (…)` run with the DBAPI cursor's executemany.
-
-    Rows come as tuples in `keys` order. Each column's bind processor runs over the whole column at
-    once (`map`), and the parameter rows are zipped back together: no per-row dict or generator.
-    """
-
-    def __init__(self, connection: Connection, table: Table, keys: Sequence[str]) -> None:
-        dialect = connection.dialect
-        compiled = insert(table).compile(dialect=dialect, column_keys=list(keys))
-        self.sql = str(compiled)
-        given = list(keys)
-        self.keys = list(compiled.positiontup or keys) if compiled.positional else given
-        self.positional = bool(compiled.positional)
-        self.order = [given.index(key) for key in self.keys]
-        processors = [table.c[key].type.dialect_impl(dialect).bind_processor(dialect) for key in given]
-        self.processors = [(n, proc) for n, proc in enumerate(processors) if proc is not None]
-
-    def run(self, connection: Connection, rows: list[tuple[Any, ...]]) -> None:
-        if not rows:
-            return
-        columns: list[Sequence[Any]] = list(zip(*rows, strict=True))
-        for n, proc in self.processors:
-            columns[n] = list(map(proc, columns[n]))
-        ordered = zip(*(columns[n] for n in self.order), strict=True)
-        params: list[Any] = (
-            list(ordered)
-            if self.positional
-            else [dict(zip(self.keys, values, strict=True)) for values in ordered]
-        )
-        connection.exec_driver_sql(self.sql, params)
-
-
-_CHUNK_KEYS = (
-    "chunk_id",
-    "doc_id",
-    "kb",
-    "title",
-    "heading_path",
-    "anchor",
-    "ordinal",
-    "content",
-    "content_hash",
-    "version",
-    "status",
-    "updated_at",
-    "product_line",
-    "doc_version",
-    "meta",
-    "source_hash",
-    "deletion",
-)
-_VECTOR_KEYS = ("chunk_id", "embedder", "dim", "vector", "vector_hash")
+def _table(model: type[SQLModel]) -> Table:
+    """The Core table of `model` (a Core insert of many rows skips the ORM's per-row work)."""
+    return SQLModel.metadata.tables[str(model.__tablename__)]
 
 
 class ImportWriter:
@@ -109,21 +52,6 @@ class ImportWriter:
         self.kb = kb
         self.now = now
         self.embedder = embedder or ""
-        connection = session.connection()
-        tables = SQLModel.metadata.tables
-        self._chunks = _BulkInsert(connection, tables[ChunkRow.__tablename__], _CHUNK_KEYS)
-        self._vectors = _BulkInsert(connection, tables[ChunkVectorRow.__tablename__], _VECTOR_KEYS)
-        self._cache_size: int | None = None
-        if connection.dialect.name == "sqlite":
-            self._cache_size = int(connection.exec_driver_sql("PRAGMA cache_size").scalar() or -2000)
-            connection.exec_driver_sql(f"PRAGMA cache_size=-{IMPORT_CACHE_KIB}")
-
-    def close(self) -> None:
-        """Give the connection its page cache size back (before the transaction ends; it then shrinks)."""
-        if self._cache_size is not None:
-            size, self._cache_size = self._cache_size, None
-            with contextlib.suppress(SQLAlchemyError):  # a failed connection is discarded anyway
-                self.session.connection().exec_driver_sql(f"PRAGMA cache_size={size}")
 
     def write(self, chunks: list[ImportedChunk], known: Sequence[str]) -> None:
         """Insert `chunks`, replacing the stored rows of the `known` ids (those the store held before).
@@ -143,54 +71,50 @@ class ImportWriter:
             previous.update({chunk_id: (version, h) for chunk_id, version, h in rows})
             session.execute(delete(ChunkRow).where(col(ChunkRow.chunk_id).in_(part)))
             session.execute(delete(ChunkVectorRow).where(col(ChunkVectorRow.chunk_id).in_(part)))
-        chunk_rows: list[tuple[Any, ...]] = []
-        vector_rows: list[tuple[Any, ...]] = []
-        kb, now, embedder = self.kb, self.now, self.embedder
+        chunk_rows: list[dict[str, Any]] = []
+        vector_rows: list[dict[str, Any]] = []
         for chunk in chunks:
             old = previous.get(chunk.chunk_id)
             # A new chunk version only when the text changed; metadata edits keep the version.
             version = 1 if old is None else old[0] + (old[1] != chunk.content_hash)
             retrievable = chunk.retrievable
-            # In _CHUNK_KEYS order.
+            deletion = f"{FILTERED}: {chunk.filtered_by}" if chunk.filtered_by else REMOVED
             chunk_rows.append(
-                (
-                    chunk.chunk_id,
-                    chunk.doc_id,
-                    kb,
-                    chunk.title,
-                    chunk.heading_path,
-                    chunk.anchor,
-                    chunk.ordinal,
-                    chunk.content,
-                    chunk.content_hash,
-                    version,
-                    PUBLISHED if retrievable else DELETED,
-                    chunk.updated_at or now,
-                    chunk.product_line,
-                    chunk.doc_version,
-                    chunk.meta or None,
-                    chunk.source_hash(),
-                    None
-                    if retrievable
-                    else f"{FILTERED}: {chunk.filtered_by}"
-                    if chunk.filtered_by
-                    else REMOVED,
-                )
+                {
+                    "chunk_id": chunk.chunk_id,
+                    "doc_id": chunk.doc_id,
+                    "kb": self.kb,
+                    "title": chunk.title,
+                    "heading_path": chunk.heading_path,
+                    "anchor": chunk.anchor,
+                    "ordinal": chunk.ordinal,
+                    "content": chunk.content,
+                    "content_hash": chunk.content_hash,
+                    "version": version,
+                    "status": PUBLISHED if retrievable else DELETED,
+                    "updated_at": chunk.updated_at or self.now,
+                    "product_line": chunk.product_line,
+                    "doc_version": chunk.doc_version,
+                    "meta": chunk.meta or None,
+                    "source_hash": chunk.source_hash(),
+                    "deletion": None if retrievable else deletion,
+                }
             )
             vector = chunk.vector
             if vector is not None and chunk.vector_hash is not None:
                 vector_rows.append(
-                    (
-                        chunk.chunk_id,
-                        embedder,
-                        int(vector.shape[0]),
-                        vector.astype("<f4", copy=False).tobytes(),
-                        chunk.vector_hash,
-                    )
+                    {
+                        "chunk_id": chunk.chunk_id,
+                        "embedder": self.embedder,
+                        "dim": int(vector.shape[0]),
+                        "vector": vector.astype("<f4", copy=False).tobytes(),
+                        "vector_hash": chunk.vector_hash,
+                    }
                 )
-        connection = session.connection()
-        self._chunks.run(connection, chunk_rows)
-        self._vectors.run(connection, vector_rows)
+        if chunk_rows:
+            session.execute(insert(_table(ChunkRow)), chunk_rows)
+        if vector_rows:
+            session.execute(insert(_table(ChunkVectorRow)), vector_rows)
 
     def retag_rechunked(self, chunk_ids: Sequence[str]) -> None:
         """Mark written deleted chunks as re-chunked (their document gained chunks in this import)."""

@@ -1,4 +1,4 @@
-"""`kb import` as both faces call it: pick the source, merge the mapping, check the embedder, import.
+"""`kb import`'s KB half: pick the source, merge the mapping, check the embedder, import the rows.
 
 The mapping is `[kb.import] map` overridden field by field by `--map`; the vector column is
 `--vector-field`, else `[kb.import] vector_field` (a Qdrant source always brings its vectors).
@@ -13,16 +13,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragtriage.config.settings import IMPORT_FIELDS
+from sqlalchemy.engine import Engine
+
+from ragtriage import __version__
+from ragtriage.config.settings import IMPORT_FIELDS, Settings
 from ragtriage.errors import InputError
 from ragtriage.kb.import_apply import ChunkSource, import_chunks
+from ragtriage.kb.import_fingerprint import file_fingerprint
 from ragtriage.kb.import_mapping import FieldMapper, check_field_name
 from ragtriage.kb.import_report import ImportReport
-from ragtriage.workspace import Workspace
 
 __all__ = ["ImportSpec", "run_import"]
 
 ProgressCallback = Callable[[int, int], None]
+#: The configured query embedder's (name, dim), asked only when the rows bring vectors (it may load a model).
+EmbedderOf = Callable[[], tuple[str, int]]
 #: Where a Qdrant point keeps a field when no mapping names it: `payload.<field>`, and the point id.
 _QDRANT_DEFAULTS = {"chunk_id": ["payload.chunk_id", "id"]}
 
@@ -44,32 +49,39 @@ class ImportSpec:
 
 
 def run_import(
-    workspace: Workspace,
+    home: Path,
+    settings: Settings,
+    engine: Engine,
     spec: ImportSpec,
+    query_embedder: EmbedderOf,
     *,
     full: bool = False,
     skip_bad_rows: bool = False,
-    index: bool = True,
     on_progress: ProgressCallback | None = None,
-    on_index_progress: ProgressCallback | None = None,
-) -> ImportReport:
-    """Import the source `spec` names into the KB and sync the indexes.
+    reuse_last: Callable[[int], bool] = lambda revision: True,
+    check_interrupt: Callable[[], None] = lambda: None,
+) -> tuple[ImportReport, int | None]:
+    """Import the source `spec` names into the KB: the report and the KB revision the import made
+    (None: nothing written). See `import_apply.import_chunks` for `reuse_last` and `check_interrupt`.
 
     Raises:
         InputError: no source or more than one, a bad mapping, column or row (nothing is written),
             an unreachable database or Qdrant, a missing collection, a failing query.
-        IndexStateError: the indexes were built with another embedder.
     """
-    settings = workspace.settings.kb.import_
-    explicit = {**settings.map, **spec.map}
+    import_settings = settings.kb.import_
+    explicit = {**import_settings.map, **spec.map}
     for name in explicit:
         check_field_name(name, "--map")
-    source, vector_field, defaults = _open_source(spec, settings.vector_field, settings.batch_size)
-    embedder_label, expected_dim = _vector_embedder(workspace, vector_field is not None)
+    source, vector_field, defaults = _open_source(
+        spec, import_settings.vector_field, import_settings.batch_size
+    )
+    embedder_label, expected_dim = (
+        _vector_embedder(settings, query_embedder) if vector_field is not None else (None, None)
+    )
 
     def make_mapper() -> FieldMapper:
         return FieldMapper(
-            settings,
+            import_settings,
             explicit,
             source_name=source.name,
             vector_field=vector_field,
@@ -79,16 +91,13 @@ def run_import(
 
     fingerprint = None
     if spec.path is not None:
-        from ragtriage import __version__
-        from ragtriage.kb.import_fingerprint import file_fingerprint
-
         mapping = {
             "ragtriage": __version__,
             "path": str(spec.path.resolve()),
             "encoding": spec.encoding,
             "vector_field": vector_field,
             "map": explicit,
-            "kb.import": settings.model_dump(mode="json"),
+            "kb.import": import_settings.model_dump(mode="json"),
             "vectors_recorded_as": embedder_label,
             "dim": expected_dim,
             "full": full,
@@ -97,16 +106,18 @@ def run_import(
         fingerprint = file_fingerprint(spec.path, mapping)
     try:
         return import_chunks(
-            workspace,
+            engine,
+            settings.kb.name,
+            home,
             source,
             make_mapper,
             full=full,
             skip_bad_rows=skip_bad_rows,
-            index=index,
             vector_embedder=embedder_label,
             on_progress=on_progress,
-            on_index_progress=on_index_progress,
             fingerprint=fingerprint,
+            reuse_last=reuse_last,
+            check_interrupt=check_interrupt,
         )
     finally:
         close = getattr(source, "close", None)
@@ -161,19 +172,14 @@ def _open_source(
     return source, source.vector_column, {**defaults, **_QDRANT_DEFAULTS}
 
 
-def _vector_embedder(workspace: Workspace, with_vectors: bool) -> tuple[str | None, tuple[int, str] | None]:
+def _vector_embedder(settings: Settings, query_embedder: EmbedderOf) -> tuple[str, tuple[int, str]]:
     """The name imported vectors are recorded under and the dimension they must have."""
-    if not with_vectors:
-        return None, None
-    from ragtriage.index.embed import embedder_name, get_embedder
-
-    configured = embedder_name(workspace.settings.embedder)
-    declared = workspace.settings.kb.import_.embedder
-    if declared is not None and declared != configured:
+    name, dim = query_embedder()
+    declared = settings.kb.import_.embedder
+    if declared is not None and declared != name:
         raise InputError(
             f"[kb.import] embedder says the vectors were made by {declared}, but queries would be embedded "
-            f"with the configured embedder {configured}; fix: configure [embedder] as the model that made "
+            f"with the configured embedder {name}; fix: configure [embedder] as the model that made "
             "the vectors (queries and passages must come from one model)"
         )
-    embedder = get_embedder(workspace.settings.embedder)
-    return embedder.name, (embedder.dim, embedder.name)
+    return name, (dim, name)

@@ -1,9 +1,9 @@
 """The knowledge base as both faces use it: add files and folders, list and show chunks, remove documents.
 
 `add_paths` loads every supported file (.md, .markdown, .html, .htm, .txt, .docx, .pptx, .pdf), stores
-each in its own short write transaction, marks documents deleted that were added from the same folder before and
-are gone now, then brings the indexes in line (`ragtriage.index.indexer.sync_indexes`).
-A file that cannot be loaded is reported (path, reason, fix) and skipped; its stored version stays.
+each in its own short write transaction, and marks documents deleted that were added from the same folder
+before and are gone now. A file that cannot be loaded is reported (path, reason, fix) and skipped; its
+stored version stays. Syncing the indexes afterwards is the caller's (`ragtriage.index.kb_sync`).
 
 Document ids: front matter `doc_id`, else `<folder name>/<relative path without extension>` (a single
 file: its stem), except that a document already stored keeps its id; see `ragtriage.kb.doc_ids`.
@@ -12,18 +12,17 @@ Chunk ids: see `ragtriage.kb.chunking`.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
 from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import defer
 from sqlmodel import col, select
 
+from ragtriage.config.settings import Settings
 from ragtriage.errors import InputError, NotFoundError
 from ragtriage.kb.chunking import ChunkingParams
 from ragtriage.kb.doc_ids import FileJob, StoredDocIds, collect_files
@@ -35,7 +34,6 @@ from ragtriage.store.db import read_session
 from ragtriage.store.kb_repo import DELETED, as_utc, kb_revision, mark_deleted, store_document, to_record
 from ragtriage.store.kb_tables import ChunkRow, DocumentRow, KBStateRow
 from ragtriage.wording import quoted
-from ragtriage.workspace import Workspace
 
 __all__ = [
     "AddReport",
@@ -53,58 +51,50 @@ __all__ = [
 ]
 
 ProgressCallback = Callable[[int, int], None]
-_INDEXER_MODULE = "ragtriage.index.indexer"
 
 
 def add_paths(
-    workspace: Workspace,
+    engine: Engine,
+    settings: Settings,
     paths: Sequence[Path | str],
     on_progress: ProgressCallback | None = None,
-    *,
-    index: bool = True,
-    on_index_progress: ProgressCallback | None = None,
 ) -> AddReport:
-    """Add or update every supported file under `paths`, then sync the indexes (unless `index=False`).
+    """Add or update every supported file under `paths` in the KB of `settings`.
 
     Raises:
         InputError: a path does not exist (checked before anything is stored).
     """
-    settings = workspace.settings
     params = ChunkingParams.from_settings(settings.kb)
     kb = settings.kb.name
     missing = [str(p) for p in paths if not Path(p).exists()]
     if missing:
         raise InputError(f"no such file or folder: {', '.join(missing)}; check the path")
     jobs = collect_files([Path(p) for p in paths])
-    stored_ids = StoredDocIds.load(workspace.engine, kb)
+    stored_ids = StoredDocIds.load(engine, kb)
     report = AddReport(files_seen=len(jobs))
     doc_sources: dict[str, str] = {}
     failed_paths: set[str] = set()
     for done, job in enumerate(jobs, start=1):
-        _ingest_file(workspace, report, job, stored_ids, params, kb, doc_sources, failed_paths)
+        _ingest_file(engine, settings, report, job, stored_ids, params, doc_sources, failed_paths)
         if on_progress is not None:
             on_progress(done, len(jobs))
     roots = {str(job.root) for job in jobs if job.root is not None}
     roots |= {str(Path(p).resolve()) for p in paths if Path(p).is_dir()}
-    gone = _documents_gone(workspace.engine, kb, roots, set(doc_sources), failed_paths)
-    deleted, _ = mark_deleted(workspace.engine, gone, kb)
+    gone = _documents_gone(engine, kb, roots, set(doc_sources), failed_paths)
+    deleted, _ = mark_deleted(engine, gone, kb)
     report.deleted = len(deleted)
     report.deleted_doc_ids = deleted
-    report.kb_revision = kb_revision(workspace.engine, kb)
-    if index:
-        report.index, report.index_skipped = _sync_indexes(workspace, on_index_progress or on_progress)
-    else:
-        report.index_skipped = "--no-index: run `ragtriage kb reindex` once the KB is complete"
+    report.kb_revision = kb_revision(engine, kb)
     return report
 
 
 def _ingest_file(
-    workspace: Workspace,
+    engine: Engine,
+    settings: Settings,
     report: AddReport,
     job: FileJob,
     stored_ids: StoredDocIds,
     params: ChunkingParams,
-    kb: str,
     doc_sources: dict[str, str],
     failed_paths: set[str],
 ) -> None:
@@ -130,11 +120,11 @@ def _ingest_file(
     for warning in document.warnings:
         report.warnings.append(FileWarning(path=str(path), message=warning))
     outcome, chunks = store_document(
-        workspace.engine,
+        engine,
         document,
         doc_id=doc_id,
-        kb=kb,
-        status=document.meta.status or workspace.settings.kb.default_status,
+        kb=settings.kb.name,
+        status=document.meta.status or settings.kb.default_status,
         updated_at=_updated_at(document.meta.updated_at, path),
         params=params,
         source_root=str(root) if root is not None else None,
@@ -176,32 +166,14 @@ def _documents_gone(
     ]
 
 
-def _sync_indexes(
-    workspace: Workspace, on_progress: ProgressCallback | None
-) -> tuple[dict[str, Any] | None, str | None]:
-    try:
-        from ragtriage.index.indexer import sync_indexes
-    except ModuleNotFoundError as error:
-        if error.name != _INDEXER_MODULE:
-            raise
-        return None, "the indexer is not installed in this build"
-    result = sync_indexes(workspace, on_progress)
-    if dataclasses.is_dataclass(result) and not isinstance(result, type):
-        return dataclasses.asdict(result), None
-    if isinstance(result, BaseModel):
-        return result.model_dump(mode="json"), None
-    return dict(vars(result)), None
-
-
-def remove_documents(workspace: Workspace, doc_ids: Sequence[str], *, index: bool = True) -> RemoveReport:
-    """Mark documents and their chunks deleted, then sync the indexes.
+def remove_documents(engine: Engine, kb: str, doc_ids: Sequence[str]) -> RemoveReport:
+    """Mark documents and their chunks deleted.
 
     Raises:
         NotFoundError: a doc id is not in the KB (nothing is changed then).
     """
-    kb = workspace.settings.kb.name
     wanted = list(dict.fromkeys(doc_ids))
-    with read_session(workspace.engine) as session:
+    with read_session(engine) as session:
         rows = session.exec(
             select(DocumentRow).where(col(DocumentRow.doc_id).in_(wanted), DocumentRow.kb == kb)
         ).all()
@@ -211,24 +183,18 @@ def remove_documents(workspace: Workspace, doc_ids: Sequence[str], *, index: boo
         raise NotFoundError(
             f"no document {', '.join(map(quoted, unknown))} in KB {quoted(kb)}; list them with `kb chunks`"
         )
-    removed, chunk_count = mark_deleted(workspace.engine, [d for d in wanted if known[d] != DELETED], kb)
-    report = RemoveReport(
+    removed, chunk_count = mark_deleted(engine, [d for d in wanted if known[d] != DELETED], kb)
+    return RemoveReport(
         removed=removed,
         already_deleted=[d for d in wanted if known[d] == DELETED],
         chunks_deleted=chunk_count,
-        kb_revision=kb_revision(workspace.engine, kb),
+        kb_revision=kb_revision(engine, kb),
     )
-    if index:
-        report.index, report.index_skipped = _sync_indexes(workspace, None)
-    else:
-        report.index_skipped = "--no-index: run `ragtriage kb reindex` once the KB is complete"
-    return report
 
 
-def kb_stats(workspace: Workspace) -> KBStats:
+def kb_stats(engine: Engine, kb: str) -> KBStats:
     """Documents and chunks by status, and the KB revision."""
-    kb = workspace.settings.kb.name
-    with read_session(workspace.engine) as session:
+    with read_session(engine) as session:
         doc_counts = session.exec(
             select(DocumentRow.status, func.count()).where(DocumentRow.kb == kb).group_by(DocumentRow.status)
         ).all()
@@ -246,7 +212,8 @@ def kb_stats(workspace: Workspace) -> KBStats:
 
 
 def list_chunks(
-    workspace: Workspace,
+    engine: Engine,
+    kb: str,
     doc_id: str | None = None,
     include_content: bool = False,
     *,
@@ -257,7 +224,6 @@ def list_chunks(
     Raises:
         NotFoundError: `doc_id` is given and no such document exists.
     """
-    kb = workspace.settings.kb.name
     statement = select(ChunkRow).where(ChunkRow.kb == kb)
     if doc_id is not None:
         statement = statement.where(ChunkRow.doc_id == doc_id)
@@ -265,7 +231,7 @@ def list_chunks(
         statement = statement.where(ChunkRow.status != DELETED)
     if not include_content:
         statement = statement.options(defer(ChunkRow.content))  # type: ignore[arg-type]
-    with read_session(workspace.engine) as session:
+    with read_session(engine) as session:
         if doc_id is not None and session.get(DocumentRow, doc_id) is None:
             raise NotFoundError(
                 f"no document {quoted(doc_id)} in KB {quoted(kb)}; see `ragtriage kb chunks` for the ids"

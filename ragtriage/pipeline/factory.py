@@ -1,55 +1,61 @@
-"""`build_pipeline(workspace)`: the one place that picks implementations from the settings."""
+"""`build_pipeline`: the one place that picks implementations from the settings."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
+from sqlalchemy.engine import Engine
 
+from ragtriage.config.profiles import ResolvedProfile, get_profile
 from ragtriage.config.settings import Settings
+from ragtriage.index.indexer import Indexes
 from ragtriage.index.types import ScoredChunk
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
+from ragtriage.pipeline.engines import build_route_engines
 from ragtriage.pipeline.llm_rewrite import LLMRewriter
 from ragtriage.pipeline.pipeline import Pipeline
 from ragtriage.pipeline.rerank import Reranker, build_scorer
 from ragtriage.pipeline.rewrite import AliasDictionary, RuleRewriter, load_aliases
 
-if TYPE_CHECKING:
-    from ragtriage.config.profiles import ResolvedProfile
-    from ragtriage.workspace import Workspace
-
 DEFAULT_PROFILE = "default"
 
+#: A settings path resolved as the settings file means it (`Workspace.resolve_path`).
+PathResolver = Callable[[str | None], Path | None]
 
-def build_rule_rewriter(workspace: Workspace, settings: Settings | None = None) -> RuleRewriter:
+
+def build_rule_rewriter(settings: Settings, resolve_path: PathResolver) -> RuleRewriter:
     """The rule rewriter with the alias dictionary named in `[rewrite] alias_file` (if any)."""
-    rewrite = (settings or workspace.settings).rewrite
-    alias_path = workspace.resolve_path(rewrite.alias_file)
+    rewrite = settings.rewrite
+    alias_path = resolve_path(rewrite.alias_file)
     aliases = load_aliases(alias_path) if alias_path is not None else AliasDictionary()
     return RuleRewriter(aliases, max_sub_queries=rewrite.max_sub_queries, alias_mode=rewrite.alias_mode)
 
 
-def build_pipeline(workspace: Workspace, profile: ResolvedProfile | None = None) -> Pipeline:
-    """Wire the workspace's indexes, and the rewrite, engines and reranker a profile names, into a `Pipeline`.
+def build_pipeline(
+    settings: Settings,
+    indexes: Indexes,
+    engine: Engine,
+    resolve_path: PathResolver,
+    profile: ResolvedProfile | None = None,
+) -> Pipeline:
+    """Wire the opened indexes, and the rewrite, engines and reranker a profile names, into a `Pipeline`.
 
-    `profile` None: the settings as they are (profile `default`). The indexes are the workspace's
-    (opened once, shared by every profile's pipeline, closed by `Workspace.close`).
+    `profile` None: `settings` as they are (profile `default`). The indexes are shared by every
+    profile's pipeline; their owner closes them.
 
     Raises:
         IndexStateError: the indexes are missing, locked by another process, or built by another embedder.
         PipelineError: the reranker or an optional backend cannot be loaded.
         InputError: the alias dictionary is not valid.
     """
-    from ragtriage.config.profiles import get_profile
-    from ragtriage.pipeline.engines import build_route_engines
-
-    profile = profile or get_profile(workspace.settings, DEFAULT_PROFILE)
+    profile = profile or get_profile(settings, DEFAULT_PROFILE)
     settings = profile.settings
-    rules = build_rule_rewriter(workspace, settings)
+    rules = build_rule_rewriter(settings, resolve_path)
     llm = LLMRewriter(settings.rewrite.llm, rules) if settings.rewrite.llm.url else None
     reranker = Reranker(settings.rerank, build_scorer(settings.rerank))
     engines = build_route_engines(settings)
-    indexes = workspace.indexes
     dense = indexes.dense
 
     def dense_search(vector: np.ndarray, k: int) -> list[ScoredChunk]:
@@ -64,7 +70,7 @@ def build_pipeline(workspace: Workspace, profile: ResolvedProfile | None = None)
         settings,
         rules=rules,
         reranker=reranker,
-        chunks=ChunkLookup(workspace.engine, kb=settings.kb.name),
+        chunks=ChunkLookup(engine, kb=settings.kb.name),
         bm25=indexes.bm25,
         embedder=indexes.embedder,
         dense_search=dense_search,

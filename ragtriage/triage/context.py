@@ -163,7 +163,7 @@ class WorkspaceContext:
         if self._indexes is None:
             from ragtriage.index.indexer import open_indexes
 
-            self._indexes = open_indexes(self.workspace)
+            self._indexes = open_indexes(self.workspace.home, self.workspace.settings)
         return self._indexes
 
     def indexed_hash(self, chunk_id: str) -> dict[str, str | None]:

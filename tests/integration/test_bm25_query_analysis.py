@@ -56,16 +56,8 @@ def test_query_stop_words_are_dropped_from_queries_only(engine: str, tmp_path: P
     assert stopped.query_terms("xy 版本") == ["版本"]
 
 
-def test_precise_numpy_scores_equal_whoosh_own_search(tmp_path: Path) -> None:
-    index = _open("whoosh", tmp_path / "w", query_segmentation="precise", query_stop_words=["以后"])
-    for query in ("服务器重启以后网络配置", "开机自启 发布版本", "服务器"):
-        fast = [(h.chunk_id, round(h.score, 5)) for h in index.search(query, 10)[0]]
-        reference = [(h.chunk_id, round(h.score, 5)) for h in index.search_with_whoosh(query, 10)]
-        assert fast == reference, query
-
-
 def test_a_home_with_precise_queries_replays_with_them(tmp_path: Path, home: Path) -> None:
-    from ragtriage.kb.service import add_paths
+    from ragtriage.index.kb_sync import add_paths
 
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(
@@ -73,7 +65,9 @@ def test_a_home_with_precise_queries_replays_with_them(tmp_path: Path, home: Pat
     )
     workspace = Workspace.open(home, None)
     try:
-        add_paths(workspace, [write_markdown_docs(tmp_path / "docs")])
+        add_paths(
+            workspace.home, workspace.settings, workspace.engine, [write_markdown_docs(tmp_path / "docs")]
+        )
         bm25 = workspace.indexes.bm25
         assert (bm25.query_segmentation, bm25.query_stop_words) == ("precise", frozenset({"怎么"}))
     finally:

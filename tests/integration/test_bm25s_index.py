@@ -1,25 +1,22 @@
 """The bm25s BM25 engine (`[index] bm25_engine = "bm25s"`): a real index in tmp_path, built from the
-same analyzer terms as Whoosh, checked against bm25s's own builder and against Whoosh's rankings."""
+same analyzer terms as Whoosh, checked against Whoosh's rankings."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import uuid
 from pathlib import Path
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from ragtriage import locations
 from ragtriage.cli import cli
 from ragtriage.errors import IndexLockedError
-from ragtriage.index import bm25s_matrix, bulk_terms
+from ragtriage.index import bm25s_index
 from ragtriage.index.analyzer import terms, tokenize
 from ragtriage.index.bm25 import FLAG_INDEX_EMPTY, FLAG_TOKENIZES_TO_NOTHING, BM25Document, WhooshIndex
-from ragtriage.index.bm25s_index import K1, B, BM25sIndex, _FileLock, import_bm25s
-from ragtriage.index.bm25s_matrix import save_model, score_matrix
+from ragtriage.index.bm25s_index import BM25sIndex, _FileLock
 from ragtriage.index.indexer import open_indexes
 from ragtriage.workspace import Workspace
 from tests.conftest import FIXTURES_DIR
@@ -84,7 +81,7 @@ def test_update_delete_and_reopen(index: BM25sIndex, tmp_path: Path) -> None:
 
 def test_unchanged_content_is_not_segmented_again(index: BM25sIndex, monkeypatch: pytest.MonkeyPatch) -> None:
     segmented: list[str] = []
-    monkeypatch.setattr(bulk_terms, "terms", lambda text: segmented.append(text) or terms(text))
+    monkeypatch.setattr(bm25s_index, "terms", lambda text: segmented.append(text) or terms(text))
     renamed = [doc(d.chunk_id, d.content, d.title + "（新）", d.content_hash) for d in tiny_docs()]
     index.apply(renamed)
     assert sorted(segmented) == sorted(d.title for d in renamed), "titles only: contents come from the cache"
@@ -94,76 +91,6 @@ def test_unchanged_content_is_not_segmented_again(index: BM25sIndex, monkeypatch
 def test_terms_equal_the_whoosh_analyzer_tokens() -> None:
     for text in fixture_texts():
         assert terms(text) == tokenize(text)
-
-
-@pytest.mark.parametrize("block", [10_000, 3])
-def test_score_matrix_equals_bm25s_own_build(block: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bm25s_matrix, "_BLOCK", block)  # 3: entries of one term span blocks
-    vocab: dict[str, int] = {}
-    runs = list(bulk_terms.iter_term_ids(fixture_texts() + ["", "的了"], vocab))
-    assert len(runs[-1]) == 0 and len(vocab) > 500
-    offsets = np.concatenate([[0], np.cumsum([len(run) for run in runs])]).astype(np.int64)
-    ours = score_matrix(np.concatenate(runs), offsets, len(vocab), k1=K1, b=B)
-    reference = import_bm25s().BM25(k1=K1, b=B, method="lucene")
-    reference.index(([run.tolist() for run in runs], vocab), create_empty_token=False, show_progress=False)
-    for key in ("indices", "indptr"):
-        assert np.array_equal(ours[key], reference.scores[key])
-        assert ours[key].dtype == reference.scores[key].dtype
-    assert np.allclose(ours["data"], reference.scores["data"], rtol=1e-5)
-    assert ours["data"].dtype == reference.scores["data"].dtype == np.float32
-    assert ours["num_docs"] == reference.scores["num_docs"]
-
-
-def test_save_model_writes_what_bm25s_saves(tmp_path: Path) -> None:
-    vocab: dict[str, int] = {}
-    runs = list(bulk_terms.iter_term_ids(fixture_texts()[:5], vocab))
-    offsets = np.concatenate([[0], np.cumsum([len(run) for run in runs])]).astype(np.int64)
-    matrix = score_matrix(np.concatenate(runs), offsets, len(vocab), k1=K1, b=B)
-    save_model(tmp_path / "ours", matrix, vocab, k1=K1, b=B)
-    bm25s = import_bm25s()
-    reference = bm25s.BM25(k1=K1, b=B, method="lucene")
-    reference.scores, reference.vocab_dict, reference.nonoccurrence_array = matrix, vocab, None
-    reference.save(str(tmp_path / "theirs"))
-    ours, theirs = sorted((tmp_path / "ours").iterdir()), sorted((tmp_path / "theirs").iterdir())
-    assert [path.name for path in ours] == [path.name for path in theirs]
-    for mine, reference_file in zip(ours, theirs, strict=True):
-        if mine.suffix == ".json":
-            assert json.loads(mine.read_text("utf-8")) == json.loads(reference_file.read_text("utf-8"))
-        else:
-            assert mine.read_bytes() == reference_file.read_bytes(), mine.name
-    loaded = bm25s.BM25.load(str(tmp_path / "ours"), mmap=True)
-    query = [vocab[word] for word in ("审批", "发票") if word in vocab]
-    assert query and np.array_equal(loaded.get_scores_from_ids(query), reference.get_scores_from_ids(query))
-
-
-def _entries(folder: Path, field: str) -> set[tuple[int, str, float]]:
-    """(chunk number, word, score) of every entry of a field's saved score matrix."""
-    saved = folder / "current" / field
-    words = {n: word for word, n in json.loads((saved / "vocab.index.json").read_text("utf-8")).items()}
-    data, indices, indptr = (
-        np.load(saved / f"{part}.csc.index.npy") for part in ("data", "indices", "indptr")
-    )
-    columns = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
-    return {(int(r), words[int(c)], float(v)) for r, c, v in zip(indices, columns, data, strict=True)}
-
-
-def test_terms_segmented_beforehand_build_the_same_scores(tmp_path: Path) -> None:
-    """`kb import` hands the index its texts' term ids (`segmented`) instead of the texts."""
-    docs = [doc(f"c{n}", text, f"标题{n % 3}") for n, text in enumerate(fixture_texts() * 2)]
-    stream = bulk_terms.TermStream()
-    for d in docs:
-        stream.add("content", d.content_hash, d.content)
-        stream.add("title", d.title, d.title)
-    segmented = stream.finish()
-    given = BM25sIndex(tmp_path / "given")
-    given.apply([dataclasses.replace(d, content="") for d in docs], segmented=segmented)
-    assert len(segmented) == 0 and not segmented.content, "the index took the term ids"
-    plain = BM25sIndex(tmp_path / "plain")
-    plain.apply(docs)
-    for field in ("content", "title"):  # the same scores, whatever the vocabulary's numbering
-        assert _entries(tmp_path / "given", field) == _entries(tmp_path / "plain", field)
-    for query in ["审批超时", "员工离职账号", "报销发票"]:
-        assert given.search(query, 10) == plain.search(query, 10)
 
 
 def test_two_segmenting_processes_build_the_same_index(tmp_path: Path) -> None:
@@ -198,15 +125,22 @@ def test_rankings_agree_with_whoosh_on_the_tiny_kb(index: BM25sIndex, tmp_path: 
 
 
 def test_a_home_configured_for_bm25s_indexes_and_replays_with_it(tmp_path: Path, home: Path) -> None:
-    from ragtriage.kb.service import add_paths, list_chunks
+    from ragtriage.index.kb_sync import add_paths
+    from ragtriage.kb.service import list_chunks
 
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text('[index]\nbm25_engine = "bm25s"\n', encoding="utf-8")
     workspace = Workspace.open(home, None)
     try:
-        add_paths(workspace, [write_markdown_docs(tmp_path / "docs")])
-        invoice = next(c.chunk_id for c in list_chunks(workspace) if c.doc_id.endswith("invoice"))
-        indexes = open_indexes(workspace)
+        add_paths(
+            workspace.home, workspace.settings, workspace.engine, [write_markdown_docs(tmp_path / "docs")]
+        )
+        invoice = next(
+            c.chunk_id
+            for c in list_chunks(workspace.engine, workspace.settings.kb.name)
+            if c.doc_id.endswith("invoice")
+        )
+        indexes = open_indexes(workspace.home, workspace.settings)
         try:
             assert isinstance(indexes.bm25, BM25sIndex) and indexes.bm25.doc_count() == len(TINY_DOCS)
             assert indexes.manifest is not None and indexes.manifest.bm25_engine == "bm25s"
@@ -224,8 +158,6 @@ def test_a_home_configured_for_bm25s_indexes_and_replays_with_it(tmp_path: Path,
 def test_an_open_index_sees_another_instance_s_write(
     index: BM25sIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ragtriage.index import bm25s_index
-
     assert index.search("火星", 1) == ([], [])
     BM25sIndex(tmp_path / "bm25s").apply([doc("mars#1", "火星基地", "火星")])
     monkeypatch.setattr(bm25s_index, "_STALENESS_CHECK_S", 0.0)

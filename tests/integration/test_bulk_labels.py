@@ -26,7 +26,7 @@ def cases(home: Path) -> list[dict[str, Any]]:
     """Logged requests whose designed label and gold (all in the leave documents) are known."""
     workspace = Workspace.open(home)
     try:
-        add_paths(workspace, [FIXTURES_DIR / "kb" / "leave"], index=False)
+        add_paths(workspace.engine, workspace.settings, [FIXTURES_DIR / "kb" / "leave"])
         ingest_files(workspace.engine, [LOG])
     finally:
         workspace.close()

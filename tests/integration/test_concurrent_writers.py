@@ -151,7 +151,7 @@ def worker_main(role: str, home: str, deadline_in_s: str, out: str) -> None:
 def kb_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny indexed KB with an eval set and flagged requests, built once."""
     from ragtriage.eval.cases import EvalCase
-    from ragtriage.kb.service import add_paths
+    from ragtriage.index.kb_sync import add_paths
     from ragtriage.logs.ingest import ingest_lines
     from ragtriage.store import eval_repo as eval_store
     from ragtriage.workspace import Workspace
@@ -160,7 +160,7 @@ def kb_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_markdown_docs(root / "docs")
     workspace = Workspace.open(root / "home", None)
     try:
-        add_paths(workspace, [root / "docs"])
+        add_paths(workspace.home, workspace.settings, workspace.engine, [root / "docs"])
         cases = [
             EvalCase(case_id=f"q{i}", query=query, gold={doc_id: 1}, gold_granularity="doc")
             for i, (query, doc_id) in enumerate(QUERIES)

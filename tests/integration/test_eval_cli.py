@@ -25,15 +25,16 @@ DOCS = {
 @pytest.fixture
 def setup(tmp_path: Path, home: Path) -> dict[str, str]:
     """A KB, two confirmed triage records (one with a phone number), and a config that turns routes off."""
-    from ragtriage.kb.service import add_paths, list_chunks
+    from ragtriage.index.kb_sync import add_paths
+    from ragtriage.kb.service import list_chunks
 
     docs = tmp_path / "docs"
     docs.mkdir()
     for name, text in DOCS.items():
         (docs / name).write_text(text, encoding="utf-8")
     workspace = Workspace.open(home, None)
-    add_paths(workspace, [docs])
-    chunks = {c.doc_id: c.chunk_id for c in list_chunks(workspace)}
+    add_paths(workspace.home, workspace.settings, workspace.engine, [docs])
+    chunks = {c.doc_id: c.chunk_id for c in list_chunks(workspace.engine, workspace.settings.kb.name)}
     for request_id, query, doc in (
         ("r1", "出差发票多久内交 电话13812345678", "travel"),
         ("r2", "请假谁审批", "leave"),

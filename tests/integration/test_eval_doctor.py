@@ -32,7 +32,7 @@ DOCS = {
 
 @pytest.fixture
 def workspace(tmp_path: Path, home: Path) -> Iterator[Workspace]:
-    from ragtriage.kb.service import add_paths
+    from ragtriage.index.kb_sync import add_paths
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -42,7 +42,7 @@ def workspace(tmp_path: Path, home: Path) -> Iterator[Workspace]:
         TRAVEL.format(standard="一线城市住宿每晚不超过五百元。"), encoding="utf-8"
     )
     opened = Workspace.open(home, None)
-    add_paths(opened, [docs])
+    add_paths(opened.home, opened.settings, opened.engine, [docs])
     try:
         yield opened
     finally:
@@ -52,11 +52,15 @@ def workspace(tmp_path: Path, home: Path) -> Iterator[Workspace]:
 def _chunks(workspace: Workspace, doc_id: str) -> list[str]:
     from ragtriage.kb.service import list_chunks
 
-    return [c.chunk_id for c in list_chunks(workspace, include_deleted=True) if c.doc_id == doc_id]
+    return [
+        c.chunk_id
+        for c in list_chunks(workspace.engine, workspace.settings.kb.name, include_deleted=True)
+        if c.doc_id == doc_id
+    ]
 
 
 def test_every_finding_kind_with_case_ids_and_fix(workspace: Workspace, tmp_path: Path) -> None:
-    from ragtriage.kb.service import add_paths, remove_documents
+    from ragtriage.index.kb_sync import add_paths, remove_documents
 
     travel_chunks = _chunks(workspace, "travel")
     rooms, draft, leave = (
@@ -84,12 +88,12 @@ def test_every_finding_kind_with_case_ids_and_fix(workspace: Workspace, tmp_path
             EvalCase(case_id="fine", query="请假", gold={leave: 1}),
         ],
     )
-    remove_documents(workspace, ["rooms"])
+    remove_documents(workspace.home, workspace.settings, workspace.engine, ["rooms"])
     (tmp_path / "docs" / "rooms.md").unlink()
     (tmp_path / "docs" / "travel.md").write_text(
         TRAVEL.format(standard="一线城市住宿每晚不超过六百元。"), encoding="utf-8"
     )
-    add_paths(workspace, [tmp_path / "docs"])
+    add_paths(workspace.home, workspace.settings, workspace.engine, [tmp_path / "docs"])
 
     report = run_doctor(workspace, "default")
     by_kind = {f.kind: f for f in report.findings}
@@ -210,14 +214,14 @@ def test_import_full_tells_deleted_gold_from_rechunked_gold(home: Path, tmp_path
 
 
 def test_kb_add_of_a_removed_section_is_deleted_gold(workspace: Workspace, tmp_path: Path) -> None:
-    from ragtriage.kb.service import add_paths
+    from ragtriage.index.kb_sync import add_paths
 
     standard = _chunks(workspace, "travel")[-1]
     eval_store.add_cases(
         workspace.engine, "default", [EvalCase(case_id="standard", query="住宿标准", gold={standard: 1})]
     )
     (tmp_path / "docs" / "travel.md").write_text(TRAVEL.split("## 标准")[0], encoding="utf-8")
-    add_paths(workspace, [tmp_path / "docs"])
+    add_paths(workspace.home, workspace.settings, workspace.engine, [tmp_path / "docs"])
 
     by_kind = {f.kind: f for f in run_doctor(workspace, "default").findings}
     assert "rechunked_gold" not in by_kind

@@ -33,14 +33,14 @@ DOCS = {
 @pytest.fixture(scope="module")
 def kb_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One indexed KB for the module (embedding is the slow part), copied per test."""
-    from ragtriage.kb.service import add_paths
+    from ragtriage.index.kb_sync import add_paths
 
     root = tmp_path_factory.mktemp("kb")
     for name, text in DOCS.items():
         (root / "docs").mkdir(exist_ok=True)
         (root / "docs" / name).write_text(text, encoding="utf-8")
     workspace = Workspace.open(root / "home", None)
-    add_paths(workspace, [root / "docs"])
+    add_paths(workspace.home, workspace.settings, workspace.engine, [root / "docs"])
     workspace.close()
     return root / "home"
 
@@ -61,7 +61,9 @@ def workspace(kb_home: Path, tmp_path: Path) -> Iterator[Workspace]:
 def _chunk_of(workspace: Workspace, doc_id: str) -> str:
     from ragtriage.kb.service import list_chunks
 
-    return next(c.chunk_id for c in list_chunks(workspace) if c.doc_id == doc_id)
+    return next(
+        c.chunk_id for c in list_chunks(workspace.engine, workspace.settings.kb.name) if c.doc_id == doc_id
+    )
 
 
 def test_real_run_scores_every_granularity_and_stores_snapshots(workspace: Workspace) -> None:

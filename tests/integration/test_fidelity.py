@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ragtriage.kb.service import add_paths
+from ragtriage.index.kb_sync import add_paths
 from ragtriage.logs.ingest import ingest_lines
 from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.replay.fidelity_run import get_fidelity
@@ -74,7 +74,7 @@ def fidelity_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     workspace = Workspace.open(home)
     try:
-        add_paths(workspace, [kb])
+        add_paths(workspace.home, workspace.settings, workspace.engine, [kb])
         times = [T0 + timedelta(hours=i) for i in range(len(QUERIES))]
         traces = workspace.pipeline.run_many(QUERIES, options=[RunOptions(as_of=t) for t in times])
         lines = [
@@ -95,7 +95,7 @@ def fidelity_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "rooms": (rooms_title, "会议室可以提前十四天在内网预订，取消需提前一小时，超时未到自动释放。")
         }
         write_markdown_docs(kb, edited)
-        add_paths(workspace, [kb])
+        add_paths(workspace.home, workspace.settings, workspace.engine, [kb])
     finally:
         workspace.close()
     return home

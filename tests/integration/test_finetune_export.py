@@ -100,7 +100,10 @@ def test_cli_export_finetune_from_a_real_run(
     try:
         from ragtriage.kb.service import list_chunks
 
-        text_of = {c.doc_id: c.content for c in list_chunks(workspace, include_content=True)}
+        text_of = {
+            c.doc_id: c.content
+            for c in list_chunks(workspace.engine, workspace.settings.kb.name, include_content=True)
+        }
         run = eval_store.get_run(workspace.engine, "base")
         results = {r.case_id: r for r in eval_store.run_case_results(workspace.engine, int(run.id or 0))}
     finally:

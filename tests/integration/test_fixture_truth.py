@@ -18,7 +18,7 @@ import pytest
 
 from ragtriage.cli import main
 from ragtriage.config.settings import DEFAULT_LABELS
-from ragtriage.kb.service import add_paths
+from ragtriage.index.kb_sync import add_paths
 from ragtriage.logs.ingest import ingest_files
 from ragtriage.triage.agreement import confirm_fixture_truth
 from ragtriage.workspace import Workspace
@@ -43,7 +43,7 @@ def truth_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     try:
         seed_embedding_cache(workspace)
         started = time.perf_counter()
-        add_paths(workspace, [FIXTURES_DIR / "kb"])
+        add_paths(workspace.home, workspace.settings, workspace.engine, [FIXTURES_DIR / "kb"])
         report = ingest_files(workspace.engine, [LOGS], flagging=workspace.settings.logs.flagging)
         assert report.reconciles() and report.quarantined == 0
         confirmed = confirm_fixture_truth(workspace.engine, workspace.settings.triage.labels)

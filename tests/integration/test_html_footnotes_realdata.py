@@ -79,7 +79,7 @@ def debian_html(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def _chunks_by_doc(workspace: Workspace) -> dict[str, list[tuple[str | None, str, str]]]:
     """doc_id → [(anchor, chunk_id, content)] in document order."""
     result: dict[str, list[tuple[str | None, str, str]]] = {}
-    for chunk in service.list_chunks(workspace, include_content=True):
+    for chunk in service.list_chunks(workspace.engine, workspace.settings.kb.name, include_content=True):
         result.setdefault(chunk.doc_id, []).append((chunk.anchor, chunk.chunk_id, chunk.content))
     return result
 
@@ -94,7 +94,7 @@ def _ids_by_anchor(chunks: list[tuple[str | None, str, str]]) -> dict[str | None
 def test_kb_add_stores_each_footnote_under_the_section_citing_it(
     workspace: Workspace, debian_html: tuple[Path, Path]
 ) -> None:
-    service.add_paths(workspace, list(debian_html), index=False)
+    service.add_paths(workspace.engine, workspace.settings, list(debian_html))
 
     chunks = _chunks_by_doc(workspace)
     for doc_id, footnote, citing_anchor in FOOTNOTES:
@@ -112,10 +112,10 @@ def test_re_adding_pages_stored_with_footnotes_at_the_end_changes_only_those_pag
     # What a home built before the fix holds: no footnote is relocated.
     with monkeypatch.context() as patched:
         patched.setattr(html_loader, "find_footnotes", lambda root, is_skipped: Footnotes())
-        first = service.add_paths(workspace, list(debian_html), index=False)
+        first = service.add_paths(workspace.engine, workspace.settings, list(debian_html))
     before = _chunks_by_doc(workspace)
 
-    report = service.add_paths(workspace, list(debian_html), index=False)
+    report = service.add_paths(workspace.engine, workspace.settings, list(debian_html))
 
     assert sorted(report.changed_doc_ids) == PAGES_WITH_FOOTNOTES
     assert (first.added, report.unchanged) == (len(PAGES_WITH_FOOTNOTES) + 2, 2) and report.adds_up

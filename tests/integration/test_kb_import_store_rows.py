@@ -14,7 +14,8 @@ import pytest
 from sqlalchemy import Engine, select
 
 from ragtriage.errors import InputError
-from ragtriage.kb.importer import ImportSpec, run_import
+from ragtriage.index.kb_sync import import_source
+from ragtriage.kb.importer import ImportSpec
 from ragtriage.store.kb_tables import ChunkRow, ChunkVectorRow
 from ragtriage.workspace import Workspace
 
@@ -43,7 +44,7 @@ def _import(home: Path, export: Path, store_url: str | None, kb: str) -> Workspa
     (home / "config.toml").write_text(f'{store}[kb]\nname = "{kb}"\n', encoding="utf-8")
     workspace = Workspace.open(home)
     spec = ImportSpec(path=export, map=MAP, vector_field="emb")
-    report = run_import(workspace, spec, index=False)
+    report = import_source(workspace.home, workspace.settings, workspace.engine, spec, index=False)
     assert (report.read, report.added, report.deleted, report.written) == (4, 3, 1, 4)
     return workspace
 
@@ -126,5 +127,11 @@ def test_the_import_connection_gets_its_page_cache_back(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     with pytest.raises(InputError, match="bad.jsonl:2001"):
-        run_import(workspace, ImportSpec(path=bad, map={"chunk_id": "id", "content": "text"}), index=False)
+        import_source(
+            workspace.home,
+            workspace.settings,
+            workspace.engine,
+            ImportSpec(path=bad, map={"chunk_id": "id", "content": "text"}),
+            index=False,
+        )
     assert cache_size() == -2000

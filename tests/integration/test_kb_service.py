@@ -10,6 +10,7 @@ import pytest
 from sqlmodel import select
 
 from ragtriage.errors import InputError, NotFoundError
+from ragtriage.index import kb_sync
 from ragtriage.kb import service
 from ragtriage.store.db import read_session
 from ragtriage.store.kb_tables import ChunkRow, DocumentRow
@@ -60,7 +61,7 @@ def _rows(workspace: Workspace) -> tuple[list[dict[str, Any]], list[dict[str, An
 def test_add_folder_derives_doc_ids_and_counts_add_up(workspace: Workspace, kb_dir: Path) -> None:
     progress: list[tuple[int, int]] = []
     report = service.add_paths(
-        workspace, [kb_dir], on_progress=lambda d, t: progress.append((d, t)), index=False
+        workspace.engine, workspace.settings, [kb_dir], on_progress=lambda d, t: progress.append((d, t))
     )
 
     assert (report.files_seen, report.added, report.changed, report.unchanged, report.failed) == (
@@ -74,10 +75,12 @@ def test_add_folder_derives_doc_ids_and_counts_add_up(workspace: Workspace, kb_d
     assert sorted(report.added_doc_ids) == ["kb/billing/invoice", "kb/refund", "kb/terms"]
     assert progress == [(1, 3), (2, 3), (3, 3)]
     assert report.kb_revision == 3
-    chunks = service.list_chunks(workspace)
+    chunks = service.list_chunks(workspace.engine, workspace.settings.kb.name)
     assert {c.doc_id for c in chunks} == {"kb/billing/invoice", "kb/refund", "kb/terms"}
     assert all(c.content == "" for c in chunks)
-    invoice = service.list_chunks(workspace, "kb/billing/invoice", include_content=True)
+    invoice = service.list_chunks(
+        workspace.engine, workspace.settings.kb.name, "kb/billing/invoice", include_content=True
+    )
     assert [(c.title, c.anchor, c.ordinal) for c in invoice] == [
         ("红字发票", "红字发票", 0),
         ("电子发票", "电子发票", 1),
@@ -90,27 +93,30 @@ def test_add_folder_derives_doc_ids_and_counts_add_up(workspace: Workspace, kb_d
 
 
 def test_re_adding_unchanged_documents_changes_nothing(workspace: Workspace, kb_dir: Path) -> None:
-    service.add_paths(workspace, [kb_dir], index=False)
+    service.add_paths(workspace.engine, workspace.settings, [kb_dir])
     before = _rows(workspace)
-    revision = service.kb_stats(workspace).revision
+    revision = service.kb_stats(workspace.engine, workspace.settings.kb.name).revision
     (kb_dir / "refund.md").touch()  # a newer mtime alone is not a change
 
-    report = service.add_paths(workspace, [kb_dir], index=False)
+    report = service.add_paths(workspace.engine, workspace.settings, [kb_dir])
 
     assert (report.added, report.changed, report.unchanged, report.deleted) == (0, 0, 3, 0)
     assert _rows(workspace) == before
-    assert service.kb_stats(workspace).revision == revision
+    assert service.kb_stats(workspace.engine, workspace.settings.kb.name).revision == revision
 
 
 def test_editing_one_section_bumps_the_version_and_changes_only_that_documents_chunks(
     workspace: Workspace, kb_dir: Path
 ) -> None:
-    service.add_paths(workspace, [kb_dir], index=False)
+    service.add_paths(workspace.engine, workspace.settings, [kb_dir])
     docs_before, chunks_before = _rows(workspace)
-    old_refund = {c.anchor: c.chunk_id for c in service.list_chunks(workspace, "kb/refund")}
+    old_refund = {
+        c.anchor: c.chunk_id
+        for c in service.list_chunks(workspace.engine, workspace.settings.kb.name, "kb/refund")
+    }
     (kb_dir / "refund.md").write_text(REFUND.replace("七个工作日", "三个工作日"), encoding="utf-8")
 
-    report = service.add_paths(workspace, [kb_dir], index=False)
+    report = service.add_paths(workspace.engine, workspace.settings, [kb_dir])
 
     assert (report.changed, report.unchanged, report.changed_doc_ids) == (1, 2, ["kb/refund"])
     docs_after, chunks_after = _rows(workspace)
@@ -121,24 +127,31 @@ def test_editing_one_section_bumps_the_version_and_changes_only_that_documents_c
         c for c in chunks_before if c["doc_id"] != "kb/refund"
     ]
     assert next(d for d in docs_after if d["doc_id"] == "kb/refund")["version"] == 2
-    new_refund = {c.anchor: c for c in service.list_chunks(workspace, "kb/refund", include_content=True)}
+    new_refund = {
+        c.anchor: c
+        for c in service.list_chunks(
+            workspace.engine, workspace.settings.kb.name, "kb/refund", include_content=True
+        )
+    }
     assert new_refund["失败处理"].chunk_id == old_refund["失败处理"]  # untouched section keeps its id
     assert new_refund["失败处理"].version == 2
     assert new_refund["到账时间"].chunk_id != old_refund["到账时间"]
     assert "三个工作日" in new_refund["到账时间"].content
     old_chunk = service.get_chunks(workspace.engine, [old_refund["到账时间"]])[old_refund["到账时间"]]
     assert old_chunk.status == "deleted"
-    assert service.kb_stats(workspace).revision == 4
+    assert service.kb_stats(workspace.engine, workspace.settings.kb.name).revision == 4
 
 
 def test_a_file_gone_from_the_folder_is_marked_deleted_with_its_chunks(
     workspace: Workspace, kb_dir: Path
 ) -> None:
-    service.add_paths(workspace, [kb_dir], index=False)
-    refund_ids = [c.chunk_id for c in service.list_chunks(workspace, "kb/refund")]
+    service.add_paths(workspace.engine, workspace.settings, [kb_dir])
+    refund_ids = [
+        c.chunk_id for c in service.list_chunks(workspace.engine, workspace.settings.kb.name, "kb/refund")
+    ]
     (kb_dir / "refund.md").unlink()
 
-    report = service.add_paths(workspace, [kb_dir], index=False)
+    report = service.add_paths(workspace.engine, workspace.settings, [kb_dir])
 
     assert (report.files_seen, report.unchanged, report.deleted, report.deleted_doc_ids) == (
         2,
@@ -146,45 +159,53 @@ def test_a_file_gone_from_the_folder_is_marked_deleted_with_its_chunks(
         1,
         ["kb/refund"],
     )
-    assert "kb/refund" not in {c.doc_id for c in service.list_chunks(workspace)}
-    assert service.list_chunks(workspace, "kb/refund") == []
-    deleted = service.list_chunks(workspace, "kb/refund", include_deleted=True)
+    assert "kb/refund" not in {
+        c.doc_id for c in service.list_chunks(workspace.engine, workspace.settings.kb.name)
+    }
+    assert service.list_chunks(workspace.engine, workspace.settings.kb.name, "kb/refund") == []
+    deleted = service.list_chunks(
+        workspace.engine, workspace.settings.kb.name, "kb/refund", include_deleted=True
+    )
     assert [c.chunk_id for c in deleted] == refund_ids and {c.status for c in deleted} == {"deleted"}
-    stats = service.kb_stats(workspace)
+    stats = service.kb_stats(workspace.engine, workspace.settings.kb.name)
     assert stats.documents == {"published": 2, "deleted": 1}
     assert stats.retrievable_chunks == stats.chunks["published"] and stats.chunks["deleted"] == len(
         refund_ids
     )
 
     (kb_dir / "refund.md").write_text(REFUND, encoding="utf-8")
-    again = service.add_paths(workspace, [kb_dir], index=False)
+    again = service.add_paths(workspace.engine, workspace.settings, [kb_dir])
     assert again.added_doc_ids == ["kb/refund"]
-    assert [c.chunk_id for c in service.list_chunks(workspace, "kb/refund")] == refund_ids
+    assert [
+        c.chunk_id for c in service.list_chunks(workspace.engine, workspace.settings.kb.name, "kb/refund")
+    ] == refund_ids
 
 
 def test_adding_a_single_file_never_deletes_the_folder_documents(workspace: Workspace, kb_dir: Path) -> None:
-    service.add_paths(workspace, [kb_dir], index=False)
+    service.add_paths(workspace.engine, workspace.settings, [kb_dir])
     extra = kb_dir.parent / "faq.md"
     extra.write_text("# 常见问题\n\n问答。\n", encoding="utf-8")
 
-    report = service.add_paths(workspace, [extra], index=False)
+    report = service.add_paths(workspace.engine, workspace.settings, [extra])
 
     assert (report.added_doc_ids, report.deleted) == (["faq"], 0)
-    assert service.kb_stats(workspace).documents == {"published": 4}
+    assert service.kb_stats(workspace.engine, workspace.settings.kb.name).documents == {"published": 4}
 
 
 def test_remove_documents_marks_deleted_and_rejects_unknown_ids(workspace: Workspace, kb_dir: Path) -> None:
-    service.add_paths(workspace, [kb_dir], index=False)
-    revision = service.kb_stats(workspace).revision
+    service.add_paths(workspace.engine, workspace.settings, [kb_dir])
+    revision = service.kb_stats(workspace.engine, workspace.settings.kb.name).revision
 
     with pytest.raises(NotFoundError, match="nope"):
-        service.remove_documents(workspace, ["kb/terms", "nope"], index=False)
-    assert service.kb_stats(workspace).revision == revision
+        service.remove_documents(workspace.engine, workspace.settings.kb.name, ["kb/terms", "nope"])
+    assert service.kb_stats(workspace.engine, workspace.settings.kb.name).revision == revision
 
-    report = service.remove_documents(workspace, ["kb/terms"], index=False)
+    report = service.remove_documents(workspace.engine, workspace.settings.kb.name, ["kb/terms"])
     assert (report.removed, report.chunks_deleted, report.kb_revision) == (["kb/terms"], 1, revision + 1)
-    assert "kb/terms" not in {c.doc_id for c in service.list_chunks(workspace)}
-    again = service.remove_documents(workspace, ["kb/terms"], index=False)
+    assert "kb/terms" not in {
+        c.doc_id for c in service.list_chunks(workspace.engine, workspace.settings.kb.name)
+    }
+    again = service.remove_documents(workspace.engine, workspace.settings.kb.name, ["kb/terms"])
     assert (again.removed, again.already_deleted, again.kb_revision) == ([], ["kb/terms"], revision + 1)
 
 
@@ -192,18 +213,18 @@ def test_ready_documents_are_stored_but_not_published(workspace: Workspace, tmp_
     draft = tmp_path / "draft.md"
     draft.write_text("---\ndoc_id: drafts/new\nstatus: ready\n---\n# 草稿\n\n尚未发布。\n", encoding="utf-8")
 
-    service.add_paths(workspace, [draft], index=False)
+    service.add_paths(workspace.engine, workspace.settings, [draft])
 
-    [chunk] = service.list_chunks(workspace)
+    [chunk] = service.list_chunks(workspace.engine, workspace.settings.kb.name)
     assert (chunk.doc_id, chunk.status) == ("drafts/new", "ready")
-    assert service.kb_stats(workspace).retrievable_chunks == 0
+    assert service.kb_stats(workspace.engine, workspace.settings.kb.name).retrievable_chunks == 0
 
 
 def test_bad_files_are_reported_and_the_rest_is_added(workspace: Workspace, tmp_path: Path) -> None:
     folder = tmp_path / "bad"
     shutil.copytree(TEST_DATA_DIR / "kb_bad", folder)
 
-    report = service.add_paths(workspace, [folder], index=False)
+    report = service.add_paths(workspace.engine, workspace.settings, [folder])
 
     assert report.adds_up
     assert sorted(report.added_doc_ids) == ["bad/no_headings", "billing/invoice"]
@@ -217,22 +238,26 @@ def test_bad_files_are_reported_and_the_rest_is_added(workspace: Workspace, tmp_
 
 
 def test_a_file_that_breaks_later_keeps_its_stored_version(workspace: Workspace, kb_dir: Path) -> None:
-    service.add_paths(workspace, [kb_dir], index=False)
-    before = [c.chunk_id for c in service.list_chunks(workspace, "kb/refund")]
+    service.add_paths(workspace.engine, workspace.settings, [kb_dir])
+    before = [
+        c.chunk_id for c in service.list_chunks(workspace.engine, workspace.settings.kb.name, "kb/refund")
+    ]
     (kb_dir / "refund.md").write_text("---\ntitle: [broken\n---\n# 退款\n", encoding="utf-8")
 
-    report = service.add_paths(workspace, [kb_dir], index=False)
+    report = service.add_paths(workspace.engine, workspace.settings, [kb_dir])
 
     assert [Path(f.path).name for f in report.failed] == ["refund.md"]
     assert report.deleted == 0
-    assert [c.chunk_id for c in service.list_chunks(workspace, "kb/refund")] == before
+    assert [
+        c.chunk_id for c in service.list_chunks(workspace.engine, workspace.settings.kb.name, "kb/refund")
+    ] == before
 
 
 def test_two_files_claiming_one_doc_id_fail_the_second(workspace: Workspace, tmp_path: Path) -> None:
     (tmp_path / "a.md").write_text("---\ndoc_id: same\n---\n# A\n\n甲。\n", encoding="utf-8")
     (tmp_path / "b.md").write_text("---\ndoc_id: same\n---\n# B\n\n乙。\n", encoding="utf-8")
 
-    report = service.add_paths(workspace, [tmp_path], index=False)
+    report = service.add_paths(workspace.engine, workspace.settings, [tmp_path])
 
     assert (report.added, len(report.failed)) == (1, 1)
     assert "doc_id 'same' is also used by" in report.failed[0].reason
@@ -242,15 +267,15 @@ def test_missing_path_is_an_input_error_before_anything_is_stored(
     workspace: Workspace, tmp_path: Path
 ) -> None:
     with pytest.raises(InputError, match="no such file or folder"):
-        service.add_paths(workspace, [tmp_path / "nope"], index=False)
-    assert service.kb_stats(workspace).revision == 0
+        service.add_paths(workspace.engine, workspace.settings, [tmp_path / "nope"])
+    assert service.kb_stats(workspace.engine, workspace.settings.kb.name).revision == 0
 
 
 def test_neighbours_and_get_chunks(workspace: Workspace, tmp_path: Path) -> None:
     doc = tmp_path / "steps.md"
     doc.write_text("# 步骤\n\n## 一\n\n甲。\n\n## 二\n\n乙。\n\n## 三\n\n丙。\n", encoding="utf-8")
-    service.add_paths(workspace, [doc], index=False)
-    first, second, third = service.list_chunks(workspace, "steps")
+    service.add_paths(workspace.engine, workspace.settings, [doc])
+    first, second, third = service.list_chunks(workspace.engine, workspace.settings.kb.name, "steps")
 
     assert [c.chunk_id for c in service.neighbours(workspace.engine, second.chunk_id)] == [
         first.chunk_id,
@@ -263,21 +288,21 @@ def test_neighbours_and_get_chunks(workspace: Workspace, tmp_path: Path) -> None
         service.neighbours(workspace.engine, "missing#x")
 
 
-def test_add_paths_calls_the_indexer_with_the_workspace(
+def test_add_paths_calls_the_indexer_with_the_home_settings_and_store(
     workspace: Workspace, kb_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from ragtriage.index import indexer
 
-    calls: list[tuple[Workspace, object]] = []
+    calls: list[tuple[object, ...]] = []
 
-    def fake_sync(ws: Workspace, on_progress: object = None) -> indexer.IndexReport:
-        calls.append((ws, on_progress))
+    def fake_sync(*args: object) -> indexer.IndexReport:
+        calls.append(args)
         return indexer.IndexReport(added=4, chunk_count=4)
 
-    monkeypatch.setattr(indexer, "sync_indexes", fake_sync)
-    report = service.add_paths(workspace, [kb_dir])
+    monkeypatch.setattr(kb_sync, "sync_indexes", fake_sync)
+    report = kb_sync.add_paths(workspace.home, workspace.settings, workspace.engine, [kb_dir])
 
-    assert calls and calls[0][0] is workspace
+    assert calls and calls[0][:3] == (workspace.home, workspace.settings, workspace.engine)
     assert report.index is not None and report.index["chunk_count"] == 4
     assert report.index_skipped is None
 
@@ -288,10 +313,10 @@ def test_add_paths_builds_real_indexes_that_match_the_kb(workspace: Workspace, t
     doc = tmp_path / "one.md"
     doc.write_text("# 发票\n\n## 红字发票\n\n红字发票需要信息表。\n", encoding="utf-8")
 
-    report = service.add_paths(workspace, [doc])
+    report = kb_sync.add_paths(workspace.home, workspace.settings, workspace.engine, [doc])
 
     assert report.index is not None and report.index["chunk_count"] == 1
-    status = index_status(workspace)
+    status = index_status(workspace.home, workspace.settings, workspace.engine)
     assert (status["state"], status["kb_chunks"], status["kb_revision"]) == ("up_to_date", 1, 1)
 
 
@@ -308,10 +333,10 @@ def test_real_debian_faq_chapter_keeps_question_anchors(workspace: Workspace, tm
         assert extracted is not None
         (tmp_path / "basic-defs.zh-cn.html").write_bytes(extracted.read())
 
-    report = service.add_paths(workspace, [tmp_path / "basic-defs.zh-cn.html"], index=False)
+    report = service.add_paths(workspace.engine, workspace.settings, [tmp_path / "basic-defs.zh-cn.html"])
 
     assert report.added_doc_ids == ["basic-defs.zh-cn"] and report.warnings == []
-    chunks = service.list_chunks(workspace, include_content=True)
+    chunks = service.list_chunks(workspace.engine, workspace.settings.kb.name, include_content=True)
     anchors = list(dict.fromkeys(c.anchor for c in chunks))
     assert anchors == [
         "whatisfaq",
@@ -331,12 +356,15 @@ def test_real_debian_faq_chapter_keeps_question_anchors(workspace: Workspace, tm
 def test_re_adding_one_file_of_a_folder_alone_is_unchanged_and_stays_tracked(
     workspace: Workspace, kb_dir: Path
 ) -> None:
-    service.add_paths(workspace, [kb_dir], index=False)
-    revision = service.kb_stats(workspace).revision
+    service.add_paths(workspace.engine, workspace.settings, [kb_dir])
+    revision = service.kb_stats(workspace.engine, workspace.settings.kb.name).revision
 
-    alone = service.add_paths(workspace, [kb_dir / "terms.txt"], index=False)
+    alone = service.add_paths(workspace.engine, workspace.settings, [kb_dir / "terms.txt"])
     (kb_dir / "terms.txt").unlink()
-    walk = service.add_paths(workspace, [kb_dir], index=False)
+    walk = service.add_paths(workspace.engine, workspace.settings, [kb_dir])
 
-    assert (alone.unchanged, service.kb_stats(workspace).revision) == (1, revision + 1)
+    assert (alone.unchanged, service.kb_stats(workspace.engine, workspace.settings.kb.name).revision) == (
+        1,
+        revision + 1,
+    )
     assert walk.deleted_doc_ids == ["kb/terms"]

@@ -54,7 +54,7 @@ def _import(tmp_path: Path, home: Path, config: str, *extra: str) -> None:
 def test_foreign_ids_refused_for_what_the_kb_never_mentions(tmp_path: Path, home: Path, engine: str) -> None:
     _import(tmp_path, home, f'[index]\nbm25_engine = "{engine}"\n' + SETTINGS)
     workspace = Workspace.open(home, None)
-    indexes = open_indexes(workspace)
+    indexes = open_indexes(workspace.home, workspace.settings)
     try:
         assert isinstance(indexes.bm25, DocumentFrequencies)
         # Document frequencies equal a count over every chunk's title and text terms.

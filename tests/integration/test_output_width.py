@@ -34,7 +34,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     root = tmp_path_factory.mktemp("width")
     home = root / "home"
     with fixture_workspace(root, DOCS) as workspace:
-        chunk_ids = [c.chunk_id for c in list_chunks(workspace)]
+        chunk_ids = [c.chunk_id for c in list_chunks(workspace.engine, workspace.settings.kb.name)]
         delegation = [c for c in chunk_ids if c.startswith("approval/delegation")]
         lines = [
             {

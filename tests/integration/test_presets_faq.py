@@ -57,9 +57,9 @@ def faq_slice(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FAQSlice]:
         with pytest.MonkeyPatch.context() as patch:
             patch.delenv("RAGTRIAGE_RERANK_API_KEY", raising=False)
             workspace = Workspace.open(home)
-            from ragtriage.kb.service import add_paths
+            from ragtriage.index.kb_sync import add_paths
 
-            add_paths(workspace, [pages])
+            add_paths(workspace.home, workspace.settings, workspace.engine, [pages])
             try:
                 yield FAQSlice(workspace, questions)
             finally:

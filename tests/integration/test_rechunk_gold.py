@@ -59,14 +59,15 @@ def _write_docs(folder: Path, travel: str = TRAVEL) -> Path:
 @pytest.fixture
 def promoted(tmp_path: Path, home: Path) -> Path:
     """KB chunked at the default size; one badcase promoted (chunk ids + spans), one chunk-id-only case."""
-    from ragtriage.kb.service import add_paths, list_chunks
+    from ragtriage.index.kb_sync import add_paths
+    from ragtriage.kb.service import list_chunks
     from ragtriage.triage.promote import promote_request
 
     docs = _write_docs(tmp_path / "docs")
     workspace = Workspace.open(home, None)
     try:
-        add_paths(workspace, [docs])
-        chunks = list_chunks(workspace, include_content=True)
+        add_paths(workspace.home, workspace.settings, workspace.engine, [docs])
+        chunks = list_chunks(workspace.engine, workspace.settings.kb.name, include_content=True)
         gold = next(c for c in chunks if "六十天" in c.content)
         add_confirmed_request(
             workspace, "r-7", "逾期六十天的单据", [gold.chunk_id], "bm25_miss", reasons=["bad_rating"]
@@ -111,7 +112,7 @@ def test_sweep_maps_promoted_span_gold_in_every_setting(promoted: Path, home: Pa
 
 
 def test_anchor_gold_maps_and_doctor_flags_a_lost_anchor(tmp_path: Path, home: Path) -> None:
-    from ragtriage.kb.service import add_paths
+    from ragtriage.index.kb_sync import add_paths
 
     docs = _write_docs(tmp_path / "docs")
     cases = tmp_path / "cases.jsonl"
@@ -130,7 +131,7 @@ def test_anchor_gold_maps_and_doctor_flags_a_lost_anchor(tmp_path: Path, home: P
     cases.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
     workspace = Workspace.open(home, None)
     try:
-        add_paths(workspace, [docs])
+        add_paths(workspace.home, workspace.settings, workspace.engine, [docs])
     finally:
         workspace.close()
     runner = CliRunner()
@@ -157,7 +158,7 @@ def test_anchor_gold_maps_and_doctor_flags_a_lost_anchor(tmp_path: Path, home: P
     _write_docs(docs, TRAVEL.replace("## Hotel", "## Lodging"))
     workspace = Workspace.open(home, None)
     try:
-        add_paths(workspace, [docs])
+        add_paths(workspace.home, workspace.settings, workspace.engine, [docs])
     finally:
         workspace.close()
     result = runner.invoke(cli, ["doctor", "--json"])
@@ -206,11 +207,11 @@ def test_sweep_refuses_an_eval_set_whose_gold_is_only_chunk_ids(home: Path) -> N
 def test_a_setting_that_scored_no_gold_case_shows_na_not_zero_and_is_not_best(
     tmp_path: Path, home: Path
 ) -> None:
-    from ragtriage.kb.service import add_paths
+    from ragtriage.index.kb_sync import add_paths
 
     workspace = Workspace.open(home, None)
     try:
-        add_paths(workspace, [_write_docs(tmp_path / "docs")])
+        add_paths(workspace.home, workspace.settings, workspace.engine, [_write_docs(tmp_path / "docs")])
         eval_store.add_cases(
             workspace.engine,
             "prod",
@@ -241,11 +242,11 @@ def test_a_setting_that_scored_no_gold_case_shows_na_not_zero_and_is_not_best(
 def test_sweep_leaves_imported_documents_out_instead_of_reading_the_export_as_a_document(
     tmp_path: Path, home: Path
 ) -> None:
-    from ragtriage.kb.service import add_paths
+    from ragtriage.index.kb_sync import add_paths
 
     workspace = Workspace.open(home, None)
     try:
-        add_paths(workspace, [_write_docs(tmp_path / "docs")])
+        add_paths(workspace.home, workspace.settings, workspace.engine, [_write_docs(tmp_path / "docs")])
         eval_store.add_cases(workspace.engine, "default", [EvalCase(case_id="n", query="食堂几点开门")])
     finally:
         workspace.close()

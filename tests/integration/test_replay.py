@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from ragtriage.cli import cli, main
-from ragtriage.kb.service import add_paths
+from ragtriage.index.kb_sync import add_paths
 from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.workspace import Workspace
 from tests.conftest import FIXTURES_DIR, REPO_ROOT
@@ -35,7 +35,7 @@ def built_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     workspace = Workspace.open(home)
     try:
-        add_paths(workspace, [kb])
+        add_paths(workspace.home, workspace.settings, workspace.engine, [kb])
     finally:
         workspace.close()
     return home

@@ -23,7 +23,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, lis
     home = root / "home"
     with fixture_workspace(root, DOCS) as workspace:
         ids: dict[str, list[str]] = {}
-        for chunk in list_chunks(workspace):
+        for chunk in list_chunks(workspace.engine, workspace.settings.kb.name):
             ids.setdefault(chunk.doc_id, []).append(chunk.chunk_id)
         e1001, comp = ids["errors/e1001"], ids["leave/comp-time"]
         lines = [

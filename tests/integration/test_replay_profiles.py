@@ -167,7 +167,11 @@ def test_a_route_can_search_production_elasticsearch(
 ) -> None:
     workspace = Workspace.open(home)
     try:
-        e1001 = next(c.chunk_id for c in list_chunks(workspace) if c.doc_id == "errors/e1001")
+        e1001 = next(
+            c.chunk_id
+            for c in list_chunks(workspace.engine, workspace.settings.kb.name)
+            if c.doc_id == "errors/e1001"
+        )
     finally:
         workspace.close()
     foreign = "0f8e6d4c-1111-4a2b-9c3d-5e6f7a8b9c0d"

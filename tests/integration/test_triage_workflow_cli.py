@@ -40,9 +40,11 @@ def gold_ids(tmp_path: Path, home: Path) -> list[str]:
     log = write_jsonl(tmp_path / "requests.jsonl", lines)
     workspace = Workspace.open(home)
     try:
-        add_paths(workspace, [kb], index=False)
+        add_paths(workspace.engine, workspace.settings, [kb])
         ingest_files(workspace.engine, [log])
-        return [c.chunk_id for c in list_chunks(workspace, "leave/comp-time")][:2]
+        return [
+            c.chunk_id for c in list_chunks(workspace.engine, workspace.settings.kb.name, "leave/comp-time")
+        ][:2]
     finally:
         workspace.close()
 

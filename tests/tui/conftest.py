@@ -21,7 +21,7 @@ SIZE = (120, 36)
 def _build(home: Path) -> None:
     from datetime import timedelta
 
-    from ragtriage.kb.service import add_paths
+    from ragtriage.index.kb_sync import add_paths
     from ragtriage.logs.ingest import ingest_lines
     from ragtriage_demo.demo import (
         FIXTURES,
@@ -43,7 +43,7 @@ def _build(home: Path) -> None:
     workspace = Workspace.open(home)
     try:
         seed_embedding_cache(workspace)
-        add_paths(workspace, [FIXTURES / "kb"])
+        add_paths(workspace.home, workspace.settings, workspace.engine, [FIXTURES / "kb"])
         keys = [key for key in fixture_answer_keys(workspace) if key.qid in QIDS]
         lines = generate_traffic(workspace, keys, "fx")
         markup_trace = workspace.pipeline.run(MARKUP_QUERY)

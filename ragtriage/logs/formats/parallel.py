@@ -26,7 +26,6 @@ from typing import Any
 
 from ragtriage.config.settings import OtelSettings
 from ragtriage.errors import InputError
-from ragtriage.gc_thresholds import fewer_young_collections
 from ragtriage.logs.formats.assemble import Assembled, Rejected
 from ragtriage.logs.formats.collect import ORDER_BITS, TraceCollector
 from ragtriage.logs.formats.read import (
@@ -109,13 +108,12 @@ def _reader(
     )
     place = -1
     try:
-        with fewer_young_collections():
-            for place, piece in pieces:
-                collector.seq = place << ORDER_BITS
-                path, fmt, layout = piece[:3]
-                for rejected in read_into(collector, _piece_lines(piece), str(path), fmt, layout, otel):
-                    collector.add_rejected(_rejected_values(rejected))
-                collector.flush()  # a piece's spans never share a spill row with the next one's
+        for place, piece in pieces:
+            collector.seq = place << ORDER_BITS
+            path, fmt, layout = piece[:3]
+            for rejected in read_into(collector, _piece_lines(piece), str(path), fmt, layout, otel):
+                collector.add_rejected(_rejected_values(rejected))
+            collector.flush()  # a piece's spans never share a spill row with the next one's
         out.send(("done", collector.notes))
     except BaseException as error:  # noqa: BLE001 (reported to the parent, which raises it)
         with contextlib.suppress(OSError):  # the parent may have stopped listening
@@ -189,8 +187,7 @@ def read_traces_parallel(
             yield Rejected(*values)
         if failed is not None:
             _raise(failed[0], failed[1])
-        with fewer_young_collections():
-            yield from assembled(collector, otel)
+        yield from assembled(collector, otel)
     finally:
         for proc in procs:
             if proc.is_alive():

@@ -20,7 +20,6 @@ import orjson
 
 from ragtriage.config.settings import OtelSettings
 from ragtriage.errors import InputError
-from ragtriage.gc_thresholds import fewer_young_collections
 from ragtriage.logs.formats import langfuse, otel_sdk, otlp, otlp_fast, phoenix
 from ragtriage.logs.formats.assemble import Assembled, Rejected, assemble, digest, unpack_result
 from ragtriage.logs.formats.collect import Digest, TraceCollector
@@ -194,10 +193,9 @@ def read_traces(
         digest=digester(otel),
     )
     try:
-        with fewer_young_collections():
-            for path, fmt, layout in files:
-                yield from read_into(collector, iter_raw(path, layout), str(path), fmt, layout, otel)
-            yield from assembled(collector, otel)
+        for path, fmt, layout in files:
+            yield from read_into(collector, iter_raw(path, layout), str(path), fmt, layout, otel)
+        yield from assembled(collector, otel)
     finally:
         collector.close()
 

@@ -232,6 +232,6 @@ class CaseActions:
             self.post_message(ActionFinished(summary))  # type: ignore[attr-defined]
             return
         # The long-lived pipeline re-reads the dictionary, so the replay uses the new alias.
-        workspace.pipeline.rules = build_rule_rewriter(workspace)
+        workspace.pipeline.rules = build_rule_rewriter(workspace.settings, workspace.resolve_path)
         added = ", ".join(change.added) or "nothing new"
         self.post_message(ActionFinished(f"alias {term}: added {added}; replaying", replay=True))  # type: ignore[attr-defined]
