@@ -1,5 +1,5 @@
-"""Trace formats read into requests: OTLP (hex and base64 ids, split lines and files, spilled
-grouping), Phoenix, Langfuse, the `[logs.otel]` mapping defaults, and content detection.
+"""Trace formats read into requests: OTLP (hex and base64 ids, split lines and files), Phoenix,
+Langfuse, the `[logs.otel]` mapping defaults, and content detection.
 
 Every OTLP input here is produced by the real OpenTelemetry SDK with OpenInference attribute
 names and encoded by the OTLP exporter's own encoder (`tests/trace_producers.py`).
@@ -58,8 +58,8 @@ REQUEST: dict[str, Any] = {
 }
 
 
-def _read(files: list[Path], otel: OtelSettings | None = None, **kw: Any) -> list[Assembled | Rejected]:
-    return list(read_traces([(f, *detect(f)) for f in files], otel or OtelSettings(), **kw))
+def _read(files: list[Path], otel: OtelSettings | None = None) -> list[Assembled | Rejected]:
+    return list(read_traces([(f, *detect(f)) for f in files], otel or OtelSettings()))
 
 
 def _record(body: bytes) -> RequestLog:
@@ -115,7 +115,7 @@ def test_base64_ids_and_string_integers_read_the_same_as_hex(tmp_path: Path) -> 
     assert len(first) == 2
 
 
-def test_spans_split_over_files_and_spilled_assemble_the_same(tmp_path: Path) -> None:
+def test_spans_split_over_files_assemble_the_same(tmp_path: Path) -> None:
     spans = _spans([{**REQUEST, "request_id": f"r-{i}"} for i in range(6)])
     one = tmp_path / "one.jsonl"
     one.write_text(otlp_lines(spans, per_line=len(spans)))
@@ -124,7 +124,7 @@ def test_spans_split_over_files_and_spilled_assemble_the_same(tmp_path: Path) ->
     part_a.write_text("".join(lines[1::2]))
     part_b.write_text("".join(lines[0::2]))
     whole = sorted(i.body for i in _read([one]))  # type: ignore[union-attr]
-    split = sorted(i.body for i in _read([part_a, part_b], memory_spans=5))  # type: ignore[union-attr]
+    split = sorted(i.body for i in _read([part_a, part_b]))  # type: ignore[union-attr]
     assert len(whole) == 6 and whole == split
     # A file given twice (a rotated file copied again) changes nothing: spans count once.
     assert sorted(i.body for i in _read([one, one])) == whole  # type: ignore[union-attr]
@@ -259,8 +259,6 @@ def test_phoenix_and_langfuse_exports_read_the_same_requests(tmp_path: Path) -> 
 
     expected = view(_read([otlp_path]))
     assert view(_read([phoenix_spans, phoenix_notes])) == expected
-    # Annotations name only a span id: they find their trace in the spill file too.
-    assert view(_read([phoenix_spans, phoenix_notes], memory_spans=3)) == expected
     phoenix_otlp = tmp_path / "otlpv1.json"  # the same spans from Phoenix's OTLP-shaped endpoint
     phoenix_otlp.write_text(json.dumps(phoenix_otlp_page(kept), ensure_ascii=False, indent=2))
     assert detect(phoenix_otlp) == ("otlp", "document")

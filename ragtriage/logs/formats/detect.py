@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterator
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,9 @@ import orjson
 
 from ragtriage.errors import InputError
 from ragtriage.logs.formats import langfuse, otel_sdk, otlp, phoenix
-from ragtriage.logs.formats.csv_table import csv_header
+from ragtriage.logs.formats.csv_table import csv_columns, csv_header
+from ragtriage.logs.line_files import open_bytes
+from ragtriage.wording import quoted
 
 #: Formats `--format` accepts besides `auto` (`parquet` is read by the columnar reader).
 FORMATS = ("v1", "flat", "otlp", "phoenix", "langfuse", "parquet", "csv")
@@ -27,6 +30,8 @@ FORMATS = ("v1", "flat", "otlp", "phoenix", "langfuse", "parquet", "csv")
 TABLE_FORMATS = ("parquet", "csv")
 #: Formats read by this package (the others by the request-log reader).
 TRACE_FORMATS = ("otlp", "phoenix", "langfuse")
+#: `--format` choices.
+FORMAT_CHOICES = ("auto", *FORMATS)
 _SNIFFED = ("v1", "flat", "otlp", "phoenix", "langfuse", "parquet", "csv")
 PEEK_BYTES = 1 << 20
 _SNIFF_LINES = 200
@@ -44,21 +49,50 @@ _FLAT_KEYS = (
 _PARQUET_MAGIC = b"PAR1"
 
 
-def open_bytes(path: Path) -> Any:
-    """A binary handle on `path`, decompressing gzip.
+@dataclass(frozen=True, slots=True)
+class PlannedFile:
+    """One input file and how it is read."""
+
+    path: Path
+    format: str
+    layout: str
+    """`lines` (JSONL), `document` (one JSON value) or `stream` (JSON values one after another)."""
+
+    @property
+    def is_table(self) -> bool:
+        """A Parquet or CSV export, read row by row."""
+        return self.format in TABLE_FORMATS
+
+    @property
+    def is_trace(self) -> bool:
+        """Read by the trace formats (together with the other trace files of the ingest)."""
+        return self.format in TRACE_FORMATS
+
+
+def plan_files(paths: Sequence[Path], log_format: str = "auto") -> list[PlannedFile]:
+    """Each file's format and layout: detected from its content, or `log_format` for all.
 
     Raises:
-        InputError: the file cannot be opened.
+        InputError: an unknown `log_format`, or a file whose content matches no format.
     """
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 (the caller closes it)
-        if handle.read(2) == b"\x1f\x8b":
-            handle.seek(0)
-            return gzip.GzipFile(fileobj=handle, mode="rb")
-        handle.seek(0)
-        return handle
-    except OSError as error:
-        raise InputError(f"{path}: cannot read: {error.strerror or error}") from None
+    if log_format not in FORMAT_CHOICES:
+        raise InputError(f"unknown log format {quoted(log_format)}; use one of {', '.join(FORMAT_CHOICES)}")
+    planned = []
+    for path in paths:
+        path = Path(path)
+        detected, layout = detect(path)
+        if log_format != "auto" and detected != log_format:
+            if "parquet" in (detected, log_format):
+                raise InputError(
+                    f"{path}: {'a' if detected == 'parquet' else 'not a'} Parquet file, but "
+                    f"--format {log_format} was given; fix: drop --format (auto detects it) or give the right one"
+                )
+            # Forced: keep the detected layout (a document is never read as JSONL).
+            detected = log_format
+        if detected == "csv":
+            csv_columns(path)  # a file without a usable header stops the ingest before anything is stored
+        planned.append(PlannedFile(path, detected, layout))
+    return planned
 
 
 def sniff(record: Any) -> str | None:
@@ -165,29 +199,6 @@ def first_stream_value(text: bytes) -> Any:
     except json.JSONDecodeError:
         return None
     return value
-
-
-def iter_stream(text: bytes) -> Iterator[tuple[int, bytes]]:
-    """`(line number where it starts, bytes)` of each JSON value of a stream of them; where a value
-    does not parse, the rest of the text as one piece (its reader reports the JSON error)."""
-    decoded = text.decode("utf-8", errors="replace")
-    decoder = json.JSONDecoder()
-    position, line_no, size = 0, 1, len(decoded)
-    while True:
-        start = position
-        while start < size and decoded[start].isspace():
-            start += 1
-        if start >= size:
-            return
-        line_no += decoded.count("\n", position, start)
-        try:
-            _, end = decoder.raw_decode(decoded, start)
-        except json.JSONDecodeError:
-            yield line_no, decoded[start:].encode("utf-8")
-            return
-        yield line_no, decoded[start:end].encode("utf-8")
-        line_no += decoded.count("\n", start, end)
-        position = end
 
 
 def _is_page(record: Any) -> bool:

@@ -13,11 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
 import orjson
-
-_PACK = msgspec.msgpack.Encoder().encode
-_UNPACK = msgspec.msgpack.Decoder(list).decode
 
 #: OpenInference span kinds this package reads (`openinference.span.kind`).
 KIND_RETRIEVER = "RETRIEVER"
@@ -62,7 +58,7 @@ class Span:
         self.duration_ms = None if start is None or end is None else round((end - start) / 1e6, 3)
 
     def _values(self) -> tuple[Any, ...]:
-        """The fields in declaration order (what `from_bytes` and `unpack` pass back to the constructor)."""
+        """The fields in declaration order."""
         return (
             self.trace_id,
             self.span_id,
@@ -80,41 +76,8 @@ class Span:
         )
 
     def to_bytes(self) -> bytes:
-        """Compact JSON of the span (spill storage and quarantine bodies)."""
+        """Compact JSON of the span (a rejected trace's quarantined bytes)."""
         return orjson.dumps(self._values())
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> Span:
-        """The span `to_bytes` wrote."""
-        values = orjson.loads(data)
-        values[11] = [tuple(link) for link in values[11]]
-        return cls(*values)
-
-    def pack(self) -> bytes:
-        """The span as MessagePack (the spill format: faster to read back than JSON)."""
-        return _PACK(self._values())
-
-    @classmethod
-    def unpack(cls, data: bytes) -> Span:
-        """The span `pack` wrote."""
-        values = _UNPACK(data)
-        values[11] = [tuple(link) for link in values[11]]
-        return cls(*values)
-
-    @staticmethod
-    def pack_many(spans: list[Span]) -> bytes:
-        """Several spans as one MessagePack value (one spill row per trace and spill)."""
-        return _PACK([span._values() for span in spans])
-
-    @classmethod
-    def unpack_many(cls, data: bytes) -> list[Span]:
-        """The spans `pack_many` wrote, in the same order."""
-        spans = []
-        for values in _UNPACK(data):
-            if values[11]:
-                values[11] = [tuple(link) for link in values[11]]
-            spans.append(cls(*values))
-        return spans
 
 
 @dataclass(slots=True)
@@ -145,27 +108,6 @@ class Note:
             )
             if v is not None
         }
-
-    def to_bytes(self) -> bytes:
-        """Compact JSON of the note (spill storage)."""
-        return orjson.dumps(
-            [
-                self.trace_id,
-                self.span_id,
-                self.name,
-                self.label,
-                self.score,
-                self.explanation,
-                self.annotator_kind,
-                self.source,
-                self.line_no,
-            ]
-        )
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> Note:
-        """The note `to_bytes` wrote."""
-        return cls(*orjson.loads(data))
 
 
 #: Attribute prefixes whose flattened lists are grouped into one list of documents.
