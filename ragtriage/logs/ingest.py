@@ -37,7 +37,6 @@ from ragtriage.logs.line_files import iter_raw_lines, open_bytes
 from ragtriage.logs.log_line import BadLine, LogLine
 from ragtriage.logs.reader import parse_line, same_request
 from ragtriage.store import ingest_sql
-from ragtriage.store.db import write_session
 
 ProgressCallback = Callable[[int, int | None], None]
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -273,9 +272,7 @@ class _Writer:
     def _write(self, source: str, batch: _Batch) -> None:
         """Store one batch in one transaction and count it; then report progress."""
         if batch:
-            with write_session(self.engine) as session:
-                connection = session.connection()
-                ingest_sql.tune_for_ingest(connection)
+            with ingest_sql.ingest_transaction(self.engine) as connection:
                 self._store(connection, source, batch)
         if self.on_progress is not None:
             self.on_progress(self.report.read, None)

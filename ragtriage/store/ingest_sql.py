@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -65,13 +66,19 @@ def ensure_ingest_indexes(engine: Engine) -> None:
             next(i for i in _REQUESTS.indexes if i.name == REQUEST_LOG_TS_INDEX).create(connection)
 
 
-def tune_for_ingest(connection: Connection) -> None:
-    """SQLite: a page cache for the random-key index inserts, and rare WAL checkpoints cut back
-    after (a checkpoint copies each page once however often commits rewrote it)."""
-    if connection.dialect.name == "sqlite":
-        connection.execute(text("PRAGMA cache_size=-16384"))
-        connection.execute(text("PRAGMA wal_autocheckpoint=16384"))
-        connection.execute(text("PRAGMA journal_size_limit=67108864"))
+@contextmanager
+def ingest_transaction(engine: Engine) -> Iterator[Connection]:
+    """One batch's short write transaction (`BEGIN IMMEDIATE` on SQLite), committed on success and
+    rolled back on any error or Ctrl-C. On SQLite with a page cache for the random-key index
+    inserts, and rare WAL checkpoints cut back after (a checkpoint copies each page once however
+    often commits rewrote it)."""
+    with write_session(engine) as session:
+        connection = session.connection()
+        if connection.dialect.name == "sqlite":
+            connection.execute(text("PRAGMA cache_size=-16384"))
+            connection.execute(text("PRAGMA wal_autocheckpoint=16384"))
+            connection.execute(text("PRAGMA journal_size_limit=67108864"))
+        yield connection
 
 
 def insert_ignoring_existing(connection: Connection, table: Table, rows: list[dict[str, Any]]) -> None:

@@ -26,8 +26,6 @@ from ragtriage.wording import quoted
 
 #: Formats `--format` accepts besides `auto` (`parquet` is read by the columnar reader).
 FORMATS = ("v1", "flat", "otlp", "phoenix", "langfuse", "parquet", "csv")
-#: Table formats, read row by row (`formats.parquet`, `formats.csv_table`).
-TABLE_FORMATS = ("parquet", "csv")
 #: Formats read by this package (the others by the request-log reader).
 TRACE_FORMATS = ("otlp", "phoenix", "langfuse")
 #: `--format` choices.
@@ -57,11 +55,6 @@ class PlannedFile:
     format: str
     layout: str
     """`lines` (JSONL), `document` (one JSON value) or `stream` (JSON values one after another)."""
-
-    @property
-    def is_table(self) -> bool:
-        """A Parquet or CSV export, read row by row."""
-        return self.format in TABLE_FORMATS
 
     @property
     def is_trace(self) -> bool:
