@@ -64,37 +64,92 @@ def trace_lines(
         )
 
 
-def read_traces(files: Sequence[tuple[Path, str, str]], otel: OtelSettings) -> Iterator[Assembled | Rejected]:
-    """Every trace of `files` (`(path, format, layout)`) as a request body or a rejection;
-    unreadable records first, as they are met, then the traces in the order their first span
-    was read, then feedback whose trace is not in the input.
+#: Trace inputs up to this size are grouped in memory in one pass. Bigger ones are read twice: the
+#: first pass only learns the record where each trace's last span or note is, so that the second
+#: assembles and releases each trace there; memory then follows the traces open at once, not the
+#: input (a trace holds about 30 KB of Python objects).
+SINGLE_PASS_BYTES = 64 << 20
+
+_Record = tuple[str, str, int, Any]
+"""`(format, file as given, line or record number, record or Rejected)`."""
+
+
+def read_traces(
+    files: Sequence[tuple[Path, str, str]], otel: OtelSettings, *, single_pass_bytes: int = SINGLE_PASS_BYTES
+) -> Iterator[Assembled | Rejected]:
+    """Every trace of `files` (`(path, format, layout)`) as a request body or a rejection, each
+    once its last span or note is read (inputs of `single_pass_bytes` or less: at the end, in the
+    order their first span was read); unreadable records as they are met; then feedback whose
+    trace is not in the input.
 
     Raises:
         InputError: a file cannot be read.
     """
+    size = sum(path.stat().st_size for path, _, _ in files if path.is_file())
+    due = _last_records(files, otel) if size > single_pass_bytes else {}
     traces: dict[str, list[Span]] = {}
-    notes: list[Note] = []
+    noted: dict[str, list[tuple[int, Note]]] = {}
+    """Notes by the trace they name, or `span:ID` when they name only a span, with their place."""
     with fewer_young_collections():
-        for path, fmt, layout in files:
-            display = str(path)
-            for line_no, raw in iter_records(path, layout):
-                for number, record in records_of(raw, line_no, display, document=layout == "document"):
-                    if isinstance(record, Rejected):
-                        yield record
-                        continue
-                    for item in items_of(fmt, record, otel, display, number):
-                        if isinstance(item, Span):
-                            traces.setdefault(_trace_of(item), []).append(item)
-                        elif isinstance(item, Note):
-                            notes.append(item)
-                        else:
-                            yield _rejected_record(fmt, item, record, display, number)
-        noted = _notes_by_trace(notes, traces)
+        for index, (fmt, display, number, record) in enumerate(_records(files)):
+            if isinstance(record, Rejected):
+                yield record
+                continue
+            for item in items_of(fmt, record, otel, display, number):
+                if isinstance(item, Span):
+                    traces.setdefault(_trace_of(item), []).append(item)
+                elif isinstance(item, Note):
+                    key = item.trace_id or f"span:{item.span_id}"
+                    noted.setdefault(key, []).append((index, item))
+                else:
+                    yield _rejected_record(fmt, item, record, display, number)
+            for trace_id in due.get(index, ()):
+                if trace_id in traces:
+                    yield _assembled(trace_id, traces.pop(trace_id), noted, otel)
         while traces:
             trace_id = next(iter(traces))
-            yield assemble(trace_id, traces.pop(trace_id), noted.pop(trace_id, []), otel)
+            yield _assembled(trace_id, traces.pop(trace_id), noted, otel)
         for trace_id in sorted(noted):
-            yield _orphan(trace_id, noted[trace_id])
+            yield _orphan(trace_id, [note for _, note in noted[trace_id]])
+
+
+def _records(files: Sequence[tuple[Path, str, str]]) -> Iterator[_Record]:
+    for path, fmt, layout in files:
+        display = str(path)
+        for line_no, raw in iter_records(path, layout):
+            for number, record in records_of(raw, line_no, display, document=layout == "document"):
+                yield fmt, display, number, record
+
+
+def _last_records(files: Sequence[tuple[Path, str, str]], otel: OtelSettings) -> dict[int, list[str]]:
+    """The first pass: trace ids by the index (in `_records` order) of the record that holds the
+    trace's last span or note."""
+    last: dict[str, int] = {}
+    span_traces: dict[str, str] = {}
+    by_span: list[tuple[int, str]] = []
+    index_spans = any(fmt != "otlp" for _, fmt, _ in files)  # only those formats name a span alone
+    for index, (fmt, display, number, record) in enumerate(_records(files)):
+        if isinstance(record, Rejected):
+            continue
+        for item in items_of(fmt, record, otel, display, number):
+            if isinstance(item, Span):
+                trace_id = _trace_of(item)
+                last[trace_id] = index
+                if index_spans:
+                    span_traces[item.span_id] = trace_id
+            elif isinstance(item, Note):
+                if item.trace_id is not None:
+                    last[item.trace_id] = index
+                else:
+                    by_span.append((index, item.span_id or ""))
+    for index, span_id in by_span:
+        found = span_traces.get(span_id)
+        if found is not None and last[found] < index:
+            last[found] = index
+    due: dict[int, list[str]] = {}
+    for trace_id, index in last.items():
+        due.setdefault(index, []).append(trace_id)
+    return due
 
 
 def _trace_of(span: Span) -> str:
@@ -104,20 +159,15 @@ def _trace_of(span: Span) -> str:
     return span.trace_id
 
 
-def _notes_by_trace(notes: list[Note], traces: dict[str, list[Span]]) -> dict[str, list[Note]]:
-    """Notes keyed by trace id; a note naming only a span id joins the trace of that span."""
-    wanted = {n.span_id for n in notes if n.trace_id is None and n.span_id}
-    span_traces = {
-        span.span_id: trace_id
-        for trace_id, spans in (traces.items() if wanted else ())
-        for span in spans
-        if span.span_id in wanted
-    }
-    grouped: dict[str, list[Note]] = {}
-    for note in notes:
-        trace_id = note.trace_id or span_traces.get(note.span_id or "") or f"span:{note.span_id}"
-        grouped.setdefault(trace_id, []).append(note)
-    return grouped
+def _assembled(
+    trace_id: str, spans: list[Span], noted: dict[str, list[tuple[int, Note]]], otel: OtelSettings
+) -> Assembled | Rejected:
+    """Assemble one trace with the notes naming it or one of its spans (in the order read)."""
+    notes = noted.pop(trace_id, [])
+    if noted:
+        for span in spans:
+            notes += noted.pop(f"span:{span.span_id}", [])
+    return assemble(trace_id, spans, [note for _, note in sorted(notes, key=lambda item: item[0])], otel)
 
 
 def _orphan(trace_id: str, notes: list[Note]) -> Rejected:
