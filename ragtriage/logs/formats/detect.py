@@ -19,7 +19,6 @@ from typing import Any
 import orjson
 
 from ragtriage.errors import InputError
-from ragtriage.logs.formats import langfuse, otel_sdk, otlp, phoenix
 from ragtriage.logs.formats.csv_table import csv_columns, csv_header
 from ragtriage.logs.line_files import open_bytes
 from ragtriage.wording import quoted
@@ -88,18 +87,64 @@ def plan_files(paths: Sequence[Path], log_format: str = "auto") -> list[PlannedF
     return planned
 
 
+def record_kind(record: Any) -> str | None:
+    """What one trace-format record is: `otlp_export` (an ExportTraceServiceRequest, either key
+    style), `otlp_span` (a bare OTLP span, a Phoenix `/spans/otlpv1` page item), `sdk_span` (as the
+    OpenTelemetry SDK's `ReadableSpan.to_json()` writes it), `phoenix_span`, `phoenix_annotation`
+    (of a span, trace or document), `langfuse_observation`, `langfuse_trace`, `langfuse_score`;
+    None for anything else."""
+    if not isinstance(record, dict):
+        return None
+    keys = record.keys()
+    if "resourceSpans" in keys or "resource_spans" in keys:
+        return "otlp_export"
+    if ("spanId" in keys or "span_id" in keys) and (
+        "startTimeUnixNano" in keys or "start_time_unix_nano" in keys
+    ):
+        return "otlp_span"
+    context = record.get("context")
+    if isinstance(context, dict):
+        if "span_kind" in keys:
+            return "phoenix_span"
+        if "kind" in keys and "trace_id" in context and "span_id" in context:
+            return "sdk_span"
+    if "annotator_kind" in keys and "name" in keys and ("span_id" in keys or "trace_id" in keys):
+        return "phoenix_annotation"
+    if "traceId" in keys and "type" in keys and "startTime" in keys:
+        return "langfuse_observation"
+    if "traceId" in keys and "name" in keys and ("dataType" in keys or "stringValue" in keys):
+        return "langfuse_score"
+    if (
+        "id" in keys
+        and "timestamp" in keys
+        and "traceId" not in keys
+        and ({"sessionId", "userId", "release", "observations", "htmlPath", "tags"} & keys)
+    ):
+        return "langfuse_trace"
+    return None
+
+
+_FORMAT_OF_KIND = {
+    "otlp_export": "otlp",
+    "otlp_span": "otlp",
+    "sdk_span": "otlp",
+    "phoenix_span": "phoenix",
+    "phoenix_annotation": "phoenix",
+    "langfuse_observation": "langfuse",
+    "langfuse_trace": "langfuse",
+    "langfuse_score": "langfuse",
+}
+
+
 def sniff(record: Any) -> str | None:
     """The format one parsed record (a line, or a whole document) belongs to, or None."""
     if isinstance(record, list):
         return sniff(record[0]) if record else None
     if not isinstance(record, dict):
         return None
-    if otlp.is_export_request(record) or otlp.is_otlp_span(record) or otel_sdk.is_sdk_span(record):
-        return "otlp"
-    if phoenix.is_span(record) or phoenix.is_annotation(record):
-        return "phoenix"
-    if langfuse.kind_of(record) is not None:
-        return "langfuse"
+    kind = record_kind(record)
+    if kind is not None:
+        return _FORMAT_OF_KIND[kind]
     if "raw_query" in record or "request_id" in record:
         return "flat" if any(k in record for k in _FLAT_KEYS) else "v1"
     data = record.get("data")

@@ -22,6 +22,7 @@ from ragtriage.config.settings import OtelSettings
 from ragtriage.gc_thresholds import fewer_young_collections
 from ragtriage.logs.formats import langfuse, otel_sdk, otlp, phoenix
 from ragtriage.logs.formats.assemble import Assembled, Rejected, assemble
+from ragtriage.logs.formats.detect import record_kind
 from ragtriage.logs.formats.otlp import SpanFormatError
 from ragtriage.logs.formats.spans import KIND_EVALUATOR, Note, Span
 from ragtriage.logs.line_files import iter_records
@@ -219,7 +220,7 @@ def _is_page(record: Any) -> bool:
     return (
         isinstance(record, dict)
         and isinstance(record.get("data"), list)
-        and not otlp.is_export_request(record)
+        and record_kind(record) != "otlp_export"
     )
 
 
@@ -227,29 +228,27 @@ def items_of(
     fmt: str, record: Any, otel: OtelSettings, source: str, line_no: int
 ) -> list[Span | Note | SpanFormatError]:
     """The spans and notes one record of format `fmt` holds (unreadable ones as errors)."""
+    kind = record_kind(record)
     try:
         if fmt in ("otlp", "phoenix") and isinstance(record, dict):
-            if otlp.is_export_request(record) or isinstance(record.get("data"), list):
+            if kind == "otlp_export" or isinstance(record.get("data"), list):
                 return list(otlp.iter_export(record, source, line_no))
-            if otlp.is_otlp_span(record):
+            if kind == "otlp_span":
                 return [otlp.span_from_otlp(record, {}, source, line_no)]
-            if otel_sdk.is_sdk_span(record):
+            if kind == "sdk_span":
                 return [otel_sdk.span_from_sdk(record, source, line_no)]
-        if fmt == "phoenix" and isinstance(record, dict):
-            if phoenix.is_span(record):
-                return [phoenix.span_from_phoenix(record, source, line_no)]
-            if phoenix.is_annotation(record):
-                note = phoenix.note_from_phoenix(record, source, line_no)
-                return [] if note is None else [note]
-        if fmt == "langfuse":
-            kind = langfuse.kind_of(record)
-            if kind == "observation":
-                return [langfuse.span_from_observation(record, otel, source, line_no)]
-            if kind == "trace":
-                return [langfuse.span_from_trace(record, source, line_no)]
-            if kind == "score":
-                note = langfuse.note_from_score(record, source, line_no)
-                return [] if note is None else [note]
+        if fmt == "phoenix" and kind == "phoenix_span":
+            return [phoenix.span_from_phoenix(record, source, line_no)]
+        if fmt == "phoenix" and kind == "phoenix_annotation":
+            note = phoenix.note_from_phoenix(record, source, line_no)
+            return [] if note is None else [note]
+        if kind == "langfuse_observation" and fmt == "langfuse":
+            return [langfuse.span_from_observation(record, otel, source, line_no)]
+        if kind == "langfuse_trace" and fmt == "langfuse":
+            return [langfuse.span_from_trace(record, source, line_no)]
+        if kind == "langfuse_score" and fmt == "langfuse":
+            note = langfuse.note_from_score(record, source, line_no)
+            return [] if note is None else [note]
     except SpanFormatError as error:
         return [error]
     _, expected = _MISSING_FORMAT[fmt]
