@@ -113,15 +113,10 @@ def json_loads_rate(path: Path) -> tuple[float, float]:
     return count / (time.perf_counter() - started), count / (_cpu_seconds() - cpu_started)
 
 
-def _cpu_split() -> tuple[float, float]:
-    """User + system CPU seconds of this process, and of its joined children (the ingest workers)."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
-
-
 def _cpu_seconds() -> float:
-    """User + system CPU seconds of this process and of its joined children."""
-    return sum(_cpu_split())
+    """User + system CPU seconds of this process."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,12 +125,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lines", type=int, default=200_000)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/ragtriage-bench"))
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    parser.add_argument(
-        "--workers",
-        choices=("auto", "on", "off"),
-        default="auto",
-        help="ingest with worker processes that parse and write (default: auto, i.e. on for files of 8 MB or more)",
-    )
     args = parser.parse_args(argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
     log_path = args.workdir / f"requests-{args.lines}.jsonl"
@@ -147,26 +136,18 @@ def main(argv: list[str] | None = None) -> int:
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db_path}{suffix}").unlink(missing_ok=True)
     engine = make_engine(sqlite_url(db_path))
-    use_workers = {"auto": None, "on": True, "off": False}[args.workers]
-    # CPU seconds of this process plus the ingest workers (children: counted once joined).
     sampler = PssSampler(Path(f"{db_path}-wal"))
     sampler.start()
-    started, (main_started, worker_started) = time.perf_counter(), _cpu_split()
-    report = ingest_files(engine, [log_path], flagging=FlaggingSettings(), use_workers=use_workers)
-    elapsed = time.perf_counter() - started
-    (main_now, worker_now) = _cpu_split()
-    main_cpu, worker_cpu = main_now - main_started, worker_now - worker_started
-    cpu = main_cpu + worker_cpu
+    started, cpu_started = time.perf_counter(), _cpu_seconds()
+    report = ingest_files(engine, [log_path], flagging=FlaggingSettings())
+    elapsed, cpu = time.perf_counter() - started, _cpu_seconds() - cpu_started
     rate = report.read / elapsed
     started = time.perf_counter()
-    again = ingest_files(engine, [log_path], flagging=FlaggingSettings(), use_workers=use_workers)
+    again = ingest_files(engine, [log_path], flagging=FlaggingSettings())
     again_rate = again.read / (time.perf_counter() - started)
     engine.dispose()
     peak_pss_mb = sampler.stop()
     self_peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    worker_peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    # The memory the ingest uses is the sampled peak PSS of this process and its workers together
-    # (pages the fork shares are split between the processes sharing them, not counted twice).
     peak_mb = peak_pss_mb
     figures = {
         "lines": report.read,
@@ -176,16 +157,14 @@ def main(argv: list[str] | None = None) -> int:
         "json_loads_lines_per_s": round(baseline),
         "ratio_to_json_loads": round(rate / baseline, 3),
         "ingest_cpu_s": round(cpu, 2),
-        "ingest_cpu_us_per_line_main": round(main_cpu / max(report.read, 1) * 1e6, 1),
-        "ingest_cpu_us_per_line_workers": round(worker_cpu / max(report.read, 1) * 1e6, 1),
+        "ingest_cpu_us_per_line": round(cpu / max(report.read, 1) * 1e6, 1),
         "ingest_lines_per_cpu_s": round(report.read / cpu),
         "cpu_ratio_to_json_loads": round((report.read / cpu) / baseline_cpu, 3),
         "ingest_wall_s": round(elapsed, 2),
         "reingest_lines_per_s": round(again_rate),
-        "peak_pss_all_processes_mb": round(peak_pss_mb, 1),
+        "peak_pss_mb": round(peak_pss_mb, 1),
         "peak_wal_file_mb": round(sampler.peak_wal_mb),
-        "peak_rss_main_mb": round(self_peak_mb, 1),
-        "peak_rss_largest_worker_mb": round(worker_peak_mb, 1),
+        "peak_rss_mb": round(self_peak_mb, 1),
         "load_average_1min": round(os.getloadavg()[0], 2),
         "ingested": report.ingested,
         "flagged": report.flagged,
@@ -202,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
               f"ratio={rate / baseline:.3f} baseline=json.loads lines={report.read}")  # fmt: skip
         print(
             f"RESULT name=ingest_peak_memory value={peak_mb:.0f} unit=MB target=<=500 "
-            f"measure=PSS_of_main_and_workers main_rss_mb={self_peak_mb:.0f} worker_rss_mb={worker_peak_mb:.0f}"
+            f"measure=PSS rss_mb={self_peak_mb:.0f}"
         )
     return 0
 

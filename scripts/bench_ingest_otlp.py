@@ -11,8 +11,7 @@ The file is made from 20 template traces recorded with the real OpenTelemetry SD
 the OTLP exporter's encoder (`tests/trace_producers.py`, dev extra), copied with fresh trace ids,
 span ids, request ids and sessions.
 
-The ingest reads and assembles in forked processes (`ragtriage/logs/formats/parallel.py`): CPU
-seconds and peak PSS include them.
+The ingest runs in this process: CPU seconds and peak PSS are this process's.
 """
 
 from __future__ import annotations

@@ -79,7 +79,7 @@ def _ingest_here(path: Path, workdir: Path) -> dict[str, float]:
         Path(f"{db_path}{suffix}").unlink(missing_ok=True)
     engine = make_engine(sqlite_url(db_path))
     started, cpu_started = time.perf_counter(), time.process_time()
-    report = ingest_files(engine, [path], use_workers=False)
+    report = ingest_files(engine, [path])
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     engine.dispose()
     return {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ragtriage.commands.common import stderr_console, stdout_console
-from ragtriage.logs.report import IngestReport
+from ragtriage.logs.ingest import IngestReport
 from ragtriage.logs.requests import ConflictLine, QuarantinedLine
 from ragtriage.render.text import hanging_text, plural
 

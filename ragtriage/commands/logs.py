@@ -14,7 +14,7 @@ from ragtriage.commands.common import (
     workspace_options,
 )
 from ragtriage.commands.ingest_report import QUARANTINE_SHOWN, print_ingest_report
-from ragtriage.logs.formats.dispatch import FORMAT_CHOICES
+from ragtriage.logs.formats.detect import FORMAT_CHOICES
 from ragtriage.logs.ingest import ingest_files
 from ragtriage.logs.requests import conflicting_lines, quarantined_lines
 from ragtriage.render.text import plural

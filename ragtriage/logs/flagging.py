@@ -85,17 +85,10 @@ def followed_up(
     consecutive pair at most the window apart flags its earlier request.
     With `involving`, only pairs with at least one of those ids count (the rest were judged before).
     """
-    # One sort puts each session's requests next to each other in (ts, request_id) order.
-    timeline = sorted((session, ts, request_id) for session, request_id, ts in requests)
-    return followed_up_in_timeline(timeline, minutes, involving=involving)
-
-
-def followed_up_in_timeline(
-    timeline: list[tuple[str, int, str]], minutes: float, *, involving: set[str] | None = None
-) -> set[str]:
-    """`followed_up` over requests already sorted as `(session, ts µs, request_id)`."""
     if minutes <= 0:
         return set()
+    # One sort puts each session's requests next to each other in (ts, request_id) order.
+    timeline = sorted((session, ts, request_id) for session, request_id, ts in requests)
     window = timedelta(minutes=minutes) // timedelta(microseconds=1)
     flagged: set[str] = set()
     for (session, earlier_ts, earlier_id), (later_session, later_ts, later_id) in zip(

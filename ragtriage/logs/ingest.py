@@ -1,59 +1,77 @@
-"""Ingest request-log files into the triage store: streaming, idempotent, flagged, reconciled.
+"""Ingest request logs and traces into the triage store: in this process, streaming, idempotent.
 
-Lines are parsed one by one and written in batches (`settings.logs.batch_size` lines per short
-`BEGIN IMMEDIATE` transaction), so memory stays constant and a triager can write in between. A
-big file is ingested by two worker processes that parse and write in file order
-(`ingest_workers`); a small one in this process, with the writes in a background thread. Both
-give the same stored rows. Every line read is counted exactly once:
+Each file's lines are read and parsed one by one (`reader.parse_line`; trace files are first
+assembled into one request line per trace, `formats.read`) and written in batches of
+`batch_size` lines, each in one short `BEGIN IMMEDIATE` transaction, so memory stays constant
+and a triager can write in between. Every line read is counted exactly once:
 
     read = ingested + duplicates + conflicts + quarantined + blank
 
-A request_id seen again with the same body is a duplicate (nothing changes); with a different
-body it is a conflict (the stored request is kept, the new body goes to `log_conflict`).
+A request_id seen again with the same request is a duplicate (nothing changes); with a different
+one it is a conflict (the stored request is kept, the new body goes to `log_conflict`). Ctrl-C
+rolls back the batch being written: the batches before it are stored, and ingesting the same
+files again finishes the job.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import inspect
-from sqlalchemy.engine import Engine
+import orjson
+from pydantic import BaseModel, Field
+from sqlalchemy.engine import Connection, Engine
 
 from ragtriage.config.settings import FlaggingSettings, OtelSettings
 from ragtriage.errors import InputError, LogFormatError
-from ragtriage.logs.batch_writer import BatchWriter
-from ragtriage.logs.batches import ParsedBatch, parse_batches
-from ragtriage.logs.flagging import LineRules
-from ragtriage.logs.formats.dispatch import (
-    NumberedLine,
-    PlannedFile,
-    document_lines,
-    plan_files,
-    table_lines,
-    trace_lines,
-)
-from ragtriage.logs.formats.parallel import worth_parallel
-from ragtriage.logs.ingest_workers import can_use_workers, ingest_file_in_workers
-from ragtriage.logs.line_files import iter_raw_lines
-from ragtriage.logs.pipelined_writer import PipelinedWriter
-from ragtriage.logs.report import IngestReport, ProgressCallback
-from ragtriage.logs.trace_child import parsed_traces, remove_stale_spill_dirs
-from ragtriage.store.db import write_session
-from ragtriage.store.log_tables import OLD_REQUEST_LOG_SESSION_INDEX, REQUEST_LOG_TS_INDEX
+from ragtriage.logs.flagging import REASON_FOLLOW_UP, LineRules, followed_up, reason_key
+from ragtriage.logs.formats.csv_table import iter_csv_rows
+from ragtriage.logs.formats.detect import PlannedFile, plan_files
+from ragtriage.logs.formats.parquet import iter_parquet_rows
+from ragtriage.logs.formats.read import NumberedLine, trace_lines
+from ragtriage.logs.line_files import iter_raw_lines, open_bytes
+from ragtriage.logs.log_line import BadLine, LogLine
+from ragtriage.logs.reader import parse_line, same_request
+from ragtriage.store import ingest_sql
 
-#: Lines per parsed batch (the unit handed to the writer); transactions group several.
-PARSE_BATCH_LINES = 5000
-#: The same for batches parsed in a child process (`trace_child`) and sent through a pipe.
-PIPED_BATCH_LINES = 1000
+ProgressCallback = Callable[[int, int | None], None]
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_US = timedelta(microseconds=1)
 
-#: Files at least this big are ingested by worker processes (`ingest_workers`) when `fork` is
-#: available and the store is not in memory: two cores parse and write. Smaller files are not
-#: worth the processes.
-PARALLEL_MIN_BYTES = 8 << 20
+
+class IngestReport(BaseModel):
+    """What one ingest did. `read` always equals the sum of the five outcomes."""
+
+    files: list[str] = Field(default_factory=list)
+    formats: dict[str, str] = Field(default_factory=dict)
+    """The format each file was read in (`v1`, `flat`, `parquet`, `csv`, `otlp`, …), by file as given."""
+    read: int = 0
+    ingested: int = 0
+    flagged: int = 0
+    """Requests that entered the triage queue (new records, incl. earlier requests flagged as followed up)."""
+    flagged_by_reason: dict[str, int] = Field(default_factory=dict)
+    """`flagged` by why: each request under its reasons joined with `+` in `flagging.REASONS` order
+    (`bad_rating`, `bad_rating+escalated`, `empty_citations`, …), so the counts add up to `flagged`."""
+    duplicates: int = 0
+    conflicts: int = 0
+    quarantined: int = 0
+    blank: int = 0
+    recovered: int = 0
+    """Ingested lines that were not UTF-8 and were decoded as GB18030."""
+    quarantined_by_kind: dict[str, int] = Field(default_factory=dict)
+    files_without_requests: list[str] = Field(default_factory=list)
+    """Non-empty files that held no readable request (every line quarantined or blank; trace files
+    are judged together): an ingest that read nothing usable from a file is a failure."""
+    stopped: bool = False
+    seconds: float = 0.0
+
+    def reconciles(self) -> bool:
+        """True when every line read is accounted for exactly once."""
+        return self.read == self.ingested + self.duplicates + self.conflicts + self.quarantined + self.blank
 
 
 def ingest_files(
@@ -65,7 +83,6 @@ def ingest_files(
     batch_size: int = 10_000,
     on_progress: ProgressCallback | None = None,
     should_stop: Callable[[], bool] | None = None,
-    use_workers: bool | None = None,
     log_format: str = "auto",
     otel: OtelSettings | None = None,
 ) -> IngestReport:
@@ -73,167 +90,45 @@ def ingest_files(
 
     `log_format`: `auto` tells each file's format by its content (`formats.detect`), anything
     else names the format of every file. Schema v1 and the flat form are JSONL / JSONL.gz (or one
-    JSON document of records), or Parquet / CSV exports read row by row (`formats.tables`); OTLP,
-    Phoenix and Langfuse files are read together, mapped with `otel` (a trace's spans may be in
-    several of them), and count one trace as one line. Every file is planned before anything is
-    stored. A non-empty file that held no readable request is listed in
-    `report.files_without_requests` (the CLI exits non-zero).
-
-    `batch_size`: lines per write transaction (in this process, parsing hands over batches of at
-    most `PARSE_BATCH_LINES`; with workers, each worker parses and writes pieces of `batch_size`).
-
-    `use_workers`: parse and write in forked worker processes (True), in this process (False),
-    or decide by file size (None: files of `PARALLEL_MIN_BYTES` or more). Workers need `fork` and a
-    store other processes can open; without them this process does the work. Both give identical
-    results (see `ingest_workers`). Trace files are read and assembled by forked processes on the
-    same terms (`formats.parallel`, 8 MB of trace files or more; they need only `fork`).
+    JSON document of records), or Parquet / CSV exports read row by row; OTLP, Phoenix and
+    Langfuse files are read together, mapped with `otel` (a trace's spans may be in several of
+    them), and count one trace as one line. Every file is planned before anything is stored. A
+    non-empty file that held no readable request is listed in `report.files_without_requests`
+    (the CLI exits non-zero). `batch_size`: lines per write transaction.
 
     Raises:
         LogFormatError: strict mode and a bad line; the lines before it are stored.
         InputError: a file is missing, its gzip stream is corrupt, or its content matches no format.
     """
-    flagging = flagging or FlaggingSettings()
     planned = plan_files(paths, log_format)
     report = IngestReport(files=[str(p) for p in paths], formats={str(p.path): p.format for p in planned})
     started = time.perf_counter()
-    ensure_ingest_indexes(engine)
-    read = _Reading(engine, flagging, strict, batch_size, use_workers, on_progress, should_stop)
+    ingest_sql.ensure_ingest_indexes(engine)
+    writer = _Writer(
+        engine, flagging or FlaggingSettings(), report, strict, batch_size, on_progress, should_stop
+    )
     try:
-        with PipelinedWriter(BatchWriter(engine, flagging, report, transaction_lines=batch_size)) as writer:
-            trace_files = [p for p in planned if p.is_trace]
-            stopped, trace_requests = read.traces(writer, trace_files, otel or OtelSettings())
-            if stopped:
-                report.stopped = True
+        traces = [p for p in planned if p.is_trace]
+        requests = 0
+        specs = [(p.path, p.format, p.layout) for p in traces]
+        for path, numbered in trace_lines(specs, otel or OtelSettings()) if traces else ():
+            requests += writer.ingest(str(path.resolve()), str(path), numbered)
+            if report.stopped:
                 return report
-            if trace_requests == 0:
-                # One trace's spans and scores may sit in different files: judged together.
-                report.files_without_requests.extend(str(p.path) for p in trace_files if _non_empty(p.path))
-            for plan in planned:
-                if plan.is_trace:
-                    continue
-                stopped, requests = read.file(writer, plan)
-                if stopped:
-                    report.stopped = True
-                    break
-                if requests == 0 and _non_empty(plan.path):
-                    report.files_without_requests.append(str(plan.path))
+        if traces and requests == 0:
+            # One trace's spans and scores may sit in different files: judged together.
+            report.files_without_requests.extend(str(p.path) for p in traces if _non_empty(p.path))
+        for plan in planned:
+            if plan.is_trace:
+                continue
+            requests = writer.ingest(str(plan.path.resolve()), str(plan.path), _numbered_lines(plan))
+            if report.stopped:
+                break
+            if requests == 0 and _non_empty(plan.path):
+                report.files_without_requests.append(str(plan.path))
     finally:
         report.seconds = round(time.perf_counter() - started, 3)
     return report
-
-
-@dataclass(frozen=True)
-class _Reading:
-    """How the files of one ingest are read and handed to the writer."""
-
-    engine: Engine
-    flagging: FlaggingSettings
-    strict: bool
-    batch_size: int
-    use_workers: bool | None
-    on_progress: ProgressCallback | None
-    should_stop: Callable[[], bool] | None
-
-    def file(self, writer: PipelinedWriter, plan: PlannedFile) -> tuple[bool, int]:
-        """Ingest one request-log or table file: `(stopped on request, valid requests read)`. The
-        one place that picks how a file is read."""
-        path = plan.path
-        if plan.is_table:
-            return self.lines(writer, path, table_lines(plan))
-        if plan.layout == "document":
-            return self.lines(writer, path, document_lines(path))
-        if not _use_workers(self.engine, path, self.use_workers):
-            return self.lines(writer, path, iter_raw_lines(path))
-        writer.finish()  # commit what earlier files wrote: the workers write next
-        report = writer.report
-        before = report.ingested + report.duplicates + report.conflicts
-        stopped = ingest_file_in_workers(
-            self.engine,
-            path,
-            source=str(path.resolve()),
-            display_name=str(path),
-            flagging=self.flagging,
-            strict=self.strict,
-            batch_size=self.batch_size,
-            report=report,
-            on_progress=self.on_progress,
-            should_stop=self.should_stop,
-        )
-        return stopped, report.ingested + report.duplicates + report.conflicts - before
-
-    def traces(
-        self, writer: PipelinedWriter, files: list[PlannedFile], otel: OtelSettings
-    ) -> tuple[bool, int]:
-        """Ingest the trace-format files together: `(stopped on request, valid requests read)`.
-        Big inputs are read and parsed in a child process while this one stores (`trace_child`)."""
-        if not files:
-            return False, 0
-        remove_stale_spill_dirs()
-        requests = 0
-        specs = [(f.path, f.format, f.layout) for f in files]
-        if not worth_parallel(specs, self.use_workers):
-            for path, numbered in trace_lines(files, otel, parallel=False):
-                stopped, count = self.lines(writer, path, numbered)
-                requests += count
-                if stopped:
-                    return True, requests
-            return False, requests
-        rules = LineRules(self.flagging)
-        # Smaller batches through the pipe: less in flight in both processes.
-        parse_lines = min(self.batch_size, PIPED_BATCH_LINES)
-        with contextlib.closing(parsed_traces(files, otel, rules, self.strict, parse_lines)) as parsed:
-            for path, batches in parsed:
-                source = str(path.resolve())
-                stopped, count = _consume(
-                    writer, batches, source, str(path), self.on_progress, self.should_stop
-                )
-                requests += count
-                if stopped:
-                    return True, requests
-        return False, requests
-
-    def lines(
-        self, writer: PipelinedWriter, path: Path, numbered: Iterable[NumberedLine]
-    ) -> tuple[bool, int]:
-        """Parse numbered lines in this process and hand them to the writer."""
-        source = str(path.resolve())
-        parse_lines = min(self.batch_size, PARSE_BATCH_LINES)
-        batches = parse_batches(numbered, LineRules(self.flagging), self.strict, parse_lines, source)
-        return _consume(writer, batches, source, str(path), self.on_progress, self.should_stop)
-
-
-def _non_empty(path: Path) -> bool:
-    try:
-        return path.stat().st_size > 0
-    except OSError:
-        return False
-
-
-def ensure_ingest_indexes(engine: Engine) -> None:
-    """Give a store created by an earlier version the follow-up index ingest reads (and drop the
-    one it replaced, which only slowed inserts). Idempotent; instant when already done."""
-    with write_session(engine) as session:
-        connection = session.connection()
-        names = {index["name"] for index in inspect(connection).get_indexes("request_log")}
-        if REQUEST_LOG_TS_INDEX in names and OLD_REQUEST_LOG_SESSION_INDEX not in names:
-            return
-        if OLD_REQUEST_LOG_SESSION_INDEX in names:
-            connection.exec_driver_sql(f"DROP INDEX {OLD_REQUEST_LOG_SESSION_INDEX}")
-        if REQUEST_LOG_TS_INDEX not in names:
-            connection.exec_driver_sql(
-                f"CREATE INDEX {REQUEST_LOG_TS_INDEX} ON request_log (ts, session_hash, request_id)"
-            )
-
-
-def _use_workers(engine: Engine, path: Path, use_workers: bool | None) -> bool:
-    if not can_use_workers(engine):
-        return False
-    if use_workers is not None:
-        return use_workers
-    try:
-        return path.stat().st_size >= PARALLEL_MIN_BYTES
-    except OSError:
-        return False  # the in-process reader reports the missing file
 
 
 def ingest_lines(
@@ -246,60 +141,258 @@ def ingest_lines(
     batch_size: int = 10_000,
 ) -> IngestReport:
     """Ingest log lines given in memory (tests, generators); `source` names them in messages."""
-    flagging = flagging or FlaggingSettings()
     report = IngestReport(files=[source])
-    ensure_ingest_indexes(engine)
     started = time.perf_counter()
-
-    def numbered() -> Iterator[tuple[int, bytes, bool]]:
-        for line_no, line in enumerate(lines, start=1):
-            yield line_no, line.encode("utf-8") if isinstance(line, str) else line, False
-
-    with PipelinedWriter(BatchWriter(engine, flagging, report, transaction_lines=batch_size)) as writer:
-        parse_lines = min(batch_size, PARSE_BATCH_LINES)
-        batches = parse_batches(numbered(), LineRules(flagging), strict, parse_lines, source)
-        _consume(writer, batches, source, source, None, None)
+    ingest_sql.ensure_ingest_indexes(engine)
+    numbered = (
+        (line_no, line.encode("utf-8") if isinstance(line, str) else line, False)
+        for line_no, line in enumerate(lines, start=1)
+    )
+    _Writer(engine, flagging or FlaggingSettings(), report, strict, batch_size, None, None).ingest(
+        source, source, numbered
+    )
     report.seconds = round(time.perf_counter() - started, 3)
     return report
 
 
-def _consume(
-    writer: PipelinedWriter,
-    batches: Iterable[ParsedBatch],
-    source: str,
-    display_name: str,
-    on_progress: ProgressCallback | None,
-    should_stop: Callable[[], bool] | None,
-) -> tuple[bool, int]:
-    """Hand parsed batches to the writer in order: `(True when should_stop asked to stop, valid
-    requests read)`.
+def _non_empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _numbered_lines(plan: PlannedFile) -> Iterator[NumberedLine]:
+    """The records of a request-log or table file as numbered lines."""
+    if plan.format == "parquet":
+        return iter_parquet_rows(plan.path)
+    if plan.format == "csv":
+        return iter_csv_rows(plan.path)
+    if plan.layout == "document":
+        return _document_lines(plan.path)
+    return iter_raw_lines(plan.path)
+
+
+def _document_lines(path: Path) -> Iterator[NumberedLine]:
+    """A whole JSON document of request-log records (an object, an array, or a `{"data": [...]}`
+    page) as numbered lines: record N is line N.
 
     Raises:
-        LogFormatError: a batch ends at a bad line in strict mode (the lines before it are stored).
-        InputError: a batch ends at an unreadable gzip tail (the lines before it are stored).
+        InputError: the file cannot be read.
     """
-    report = writer.report
-    requests = 0
-    for batch in batches:
-        requests += len(batch.rows)
-        report.read += batch.read
-        report.blank += batch.blank
-        writer.submit(source, batch)
-        if batch.strict_error is not None:
-            writer.finish()
-            good = batch.rows
-            lines = "line" if len(good) == 1 else "lines"
-            stored = f" ({len(good)} valid {lines} before it in this batch were stored;" if good else " ("
-            raise LogFormatError(
-                batch.strict_error.describe(display_name)
-                + stored
-                + " ingest is idempotent: fix the line and re-run)"
-            )
-        if batch.input_error is not None:
-            writer.finish()
-            raise InputError(batch.input_error)
-        if on_progress is not None:
-            on_progress(report.read, None)
-        if not batch.final and should_stop is not None and should_stop():
-            return True, requests
-    return False, requests
+    with open_bytes(path) as handle:
+        text = handle.read()
+    try:
+        document = orjson.loads(text.removeprefix(b"\xef\xbb\xbf"))
+    except orjson.JSONDecodeError as error:
+        bad = BadLine(1, "invalid_json", f"not valid JSON: {error}", "fix the JSON document", text[:4096])
+        yield 1, bad, False
+        return
+    if isinstance(document, dict) and isinstance(document.get("data"), list):
+        document = document["data"]
+    records = document if isinstance(document, list) else [document]
+    for number, record in enumerate(records, start=1):
+        yield number, orjson.dumps(record), False
+
+
+@dataclass
+class _Batch:
+    """Lines parsed since the last write."""
+
+    lines: list[LogLine] = field(default_factory=list)
+    bad: list[BadLine] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.lines) + len(self.bad)
+
+
+@dataclass
+class _Writer:
+    """Parses numbered lines and writes them a batch per transaction, counting into `report`."""
+
+    engine: Engine
+    flagging: FlaggingSettings
+    report: IngestReport
+    strict: bool
+    batch_size: int
+    on_progress: ProgressCallback | None
+    should_stop: Callable[[], bool] | None
+    rules: LineRules = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rules = LineRules(self.flagging)
+
+    def ingest(self, source: str, display: str, numbered: Iterable[NumberedLine]) -> int:
+        """Store the lines of one file (`source` is stored with them, `display` names the file in
+        messages); the number of valid requests read. Sets `report.stopped` when `should_stop`
+        asked to stop between two batches.
+
+        Raises:
+            LogFormatError: strict mode and a bad line (the lines before it are stored).
+            InputError: an unreadable gzip tail (the lines before it are stored).
+        """
+        report = self.report
+        batch = _Batch()
+        requests = 0
+        try:
+            for line_no, raw, unterminated in numbered:
+                report.read += 1
+                parsed = (
+                    raw if isinstance(raw, BadLine) else parse_line(raw, line_no, unterminated=unterminated)
+                )
+                if parsed is None:
+                    report.blank += 1
+                    continue
+                if isinstance(parsed, LogLine):
+                    batch.lines.append(parsed)
+                    requests += 1
+                elif self.strict:
+                    self._write(source, batch)
+                    good = len(batch.lines)
+                    stored = f" ({good} valid {'line' if good == 1 else 'lines'} before it in this batch were stored;"
+                    raise LogFormatError(
+                        parsed.describe(display)
+                        + (stored if good else " (")
+                        + " ingest is idempotent: fix the line and re-run)"
+                    )
+                else:
+                    batch.bad.append(parsed)
+                if len(batch) >= self.batch_size:
+                    self._write(source, batch)
+                    batch = _Batch()
+                    if self.should_stop is not None and self.should_stop():
+                        report.stopped = True
+                        return requests
+        except InputError:
+            self._write(source, batch)  # a corrupt gzip tail must not lose the lines before it
+            raise
+        self._write(source, batch)
+        return requests
+
+    def _write(self, source: str, batch: _Batch) -> None:
+        """Store one batch in one transaction and count it; then report progress."""
+        if batch:
+            with ingest_sql.ingest_transaction(self.engine) as connection:
+                self._store(connection, source, batch)
+        if self.on_progress is not None:
+            self.on_progress(self.report.read, None)
+
+    def _store(self, connection: Connection, source: str, batch: _Batch) -> None:
+        report = self.report
+        now = datetime.now(timezone.utc)
+        minutes = self.flagging.follow_up_minutes
+        timed = [
+            (line.session, line.request_id, line.ts)
+            for line in batch.lines
+            if line.session is not None and line.ts is not None
+        ]
+        stored, neighbours = ingest_sql.stored_for_batch(
+            connection,
+            [line.request_id for line in batch.lines],
+            sorted({session for session, _, _ in timed}),
+            _windows([ts for _, _, ts in timed], minutes),
+        )
+        new, conflicts = self._classify(batch.lines, stored)
+        reasons = {line.request_id: self.rules.reasons(line) for line in new}
+        # The follow-up rule: a new request after another of its session within the window flags
+        # the earlier one, which may be new or stored.
+        new_ids = {line.request_id for line in new}
+        timeline = [
+            (session, request_id, _us(ts)) for session, request_id, ts in timed if request_id in new_ids
+        ]
+        stored_ts = {request_id: ts for _, request_id, ts in neighbours}
+        earlier: dict[str, datetime | None] = {}
+        if timeline and minutes > 0:
+            involving = {request_id for _, request_id, _ in timeline}
+            timeline += [(session, request_id, _us(ts)) for session, request_id, ts in neighbours]
+            for request_id in followed_up(timeline, minutes, involving=involving):
+                if request_id in reasons:
+                    if REASON_FOLLOW_UP not in reasons[request_id]:
+                        reasons[request_id].append(REASON_FOLLOW_UP)
+                elif request_id in stored_ts:
+                    earlier[request_id] = stored_ts[request_id]
+        ts_of = {line.request_id: line.ts for line in new}
+        flagged = ingest_sql.write_batch(
+            connection,
+            requests=[_request_row(line, source, now) for line in new],
+            flags=[(request_id, r, ts_of[request_id]) for request_id, r in reasons.items() if r],
+            followed_up=earlier,
+            conflicts=[(line.request_id, source, line.line_no, line.body) for line in conflicts],
+            quarantine=[(source, b.line_no, b.kind, f"{b.message} — {b.fix}", b.raw) for b in batch.bad],
+            now=now,
+        )
+        report.ingested += len(new)
+        report.recovered += sum(line.recovered for line in new)
+        report.conflicts += len(conflicts)
+        report.quarantined += len(batch.bad)
+        report.flagged += len(flagged)
+        _add_counts(report.flagged_by_reason, [reason_key(r) for r in flagged])
+        _add_counts(report.quarantined_by_kind, [b.kind for b in batch.bad])
+
+    def _classify(
+        self, lines: list[LogLine], stored: Mapping[str, str]
+    ) -> tuple[list[LogLine], list[LogLine]]:
+        """`(new lines, conflicting lines)`; duplicates are counted in the report. A request_id
+        already stored, or earlier in the batch, with the same request is a duplicate; with a
+        different one it is a conflict."""
+        known: dict[str, bytes | str] = dict(stored)
+        new: list[LogLine] = []
+        conflicts: list[LogLine] = []
+        for line in lines:
+            body = known.get(line.request_id)
+            if body is None:
+                known[line.request_id] = line.body
+                new.append(line)
+            elif same_request(body, line.body):
+                self.report.duplicates += 1
+            else:
+                conflicts.append(line)
+        return new, conflicts
+
+
+def _us(moment: datetime) -> int:
+    """Epoch microseconds of a time (naive means UTC): exact to compare."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (moment - _EPOCH) // _US
+
+
+def _windows(times: list[datetime], minutes: float) -> list[tuple[datetime, datetime]]:
+    """The follow-up windows around `times`, overlapping ones merged: logs come in time order, so
+    a batch is one or a few stretches of the time index."""
+    if minutes <= 0:
+        return []
+    window = timedelta(minutes=minutes)
+    stretches: list[list[datetime]] = []
+    for moment in sorted(set(times)):
+        if stretches and moment - window <= stretches[-1][1]:
+            stretches[-1][1] = moment + window
+        else:
+            stretches.append([moment - window, moment + window])
+    return [(low, high) for low, high in stretches]
+
+
+def _request_row(line: LogLine, source: str, now: datetime) -> dict[str, Any]:
+    return {
+        "request_id": line.request_id,
+        "ts": line.ts,
+        "kb": line.kb,
+        "session_hash": line.session,
+        "user_hash": line.user,
+        "raw_query": line.raw_query,
+        "rating": line.rating,
+        "escalated": line.escalated,
+        "body": line.body.decode("utf-8"),
+        "source_file": source,
+        "source_line": line.line_no,
+        "recovered": line.recovered,
+        "ingested_at": now,
+        "pipeline_version": line.pipeline_version,
+        "result_count": line.result_count,
+        "rewrite_fired": line.rewrite_fired,
+    }
+
+
+def _add_counts(totals: dict[str, int], keys: list[str]) -> None:
+    for key in keys:
+        totals[key] = totals.get(key, 0) + 1

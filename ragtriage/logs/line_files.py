@@ -1,12 +1,11 @@
-"""Log files as lines: `.jsonl` or gzip, split on `\\n` only, in constant memory.
-
-`iter_raw_lines` yields numbered lines (the in-process ingest); `iter_line_chunks` and
-`iter_line_ranges` cut a file into pieces of whole lines for the ingest workers.
+"""Log files as raw records: `.jsonl` or gzip lines split on `\\n` only (in constant memory), a
+whole JSON document, or JSON values one after another (`iter_records`).
 """
 
 from __future__ import annotations
 
 import gzip
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -14,16 +13,29 @@ from typing import IO, Any
 from ragtriage.errors import InputError
 
 READ_CHUNK_BYTES = 1 << 20
+_BOM = b"\xef\xbb\xbf"
 
 
 def open_binary(path: Path) -> Any:
     """`path` opened for reading bytes, decompressed when it starts with the gzip magic."""
-    handle = open(path, "rb")
+    handle = open(path, "rb")  # noqa: SIM115 (the caller closes it)
     if handle.read(2) == b"\x1f\x8b":
-        handle.seek(0)
-        return gzip.GzipFile(fileobj=handle, mode="rb")
+        handle.close()
+        return gzip.open(path, "rb")  # owns its file: closing it closes the file
     handle.seek(0)
     return handle
+
+
+def open_bytes(path: Path) -> Any:
+    """`open_binary`, a failure to open being an `InputError` that names the file.
+
+    Raises:
+        InputError: the file cannot be opened.
+    """
+    try:
+        return open_binary(path)
+    except OSError as error:
+        raise InputError(f"{path}: cannot read: {error.strerror or error}") from None
 
 
 class DecodedLines:
@@ -53,12 +65,8 @@ def iter_raw_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
     Raises:
         InputError: the file is missing, or its gzip stream is corrupt or cut off.
     """
-    try:
-        handle = open_binary(path)
-    except OSError as error:
-        raise InputError(f"{path}: cannot read: {error.strerror or error}") from None
     line_no = 0
-    with handle:
+    with open_bytes(path) as handle:
         rest = b""
         # GzipFile.read(n) loses everything it decompressed when the stream turns out to be cut
         # off; read1 hands over each decompressed piece, so the lines before the cut are yielded.
@@ -84,98 +92,50 @@ def cut_message(path: Path, line_no: int, error: BaseException) -> str:
     )
 
 
-def iter_line_chunks(path: Path, lines_per_chunk: int) -> Iterator[tuple[int, bytes, bool]]:
-    """Yield `(first_line_no, data, unterminated)`: the file in pieces of `lines_per_chunk` whole
-    lines (the last piece may be shorter), each line ending in `\n` except, when `unterminated`,
-    the last line of the last piece. Splitting `data` on `\n` gives the lines `iter_raw_lines`
-    yields, without a Python object per line here.
+def iter_records(path: Path, layout: str) -> Iterator[tuple[int, bytes]]:
+    """`(line number, bytes)` of every non-blank line (`lines`), `(1, whole file)` for a
+    `document`, or each JSON value of a `stream` with the line it starts on; a leading byte-order
+    mark is dropped.
 
     Raises:
-        InputError: the file is missing, or its gzip stream is corrupt or cut off (raised after
-            the pieces of whole lines read before the cut).
+        InputError: the file cannot be read, or its gzip stream is corrupt or cut off.
     """
-    try:
-        handle = open_binary(path)
-    except OSError as error:
-        raise InputError(f"{path}: cannot read: {error.strerror or error}") from None
-    first = 1
-    blocks: list[bytes] = []
-    counted = 0  # newlines in `blocks`
-    with handle:
-        read = handle.read1 if isinstance(handle, gzip.GzipFile) else handle.read
+    if layout == "lines":
+        for line_no, raw, _ in iter_raw_lines(path):
+            raw = raw[len(_BOM) :] if line_no == 1 and raw.startswith(_BOM) else raw
+            if raw.strip():
+                yield line_no, raw
+        return
+    with open_bytes(path) as handle:
         try:
-            while block := read(READ_CHUNK_BYTES):
-                ends, after = _piece_ends(block, counted, lines_per_chunk)
-                start = 0
-                for end in ends:
-                    blocks.append(block[start:end])
-                    yield first, b"".join(blocks), False
-                    first += lines_per_chunk
-                    blocks, start = [], end
-                blocks.append(block[start:] if start else block)
-                counted = after
+            text = handle.read()
         except (EOFError, gzip.BadGzipFile, OSError) as error:
-            data = b"".join(blocks)
-            whole = data[: data.rfind(b"\n") + 1]
-            if whole:
-                yield first, whole, False
-            raise InputError(cut_message(path, first - 1 + counted, error)) from None
-    data = b"".join(blocks)
-    if data:
-        yield first, data, not data.endswith(b"\n")
+            raise InputError(cut_message(path, 0, error)) from None
+    text = text[len(_BOM) :] if text.startswith(_BOM) else text
+    if layout == "document":
+        yield 1, text
+    else:
+        yield from iter_stream(text)
 
 
-def iter_line_ranges(path: Path, lines_per_chunk: int) -> Iterator[tuple[int, int, int, bool]] | None:
-    """`(first_line_no, offset, length, unterminated)` of the pieces `iter_line_chunks` would
-    yield, without keeping their bytes (the reader of a piece reads its range itself); None for
-    a gzip file, whose bytes only come in order through `iter_line_chunks`.
-
-    Raises:
-        InputError: the file is missing or unreadable.
-    """
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 (closed by the generator)
-        if handle.read(2) == b"\x1f\x8b":
-            handle.close()
-            return None
-        handle.seek(0)
-    except OSError as error:
-        raise InputError(f"{path}: cannot read: {error.strerror or error}") from None
-    return _ranges(handle, lines_per_chunk)
-
-
-def _ranges(handle: Any, lines_per_chunk: int) -> Iterator[tuple[int, int, int, bool]]:
-    first = 1
-    start = 0  # file offset where the current piece starts
-    position = 0  # file offset of the block being read
-    counted = 0  # newlines between `start` and `position`
-    last_byte = b"\n"
-    with handle:
-        while block := handle.read(READ_CHUNK_BYTES):
-            last_byte = block[-1:]
-            ends, counted = _piece_ends(block, counted, lines_per_chunk)
-            for end in ends:
-                yield first, start, position + end - start, False
-                first += lines_per_chunk
-                start = position + end
-            position += len(block)
-    if position > start:
-        # What is left: whole lines, and perhaps a last line without a newline.
-        yield first, start, position - start, last_byte != b"\n"
-
-
-def _piece_ends(block: bytes, counted: int, lines_per_chunk: int) -> tuple[list[int], int]:
-    """Where pieces of `lines_per_chunk` lines end in `block`, the piece being read having
-    `counted` newlines before it: the offsets just past each piece's last newline, and the
-    newlines of the piece left unfinished at the block's end. The one cutting rule of
-    `iter_line_chunks` and `iter_line_ranges` (their pieces must be the same)."""
-    ends: list[int] = []
-    newlines = block.count(b"\n")
-    end = -1
-    while counted + newlines >= lines_per_chunk:
-        for _ in range(lines_per_chunk - counted):
-            end = block.index(b"\n", end + 1)
-        ends.append(end + 1)
-        newlines -= lines_per_chunk - counted
-        counted = 0
-    return ends, counted + newlines
+def iter_stream(text: bytes) -> Iterator[tuple[int, bytes]]:
+    """`(line number where it starts, bytes)` of each JSON value of a stream of them; where a value
+    does not parse, the rest of the text as one piece (its reader reports the JSON error)."""
+    decoded = text.decode("utf-8", errors="replace")
+    decoder = json.JSONDecoder()
+    position, line_no, size = 0, 1, len(decoded)
+    while True:
+        start = position
+        while start < size and decoded[start].isspace():
+            start += 1
+        if start >= size:
+            return
+        line_no += decoded.count("\n", position, start)
+        try:
+            _, end = decoder.raw_decode(decoded, start)
+        except json.JSONDecodeError:
+            yield line_no, decoded[start:].encode("utf-8")
+            return
+        yield line_no, decoded[start:end].encode("utf-8")
+        line_no += decoded.count("\n", start, end)
+        position = end

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 from ragtriage.logs.schema import RequestLog
-
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-NAIVE_EPOCH = datetime(1970, 1, 1)
-ONE_US = timedelta(microseconds=1)
 
 
 def utc(moment: datetime) -> datetime:
@@ -26,7 +22,7 @@ RESULT_STAGES = ("final_context", "reranked", "fused", "dense", "bm25")
 
 
 def request_facts(raw_query: str, rewrite: Any, stages: Any) -> tuple[int, bool | None]:
-    """`(result_count, rewrite_fired)` of a parsed request (a `RequestLog` or the fast parser's struct).
+    """`(result_count, rewrite_fired)` of a parsed request (a `RequestLog`).
 
     `result_count` = length of the first logged stage among final_context, reranked, fused, dense,
     bm25 (`NO_STAGE_LOGGED` when none is); 0 is an empty result. `rewrite_fired` = the rewritten
@@ -57,10 +53,8 @@ class LogLine:
 
     line_no: int
     request_id: str
-    ts_us: int | None
-    """Request time as integer microseconds since the Unix epoch (UTC): exact, cheap to compare."""
-    ts_text: str | None
-    """The same time as the naive-UTC text SQLAlchemy's SQLite `DateTime` stores and compares."""
+    ts: datetime | None
+    """Request time, aware UTC."""
     kb: str | None
     session: str | None
     user: str | None
@@ -83,11 +77,6 @@ class LogLine:
     """Chunks in the last logged stage (see `request_facts`); `NO_STAGE_LOGGED` when none was logged."""
     rewrite_fired: bool | None = None
     """The logged rewrite changed the query (see `request_facts`); None when no rewrite was logged."""
-
-    @property
-    def ts(self) -> datetime | None:
-        """Request time, aware UTC."""
-        return None if self.ts_us is None else EPOCH + timedelta(microseconds=self.ts_us)
 
     def record(self) -> RequestLog:
         """The line as a validated `RequestLog`."""

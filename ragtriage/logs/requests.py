@@ -13,9 +13,10 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col
 
 from ragtriage.errors import NotFoundError, StoreError
+from ragtriage.logs.reader import request_differences
 from ragtriage.logs.schema import RequestLog
 from ragtriage.store.db import read_session
-from ragtriage.store.log_tables import LogConflictRow, RequestLogRow
+from ragtriage.store.log_tables import LogConflictRow, QuarantinedLineRow, RequestLogRow
 from ragtriage.store.triage_repo import TriageRecord, find_record
 from ragtriage.wording import quoted
 
@@ -165,8 +166,6 @@ def conflicting_lines(
 ) -> tuple[int, list[ConflictLine]]:
     """The number of conflicting lines (of `files`, or of every file) and the first `limit` in file
     and line order, each with the field that differs from the stored request."""
-    from ragtriage.logs.reader import request_differences
-
     where = _of_files(col(LogConflictRow.source_file), files)
     with read_session(engine) as session:
         total = session.scalar(select(func.count()).select_from(LogConflictRow).where(where))
@@ -208,8 +207,6 @@ def quarantined_lines(
 ) -> tuple[int, list[QuarantinedLine]]:
     """The total number of quarantined lines (of `files`, or of every file) and the first `limit`
     in file and line order."""
-    from ragtriage.store.log_tables import QuarantinedLineRow
-
     where = _of_files(col(QuarantinedLineRow.source_file), files)
     with read_session(engine) as session:
         total = session.scalar(select(func.count()).select_from(QuarantinedLineRow).where(where))

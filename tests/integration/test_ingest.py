@@ -296,11 +296,7 @@ def test_a_store_from_before_the_time_index_gets_it_on_the_next_ingest(engine: E
 
 
 @pytest.mark.postgres
-def test_ingest_workers_into_live_postgresql(tmp_path: Path) -> None:
-    from ragtriage.logs.ingest_workers import FORK_AVAILABLE
-
-    if not FORK_AVAILABLE:
-        pytest.skip("ingest workers need the fork start method")
+def test_files_into_live_postgresql_count_what_sqlite_counts(tmp_path: Path) -> None:
     engine = live_postgres_engine()
     suffix = os.urandom(4).hex()
     lines = [
@@ -311,7 +307,7 @@ def test_ingest_workers_into_live_postgresql(tmp_path: Path) -> None:
     path = tmp_path / "pg.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     flagging = FlaggingSettings(follow_up_minutes=5)
-    report = ingest_files(engine, [path], batch_size=4, use_workers=True, flagging=flagging)
+    report = ingest_files(engine, [path], batch_size=4, flagging=flagging)
     alone = ingest_files(
         make_engine(sqlite_url(tmp_path / "alone.db")), [path], batch_size=4, flagging=flagging
     )

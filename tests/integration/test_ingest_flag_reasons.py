@@ -7,13 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 from click.testing import CliRunner
 from rich.cells import cell_len
 
 from ragtriage.cli import cli
 from ragtriage.logs.ingest import ingest_files
-from ragtriage.logs.ingest_workers import FORK_AVAILABLE
 from ragtriage.store.db import make_engine, sqlite_url
 from tests.conftest import write_jsonl
 
@@ -107,9 +105,8 @@ def test_nothing_flagged_says_which_rules_ran(tmp_path: Path) -> None:
     assert "no new request" not in again.stdout, "a re-ingest adds nothing, so there is nothing to explain"
 
 
-@pytest.mark.skipif(not FORK_AVAILABLE, reason="ingest workers need the fork start method")
-def test_worker_processes_count_the_same_reasons(tmp_path: Path) -> None:
-    # Many sessions so the follow-up rule crosses the pieces the workers write.
+def test_reasons_add_up_when_the_follow_up_rule_crosses_batches(tmp_path: Path) -> None:
+    # Many sessions so the follow-up rule crosses the batches.
     lines = [
         {
             "request_id": f"r{i}",
@@ -122,12 +119,6 @@ def test_worker_processes_count_the_same_reasons(tmp_path: Path) -> None:
         for i in range(60)
     ]
     path = write_jsonl(tmp_path / "many.jsonl", lines)
-    reports = [
-        ingest_files(make_engine(sqlite_url(tmp_path / f"{mode}.db")), [path], batch_size=7, use_workers=mode)
-        for mode in (False, True)
-    ]
-    assert reports[0].flagged_by_reason == reports[1].flagged_by_reason
-    assert sum(reports[1].flagged_by_reason.values()) == reports[1].flagged > 0
-    assert {"bad_rating+escalated+follow_up+empty_citations", "follow_up"} <= set(
-        reports[1].flagged_by_reason
-    )
+    report = ingest_files(make_engine(sqlite_url(tmp_path / "many.db")), [path], batch_size=7)
+    assert sum(report.flagged_by_reason.values()) == report.flagged > 0
+    assert {"bad_rating+escalated+follow_up+empty_citations", "follow_up"} <= set(report.flagged_by_reason)

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine
 
 from ragtriage.cli import cli
 from ragtriage.config.settings import OtelSettings
-from ragtriage.errors import LogFormatError
+from ragtriage.errors import InputError, LogFormatError
 from ragtriage.logs.formats.detect import detect
 from ragtriage.logs.ingest import ingest_files
 from ragtriage.logs.schema import RequestLog, map_flat_form, stage_ids
@@ -243,3 +243,29 @@ def test_otel_settings_rename_routes(tmp_path: Path) -> None:
         body = session.execute(select(RequestLogRow.body).limit(1)).scalar_one()
     routes = json.loads(body)["routes"]
     assert [r["name"] for r in routes] == ["bm25_raw", "dense_raw"]
+
+
+def test_cut_gzip_strict_mode_and_a_stop_request(tmp_path: Path) -> None:
+    tracer, exporter = make_tracer(seed=8)
+    good = {"request_id": "ok-1", "ts": "2026-11-02T08:00:00Z", "raw_query": "q", "stages": {"bm25": ["c1"]}}
+    record_request(tracer, good)
+    record_request(tracer, {**good, "request_id": "no-retriever", "stages": {}})
+    path = tmp_path / "traces.jsonl"
+    path.write_text(otlp_lines(exporter.get_finished_spans(), per_line=3))
+    with pytest.raises(LogFormatError, match="no RETRIEVER"):
+        ingest_files(make_engine(sqlite_url(tmp_path / "strict.db")), [path], strict=True)
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(gzip.compress(path.read_bytes() * 40)[:-200])
+    with pytest.raises(InputError, match="cut.jsonl.gz: the gzip stream is corrupt or cut off"):
+        ingest_files(make_engine(sqlite_url(tmp_path / "cut.db")), [cut])
+    # A stop request after the first batch: that batch is stored.
+    for i in range(29):
+        record_request(tracer, {**good, "request_id": f"more-{i}"})
+    path.write_text(otlp_lines(exporter.get_finished_spans(), per_line=4))
+    engine = make_engine(sqlite_url(tmp_path / "stop.db"))
+    report = ingest_files(engine, [path], batch_size=10, should_stop=lambda: True)
+    assert (
+        report.stopped
+        and (report.read, report.ingested + report.quarantined) == (10, 10)
+        and report.reconciles()
+    )

@@ -12,8 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragtriage.errors import InputError
-from ragtriage.logs.formats.detect import detect
-from ragtriage.logs.formats.dispatch import plan_files
+from ragtriage.logs.formats.detect import detect, plan_files
 
 V1 = {"request_id": "r1", "raw_query": "怎么补卡", "stages": {"bm25": ["c1"]}}
 FLAT = {"request_id": "r2", "raw_query": "q", "bm25_results": [{"id": "c1", "score": 1.5}]}

@@ -16,9 +16,9 @@ from ragtriage.config.settings import load_settings
 from ragtriage.errors import ConfigError, InputError
 from ragtriage.eval.gate import GateRuleError, parse_rule
 from ragtriage.kb.frontmatter import split_front_matter
-from ragtriage.logs.exact_parser import parse_exact
 from ragtriage.logs.log_line import BadLine
 from ragtriage.logs.queue import parse_since
+from ragtriage.logs.reader import parse_line
 from ragtriage.wording import quoted
 
 PACKAGE = Path(__file__).resolve().parents[2] / "ragtriage"
@@ -112,7 +112,7 @@ def test_config_value_of_the_wrong_type_is_shown_as_toml_would_write_it(tmp_path
 
 
 def test_log_field_of_the_wrong_type_shows_null_not_none() -> None:
-    bad = parse_exact(b'{"request_id": "r1", "raw_query": "q", "feedback": {"rating": ["up"]}}', 7, False)
+    bad = parse_line(b'{"request_id": "r1", "raw_query": "q", "feedback": {"rating": ["up"]}}', 7)
     assert isinstance(bad, BadLine)
     message = bad.message
     assert "field 'feedback.rating'" in message and '(got ["up"])' in message

@@ -1,8 +1,9 @@
-"""Trace formats other than request-log lines: OTLP/JSON with OpenInference attributes, Arize
-Phoenix span exports and Langfuse exports.
+"""Trace formats other than request-log lines: OTLP/JSON with OpenInference attributes (and the
+OpenTelemetry SDK's own JSON), Arize Phoenix span exports and Langfuse exports; and `detect`,
+which tells any input file's format and layout by its content.
 
-Each format module turns its input into `Span`s (`spans.py`); `collect.py` groups the spans of
-one trace across lines and files with bounded memory; `assemble.py` turns one trace into a
-schema-v1 `RequestLog` body (or a reason it cannot be one); `read.py` runs the three for an
-ingest; `detect.py` tells the format of a file by its content.
+Each format module turns its records into `Span`s and `Note`s (`spans.py`); `read.py` groups the
+spans of one trace across lines and files and `assemble.py` turns each trace into a schema-v1
+request body (or a reason it cannot be one). The Parquet and CSV readers (`tables.py`) give
+request-log rows.
 """

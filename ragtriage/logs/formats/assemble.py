@@ -20,22 +20,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 import orjson
 
 from ragtriage.config.settings import OtelSettings
-from ragtriage.logs.formats.feedback import feedback_of, root_annotations
-from ragtriage.logs.formats.spans import (
-    KIND_EVALUATOR,
-    KIND_RERANKER,
-    KIND_RETRIEVER,
-    QUERY_KEYS,
-    Note,
-    Span,
-    nested,
-    text_value,
-)
-from ragtriage.logs.formats.stages import Reject, documents, final_context, routes
+from ragtriage.logs.formats.spans import KIND_EVALUATOR, KIND_RERANKER, KIND_RETRIEVER, Note, Span
 from ragtriage.wording import plural, quoted
 
 #: Root `metadata` keys that fill the v1 field of the same name.
@@ -65,27 +53,12 @@ class Rejected:
     raw: bytes
 
 
-_PACK = msgspec.msgpack.Encoder().encode
-_UNPACK = msgspec.msgpack.Decoder(list).decode
+class Reject(Exception):
+    """A trace that cannot be a request: quarantine kind, message, fix, and the span it names."""
 
-
-def pack_result(item: Assembled | Rejected) -> bytes:
-    """An assembled or rejected trace as MessagePack (a spill row's digest)."""
-    if isinstance(item, Assembled):
-        return _PACK((0, item.request_id, item.body, item.source, item.line_no))
-    return _PACK((1, item.kind, item.message, item.fix, item.source, item.line_no, item.raw))
-
-
-def unpack_result(data: bytes) -> Assembled | Rejected:
-    """The item `pack_result` wrote."""
-    values = _UNPACK(data)
-    return Assembled(*values[1:]) if values[0] == 0 else Rejected(*values[1:])
-
-
-def digest(trace_id: str, spans: list[Span], otel: OtelSettings) -> bytes:
-    """`pack_result` of the request a trace of exactly `spans` and no notes comes to (the
-    collector's `digest`)."""
-    return pack_result(assemble(trace_id, spans, (), otel))
+    def __init__(self, kind: str, message: str, fix: str, span: Span | None = None) -> None:
+        super().__init__(message)
+        self.kind, self.message, self.fix, self.span = kind, message, fix, span
 
 
 def assemble(
@@ -101,7 +74,7 @@ def assemble(
         return _assemble(trace_id, ordered, note_list, otel)
     except Reject as reject:
         where = reject.span or (ordered[0] if ordered else None)
-        raw = orjson.dumps([orjson.loads(s.to_bytes()) for s in ordered])
+        raw = b"[" + b",".join(s.to_bytes() for s in ordered) + b"]"
         return Rejected(
             reject.kind,
             reject.message,
@@ -332,3 +305,292 @@ def _kept(
     if annotations:
         kept["annotations"] = annotations
     return kept
+
+
+# Stage lists from spans: a route per RETRIEVER span, documents as stage items, the final context.
+
+
+def documents(span: Span, prefix: str, otel: OtelSettings) -> list[Any]:
+    """The documents under `prefix` as stage items: `{chunk_id, score}`, or the id without a score.
+
+    Runs for every document of every trace, so the common case (an id, a float score) is kept short.
+    """
+    documents = span.attributes.get(prefix)
+    if not isinstance(documents, list):
+        return []
+    hits: list[Any] = []
+    append = hits.append
+    for position, doc in enumerate(documents):
+        chunk_id = doc.get("document.id")
+        score = doc.get("document.score")
+        if chunk_id.__class__ is str and score.__class__ is float and chunk_id:
+            append({"chunk_id": chunk_id, "score": score})  # the usual document
+            continue
+        if chunk_id is None or chunk_id == "":
+            chunk_id = _id_from_metadata(span, prefix, position, doc, otel)
+        elif chunk_id.__class__ is not str:
+            chunk_id = str(chunk_id)
+        if score.__class__ is float or score.__class__ is int:
+            append({"chunk_id": chunk_id, "score": float(score)})
+        elif score.__class__ is str and _is_number(score):
+            append({"chunk_id": chunk_id, "score": float(score)})  # Langfuse keeps OTel attributes as text
+        else:
+            append(chunk_id)
+    return hits
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _id_from_metadata(span: Span, prefix: str, position: int, doc: dict[str, Any], otel: OtelSettings) -> str:
+    metadata = nested(doc, "document.metadata") or {}
+    chunk_id = next((metadata[k] for k in otel.document_id_keys if metadata.get(k) not in (None, "")), None)
+    if chunk_id is None:
+        raise Reject(
+            "missing_document_id",
+            f"trace {span.trace_id}, span {span.span_id} {quoted(span.name)}: document {position} of "
+            f"{prefix} has no document.id and no metadata key {' / '.join(otel.document_id_keys)}",
+            "set [logs.otel] document_id_keys to the document.metadata key that holds the chunk id",
+            span,
+        )
+    return str(chunk_id)
+
+
+def routes(retrievers: list[Span], otel: OtelSettings, latencies: dict[str, float]) -> list[dict[str, Any]]:
+    """One route per retriever span: name and kind from `[logs.otel]`, query, latency, hits."""
+    routes: list[dict[str, Any]] = []
+    taken: dict[str, int] = {}
+    lexical = [k.lower() for k in otel.lexical_keywords]
+    for span in retrievers:
+        lower = span.name.lower()
+        name = next(
+            (
+                route
+                for route, names in otel.routes.items()
+                if any(n.lower() == lower or n.lower() in lower for n in names)
+            ),
+            None,
+        )
+        if name is None:
+            name = "bm25" if any(k in lower for k in lexical) else "dense"
+        kind = "bm25" if any(k in name.lower() for k in lexical) else "dense"
+        taken[name] = taken.get(name, 0) + 1
+        if taken[name] > 1:
+            name = f"{name}_{taken[name]}"
+        route: dict[str, Any] = {"name": name, "kind": kind, "span_id": span.span_id, "span_name": span.name}
+        query = text_value(span.attributes, "input", QUERY_KEYS)
+        if query is not None:
+            route["query"] = query
+        if (duration := span.duration_ms) is not None:
+            route["latency_ms"] = latencies[name] = duration
+        route["hits"] = documents(span, "retrieval.documents", otel)
+        routes.append(route)
+    return routes
+
+
+def final_context(
+    spans: list[Span],
+    reranker: Span | None,
+    stages: dict[str, Any],
+    metadata: dict[str, Any],
+    consumed: set[str],
+    otel: OtelSettings,
+) -> list[Any] | None:
+    """The final context by `[logs.otel] final_context`: the reranker's output cut at
+    `reranker.top_k`, a chunk-id list in the root metadata, or a named span's documents; None
+    when the rule finds nothing (the stage was not logged)."""
+    rule = otel.final_context
+    if rule == "reranker":
+        if reranker is None:
+            return None
+        top_k = reranker.attributes.get("reranker.top_k")
+        if isinstance(top_k, str) and top_k.isdigit():
+            top_k = int(top_k)  # Langfuse keeps OTel attributes as text
+        reranked: list[Any] = stages["reranked"]
+        return reranked[: int(top_k)] if isinstance(top_k, (int, float)) and top_k >= 0 else reranked
+    if rule.startswith("metadata."):
+        key = rule[len("metadata.") :]
+        value = metadata.get(key)
+        if isinstance(value, list):
+            consumed.add(key)
+            return [str(v) for v in value]
+        return None
+    named = next((s for s in spans if s.name == rule), None)
+    if named is None:
+        return None
+    prefix = "reranker.output_documents" if named.kind == KIND_RERANKER else "retrieval.documents"
+    return documents(named, prefix, otel)
+
+
+# Feedback from annotations, evaluations and scores: which are user feedback, which are bad, which
+# escalate (the `[logs.otel]` names and labels decide).
+
+_TRUE_LABELS = frozenset(("true", "yes", "1", "escalated"))
+#: Flattened lists of feedback on a span: prefix, and the prefix of each item's fields.
+_LISTS = (
+    ("annotations", "annotation."),
+    ("evaluations", "evaluation."),
+    ("trace.annotations", "annotation."),
+    ("trace.evaluations", "evaluation."),
+)
+_LIST_STARTS = tuple(prefix + "." for prefix, _ in _LISTS)
+
+
+def root_annotations(root: Span, carriers: list[Span], notes: list[Note]) -> list[dict[str, Any]]:
+    """Feedback on the request: annotations and evaluations on the root span, on EVALUATOR
+    carrier spans linked to it, and notes on the root span or the whole trace."""
+    found: list[dict[str, Any]] = []
+    for span in [root, *(c for c in carriers if any(sid == root.span_id for _, sid in c.links))]:
+        listed = {k: v for k, v in span.attributes.items() if k.startswith(_LIST_STARTS)}
+        if not listed:
+            continue
+        for prefix, suffix in _LISTS:
+            for item in indexed(listed, prefix):
+                fields = {k[len(suffix) :]: v for k, v in item.items() if k.startswith(suffix)}
+                if "name" in fields:
+                    fields.pop("metadata", None)
+                    found.append({**fields, "span_id": span.span_id})
+    for note in notes:
+        if note.span_id is None or note.span_id == root.span_id:
+            found.append({**note.as_annotation(), "span_id": root.span_id})
+    return found
+
+
+def _matches(name: Any, needles: list[str]) -> bool:
+    lower = str(name).lower()
+    return any(n.lower() in lower for n in needles if n)
+
+
+def _is_bad(annotation: dict[str, Any], otel: OtelSettings) -> bool:
+    label = annotation.get("label")
+    if label not in (None, ""):
+        return str(label).strip().lower() in {b.lower() for b in otel.bad_labels}
+    score = annotation.get("score")
+    return (
+        otel.bad_score_at_most is not None
+        and isinstance(score, (int, float))
+        and not isinstance(score, bool)
+        and score <= otel.bad_score_at_most
+    )
+
+
+def feedback_of(annotations: list[dict[str, Any]], otel: OtelSettings) -> dict[str, Any]:
+    """The v1 `feedback` section: `rating` `down` when any user-feedback annotation is bad
+    (`bad_labels`, or a score at most `bad_score_at_most`), else `up`; the chosen annotation's
+    name, label and score; `escalated` from an escalation annotation. Empty when none applies."""
+    feedback: dict[str, Any] = {}
+    user = [a for a in annotations if _matches(a.get("name"), otel.feedback_names)]
+    if user:
+        bad = [a for a in user if _is_bad(a, otel)]
+        chosen = bad[0] if bad else user[0]
+        feedback["rating"] = "down" if bad else "up"
+        feedback["name"] = chosen.get("name")
+        for key in ("label", "score"):
+            if chosen.get(key) is not None:
+                feedback[key] = chosen[key]
+        if chosen.get("explanation"):
+            feedback["reason"] = chosen["explanation"]
+    for annotation in annotations:
+        if not _matches(annotation.get("name"), otel.escalation_names):
+            continue
+        label, score = annotation.get("label"), annotation.get("score")
+        if str(label).strip().lower() in _TRUE_LABELS or (
+            isinstance(score, (int, float)) and not isinstance(score, bool) and score > 0
+        ):
+            feedback["escalated"] = True
+    return feedback
+
+
+# Reading flattened attributes: lists, JSON-string objects, nested keys, input and output text.
+
+
+def indexed(attributes: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
+    """The list flattened under `prefix` (`prefix.0.x`, `prefix.1.x` → `[{x}, {x}]`), in index order.
+
+    Gaps in the indices are skipped.
+    """
+    items: dict[int, dict[str, Any]] = {}
+    start = prefix + "."
+    size = len(start)
+    for key, value in attributes.items():
+        if key.startswith(start):
+            index, dot, rest = key[size:].partition(".")
+            if dot and index.isdigit():
+                items.setdefault(int(index), {})[rest] = value
+    return [items[i] for i in sorted(items)]
+
+
+def json_object(value: Any) -> dict[str, Any] | None:
+    """A JSON-string attribute (OpenInference `metadata`) as a dict; None when it is not one."""
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, (str, bytes)) and value[:1] in ("{", b"{"):
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
+    return None
+
+
+def nested(attributes: dict[str, Any], prefix: str) -> dict[str, Any] | None:
+    """The object under `prefix`: a JSON string (OTLP), or keys flattened below it (Phoenix
+    flattens `metadata` into `metadata.a.b`), rebuilt as nested dicts. None when absent."""
+    value = attributes.get(prefix)
+    if value is not None:
+        return json_object(value)
+    start = prefix + "."
+    found: dict[str, Any] | None = None
+    for key, item in attributes.items():
+        if key.startswith(start):
+            found = {} if found is None else found
+            _put(found, key[len(start) :].split("."), item)
+    return None if found is None else _lists(found)
+
+
+def _put(tree: dict[str, Any], path: list[str], value: Any) -> None:
+    for part in path[:-1]:
+        child = tree.get(part)
+        if not isinstance(child, dict):
+            child = tree[part] = {}
+        tree = child
+    tree[path[-1]] = value
+
+
+def _lists(tree: Any) -> Any:
+    """Dicts whose keys are all 0…n-1 become lists (how Phoenix flattens lists of objects)."""
+    if not isinstance(tree, dict):
+        return tree
+    converted = {k: _lists(v) for k, v in tree.items()}
+    if converted and all(k.isdigit() for k in converted):
+        keys = sorted(converted, key=int)
+        if [int(k) for k in keys] == list(range(len(keys))):
+            return [converted[k] for k in keys]
+    return converted
+
+
+#: Keys of a JSON-object `input.value` that hold the query.
+QUERY_KEYS = ("query", "question", "query_str", "input")
+
+
+def text_value(attrs: dict[str, Any], prefix: str, keys: tuple[str, ...]) -> str | None:
+    """`input.value` / `output.value` as text; a JSON object value gives its query/answer key."""
+    value = attrs.get(f"{prefix}.value")
+    if value is None:
+        return None
+    if isinstance(value, str) and value[:1] == "{":
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+        if isinstance(parsed, dict):
+            for key in keys:
+                text = parsed.get(key)
+                if isinstance(text, str):
+                    return text
+    return str(value)

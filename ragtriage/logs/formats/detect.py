@@ -11,22 +11,24 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterator
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from ragtriage.errors import InputError
-from ragtriage.logs.formats import langfuse, otel_sdk, otlp, phoenix
-from ragtriage.logs.formats.csv_table import csv_header
+from ragtriage.logs.formats.csv_table import csv_columns, csv_header
+from ragtriage.logs.line_files import open_bytes
+from ragtriage.wording import quoted
 
 #: Formats `--format` accepts besides `auto` (`parquet` is read by the columnar reader).
 FORMATS = ("v1", "flat", "otlp", "phoenix", "langfuse", "parquet", "csv")
-#: Table formats, read row by row (`formats.parquet`, `formats.csv_table`).
-TABLE_FORMATS = ("parquet", "csv")
 #: Formats read by this package (the others by the request-log reader).
 TRACE_FORMATS = ("otlp", "phoenix", "langfuse")
+#: `--format` choices.
+FORMAT_CHOICES = ("auto", *FORMATS)
 _SNIFFED = ("v1", "flat", "otlp", "phoenix", "langfuse", "parquet", "csv")
 PEEK_BYTES = 1 << 20
 _SNIFF_LINES = 200
@@ -44,21 +46,94 @@ _FLAT_KEYS = (
 _PARQUET_MAGIC = b"PAR1"
 
 
-def open_bytes(path: Path) -> Any:
-    """A binary handle on `path`, decompressing gzip.
+@dataclass(frozen=True, slots=True)
+class PlannedFile:
+    """One input file and how it is read."""
+
+    path: Path
+    format: str
+    layout: str
+    """`lines` (JSONL), `document` (one JSON value) or `stream` (JSON values one after another)."""
+
+    @property
+    def is_trace(self) -> bool:
+        """Read by the trace formats (together with the other trace files of the ingest)."""
+        return self.format in TRACE_FORMATS
+
+
+def plan_files(paths: Sequence[Path], log_format: str = "auto") -> list[PlannedFile]:
+    """Each file's format and layout: detected from its content, or `log_format` for all.
 
     Raises:
-        InputError: the file cannot be opened.
+        InputError: an unknown `log_format`, or a file whose content matches no format.
     """
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 (the caller closes it)
-        if handle.read(2) == b"\x1f\x8b":
-            handle.seek(0)
-            return gzip.GzipFile(fileobj=handle, mode="rb")
-        handle.seek(0)
-        return handle
-    except OSError as error:
-        raise InputError(f"{path}: cannot read: {error.strerror or error}") from None
+    if log_format not in FORMAT_CHOICES:
+        raise InputError(f"unknown log format {quoted(log_format)}; use one of {', '.join(FORMAT_CHOICES)}")
+    planned = []
+    for path in paths:
+        path = Path(path)
+        detected, layout = detect(path)
+        if log_format != "auto" and detected != log_format:
+            if "parquet" in (detected, log_format):
+                raise InputError(
+                    f"{path}: {'a' if detected == 'parquet' else 'not a'} Parquet file, but "
+                    f"--format {log_format} was given; fix: drop --format (auto detects it) or give the right one"
+                )
+            # Forced: keep the detected layout (a document is never read as JSONL).
+            detected = log_format
+        if detected == "csv":
+            csv_columns(path)  # a file without a usable header stops the ingest before anything is stored
+        planned.append(PlannedFile(path, detected, layout))
+    return planned
+
+
+def record_kind(record: Any) -> str | None:
+    """What one trace-format record is: `otlp_export` (an ExportTraceServiceRequest, either key
+    style), `otlp_span` (a bare OTLP span, a Phoenix `/spans/otlpv1` page item), `sdk_span` (as the
+    OpenTelemetry SDK's `ReadableSpan.to_json()` writes it), `phoenix_span`, `phoenix_annotation`
+    (of a span, trace or document), `langfuse_observation`, `langfuse_trace`, `langfuse_score`;
+    None for anything else."""
+    if not isinstance(record, dict):
+        return None
+    keys = record.keys()
+    if "resourceSpans" in keys or "resource_spans" in keys:
+        return "otlp_export"
+    if ("spanId" in keys or "span_id" in keys) and (
+        "startTimeUnixNano" in keys or "start_time_unix_nano" in keys
+    ):
+        return "otlp_span"
+    context = record.get("context")
+    if isinstance(context, dict):
+        if "span_kind" in keys:
+            return "phoenix_span"
+        if "kind" in keys and "trace_id" in context and "span_id" in context:
+            return "sdk_span"
+    if "annotator_kind" in keys and "name" in keys and ("span_id" in keys or "trace_id" in keys):
+        return "phoenix_annotation"
+    if "traceId" in keys and "type" in keys and "startTime" in keys:
+        return "langfuse_observation"
+    if "traceId" in keys and "name" in keys and ("dataType" in keys or "stringValue" in keys):
+        return "langfuse_score"
+    if (
+        "id" in keys
+        and "timestamp" in keys
+        and "traceId" not in keys
+        and ({"sessionId", "userId", "release", "observations", "htmlPath", "tags"} & keys)
+    ):
+        return "langfuse_trace"
+    return None
+
+
+_FORMAT_OF_KIND = {
+    "otlp_export": "otlp",
+    "otlp_span": "otlp",
+    "sdk_span": "otlp",
+    "phoenix_span": "phoenix",
+    "phoenix_annotation": "phoenix",
+    "langfuse_observation": "langfuse",
+    "langfuse_trace": "langfuse",
+    "langfuse_score": "langfuse",
+}
 
 
 def sniff(record: Any) -> str | None:
@@ -67,12 +142,9 @@ def sniff(record: Any) -> str | None:
         return sniff(record[0]) if record else None
     if not isinstance(record, dict):
         return None
-    if otlp.is_export_request(record) or otlp.is_otlp_span(record) or otel_sdk.is_sdk_span(record):
-        return "otlp"
-    if phoenix.is_span(record) or phoenix.is_annotation(record):
-        return "phoenix"
-    if langfuse.kind_of(record) is not None:
-        return "langfuse"
+    kind = record_kind(record)
+    if kind is not None:
+        return _FORMAT_OF_KIND[kind]
     if "raw_query" in record or "request_id" in record:
         return "flat" if any(k in record for k in _FLAT_KEYS) else "v1"
     data = record.get("data")
@@ -165,29 +237,6 @@ def first_stream_value(text: bytes) -> Any:
     except json.JSONDecodeError:
         return None
     return value
-
-
-def iter_stream(text: bytes) -> Iterator[tuple[int, bytes]]:
-    """`(line number where it starts, bytes)` of each JSON value of a stream of them; where a value
-    does not parse, the rest of the text as one piece (its reader reports the JSON error)."""
-    decoded = text.decode("utf-8", errors="replace")
-    decoder = json.JSONDecoder()
-    position, line_no, size = 0, 1, len(decoded)
-    while True:
-        start = position
-        while start < size and decoded[start].isspace():
-            start += 1
-        if start >= size:
-            return
-        line_no += decoded.count("\n", position, start)
-        try:
-            _, end = decoder.raw_decode(decoded, start)
-        except json.JSONDecodeError:
-            yield line_no, decoded[start:].encode("utf-8")
-            return
-        yield line_no, decoded[start:end].encode("utf-8")
-        line_no += decoded.count("\n", start, end)
-        position = end
 
 
 def _is_page(record: Any) -> bool:

@@ -39,24 +39,6 @@ _ID_KEYS = ("id", "chunk_id", "doc_id", "document_id", "node_id")
 _SOURCE_KIND = {"ANNOTATION": "HUMAN", "EVAL": "LLM", "API": "CODE"}
 
 
-def kind_of(record: Any) -> str | None:
-    """`observation`, `trace` or `score` for a Langfuse record, else None."""
-    if not isinstance(record, dict):
-        return None
-    if "traceId" in record and "type" in record and "startTime" in record:
-        return "observation"
-    if "traceId" in record and "name" in record and ("dataType" in record or "stringValue" in record):
-        return "score"
-    if (
-        "id" in record
-        and "timestamp" in record
-        and "traceId" not in record
-        and ({"sessionId", "userId", "release", "observations", "htmlPath", "tags"} & record.keys())
-    ):
-        return "trace"
-    return None
-
-
 def _json(value: Any) -> Any:
     """A JSON-text input/output parsed; anything else as is."""
     if isinstance(value, str) and value[:1] in ("{", "["):

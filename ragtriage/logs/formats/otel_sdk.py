@@ -27,14 +27,6 @@ from ragtriage.logs.formats.spans import Span, openinference_kind
 _EXPORTER = "the OpenTelemetry SDK (ReadableSpan.to_json)"
 
 
-def is_sdk_span(obj: Any) -> bool:
-    """A span as `ReadableSpan.to_json()` writes it (a Phoenix span has `span_kind` instead of `kind`)."""
-    if not isinstance(obj, dict) or "span_kind" in obj or "kind" not in obj:
-        return False
-    context = obj.get("context")
-    return isinstance(context, dict) and "trace_id" in context and "span_id" in context
-
-
 def _hex_id(value: Any, size: int, field: str) -> str:
     """`0x…` hex (the SDK's form) or plain hex/base64 as lowercase hex of `2 * size` digits."""
     text = value[2:] if isinstance(value, str) and value[:2] in ("0x", "0X") else value

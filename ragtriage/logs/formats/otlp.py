@@ -233,25 +233,11 @@ def events_as_evaluations(events: Any, attrs: dict[str, Any]) -> None:
         number += 1
 
 
-def is_export_request(obj: Any) -> bool:
-    """True for an `ExportTraceServiceRequest` (either key style)."""
-    return isinstance(obj, dict) and ("resourceSpans" in obj or "resource_spans" in obj)
-
-
-def is_otlp_span(obj: Any) -> bool:
-    """True for a bare OTLP span object (a Phoenix `/spans/otlpv1` page item)."""
-    return (
-        isinstance(obj, dict)
-        and ("spanId" in obj or "span_id" in obj)
-        and ("startTimeUnixNano" in obj or "start_time_unix_nano" in obj)
-    )
-
-
 def iter_export(obj: dict[str, Any], source: str, line_no: int) -> list[Span | SpanFormatError]:
     """The spans of one `ExportTraceServiceRequest`, or of a page `{"data": [OTLP span, …]}`;
     a span that cannot be read is returned as its `SpanFormatError` (the others still are read)."""
     out: list[Span | SpanFormatError] = []
-    if not is_export_request(obj):
+    if "resourceSpans" not in obj and "resource_spans" not in obj:
         for item in obj.get("data") or ():
             out.append(_one(item, {}, source, line_no))
         return out

@@ -23,21 +23,6 @@ from ragtriage.logs.formats.otlp import (
 from ragtriage.logs.formats.spans import Note, Span
 
 
-def is_span(obj: Any) -> bool:
-    """A Phoenix span object."""
-    return isinstance(obj, dict) and isinstance(obj.get("context"), dict) and "span_kind" in obj
-
-
-def is_annotation(obj: Any) -> bool:
-    """A Phoenix span, trace or document annotation."""
-    return (
-        isinstance(obj, dict)
-        and "annotator_kind" in obj
-        and "name" in obj
-        and ("span_id" in obj or "trace_id" in obj)
-    )
-
-
 def span_from_phoenix(obj: dict[str, Any], source: str, line_no: int) -> Span:
     """One Phoenix span.
 

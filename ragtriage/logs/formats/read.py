@@ -1,34 +1,32 @@
-"""Read trace-format files (OTLP, Phoenix, Langfuse) of one ingest into requests.
+"""Read the trace-format files of one ingest (OTLP, Phoenix, Langfuse) into requests.
 
-All files of one ingest are read together: a trace's spans may be spread over them, and a
-Langfuse export comes as observations, traces and scores files. Each trace becomes one
-`Assembled` request body or one `Rejected` quarantine entry; a record that cannot be read at all
-(bad JSON, not a span) is a `Rejected` of its own. So the unit counted as read is a trace or an
-unreadable record, and `read = assembled + rejected`.
+All files of one ingest are read together: a trace's spans may be spread over them (the Collector
+rotates its files), a Langfuse export comes as observations, traces and scores files, and feedback
+may come long after its trace. So no trace is complete before the input ends: spans are grouped by
+trace in memory, without their bulky attributes (`otlp.BULKY_*`, document contents), and each trace
+becomes one `Assembled` request body or one `Rejected` quarantine entry. A record that cannot be
+read at all (bad JSON, not a span) is a `Rejected` of its own. So the unit counted as read is a
+trace or an unreadable record, and `read = assembled + rejected`.
 """
 
 from __future__ import annotations
 
-import functools
-import gzip
-from collections.abc import Iterable, Iterator, Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-import msgspec
 import orjson
 
 from ragtriage.config.settings import OtelSettings
-from ragtriage.errors import InputError
-from ragtriage.logs.formats import langfuse, otel_sdk, otlp, otlp_fast, phoenix
-from ragtriage.logs.formats.assemble import Assembled, Rejected, assemble, digest, unpack_result
-from ragtriage.logs.formats.collect import Digest, TraceCollector
-from ragtriage.logs.formats.detect import iter_stream, open_bytes
+from ragtriage.logs.formats import langfuse, otel_sdk, otlp, phoenix
+from ragtriage.logs.formats.assemble import Assembled, Rejected, assemble
+from ragtriage.logs.formats.detect import record_kind
 from ragtriage.logs.formats.otlp import SpanFormatError
-from ragtriage.logs.formats.spans import Note, Span
-from ragtriage.logs.line_files import cut_message
+from ragtriage.logs.formats.spans import KIND_EVALUATOR, Note, Span
+from ragtriage.logs.line_files import iter_records
+from ragtriage.logs.log_line import BadLine
 
-_BOM = b"\xef\xbb\xbf"
 _MISSING_FORMAT = {
     "otlp": (
         "not_otlp",
@@ -38,50 +36,151 @@ _MISSING_FORMAT = {
     "langfuse": ("not_langfuse", "a Langfuse observation, trace or score"),
 }
 
+NumberedLine = tuple[int, "bytes | BadLine", bool]
+"""`(line_no, raw line or an already rejected record, unterminated)`: what the line parser takes."""
 
-def iter_raw(
-    path: Path, layout: str, piece: tuple[int, int, int] | None = None
-) -> Iterator[tuple[int, bytes]]:
-    """`(line number, bytes)` of every non-blank line, `(1, whole file)` for a document, or each
-    value of a stream with the line it starts on; a leading byte-order mark is dropped. `piece`
-    `(first line number, offset, length)`: only the whole lines in those bytes of an uncompressed
-    file (`line_files.iter_line_ranges`).
+
+def trace_lines(
+    files: Sequence[tuple[Path, str, str]], otel: OtelSettings
+) -> Iterator[tuple[Path, Iterator[NumberedLine]]]:
+    """The requests of all trace-format `files` (`(path, format, layout)`), as runs of numbered
+    lines per file: each assembled request as a schema-v1 line, each rejected trace or record as a
+    `BadLine`. A request's line is the line of its root span; a rejected trace's is the line of the
+    span the rejection names. Consume each run before asking for the next.
 
     Raises:
-        InputError: the file cannot be read, or its gzip stream is corrupt or cut off.
+        InputError: a file cannot be read.
     """
-    first_line_no = 1 if piece is None else piece[0]
-    line_no = first_line_no - 1
-    with open_bytes(path) as handle:
-        try:
-            if layout in ("document", "stream"):
-                text = handle.read()
-                text = text[len(_BOM) :] if text.startswith(_BOM) else text
-                if layout == "stream":
-                    yield from iter_stream(text)
+    by_display = {str(path): path for path, _, _ in files}
+    for display, group in itertools.groupby(read_traces(files, otel), key=lambda item: item.source):
+        yield (
+            by_display.get(display, Path(display)),
+            (
+                (item.line_no, item.body, False)
+                if isinstance(item, Assembled)
+                else (item.line_no, BadLine(item.line_no, item.kind, item.message, item.fix, item.raw), False)
+                for item in group
+            ),
+        )
+
+
+#: Trace inputs up to this size are grouped in memory in one pass. Bigger ones are read twice: the
+#: first pass only learns the record where each trace's last span or note is, so that the second
+#: assembles and releases each trace there; memory then follows the traces open at once, not the
+#: input (a trace holds about 30 KB of Python objects).
+SINGLE_PASS_BYTES = 64 << 20
+
+_Record = tuple[str, str, int, Any]
+"""`(format, file as given, line or record number, record or Rejected)`."""
+
+
+def read_traces(
+    files: Sequence[tuple[Path, str, str]], otel: OtelSettings, *, single_pass_bytes: int = SINGLE_PASS_BYTES
+) -> Iterator[Assembled | Rejected]:
+    """Every trace of `files` (`(path, format, layout)`) as a request body or a rejection, each
+    once its last span or note is read (inputs of `single_pass_bytes` or less: at the end, in the
+    order their first span was read); unreadable records as they are met; then feedback whose
+    trace is not in the input.
+
+    Raises:
+        InputError: a file cannot be read.
+    """
+    size = sum(path.stat().st_size for path, _, _ in files if path.is_file())
+    due = _last_records(files, otel) if size > single_pass_bytes else {}
+    traces: dict[str, list[Span]] = {}
+    noted: dict[str, list[tuple[int, Note]]] = {}
+    """Notes by the trace they name, or `span:ID` when they name only a span, with their place."""
+    for index, (fmt, display, number, record) in enumerate(_records(files)):
+        if isinstance(record, Rejected):
+            yield record
+            continue
+        for item in items_of(fmt, record, otel, display, number):
+            if isinstance(item, Span):
+                traces.setdefault(_trace_of(item), []).append(item)
+            elif isinstance(item, Note):
+                key = item.trace_id or f"span:{item.span_id}"
+                noted.setdefault(key, []).append((index, item))
+            else:
+                yield _rejected_record(fmt, item, record, display, number)
+        for trace_id in due.get(index, ()):
+            if trace_id in traces:
+                yield _assembled(trace_id, traces.pop(trace_id), noted, otel)
+    while traces:
+        trace_id = next(iter(traces))
+        yield _assembled(trace_id, traces.pop(trace_id), noted, otel)
+    for trace_id in sorted(noted):
+        yield _orphan(trace_id, [note for _, note in noted[trace_id]])
+
+
+def _records(files: Sequence[tuple[Path, str, str]]) -> Iterator[_Record]:
+    for path, fmt, layout in files:
+        display = str(path)
+        for line_no, raw in iter_records(path, layout):
+            for number, record in records_of(raw, line_no, display, document=layout == "document"):
+                yield fmt, display, number, record
+
+
+def _last_records(files: Sequence[tuple[Path, str, str]], otel: OtelSettings) -> dict[int, list[str]]:
+    """The first pass: trace ids by the index (in `_records` order) of the record that holds the
+    trace's last span or note."""
+    last: dict[str, int] = {}
+    span_traces: dict[str, str] = {}
+    by_span: list[tuple[int, str]] = []
+    index_spans = any(fmt != "otlp" for _, fmt, _ in files)  # only those formats name a span alone
+    for index, (fmt, display, number, record) in enumerate(_records(files)):
+        if isinstance(record, Rejected):
+            continue
+        for item in items_of(fmt, record, otel, display, number):
+            if isinstance(item, Span):
+                trace_id = _trace_of(item)
+                last[trace_id] = index
+                if index_spans:
+                    span_traces[item.span_id] = trace_id
+            elif isinstance(item, Note):
+                if item.trace_id is not None:
+                    last[item.trace_id] = index
                 else:
-                    yield 1, text
-                return
-            lines = handle if piece is None else _lines_between(handle, piece[1], piece[2])
-            for line_no, raw in enumerate(lines, start=first_line_no):
-                if line_no == 1 and raw.startswith(_BOM):
-                    raw = raw[len(_BOM) :]
-                if not raw.isspace():
-                    yield line_no, raw
-        except (EOFError, gzip.BadGzipFile, OSError) as error:
-            raise InputError(cut_message(path, line_no, error)) from None
+                    by_span.append((index, item.span_id or ""))
+    for index, span_id in by_span:
+        found = span_traces.get(span_id)
+        if found is not None and last[found] < index:
+            last[found] = index
+    due: dict[int, list[str]] = {}
+    for trace_id, index in last.items():
+        due.setdefault(index, []).append(trace_id)
+    return due
 
 
-def _lines_between(handle: BinaryIO, offset: int, length: int) -> Iterator[bytes]:
-    """The lines in `length` bytes from `offset` (a piece always ends at a line's end)."""
-    handle.seek(offset)
-    left = length
-    while left > 0:
-        raw = handle.readline(left)
-        if not raw:
-            break
-        left -= len(raw)
-        yield raw
+def _trace_of(span: Span) -> str:
+    """The trace a span belongs to: an EVALUATOR carrier span joins the trace it links to."""
+    if span.kind == KIND_EVALUATOR and span.links:
+        return span.links[0][0]
+    return span.trace_id
+
+
+def _assembled(
+    trace_id: str, spans: list[Span], noted: dict[str, list[tuple[int, Note]]], otel: OtelSettings
+) -> Assembled | Rejected:
+    """Assemble one trace with the notes naming it or one of its spans (in the order read)."""
+    notes = noted.pop(trace_id, [])
+    if noted:
+        for span in spans:
+            notes += noted.pop(f"span:{span.span_id}", [])
+    return assemble(trace_id, spans, [note for _, note in sorted(notes, key=lambda item: item[0])], otel)
+
+
+def _orphan(trace_id: str, notes: list[Note]) -> Rejected:
+    first = notes[0]
+    return Rejected(
+        "orphan_feedback",
+        f"{len(notes)} {'annotation or score' if len(notes) == 1 else 'annotations or scores'} for "
+        + (f"span {trace_id[5:]}" if trace_id.startswith("span:") else f"trace {trace_id}")
+        + f" ('{first.name}'), which is not in this ingest",
+        "ingest the feedback together with the trace's spans",
+        first.source,
+        first.line_no,
+        orjson.dumps([n.as_annotation() for n in notes]),
+    )
 
 
 def records_of(
@@ -119,7 +218,7 @@ def _is_page(record: Any) -> bool:
     return (
         isinstance(record, dict)
         and isinstance(record.get("data"), list)
-        and not otlp.is_export_request(record)
+        and record_kind(record) != "otlp_export"
     )
 
 
@@ -127,29 +226,27 @@ def items_of(
     fmt: str, record: Any, otel: OtelSettings, source: str, line_no: int
 ) -> list[Span | Note | SpanFormatError]:
     """The spans and notes one record of format `fmt` holds (unreadable ones as errors)."""
+    kind = record_kind(record)
     try:
         if fmt in ("otlp", "phoenix") and isinstance(record, dict):
-            if otlp.is_export_request(record) or isinstance(record.get("data"), list):
+            if kind == "otlp_export" or isinstance(record.get("data"), list):
                 return list(otlp.iter_export(record, source, line_no))
-            if otlp.is_otlp_span(record):
+            if kind == "otlp_span":
                 return [otlp.span_from_otlp(record, {}, source, line_no)]
-            if otel_sdk.is_sdk_span(record):
+            if kind == "sdk_span":
                 return [otel_sdk.span_from_sdk(record, source, line_no)]
-        if fmt == "phoenix" and isinstance(record, dict):
-            if phoenix.is_span(record):
-                return [phoenix.span_from_phoenix(record, source, line_no)]
-            if phoenix.is_annotation(record):
-                note = phoenix.note_from_phoenix(record, source, line_no)
-                return [] if note is None else [note]
-        if fmt == "langfuse":
-            kind = langfuse.kind_of(record)
-            if kind == "observation":
-                return [langfuse.span_from_observation(record, otel, source, line_no)]
-            if kind == "trace":
-                return [langfuse.span_from_trace(record, source, line_no)]
-            if kind == "score":
-                note = langfuse.note_from_score(record, source, line_no)
-                return [] if note is None else [note]
+        if fmt == "phoenix" and kind == "phoenix_span":
+            return [phoenix.span_from_phoenix(record, source, line_no)]
+        if fmt == "phoenix" and kind == "phoenix_annotation":
+            note = phoenix.note_from_phoenix(record, source, line_no)
+            return [] if note is None else [note]
+        if kind == "langfuse_observation" and fmt == "langfuse":
+            return [langfuse.span_from_observation(record, otel, source, line_no)]
+        if kind == "langfuse_trace" and fmt == "langfuse":
+            return [langfuse.span_from_trace(record, source, line_no)]
+        if kind == "langfuse_score" and fmt == "langfuse":
+            note = langfuse.note_from_score(record, source, line_no)
+            return [] if note is None else [note]
     except SpanFormatError as error:
         return [error]
     _, expected = _MISSING_FORMAT[fmt]
@@ -170,108 +267,3 @@ def _rejected_record(fmt: str, error: SpanFormatError, record: Any, display: str
         line_no,
         raw[:65536],
     )
-
-
-def read_traces(
-    files: Sequence[tuple[Path, str, str]],
-    otel: OtelSettings,
-    *,
-    spill_dir: Path | None = None,
-    memory_spans: int = 5_000,
-) -> Iterator[Assembled | Rejected]:
-    """Every trace of `files` (`(path, format, layout)`) as a request body or a rejection;
-    unreadable records first, as they are met, then the traces in the order their first span
-    was read.
-
-    Raises:
-        InputError: a file cannot be read.
-    """
-    collector = TraceCollector(
-        memory_spans=memory_spans,
-        spill_dir=spill_dir,
-        index_spans=needs_span_index(files),
-        digest=digester(otel),
-    )
-    try:
-        for path, fmt, layout in files:
-            yield from read_into(collector, iter_raw(path, layout), str(path), fmt, layout, otel)
-        yield from assembled(collector, otel)
-    finally:
-        collector.close()
-
-
-def digester(otel: OtelSettings) -> Digest:
-    """The collector's `digest`: assemble a spill row's spans where they are read."""
-    return functools.partial(digest, otel=otel)
-
-
-def needs_span_index(files: Sequence[tuple[Path, str, str]]) -> bool:
-    """Whether notes naming only a span id may come (Phoenix annotations, Langfuse scores)."""
-    return any(fmt != "otlp" for _, fmt, _ in files)
-
-
-def read_into(
-    collector: TraceCollector,
-    lines: Iterable[tuple[int, bytes]],
-    display: str,
-    fmt: str,
-    layout: str,
-    otel: OtelSettings,
-) -> Iterator[Rejected]:
-    """Read numbered `lines` of one file into `collector`; yield each unreadable record.
-
-    Raises:
-        InputError: the file cannot be read.
-    """
-    for line_no, raw in lines:
-        fast = None
-        if fmt == "otlp":
-            try:
-                fast = otlp_fast.spans_from_json(raw, display, line_no)
-            except msgspec.DecodeError:
-                fast = None  # the dict path below reports the JSON error
-        if fast is not None:
-            found: Iterable[tuple[int, Any, Sequence[Span | Note | SpanFormatError]]] = [
-                (line_no, None, fast)
-            ]
-        else:
-            found = (
-                (
-                    number,
-                    record,
-                    [] if isinstance(record, Rejected) else items_of(fmt, record, otel, display, number),
-                )
-                for number, record in records_of(raw, line_no, display, document=layout == "document")
-            )
-        for number, record, items in found:
-            if isinstance(record, Rejected):
-                yield record
-            for item in items:
-                if isinstance(item, Span):
-                    collector.add_span(item)
-                elif isinstance(item, Note):
-                    collector.add_note(item)
-                else:
-                    yield _rejected_record(fmt, item, record if record is not None else raw, display, number)
-
-
-def assembled(collector: TraceCollector, otel: OtelSettings) -> Iterator[Assembled | Rejected]:
-    """Each collected trace assembled into a request (or rejected), in order of first appearance."""
-    for trace_id, spans, notes, result in collector.traces():
-        if result is not None:
-            yield unpack_result(result)
-            continue
-        if not spans:
-            first = notes[0]
-            yield Rejected(
-                "orphan_feedback",
-                f"{len(notes)} {'annotation or score' if len(notes) == 1 else 'annotations or scores'} for "
-                + (f"span {trace_id[5:]}" if trace_id.startswith("span:") else f"trace {trace_id}")
-                + f" ('{first.name}'), which is not in this ingest",
-                "ingest the feedback together with the trace's spans",
-                first.source,
-                first.line_no,
-                orjson.dumps([n.as_annotation() for n in notes]),
-            )
-            continue
-        yield assemble(trace_id, spans, notes, otel)

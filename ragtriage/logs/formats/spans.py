@@ -13,17 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
 import orjson
-
-_PACK = msgspec.msgpack.Encoder().encode
-_UNPACK = msgspec.msgpack.Decoder(list).decode
 
 #: OpenInference span kinds this package reads (`openinference.span.kind`).
 KIND_RETRIEVER = "RETRIEVER"
 KIND_RERANKER = "RERANKER"
 KIND_EVALUATOR = "EVALUATOR"
-KIND_LLM = "LLM"
 
 
 def openinference_kind(attributes: dict[str, Any]) -> str:
@@ -62,7 +57,7 @@ class Span:
         self.duration_ms = None if start is None or end is None else round((end - start) / 1e6, 3)
 
     def _values(self) -> tuple[Any, ...]:
-        """The fields in declaration order (what `from_bytes` and `unpack` pass back to the constructor)."""
+        """The fields in declaration order."""
         return (
             self.trace_id,
             self.span_id,
@@ -80,41 +75,8 @@ class Span:
         )
 
     def to_bytes(self) -> bytes:
-        """Compact JSON of the span (spill storage and quarantine bodies)."""
+        """Compact JSON of the span (a rejected trace's quarantined bytes)."""
         return orjson.dumps(self._values())
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> Span:
-        """The span `to_bytes` wrote."""
-        values = orjson.loads(data)
-        values[11] = [tuple(link) for link in values[11]]
-        return cls(*values)
-
-    def pack(self) -> bytes:
-        """The span as MessagePack (the spill format: faster to read back than JSON)."""
-        return _PACK(self._values())
-
-    @classmethod
-    def unpack(cls, data: bytes) -> Span:
-        """The span `pack` wrote."""
-        values = _UNPACK(data)
-        values[11] = [tuple(link) for link in values[11]]
-        return cls(*values)
-
-    @staticmethod
-    def pack_many(spans: list[Span]) -> bytes:
-        """Several spans as one MessagePack value (one spill row per trace and spill)."""
-        return _PACK([span._values() for span in spans])
-
-    @classmethod
-    def unpack_many(cls, data: bytes) -> list[Span]:
-        """The spans `pack_many` wrote, in the same order."""
-        spans = []
-        for values in _UNPACK(data):
-            if values[11]:
-                values[11] = [tuple(link) for link in values[11]]
-            spans.append(cls(*values))
-        return spans
 
 
 @dataclass(slots=True)
@@ -146,27 +108,6 @@ class Note:
             if v is not None
         }
 
-    def to_bytes(self) -> bytes:
-        """Compact JSON of the note (spill storage)."""
-        return orjson.dumps(
-            [
-                self.trace_id,
-                self.span_id,
-                self.name,
-                self.label,
-                self.score,
-                self.explanation,
-                self.annotator_kind,
-                self.source,
-                self.line_no,
-            ]
-        )
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> Note:
-        """The note `to_bytes` wrote."""
-        return cls(*orjson.loads(data))
-
 
 #: Attribute prefixes whose flattened lists are grouped into one list of documents.
 DOCUMENT_LISTS = ("retrieval.documents", "reranker.input_documents", "reranker.output_documents")
@@ -192,96 +133,3 @@ def group_documents(attributes: dict[str, Any]) -> dict[str, Any]:
     for prefix, items in lists.items():
         grouped[prefix] = [items[i] for i in sorted(items)]
     return grouped
-
-
-def indexed(attributes: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
-    """The list flattened under `prefix` (`prefix.0.x`, `prefix.1.x` → `[{x}, {x}]`), in index order.
-
-    Gaps in the indices are skipped.
-    """
-    items: dict[int, dict[str, Any]] = {}
-    start = prefix + "."
-    size = len(start)
-    for key, value in attributes.items():
-        if key.startswith(start):
-            index, dot, rest = key[size:].partition(".")
-            if dot and index.isdigit():
-                items.setdefault(int(index), {})[rest] = value
-    return [items[i] for i in sorted(items)]
-
-
-def json_object(value: Any) -> dict[str, Any] | None:
-    """A JSON-string attribute (OpenInference `metadata`) as a dict; None when it is not one."""
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, (str, bytes)) and value[:1] in ("{", b"{"):
-        try:
-            parsed = orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return None
-        return parsed if isinstance(parsed, dict) else None
-    return None
-
-
-def nested(attributes: dict[str, Any], prefix: str) -> dict[str, Any] | None:
-    """The object under `prefix`: a JSON string (OTLP), or keys flattened below it (Phoenix
-    flattens `metadata` into `metadata.a.b`), rebuilt as nested dicts. None when absent."""
-    value = attributes.get(prefix)
-    if value is not None:
-        return json_object(value)
-    start = prefix + "."
-    found: dict[str, Any] | None = None
-    for key, item in attributes.items():
-        if key.startswith(start):
-            found = {} if found is None else found
-            _put(found, key[len(start) :].split("."), item)
-    return None if found is None else _lists(found)
-
-
-def _put(tree: dict[str, Any], path: list[str], value: Any) -> None:
-    for part in path[:-1]:
-        child = tree.get(part)
-        if not isinstance(child, dict):
-            child = tree[part] = {}
-        tree = child
-    tree[path[-1]] = value
-
-
-def _lists(tree: Any) -> Any:
-    """Dicts whose keys are all 0…n-1 become lists (how Phoenix flattens lists of objects)."""
-    if not isinstance(tree, dict):
-        return tree
-    converted = {k: _lists(v) for k, v in tree.items()}
-    if converted and all(k.isdigit() for k in converted):
-        keys = sorted(converted, key=int)
-        if [int(k) for k in keys] == list(range(len(keys))):
-            return [converted[k] for k in keys]
-    return converted
-
-
-def under(attributes: dict[str, Any], prefix: str) -> dict[str, Any]:
-    """The attributes whose key is `prefix` or starts with `prefix.`."""
-    start = prefix + "."
-    return {k: v for k, v in attributes.items() if k == prefix or k.startswith(start)}
-
-
-#: Keys of a JSON-object `input.value` that hold the query.
-QUERY_KEYS = ("query", "question", "query_str", "input")
-
-
-def text_value(attrs: dict[str, Any], prefix: str, keys: tuple[str, ...]) -> str | None:
-    """`input.value` / `output.value` as text; a JSON object value gives its query/answer key."""
-    value = attrs.get(f"{prefix}.value")
-    if value is None:
-        return None
-    if isinstance(value, str) and value[:1] == "{":
-        try:
-            parsed = orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return value
-        if isinstance(parsed, dict):
-            for key in keys:
-                text = parsed.get(key)
-                if isinstance(text, str):
-                    return text
-    return str(value)
