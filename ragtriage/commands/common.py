@@ -17,6 +17,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ragtriage.render.fit import data_console
+from ragtriage.render.text import hanging_text
+from ragtriage.store.eval_repo import DEFAULT_DATASET
+from ragtriage.wording import plural
 from ragtriage.workspace import Workspace
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -60,8 +63,6 @@ def since_option(default: str | None = None, what: str = "Requests since a time"
 
 def dataset_option(help_text: str = "Eval set name.") -> Callable[[F], F]:
     """`--dataset NAME`, the default eval set when not given."""
-    from ragtriage.store.eval_repo import DEFAULT_DATASET
-
     return click.option("--dataset", default=DEFAULT_DATASET, show_default=True, help=help_text)
 
 
@@ -108,8 +109,6 @@ def echo_lines(text: str, *, indent: int = 4) -> None:
     """Print a summary's lines at the output's width (`output_width`: the terminal's, `COLUMNS`, or
     120 in a pipe), wrapped between words (an id or a path stays whole, CJK counts two cells),
     continuation lines indented by `indent` spaces."""
-    from ragtriage.render.text import hanging_text
-
     console = data_console()
     for line in text.split("\n"):
         console.print(hanging_text(console, line, indent=indent))
@@ -166,8 +165,6 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[str], Callable[[int, int],
 
 def index_summary(index: dict[str, Any]) -> str:
     """`index: 3 chunks added, 1 updated, …` from an `IndexSyncReport` as a dict (what `--json` prints)."""
-    from ragtriage.wording import plural
-
     changes = [
         f"{plural(index.get('added', 0), 'chunk')} added",
         f"{index.get('updated', 0):,} updated",

@@ -7,6 +7,9 @@ from pathlib import Path
 import click
 
 from ragtriage.commands.common import dataset_option, echo_json, open_workspace, workspace_options
+from ragtriage.commands.eval_render import print_doctor
+from ragtriage.eval.doctor import run_doctor
+from ragtriage.triage.promote import promote_request
 from ragtriage.wording import quoted
 
 
@@ -51,8 +54,6 @@ def promote_command(
     config_file: Path | None,
 ) -> None:
     """Turn the confirmed triage record of REQUEST_ID into an eval case (PII redacted, provenance kept)."""
-    from ragtriage.triage.promote import promote_request
-
     with open_workspace(home, config_file) as workspace:
         result = promote_request(
             workspace,
@@ -94,9 +95,6 @@ def promote_command(
 @workspace_options
 def doctor_command(dataset: str, as_json: bool, home: Path | None, config_file: Path | None) -> None:
     """Explain metrics that come out all zero or wrong: bad gold ids, re-chunked gold, duplicates, no gold."""
-    from ragtriage.commands.eval_render import print_doctor
-    from ragtriage.eval.doctor import run_doctor
-
     with open_workspace(home, config_file) as workspace:
         report = run_doctor(workspace, dataset)
     if as_json:
@@ -105,9 +103,3 @@ def doctor_command(dataset: str, as_json: bool, home: Path | None, config_file: 
         print_doctor(report)
     if not report.ok:
         click.get_current_context().exit(1)
-
-
-def register(cli: click.Group) -> None:
-    """Attach `promote` and `doctor` to the root group."""
-    cli.add_command(promote_command)
-    cli.add_command(doctor_command)

@@ -19,8 +19,12 @@ from ragtriage.commands.common import (
     stdout_console,
     workspace_options,
 )
+from ragtriage.commands.kb_import import import_command
 from ragtriage.config.settings import Settings
 from ragtriage.errors import NotFoundError, RagtriageError
+from ragtriage.index.index_state import index_status
+from ragtriage.index.indexer import rebuild_indexes
+from ragtriage.index.qdrant_clients import LOCAL_MODE_LIMIT
 from ragtriage.kb import service
 from ragtriage.render.kb_view import print_chunk, print_chunk_table
 from ragtriage.render.text import plural
@@ -122,8 +126,6 @@ def local_mode_note(settings: Settings, chunks: int, backend: str) -> str | None
     """Our words for qdrant-client's local-mode size warning (filtered where Qdrant is opened):
     None with a Qdrant server, the `backend` in use (`index_status`'s `dense_backend`) not
     `qdrant_local`, or at most `LOCAL_MODE_LIMIT` published chunks."""
-    from ragtriage.index.qdrant_clients import LOCAL_MODE_LIMIT
-
     index = settings.index
     if index.qdrant_url is not None or backend != "qdrant_local" or chunks <= LOCAL_MODE_LIMIT:
         return None
@@ -196,12 +198,6 @@ def _counts(counts: dict[str, int]) -> str:
 
 
 def _index_status(workspace: Workspace) -> dict[str, Any]:
-    try:
-        from ragtriage.index.index_state import index_status
-    except ModuleNotFoundError as error:
-        if error.name != "ragtriage.index.indexer":
-            raise
-        return {"error": "the indexer is not installed in this build"}
     try:
         return dict(index_status(workspace))
     except RagtriageError as error:
@@ -355,8 +351,6 @@ def remove_command(
 @workspace_options
 def reindex_command(as_json: bool, home: Path | None, config_file: Path | None) -> None:
     """Rebuild Whoosh and Qdrant from the KB (after changing the embedder; cached embeddings are reused)."""
-    from ragtriage.index.indexer import rebuild_indexes
-
     with open_workspace(home, config_file) as workspace, progress_bar(True) as bar:
         report = rebuild_indexes(workspace, on_progress=bar("indexing chunks"))
     if as_json:
@@ -374,9 +368,4 @@ def _indent(text: str) -> str:
     return "\n".join("    " + line for line in text.splitlines())
 
 
-def register(cli: click.Group) -> None:
-    """Attach this module's commands to the root group."""
-    from ragtriage.commands.kb_import import import_command
-
-    kb_group.add_command(import_command)
-    cli.add_command(kb_group)
+kb_group.add_command(import_command)

@@ -14,7 +14,10 @@ from ragtriage.commands.common import (
     progress_bar,
     workspace_options,
 )
+from ragtriage.kb.import_feed import interrupted_message
+from ragtriage.kb.import_mapping import parse_map_option
 from ragtriage.kb.import_report import ImportReport
+from ragtriage.kb.importer import ImportSpec, run_import
 from ragtriage.wording import plural
 
 
@@ -75,9 +78,6 @@ def import_command(
     (or scrolled from Qdrant) go into the dense index as given. A bad row stops the import before
     anything is written (exit 2), unless --skip-bad-rows.
     """
-    from ragtriage.kb.import_mapping import parse_map_option
-    from ragtriage.kb.importer import ImportSpec, run_import
-
     spec = ImportSpec(
         path=path,
         encoding=encoding,
@@ -103,7 +103,6 @@ def import_command(
     except KeyboardInterrupt as interrupt:
         if str(interrupt):
             raise  # it says what was stored
-        from ragtriage.kb.import_feed import interrupted_message
 
         raise KeyboardInterrupt(interrupted_message(None)) from None  # before the import began
     for rejected in report.rejected_rows:

@@ -1,4 +1,4 @@
-"""`ragtriage logs ingest` and `logs quarantine`; `register` also attaches `queue` and `show`."""
+"""`ragtriage logs ingest` and `logs quarantine`: request logs into the triage store, and the lines it refused."""
 
 from __future__ import annotations
 
@@ -121,15 +121,3 @@ def quarantine_command(
         console.print(f"no quarantined lines for {searched}; every line read was ingested or blank")
         return
     console.print(f"{len(lines):,} of {plural(total, 'quarantined line')}")
-
-
-def register(cli: click.Group) -> None:
-    """Attach `logs`, `queue` and `show` to the root group."""
-    from ragtriage.commands.queue import queue_command
-    from ragtriage.commands.sample import sample_command
-    from ragtriage.commands.show import show_command
-
-    cli.add_command(logs_group)
-    queue_command.add_command(sample_command)
-    cli.add_command(queue_command)
-    cli.add_command(show_command)

@@ -16,7 +16,10 @@ from ragtriage.commands.common import (
     stdout_console,
     workspace_options,
 )
-from ragtriage.triage.monitor import DEFINITIONS
+from ragtriage.logs.queue import parse_since
+from ragtriage.logs.requests import empty_window_hint
+from ragtriage.render.monitor_view import monitor_renderable
+from ragtriage.triage.monitor import DEFINITIONS, compute_monitor
 
 
 def _help() -> str:
@@ -49,11 +52,6 @@ def monitor_command(
     home: Path | None,
     config_file: Path | None,
 ) -> None:
-    from ragtriage.logs.queue import parse_since
-    from ragtriage.logs.requests import empty_window_hint
-    from ragtriage.render.monitor_view import monitor_renderable
-    from ragtriage.triage.monitor import compute_monitor
-
     since_time = parse_since(since)
     with open_workspace(home, config_file) as workspace:
         settings = workspace.settings
@@ -76,8 +74,3 @@ def monitor_command(
         console.print(Text(hint))
     width = min(console.width, 100)
     console.print(monitor_renderable(report, width, color=sys.stdout.isatty(), charts=not no_charts))
-
-
-def register(cli: click.Group) -> None:
-    """Attach `monitor` to the root group."""
-    cli.add_command(monitor_command)

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
+from ragtriage.config.profiles import list_profiles
 
 
 @click.command("profiles")
@@ -16,8 +17,6 @@ from ragtriage.commands.common import echo_json, open_workspace, stdout_console,
 @workspace_options
 def profiles_command(as_json: bool, home: Path | None, config_file: Path | None) -> None:
     """List the replay profiles: your own, the settings file (`default`) and the shipped presets."""
-    from ragtriage.config.profiles import list_profiles
-
     with open_workspace(home, config_file) as workspace:
         settings = workspace.settings
         rows = list_profiles(settings)
@@ -61,8 +60,3 @@ def _field(console: Console, label: str, value: str, style: str = "") -> None:
         head = Text(f"  {label}".ljust(LABEL_WIDTH) if number == 0 else " " * LABEL_WIDTH, style="dim")
         line.rstrip()
         console.print(head + line, soft_wrap=True)
-
-
-def register(cli: click.Group) -> None:
-    """Attach this module's commands to the root group."""
-    cli.add_command(profiles_command)

@@ -17,6 +17,7 @@ from ragtriage.commands.common import (
     stdout_console,
     workspace_options,
 )
+from ragtriage.commands.sample import sample_command
 from ragtriage.logs.queue import (
     FIDELITY_FILTERS,
     NOT_DIAGNOSED,
@@ -194,3 +195,6 @@ def _next_page_args(filters: dict[str, str], limit: int, offset: int) -> str:
         parts.append(f"--limit {limit}")
     parts.append(f"--offset {offset}")
     return " ".join(parts)
+
+
+queue_command.add_command(sample_command)
