@@ -8,6 +8,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,8 +26,26 @@ from ragtriage.workspace import Workspace
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+@dataclass(frozen=True)
+class WorkspaceAt:
+    """The `--home` and `--config` of a command: where its workspace is."""
+
+    home: Path | None
+    config_file: Path | None
+
+    @contextmanager
+    def open(self, **overrides: Any) -> Iterator[Workspace]:
+        """Open the workspace for one command and always close it (releases the Qdrant folder lock)."""
+        workspace = Workspace.open(self.home, self.config_file, overrides=overrides or None)
+        try:
+            yield workspace
+        finally:
+            workspace.close()
+
+
 def workspace_options(func: F) -> F:
-    """Add `--home` and `--config` to a command (they may also be given before the command name)."""
+    """Add `--home` and `--config` to a command (they may also be given before the command name);
+    the command gets them as `where: WorkspaceAt`."""
 
     @click.option(
         "--home",
@@ -44,8 +63,10 @@ def workspace_options(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, home: Path | None, config_file: Path | None, **kwargs: Any) -> Any:
         parent = click.get_current_context().find_root().obj or {}
-        kwargs["home"] = home if home is not None else parent.get("home")
-        kwargs["config_file"] = config_file if config_file is not None else parent.get("config_file")
+        kwargs["where"] = WorkspaceAt(
+            home if home is not None else parent.get("home"),
+            config_file if config_file is not None else parent.get("config_file"),
+        )
         return func(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
@@ -71,16 +92,6 @@ def by_option(help_text: str) -> Callable[[F], F]:
     return click.option(
         "--by", type=click.Choice(["day", "version"]), default="day", show_default=True, help=help_text
     )
-
-
-@contextmanager
-def open_workspace(home: Path | None, config_file: Path | None, **overrides: Any) -> Iterator[Workspace]:
-    """Open a workspace for one command and always close it (releases the Qdrant folder lock)."""
-    workspace = Workspace.open(home, config_file, overrides=overrides or None)
-    try:
-        yield workspace
-    finally:
-        workspace.close()
 
 
 def stdout_console() -> Console:

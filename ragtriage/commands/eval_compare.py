@@ -9,9 +9,9 @@ from typing import Literal
 import click
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     dataset_option,
     echo_json,
-    open_workspace,
     progress_bar,
     workspace_options,
 )
@@ -29,11 +29,9 @@ from ragtriage.eval.gate import evaluate_gate
 )
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @workspace_options
-def compare_command(
-    run_a: str, run_b: str, metric: str | None, as_json: bool, home: Path | None, config_file: Path | None
-) -> None:
+def compare_command(run_a: str, run_b: str, metric: str | None, as_json: bool, where: WorkspaceAt) -> None:
     """Compare RUN_B against RUN_A: deltas, win/tie/loss, significance, regressed cases."""
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         try:
             comparison = compare_runs(workspace.engine, run_a, run_b, primary_metric=metric)
         except ValueError as error:
@@ -82,11 +80,10 @@ def gate_command(
     metric: str | None,
     report_path: Path | None,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """Exit 1 when a rule fails (one reason per rule), 2 for a malformed rule, 0 when all pass."""
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         result = evaluate_gate(
             workspace.engine,
             run_ref,
@@ -133,11 +130,9 @@ def gate_command(
 )
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @workspace_options
-def ablate_command(
-    dataset: str, reference: str, workers: int, as_json: bool, home: Path | None, config_file: Path | None
-) -> None:
+def ablate_command(dataset: str, reference: str, workers: int, as_json: bool, where: WorkspaceAt) -> None:
     """Run configurations A–F (raw BM25 … raw + rewritten + rerank) and print one table."""
-    with open_workspace(home, config_file) as workspace, progress_bar(not as_json) as bar:
+    with where.open() as workspace, progress_bar(not as_json) as bar:
         table = run_ablation(
             workspace,
             dataset,

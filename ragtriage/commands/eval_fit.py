@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 from rich.text import Text
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     dataset_option,
     echo_json,
-    open_workspace,
     progress_bar,
     stdout_console,
     workspace_options,
@@ -133,8 +131,7 @@ def fit_rerank_command(
     write: bool,
     as_json: bool,
     progress: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """Fit the rerank stage's feature weights by coordinate ascent on MRR@K.
 
@@ -147,7 +144,7 @@ def fit_rerank_command(
     with `eval run` before shipping weights. --write sets [rerank.weights] in the settings file.
     """
     only = [name.strip() for name in features.split(",") if name.strip()] if features else None
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         settings = workspace.settings
         names = list(FEATURE_NAMES)
         if settings.rerank.backend != "none":

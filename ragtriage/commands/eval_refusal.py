@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TypeVar
 
 import click
@@ -10,9 +9,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     dataset_option,
     echo_json,
-    open_workspace,
     stdout_console,
     workspace_options,
 )
@@ -198,8 +197,7 @@ def calibrate_command(
     dense_gap: str | None,
     write: bool,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """Sweep the refusal threshold over the scores an eval run recorded and propose one.
 
@@ -219,7 +217,7 @@ def calibrate_command(
     The gap is a cosine difference on your embedder's scale, so calibrate it after changing the
     embedder. --write then sets refusal_dense_gap as well.
     """
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         engine = workspace.engine
         run = run_or_newest(engine, run_ref, dataset)
         results = [

@@ -8,9 +8,9 @@ from typing import Any
 import click
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     dataset_option,
     echo_json,
-    open_workspace,
     progress_bar,
     stdout_console,
     workspace_options,
@@ -97,15 +97,14 @@ def import_command(
     granularity: str | None,
     split: str,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """Import eval cases; changed cases get a new version, the dataset a new version."""
     warnings: list[str] = []
     if fmt == "auto":
         fmt = detect_case_format(file)
     cases = read_cases(file, fmt, warnings=warnings, split=split, granularity=granularity)  # type: ignore[arg-type]
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         report = eval_store.add_cases(workspace.engine, dataset, cases, provenance={"source": str(file)})
         warnings += _gold_warnings(workspace, dataset)
     for warning in warnings:
@@ -145,8 +144,7 @@ def export_command(
     version: int | None,
     negatives: int,
     run_ref: str | None,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """Write an eval set (one dataset version) to OUT.
 
@@ -161,7 +159,7 @@ def export_command(
             raise click.BadParameter(
                 "finetune uses the run's dataset version; drop --version", param_hint="--version"
             )
-        with open_workspace(home, config_file) as workspace:
+        with where.open() as workspace:
             report = export_finetune(
                 workspace.engine, out, dataset=dataset, run_ref=run_ref, negatives=negatives
             )
@@ -181,7 +179,7 @@ def export_command(
             )
         return
 
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         cases = [c.case for c in eval_store.dataset_cases(workspace.engine, dataset, version)]
     for path in write_cases(cases, out, fmt):  # type: ignore[arg-type]
         click.echo(f"wrote {path}", err=True)
@@ -219,11 +217,10 @@ def run_command(
     resume: str | None,
     profile: str | None,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """Replay every case of the eval set through the pipeline and store the run."""
-    with open_workspace(home, config_file) as workspace, progress_bar(not as_json) as bar:
+    with where.open() as workspace, progress_bar(not as_json) as bar:
         lag = index_lag(workspace)
         if lag is not None:
             click.echo(f"note: {lag}; until then every case is scored on the old or empty indexes", err=True)
@@ -267,9 +264,9 @@ def run_command(
 @click.option("--dataset", default=None, help="Only runs of this eval set.")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @workspace_options
-def runs_command(dataset: str | None, as_json: bool, home: Path | None, config_file: Path | None) -> None:
+def runs_command(dataset: str | None, as_json: bool, where: WorkspaceAt) -> None:
     """List stored runs, newest first."""
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         rows = [item.model_dump() for item in list_run_items(workspace.engine, dataset)]
     if as_json:
         echo_json(rows)

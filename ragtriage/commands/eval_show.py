@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 import click
 from rich.text import Text
 
-from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
+from ragtriage.commands.common import WorkspaceAt, echo_json, stdout_console, workspace_options
 from ragtriage.eval.run_view import MAX_PAGE, RunDetail, run_detail
 from ragtriage.kb.service import document_titles, get_chunks
 from ragtriage.kb.types import ChunkRecord
@@ -81,11 +80,9 @@ def _print_detail(detail: RunDetail, known: Mapping[str, ChunkRecord], doc_title
 )
 @click.option("--json", "as_json", is_flag=True, help="The run, its settings and the case results as JSON.")
 @workspace_options
-def show_command(
-    run_ref: str, offset: int, limit: int, as_json: bool, home: Path | None, config_file: Path | None
-) -> None:
+def show_command(run_ref: str, offset: int, limit: int, as_json: bool, where: WorkspaceAt) -> None:
     """One run: status, settings, and per-case results with candidates and gold journey (paged)."""
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         detail = run_detail(workspace.engine, run_ref, offset=offset, limit=limit)
         if as_json:
             echo_json(detail)

@@ -7,9 +7,9 @@ from pathlib import Path
 import click
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     dataset_option,
     echo_json,
-    open_workspace,
     progress_bar,
     stdout_console,
     workspace_options,
@@ -129,8 +129,7 @@ def sweep_command(
     dataset: str,
     workdir: Path | None,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """Build a throwaway KB per chunk size from the KB's source files, run the eval set on each,
     and print one table with the best size marked (highest MRR).
@@ -157,7 +156,7 @@ def sweep_command(
     """
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
-    with open_workspace(home, config_file) as workspace, progress_bar(not as_json) as bar:
+    with where.open() as workspace, progress_bar(not as_json) as bar:
         table = run_chunk_sweep(
             workspace,
             chunk_chars,

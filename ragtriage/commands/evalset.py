@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from ragtriage.commands.common import dataset_option, echo_json, open_workspace, workspace_options
+from ragtriage.commands.common import WorkspaceAt, dataset_option, echo_json, workspace_options
 from ragtriage.commands.eval_render import print_doctor
 from ragtriage.eval.doctor import run_doctor
 from ragtriage.triage.promote import promote_request
@@ -50,11 +48,10 @@ def promote_command(
     tags: tuple[str, ...],
     case_id: str | None,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """Turn the confirmed triage record of REQUEST_ID into an eval case (PII redacted, provenance kept)."""
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         result = promote_request(
             workspace,
             request_id,
@@ -93,9 +90,9 @@ def promote_command(
 @dataset_option()
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @workspace_options
-def doctor_command(dataset: str, as_json: bool, home: Path | None, config_file: Path | None) -> None:
+def doctor_command(dataset: str, as_json: bool, where: WorkspaceAt) -> None:
     """Explain metrics that come out all zero or wrong: bad gold ids, re-chunked gold, duplicates, no gold."""
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         report = run_doctor(workspace, dataset)
     if as_json:
         echo_json({**report.model_dump(mode="json"), "ok": report.ok})

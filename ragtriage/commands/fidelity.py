@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 from rich.console import Console
 from rich.text import Text
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     echo_json,
-    open_workspace,
     progress_bar,
     since_option,
     workspace_options,
@@ -151,13 +149,12 @@ def fidelity_command(
     least: int,
     no_store: bool,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """Replay logged requests with their profiles and measure, per stage, route and pipeline_version,
     how exactly the replay reproduces what production logged."""
     since_time = parse_since(since) if since is not None else None
-    with open_workspace(home, config_file) as workspace, progress_bar(not as_json) as bar:
+    with where.open() as workspace, progress_bar(not as_json) as bar:
         report = measure_fidelity(
             workspace,
             since=since_time,

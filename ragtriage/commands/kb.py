@@ -11,10 +11,10 @@ from typing import Any
 import click
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     echo_json,
     echo_lines,
     index_summary,
-    open_workspace,
     progress_bar,
     stdout_console,
     workspace_options,
@@ -45,9 +45,7 @@ def kb_group() -> None:
 @click.option("--no-index", is_flag=True, help="Store documents and chunks only; do not update the indexes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @workspace_options
-def add_command(
-    paths: tuple[Path, ...], no_index: bool, as_json: bool, home: Path | None, config_file: Path | None
-) -> None:
+def add_command(paths: tuple[Path, ...], no_index: bool, as_json: bool, where: WorkspaceAt) -> None:
     """Add or update Markdown, HTML, text, Word (.docx), PowerPoint (.pptx) and PDF files (folders are walked).
 
     A document's id is its front matter doc_id, else FOLDER/PATH-WITHOUT-SUFFIX for a file found in
@@ -55,7 +53,7 @@ def add_command(
     Documents added from a folder earlier and missing from it now are marked deleted.
     Exit code 2 when any file could not be added (each is named on stderr with a fix).
     """
-    with open_workspace(home, config_file) as workspace, progress_bar(True) as bar:
+    with where.open() as workspace, progress_bar(True) as bar:
         report = service.add_paths(
             workspace,
             list(paths),
@@ -98,9 +96,9 @@ def _add_summary(report: service.AddReport) -> str:
 @kb_group.command("stats")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @workspace_options
-def stats_command(as_json: bool, home: Path | None, config_file: Path | None) -> None:
+def stats_command(as_json: bool, where: WorkspaceAt) -> None:
     """Documents and chunks by status, the KB revision and the index manifest's state."""
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         stats = service.kb_stats(workspace)
         index = _index_status(workspace)
     backend = index.get("dense_backend")
@@ -225,12 +223,11 @@ def chunks_command(
     include_deleted: bool,
     output_format: str,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """List chunks in document order: chunk_id, status, anchor, title, heading_path (' › ' between
     the headings); a table on a terminal, tab-separated in a pipe."""
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         chunks = service.list_chunks(
             workspace, doc_id=doc_id, include_content=with_content, include_deleted=include_deleted
         )
@@ -264,9 +261,9 @@ def chunks_command(
 @click.argument("chunk_id")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @workspace_options
-def show_command(chunk_id: str, as_json: bool, home: Path | None, config_file: Path | None) -> None:
+def show_command(chunk_id: str, as_json: bool, where: WorkspaceAt) -> None:
     """One chunk with its metadata, its neighbours' ids and its full text."""
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         chunk = service.get_chunks(workspace.engine, [chunk_id]).get(chunk_id)
         if chunk is None:
             raise NotFoundError(f"no chunk {quoted(chunk_id)}; see `ragtriage kb chunks` for the ids")
@@ -329,11 +326,9 @@ def _deletion_text(deletion: DeletedGold) -> str:
 @click.option("--no-index", is_flag=True, help="Do not update the indexes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @workspace_options
-def remove_command(
-    doc_ids: tuple[str, ...], no_index: bool, as_json: bool, home: Path | None, config_file: Path | None
-) -> None:
+def remove_command(doc_ids: tuple[str, ...], no_index: bool, as_json: bool, where: WorkspaceAt) -> None:
     """Mark documents and their chunks deleted (kept in SQL for old traces, gone from the indexes)."""
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         report = service.remove_documents(workspace, list(doc_ids), index=not no_index)
     if as_json:
         echo_json(report)
@@ -349,9 +344,9 @@ def remove_command(
 @kb_group.command("reindex")
 @click.option("--json", "as_json", is_flag=True, help="Print the index report as JSON.")
 @workspace_options
-def reindex_command(as_json: bool, home: Path | None, config_file: Path | None) -> None:
+def reindex_command(as_json: bool, where: WorkspaceAt) -> None:
     """Rebuild Whoosh and Qdrant from the KB (after changing the embedder; cached embeddings are reused)."""
-    with open_workspace(home, config_file) as workspace, progress_bar(True) as bar:
+    with where.open() as workspace, progress_bar(True) as bar:
         report = rebuild_indexes(workspace, on_progress=bar("indexing chunks"))
     if as_json:
         echo_json(report)

@@ -7,10 +7,10 @@ from pathlib import Path
 import click
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     echo_json,
     echo_lines,
     index_summary,
-    open_workspace,
     progress_bar,
     workspace_options,
 )
@@ -68,8 +68,7 @@ def import_command(
     skip_bad_rows: bool,
     no_index: bool,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """Import production's chunks from a JSONL/CSV/Parquet FILE, a SQL query or a Qdrant collection.
 
@@ -90,7 +89,7 @@ def import_command(
         vector_field=vector_field,
     )
     try:
-        with open_workspace(home, config_file) as workspace, progress_bar(True) as bar:
+        with where.open() as workspace, progress_bar(True) as bar:
             report = run_import(
                 workspace,
                 spec,

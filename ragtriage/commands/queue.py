@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
 import click
 from rich.console import Group
 from rich.text import Text
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     echo_json,
-    open_workspace,
     print_trimmed,
     since_option,
     stdout_console,
@@ -76,8 +75,7 @@ def queue_command(
     sort: str,
     fidelity: str | None,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """List flagged requests, newest first, with the suggested root cause and the total matching the filters.
 
@@ -95,7 +93,7 @@ def queue_command(
         "fidelity": fidelity,
         "sort": None if sort == "newest" else sort,
     }
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         page = list_queue(
             workspace.engine,
             status=status,

@@ -12,8 +12,8 @@ import click
 from rich.text import Text
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     echo_json,
-    open_workspace,
     stderr_console,
     stdout_console,
     workspace_options,
@@ -101,8 +101,7 @@ def replay_command(
     use_logged_rewrite: bool,
     profile: str | None,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """Replay REQUEST_ID, a --query, or every line of --queries, and show each stage of the pipeline."""
     given = [
@@ -118,7 +117,7 @@ def replay_command(
         raise click.UsageError("--use-logged-rewrite needs a REQUEST_ID")
     lines = read_queries(queries_file) if queries_file is not None else []
     console = stdout_console()
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         _warn_index_lag(workspace)
         if request_id is not None:
             _replay_logged(workspace, request_id, use_logged_rewrite, as_json, profile)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from ragtriage.commands.common import by_option, open_workspace, since_option, workspace_options
+from ragtriage.commands.common import WorkspaceAt, by_option, since_option, workspace_options
+from ragtriage.commands.monitor import workspace_monitor
 from ragtriage.logs.queue import parse_since
-from ragtriage.triage.monitor import compute_monitor
 
 
 @click.command("report")
@@ -34,8 +34,7 @@ def report_command(
     since: str,
     by: str,
     out: Path,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """Write the HTML report of RUN: metrics with config and dataset version, per-bucket figures,
     charts (inline SVG), the worst cases with their gold journey; with --compare, deltas,
@@ -45,22 +44,12 @@ def report_command(
         raise click.UsageError("--monitor reports the stored logs, not a run: drop RUN and --compare")
     if not monitor and not run_ref:
         raise click.UsageError("give a RUN (see `ragtriage eval runs`), or --monitor")
-    with open_workspace(home, config_file) as workspace:
+    # Jinja2 and matplotlib: only when a report is written, not on every command's --help.
+    from ragtriage.service.report import write_health, write_report
+
+    with where.open() as workspace:
         if monitor:
-            from ragtriage.service.health import write_health
-
-            settings = workspace.settings
-            health = compute_monitor(
-                workspace.engine,
-                by=by,  # type: ignore[arg-type]
-                since=parse_since(since),
-                bad_ratings=settings.logs.flagging.bad_ratings,
-                coverage_n=settings.retrieval.candidate_pool,
-                kb=settings.kb.name,
-            )
-            path = write_health(health, out)
+            path = write_health(workspace_monitor(workspace, by, parse_since(since)), out)
         else:
-            from ragtriage.service.report import write_report
-
             path = write_report(workspace.engine, str(run_ref), out, compare=compare)
     click.echo(f"wrote {path}", err=True)

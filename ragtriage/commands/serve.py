@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 
 import click
 
-from ragtriage.commands.common import workspace_options
+from ragtriage.commands.common import WorkspaceAt, workspace_options
 from ragtriage.errors import InputError
 
 
@@ -42,7 +41,7 @@ def _bind(host: str, port: int) -> socket.socket:
     help="Port (0: any free one).",
 )
 @workspace_options
-def serve_command(host: str, port: int, home: Path | None, config_file: Path | None) -> None:
+def serve_command(host: str, port: int, where: WorkspaceAt) -> None:
     """Serve the REST API (/api/v1, docs at /docs) and run reports (/) until Ctrl-C.
 
     Only this machine may connect unless RAGTRIAGE_API_TOKEN is set; with a token, binding to
@@ -55,7 +54,7 @@ def serve_command(host: str, port: int, home: Path | None, config_file: Path | N
 
     token = token_from_env()
     check_bind(host, token)
-    app = create_app(home, config_file, token=token)
+    app = create_app(where.home, where.config_file, token=token)
     sock = _bind(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host

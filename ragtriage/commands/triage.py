@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 
 import click
 from rich.text import Text
 from sqlmodel import col, select
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     echo_json,
-    open_workspace,
     stderr_console,
     stdout_console,
     workspace_options,
@@ -176,14 +175,13 @@ def diagnose_command(
     all_cases: bool,
     no_counterfactuals: bool,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """Where did the gold chunk get lost, and why: gold journey, root cause, confirming replays."""
     if all_cases and (request_id or query):
         raise click.UsageError("--all takes no REQUEST_ID or --query")
     gold_ids: list[str] | None = [] if no_gold else (list(gold) or None)
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         context = WorkspaceContext(workspace)
         try:
             if not all_cases:
@@ -224,9 +222,9 @@ def aliases_group() -> None:
 @aliases_group.command("suggest")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @workspace_options
-def aliases_suggest(as_json: bool, home: Path | None, config_file: Path | None) -> None:
+def aliases_suggest(as_json: bool, where: WorkspaceAt) -> None:
     """Alias entries proposed by `alias_missing` diagnoses of the flagged requests that have gold."""
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         context = WorkspaceContext(workspace)
         try:
             diagnoses = [
@@ -270,9 +268,9 @@ def aliases_suggest(as_json: bool, home: Path | None, config_file: Path | None) 
 @click.argument("term")
 @click.argument("synonyms", nargs=-1, required=True)
 @workspace_options
-def aliases_add(term: str, synonyms: tuple[str, ...], home: Path | None, config_file: Path | None) -> None:
+def aliases_add(term: str, synonyms: tuple[str, ...], where: WorkspaceAt) -> None:
     """Add TERM = [SYNONYM…] to the alias file (settings.rewrite.alias_file, else <home>/aliases.toml)."""
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         configured = workspace.resolve_path(workspace.settings.rewrite.alias_file)
         path = configured if configured is not None else workspace.home / DEFAULT_ALIAS_FILE
         change = add_aliases(path, term, synonyms)

@@ -10,27 +10,23 @@ import click
 from rich.text import Text
 
 from ragtriage import locations
-from ragtriage.commands.common import stderr_console, stdout_console, workspace_options
+from ragtriage.commands.common import WorkspaceAt, stderr_console, stdout_console, workspace_options
 from ragtriage.errors import InputError
 from ragtriage.logs.queue import NOT_DIAGNOSED
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.journey_view import journey_table
 from ragtriage.render.text import plural
-from ragtriage.workspace import Workspace
 
 SUMMARY_METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10", "hit@1", "coverage@30")
 
 
-def run_tui(home: Path | None, config_file: Path | None) -> None:
+def run_tui(where: WorkspaceAt) -> None:
     """Open the TUI on the queue of the given home (blocks until the triager quits)."""
-    from ragtriage.tui.app import TriageApp
+    from ragtriage.tui.app import TriageApp  # Textual: only when the UI opens, not on every --help
 
     os.environ.setdefault("TQDM_DISABLE", "1")  # rerankers draw tqdm bars on stderr otherwise
-    workspace = Workspace.open(home, config_file)
-    try:
+    with where.open() as workspace:
         TriageApp(workspace).run()
-    finally:
-        workspace.close()
 
 
 def print_summary(home: Path) -> None:
@@ -88,14 +84,14 @@ def _is_terminal() -> bool:
 
 @click.command("tui")
 @workspace_options
-def tui_command(home: Path | None, config_file: Path | None) -> None:
+def tui_command(where: WorkspaceAt) -> None:
     """Open the triage TUI (queue, case, eval screens); press ? for the keys."""
     if not _is_terminal():
         raise InputError(
             "the TUI needs a terminal (stdin and stdout are not one); "
             "use `ragtriage queue`, `show`, `replay` and `diagnose`, or `ragtriage demo --headless`"
         )
-    run_tui(home, config_file)
+    run_tui(where)
 
 
 @click.command("demo")
@@ -130,4 +126,4 @@ def demo_command(demo_home: Path | None, headless: bool, real: bool) -> None:
     if headless:
         print_summary(home)
         return
-    run_tui(home, None)
+    run_tui(WorkspaceAt(home, None))

@@ -16,8 +16,8 @@ from rich.text import Text
 
 from ragtriage.commands.common import (
     F,
+    WorkspaceAt,
     echo_json,
-    open_workspace,
     stderr_console,
     stdout_console,
     workspace_options,
@@ -58,11 +58,10 @@ def _label_from_file(
     allow_unknown_gold: bool,
     user: str | None,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """`label --from FILE`: apply the rows, print the counts (or JSON) and each rejected row."""
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         report = apply_label_file(
             workspace.engine,
             path,
@@ -117,11 +116,10 @@ def _workflow_change(change: Callable[..., TriageRecord]) -> Callable[..., None]
         user: str | None,
         revision: int | None,
         as_json: bool,
-        home: Path | None,
-        config_file: Path | None,
+        where: WorkspaceAt,
         **arguments: Any,
     ) -> None:
-        with open_workspace(home, config_file) as workspace:
+        with where.open() as workspace:
             record = change(workspace, user=user, expected_revision=revision, **arguments)
         _show(record, as_json)
 
@@ -167,8 +165,7 @@ def label_command(
     user: str | None,
     revision: int | None,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """Add a root-cause LABEL to REQUEST_ID (checked against [triage] labels); moves it to in_progress.
 
@@ -182,13 +179,13 @@ def label_command(
             raise click.UsageError(
                 "--from takes no REQUEST_ID, LABEL, --gold, --note, --primary or --revision"
             )
-        _label_from_file(from_file, reopen, allow_unknown_gold, user, as_json, home, config_file)
+        _label_from_file(from_file, reopen, allow_unknown_gold, user, as_json, where)
         return
     if request_id is None or label is None:
         raise click.UsageError("give REQUEST_ID and LABEL, or --from FILE")
     if allow_unknown_gold:
         raise click.UsageError("--allow-unknown-gold goes with --from")
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         record = workflow.label_case(
             workspace.engine,
             request_id,
