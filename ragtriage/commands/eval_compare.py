@@ -94,7 +94,7 @@ def gate_command(
             regress_metric=metric,
         )
         if report_path is not None:
-            from ragtriage.service.report import write_report
+            from ragtriage.service.report import write_report  # Jinja2, matplotlib: only for --report
 
             # The baseline is run A of the report and the gated run is B, as in `eval compare`.
             first, second = (

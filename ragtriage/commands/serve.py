@@ -47,6 +47,7 @@ def serve_command(host: str, port: int, where: WorkspaceAt) -> None:
     Only this machine may connect unless RAGTRIAGE_API_TOKEN is set; with a token, binding to
     another interface is allowed and every request needs `Authorization: Bearer <token>`.
     """
+    # The web stack (FastAPI, uvicorn): only when the server starts, not on every command's --help.
     import uvicorn
 
     from ragtriage.service.app import create_app

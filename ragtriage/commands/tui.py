@@ -16,6 +16,8 @@ from ragtriage.logs.queue import NOT_DIAGNOSED
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.journey_view import journey_table
 from ragtriage.render.text import plural
+from ragtriage_demo.demo import prepare_demo
+from ragtriage_demo.summary import demo_summary
 
 SUMMARY_METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10", "hit@1", "coverage@30")
 
@@ -31,8 +33,6 @@ def run_tui(where: WorkspaceAt) -> None:
 
 def print_summary(home: Path) -> None:
     """The headless demo summary: flagged by suggested label, one replayed case's gold journey, the eval table."""
-    from ragtriage_demo.summary import demo_summary
-
     summary = demo_summary(home)
     console = stdout_console()
     labels = FitTable(
@@ -108,8 +108,6 @@ def tui_command(where: WorkspaceAt) -> None:
 )
 def demo_command(demo_home: Path | None, headless: bool, real: bool) -> None:
     """Build (or reuse) a demo home: KB indexes, request logs, diagnoses, an eval run; then open the TUI."""
-    from ragtriage_demo.demo import prepare_demo
-
     parent = click.get_current_context().find_root().obj or {}
     home = locations.resolve_home(demo_home if demo_home is not None else parent.get("home"))
     err = stderr_console()
