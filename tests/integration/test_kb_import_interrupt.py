@@ -183,7 +183,7 @@ def test_the_ctrl_c_message_is_one_line_with_no_empty_line_before_it(
     def interrupted(*_args: object, **_kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("ragtriage.kb.importer.run_import", interrupted)
+    monkeypatch.setattr("ragtriage.commands.kb_import.run_import", interrupted)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
     path = tmp_path / "chunks.jsonl"
     path.write_text('{"chunk_id": "a", "content": "出差"}\n', encoding="utf-8")
