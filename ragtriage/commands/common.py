@@ -34,9 +34,9 @@ class WorkspaceAt:
     config_file: Path | None
 
     @contextmanager
-    def open(self, **overrides: Any) -> Iterator[Workspace]:
+    def open(self) -> Iterator[Workspace]:
         """Open the workspace for one command and always close it (releases the Qdrant folder lock)."""
-        workspace = Workspace.open(self.home, self.config_file, overrides=overrides or None)
+        workspace = Workspace.open(self.home, self.config_file)
         try:
             yield workspace
         finally:
