@@ -13,22 +13,32 @@ import click
 from ragtriage import __version__
 from ragtriage.errors import RagtriageError
 
-#: Command modules; each defines `register(cli)`. Import errors here are bugs and must surface.
-COMMAND_MODULES = [
-    "ragtriage.commands.kb",
-    "ragtriage.commands.replay",
-    "ragtriage.commands.eval",
-    "ragtriage.commands.triage",
-    "ragtriage.commands.workflow",
-    "ragtriage.commands.evalset",
-    "ragtriage.commands.logs",
-    "ragtriage.commands.tui",
-    "ragtriage.commands.serve",
-    "ragtriage.commands.report",
-    "ragtriage.commands.profiles",
-    "ragtriage.commands.monitor",
-    "ragtriage.commands.fidelity",
-]
+#: Every command as "module:attribute"; a command's module is imported only when it runs (the
+#: root `--help` lists them all), so the cold start of one command skips every other's imports.
+COMMANDS = {
+    "aliases": "ragtriage.commands.triage:aliases_group",
+    "assign": "ragtriage.commands.workflow:assign_command",
+    "confirm": "ragtriage.commands.workflow:confirm_command",
+    "demo": "ragtriage.commands.tui:demo_command",
+    "diagnose": "ragtriage.commands.triage:diagnose_command",
+    "dismiss": "ragtriage.commands.workflow:dismiss_command",
+    "doctor": "ragtriage.commands.evalset:doctor_command",
+    "eval": "ragtriage.commands.eval:eval_group",
+    "fidelity": "ragtriage.commands.fidelity:fidelity_command",
+    "kb": "ragtriage.commands.kb:kb_group",
+    "label": "ragtriage.commands.workflow:label_command",
+    "logs": "ragtriage.commands.logs:logs_group",
+    "monitor": "ragtriage.commands.monitor:monitor_command",
+    "note": "ragtriage.commands.workflow:note_command",
+    "profiles": "ragtriage.commands.profiles:profiles_command",
+    "promote": "ragtriage.commands.evalset:promote_command",
+    "queue": "ragtriage.commands.queue:queue_command",
+    "replay": "ragtriage.commands.replay:replay_command",
+    "report": "ragtriage.commands.report:report_command",
+    "serve": "ragtriage.commands.serve:serve_command",
+    "show": "ragtriage.commands.show:show_command",
+    "tui": "ragtriage.commands.tui:tui_command",
+}
 
 
 #: Stands in for `-` while help text is wrapped, so no line breaks inside `--max-wrong-refusals`.
@@ -69,32 +79,20 @@ def _use_help_context(command: click.Command) -> None:
 
 
 class LazyGroup(click.Group):
-    """Imports a command module only when needed: `ragtriage replay` imports `commands.replay`
-    (a module named like the command is tried first), `--help` and unknown names import them all.
-    Cold start of one command then skips every other command's imports."""
+    """click's lazy group: the commands of `COMMANDS`, each imported when asked for."""
 
     context_class = HelpContext
 
-    def _register(self, module: str) -> None:
-        if module not in _registered:
-            _registered.add(module)
-            importlib.import_module(module).register(self)
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and f"ragtriage.commands.{cmd_name}" in COMMAND_MODULES:
-            self._register(f"ragtriage.commands.{cmd_name}")
-        if cmd_name not in self.commands:
-            for module in COMMAND_MODULES:
-                self._register(module)
-        command = super().get_command(ctx, cmd_name)
-        if command is not None:
-            _use_help_context(command)
+        if cmd_name not in COMMANDS:
+            return None
+        module, attribute = COMMANDS[cmd_name].split(":")
+        command: click.Command = getattr(importlib.import_module(module), attribute)
+        _use_help_context(command)
         return command
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        for module in COMMAND_MODULES:
-            self._register(module)
-        return super().list_commands(ctx)
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -106,9 +104,6 @@ class LazyGroup(click.Group):
 
 class _Interrupted(Exception):
     """A Ctrl-C during a command, with what the command says it left (empty: nothing to say)."""
-
-
-_registered: set[str] = set()
 
 
 @click.group(

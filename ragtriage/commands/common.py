@@ -8,6 +8,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,13 +18,34 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ragtriage.render.fit import data_console
+from ragtriage.render.text import hanging_text
+from ragtriage.store.eval_repo import DEFAULT_DATASET
+from ragtriage.wording import plural
 from ragtriage.workspace import Workspace
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+@dataclass(frozen=True)
+class WorkspaceAt:
+    """The `--home` and `--config` of a command: where its workspace is."""
+
+    home: Path | None
+    config_file: Path | None
+
+    @contextmanager
+    def open(self) -> Iterator[Workspace]:
+        """Open the workspace for one command and always close it (releases the Qdrant folder lock)."""
+        workspace = Workspace.open(self.home, self.config_file)
+        try:
+            yield workspace
+        finally:
+            workspace.close()
+
+
 def workspace_options(func: F) -> F:
-    """Add `--home` and `--config` to a command (they may also be given before the command name)."""
+    """Add `--home` and `--config` to a command (they may also be given before the command name);
+    the command gets them as `where: WorkspaceAt`."""
 
     @click.option(
         "--home",
@@ -41,8 +63,10 @@ def workspace_options(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, home: Path | None, config_file: Path | None, **kwargs: Any) -> Any:
         parent = click.get_current_context().find_root().obj or {}
-        kwargs["home"] = home if home is not None else parent.get("home")
-        kwargs["config_file"] = config_file if config_file is not None else parent.get("config_file")
+        kwargs["where"] = WorkspaceAt(
+            home if home is not None else parent.get("home"),
+            config_file if config_file is not None else parent.get("config_file"),
+        )
         return func(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
@@ -60,8 +84,6 @@ def since_option(default: str | None = None, what: str = "Requests since a time"
 
 def dataset_option(help_text: str = "Eval set name.") -> Callable[[F], F]:
     """`--dataset NAME`, the default eval set when not given."""
-    from ragtriage.store.eval_repo import DEFAULT_DATASET
-
     return click.option("--dataset", default=DEFAULT_DATASET, show_default=True, help=help_text)
 
 
@@ -70,16 +92,6 @@ def by_option(help_text: str) -> Callable[[F], F]:
     return click.option(
         "--by", type=click.Choice(["day", "version"]), default="day", show_default=True, help=help_text
     )
-
-
-@contextmanager
-def open_workspace(home: Path | None, config_file: Path | None, **overrides: Any) -> Iterator[Workspace]:
-    """Open a workspace for one command and always close it (releases the Qdrant folder lock)."""
-    workspace = Workspace.open(home, config_file, overrides=overrides or None)
-    try:
-        yield workspace
-    finally:
-        workspace.close()
 
 
 def stdout_console() -> Console:
@@ -108,8 +120,6 @@ def echo_lines(text: str, *, indent: int = 4) -> None:
     """Print a summary's lines at the output's width (`output_width`: the terminal's, `COLUMNS`, or
     120 in a pipe), wrapped between words (an id or a path stays whole, CJK counts two cells),
     continuation lines indented by `indent` spaces."""
-    from ragtriage.render.text import hanging_text
-
     console = data_console()
     for line in text.split("\n"):
         console.print(hanging_text(console, line, indent=indent))
@@ -166,8 +176,6 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[str], Callable[[int, int],
 
 def index_summary(index: dict[str, Any]) -> str:
     """`index: 3 chunks added, 1 updated, …` from an `IndexSyncReport` as a dict (what `--json` prints)."""
-    from ragtriage.wording import plural
-
     changes = [
         f"{plural(index.get('added', 0), 'chunk')} added",
         f"{index.get('updated', 0):,} updated",

@@ -1,32 +1,24 @@
-"""`ragtriage eval …` commands.
-
-`eval_group` is the click group; `score` lives here. Further subcommands go in their own modules
-listed in `SUBCOMMAND_MODULES`, each defining `register_eval(group: click.Group)`.
-"""
+"""`ragtriage eval …`: the click group, `score` (a TREC run file against qrels), and the subcommands
+of the `eval_*` modules attached to it."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import click
 
 from ragtriage.commands.common import echo_json, stdout_console
+from ragtriage.commands.eval_compare import ablate_command, compare_command, gate_command
+from ragtriage.commands.eval_fit import fit_rerank_command
+from ragtriage.commands.eval_refusal import calibrate_command
+from ragtriage.commands.eval_runs import export_command, import_command, run_command, runs_command
+from ragtriage.commands.eval_show import show_command
+from ragtriage.commands.eval_sweep import sweep_command
 from ragtriage.eval.score_report import ScoreReport, build_score_report
 from ragtriage.eval.specs import DEFAULT_KS, MetricSpec, default_specs, parse_ks, parse_metrics
 from ragtriage.eval.trec_files import read_trec_qrels, read_trec_run
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.text import plural
-
-#: Modules that add subcommands to `eval_group` through `register_eval(group)`.
-SUBCOMMAND_MODULES: list[str] = [
-    "ragtriage.commands.eval_runs",
-    "ragtriage.commands.eval_compare",
-    "ragtriage.commands.eval_show",
-    "ragtriage.commands.eval_refusal",
-    "ragtriage.commands.eval_sweep",
-    "ragtriage.commands.eval_fit",
-]
 
 
 @click.group("eval")
@@ -109,8 +101,17 @@ def _print_report(report: ScoreReport, specs: list[MetricSpec]) -> None:
         click.echo(f"warning: {warning}", err=True)
 
 
-def register(cli: click.Group) -> None:
-    """Attach `eval` and its subcommands to the root group."""
-    for module_name in SUBCOMMAND_MODULES:
-        importlib.import_module(module_name).register_eval(eval_group)
-    cli.add_command(eval_group)
+for _command in (
+    import_command,
+    export_command,
+    run_command,
+    runs_command,
+    compare_command,
+    gate_command,
+    ablate_command,
+    show_command,
+    calibrate_command,
+    sweep_command,
+    fit_rerank_command,
+):
+    eval_group.add_command(_command)

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 from rich.text import Text
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     dataset_option,
     echo_json,
-    open_workspace,
     progress_bar,
     stdout_console,
     workspace_options,
 )
-from ragtriage.eval.rerank_fit import CROSS_ENCODER, FitReport
+from ragtriage.errors import InputError
+from ragtriage.eval.rerank_fit import CROSS_ENCODER, FitReport, collect_fit_cases, fit_weights, write_weights
 from ragtriage.pipeline.features import FEATURE_NAMES
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.wording import quoted
@@ -84,118 +83,109 @@ def print_fit(report: FitReport) -> None:
     console.print(Text(_verdict(report)))
 
 
-def register_eval(group: click.Group) -> None:
-    """Attach `fit-rerank` to the `eval` group."""
+@click.command("fit-rerank")
+@dataset_option("Eval set to fit on.")
+@click.option(
+    "--tag",
+    "tags",
+    multiple=True,
+    help="Fit only on cases carrying this tag (repeatable: all of them), e.g. --tag split:tune.",
+)
+@click.option(
+    "--features",
+    default=None,
+    help="Comma-separated features to fit [every feature that varies]; the others keep their weight.",
+)
+@click.option("--k", "k", type=click.IntRange(1), default=10, show_default=True, help="Fit MRR@K.")
+@click.option(
+    "--folds",
+    type=click.IntRange(0),
+    default=5,
+    show_default=True,
+    help="Cross-validation folds (0: none) to estimate the fit on unseen queries.",
+)
+@click.option(
+    "--restarts",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="Ascents from perturbed weights; the best fit wins.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the restarts and folds.")
+@click.option(
+    "--write",
+    is_flag=True,
+    help="Write the fitted weights to the settings file, only when they beat the current ones out of fold.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
+@workspace_options
+def fit_rerank_command(
+    dataset: str,
+    tags: tuple[str, ...],
+    features: str | None,
+    k: int,
+    folds: int,
+    restarts: int,
+    seed: int,
+    write: bool,
+    as_json: bool,
+    progress: bool,
+    where: WorkspaceAt,
+) -> None:
+    """Fit the rerank stage's feature weights by coordinate ascent on MRR@K.
 
-    @group.command("fit-rerank")
-    @dataset_option("Eval set to fit on.")
-    @click.option(
-        "--tag",
-        "tags",
-        multiple=True,
-        help="Fit only on cases carrying this tag (repeatable: all of them), e.g. --tag split:tune.",
-    )
-    @click.option(
-        "--features",
-        default=None,
-        help="Comma-separated features to fit [every feature that varies]; the others keep their weight.",
-    )
-    @click.option("--k", "k", type=click.IntRange(1), default=10, show_default=True, help="Fit MRR@K.")
-    @click.option(
-        "--folds",
-        type=click.IntRange(0),
-        default=5,
-        show_default=True,
-        help="Cross-validation folds (0: none) to estimate the fit on unseen queries.",
-    )
-    @click.option(
-        "--restarts",
-        type=click.IntRange(1),
-        default=3,
-        show_default=True,
-        help="Ascents from perturbed weights; the best fit wins.",
-    )
-    @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the restarts and folds.")
-    @click.option(
-        "--write",
-        is_flag=True,
-        help="Write the fitted weights to the settings file, only when they beat the current ones out of fold.",
-    )
-    @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-    @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
-    @workspace_options
-    def fit_rerank_command(
-        dataset: str,
-        tags: tuple[str, ...],
-        features: str | None,
-        k: int,
-        folds: int,
-        restarts: int,
-        seed: int,
-        write: bool,
-        as_json: bool,
-        progress: bool,
-        home: Path | None,
-        config_file: Path | None,
-    ) -> None:
-        """Fit the rerank stage's feature weights by coordinate ascent on MRR@K.
-
-        Replays the answerable cases of the eval set (those with every --tag) with the current
-        settings and records each candidate's rerank features. Coordinate ascent (Metzler & Croft
-        2007, RankLib) then moves one weight at a time to the value that raises mean MRR@K most,
-        over the final list (top_n), until no step helps; the weights are rescaled to the current
-        ones' L1 norm. With --folds N it also fits on N−1 folds and scores the held fold, so the
-        report shows whether the fit generalises. Fit on a tuning split and check a held-out one
-        with `eval run` before shipping weights. --write sets [rerank.weights] in the settings file.
-        """
-        from ragtriage.errors import InputError
-        from ragtriage.eval.rerank_fit import collect_fit_cases, fit_weights, write_weights
-
-        only = [name.strip() for name in features.split(",") if name.strip()] if features else None
-        with open_workspace(home, config_file) as workspace:
-            settings = workspace.settings
-            names = list(FEATURE_NAMES)
-            if settings.rerank.backend != "none":
-                names.insert(0, CROSS_ENCODER)
-            if only:
-                unknown = [name for name in only if name not in names]
-                if unknown:
-                    raise InputError(
-                        f"--features: no feature {quoted(unknown[0])}; choose from {', '.join(names)}"
-                    )
-            with progress_bar(progress) as bar:
-                cases, skipped = collect_fit_cases(
-                    workspace, dataset, names, tags=tags, on_progress=bar("replaying cases")
-                )
-            if not cases:
+    Replays the answerable cases of the eval set (those with every --tag) with the current
+    settings and records each candidate's rerank features. Coordinate ascent (Metzler & Croft
+    2007, RankLib) then moves one weight at a time to the value that raises mean MRR@K most,
+    over the final list (top_n), until no step helps; the weights are rescaled to the current
+    ones' L1 norm. With --folds N it also fits on N−1 folds and scores the held fold, so the
+    report shows whether the fit generalises. Fit on a tuning split and check a held-out one
+    with `eval run` before shipping weights. --write sets [rerank.weights] in the settings file.
+    """
+    only = [name.strip() for name in features.split(",") if name.strip()] if features else None
+    with where.open() as workspace:
+        settings = workspace.settings
+        names = list(FEATURE_NAMES)
+        if settings.rerank.backend != "none":
+            names.insert(0, CROSS_ENCODER)
+        if only:
+            unknown = [name for name in only if name not in names]
+            if unknown:
                 raise InputError(
-                    f"eval set {quoted(dataset)} has no answerable case to fit on; add gold first"
+                    f"--features: no feature {quoted(unknown[0])}; choose from {', '.join(names)}"
                 )
-            current = settings.rerank.weights.model_dump()
-            report = fit_weights(
-                cases,
-                names,
-                current,
-                only=only,
-                k=k,
-                top_n=settings.rerank.top_n,
-                folds=folds,
-                restarts=restarts,
-                seed=seed,
-                skipped=skipped,
+        with progress_bar(progress) as bar:
+            cases, skipped = collect_fit_cases(
+                workspace, dataset, names, tags=tags, on_progress=bar("replaying cases")
             )
-            target = workspace.config_file or workspace.home / "config.toml"
-            wrote = write and report.generalises is not False and bool(report.fitted_names)
-            if wrote:
-                write_weights(target, {name: report.fitted[name] for name in report.names})
-        if as_json:
-            echo_json({**report.__dict__, "generalises": report.generalises})
-        else:
-            print_fit(report)
-        if write:
-            if not wrote:
-                click.echo(
-                    "nothing written: the fitted weights do not beat the current ones out of fold", err=True
-                )
-                click.get_current_context().exit(1)
-            click.echo(f"wrote [rerank.weights] to {target}", err=True)
+        if not cases:
+            raise InputError(f"eval set {quoted(dataset)} has no answerable case to fit on; add gold first")
+        current = settings.rerank.weights.model_dump()
+        report = fit_weights(
+            cases,
+            names,
+            current,
+            only=only,
+            k=k,
+            top_n=settings.rerank.top_n,
+            folds=folds,
+            restarts=restarts,
+            seed=seed,
+            skipped=skipped,
+        )
+        target = workspace.config_file or workspace.home / "config.toml"
+        wrote = write and report.generalises is not False and bool(report.fitted_names)
+        if wrote:
+            write_weights(target, {name: report.fitted[name] for name in report.names})
+    if as_json:
+        echo_json({**report.__dict__, "generalises": report.generalises})
+    else:
+        print_fit(report)
+    if write:
+        if not wrote:
+            click.echo(
+                "nothing written: the fitted weights do not beat the current ones out of fold", err=True
+            )
+            click.get_current_context().exit(1)
+        click.echo(f"wrote [rerank.weights] to {target}", err=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TypeVar
 
 import click
@@ -10,9 +9,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     dataset_option,
     echo_json,
-    open_workspace,
     stdout_console,
     workspace_options,
 )
@@ -22,7 +21,11 @@ from ragtriage.eval.refusal_calibration import (
     GapRow,
     ThresholdRow,
     unscored_refused,
+    write_threshold,
 )
+from ragtriage.eval.refusal_gap import calibrate_results
+from ragtriage.eval.run_pick import run_or_newest
+from ragtriage.store import eval_repo as eval_store
 
 #: Rows printed around the proposal (the JSON has them all).
 SHOWN_ROWS = 15
@@ -154,110 +157,101 @@ def _print(report: CalibrationReport) -> None:
         )
 
 
-def register_eval(group: click.Group) -> None:
-    """Attach `calibrate-refusal` to the `eval` group."""
+@click.command("calibrate-refusal")
+@click.option("--run", "run_ref", default=None, help="Run id or name [the newest complete run].")
+@dataset_option("Eval set (for the newest run).")
+@click.option(
+    "--score",
+    type=click.Choice(SCORE_KINDS),
+    default=None,
+    help="Score to sweep [the cross-encoder's when the run has it, else the one the run refused by].",
+)
+@click.option(
+    "--max-wrong-refusals",
+    "max_wrong",
+    type=click.FloatRange(0, 1),
+    default=0.05,
+    show_default=True,
+    help="Objective bound: share of answerable cases that may be refused.",
+)
+@click.option(
+    "--dense-gap",
+    "dense_gap",
+    type=click.Choice(["sweep", "keep"]),
+    default=None,
+    help="lexical_support: sweep [rerank] refusal_dense_gap with the threshold, or keep the settings' "
+    "[sweep when the settings have one, keep when it is off].",
+)
+@click.option(
+    "--write",
+    is_flag=True,
+    help="Write the proposed threshold, its score kind (and a swept dense gap) to the settings file.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the sweep as JSON.")
+@workspace_options
+def calibrate_command(
+    run_ref: str | None,
+    dataset: str,
+    score: str | None,
+    max_wrong: float,
+    dense_gap: str | None,
+    write: bool,
+    as_json: bool,
+    where: WorkspaceAt,
+) -> None:
+    """Sweep the refusal threshold over the scores an eval run recorded and propose one.
 
-    @group.command("calibrate-refusal")
-    @click.option("--run", "run_ref", default=None, help="Run id or name [the newest complete run].")
-    @dataset_option("Eval set (for the newest run).")
-    @click.option(
-        "--score",
-        type=click.Choice(SCORE_KINDS),
-        default=None,
-        help="Score to sweep [the cross-encoder's when the run has it, else the one the run refused by].",
-    )
-    @click.option(
-        "--max-wrong-refusals",
-        "max_wrong",
-        type=click.FloatRange(0, 1),
-        default=0.05,
-        show_default=True,
-        help="Objective bound: share of answerable cases that may be refused.",
-    )
-    @click.option(
-        "--dense-gap",
-        "dense_gap",
-        type=click.Choice(["sweep", "keep"]),
-        default=None,
-        help="lexical_support: sweep [rerank] refusal_dense_gap with the threshold, or keep the settings' "
-        "[sweep when the settings have one, keep when it is off].",
-    )
-    @click.option(
-        "--write",
-        is_flag=True,
-        help="Write the proposed threshold, its score kind (and a swept dense gap) to the settings file.",
-    )
-    @click.option("--json", "as_json", is_flag=True, help="Print the sweep as JSON.")
-    @workspace_options
-    def calibrate_command(
-        run_ref: str | None,
-        dataset: str,
-        score: str | None,
-        max_wrong: float,
-        dense_gap: str | None,
-        write: bool,
-        as_json: bool,
-        home: Path | None,
-        config_file: Path | None,
-    ) -> None:
-        """Sweep the refusal threshold over the scores an eval run recorded and propose one.
+    A case is refused when its score is below the threshold. For each threshold: refusal
+    accuracy on no-answer cases, and the share of answerable cases wrongly refused. The
+    proposal maximises refusal accuracy subject to at most --max-wrong-refusals of answerable
+    cases refused. The score is the cross-encoder's when the run has one, otherwise the best
+    dense cosine (or --score fused/final/lexical_support: the IDF-weighted share of the query's
+    content terms that the final candidates contain). --write sets [rerank] refusal_threshold, the
+    kind it was calibrated for (refusal_threshold_score) and refusal_score in the settings file
+    (comments kept), so refusal works without a cross-encoder; a threshold whose kind differs from
+    the score a run refuses by does not judge it.
 
-        A case is refused when its score is below the threshold. For each threshold: refusal
-        accuracy on no-answer cases, and the share of answerable cases wrongly refused. The
-        proposal maximises refusal accuracy subject to at most --max-wrong-refusals of answerable
-        cases refused. The score is the cross-encoder's when the run has one, otherwise the best
-        dense cosine (or --score fused/final/lexical_support: the IDF-weighted share of the query's
-        content terms that the final candidates contain). --write sets [rerank] refusal_threshold, the
-        kind it was calibrated for (refusal_threshold_score) and refusal_score in the settings file
-        (comments kept), so refusal works without a cross-encoder; a threshold whose kind differs from
-        the score a run refuses by does not judge it.
-
-        With lexical_support and dense agreement ([rerank] refusal_dense_gap), the gap is swept too:
-        for each candidate gap (from the dense gaps the run recorded per case, and off) the best
-        threshold under the same objective; the proposal is the best pair (ties: the lower gap).
-        The gap is a cosine difference on your embedder's scale, so calibrate it after changing the
-        embedder. --write then sets refusal_dense_gap as well.
-        """
-        from ragtriage.eval.refusal_calibration import write_threshold
-        from ragtriage.eval.refusal_gap import calibrate_results
-        from ragtriage.eval.run_pick import run_or_newest
-        from ragtriage.store import eval_repo as eval_store
-
-        with open_workspace(home, config_file) as workspace:
-            engine = workspace.engine
-            run = run_or_newest(engine, run_ref, dataset)
-            results = [
-                (r.has_gold, r.snapshot or {}) for r in eval_store.run_case_results(engine, int(run.id or 0))
-            ]
-            report = calibrate_results(
-                int(run.id or 0),
-                results,
-                score,
-                max_wrong=max_wrong,
-                configured_gap=workspace.settings.rerank.refusal_dense_gap,
-                sweep_gap=None if dense_gap is None else dense_gap == "sweep",
+    With lexical_support and dense agreement ([rerank] refusal_dense_gap), the gap is swept too:
+    for each candidate gap (from the dense gaps the run recorded per case, and off) the best
+    threshold under the same objective; the proposal is the best pair (ties: the lower gap).
+    The gap is a cosine difference on your embedder's scale, so calibrate it after changing the
+    embedder. --write then sets refusal_dense_gap as well.
+    """
+    with where.open() as workspace:
+        engine = workspace.engine
+        run = run_or_newest(engine, run_ref, dataset)
+        results = [
+            (r.has_gold, r.snapshot or {}) for r in eval_store.run_case_results(engine, int(run.id or 0))
+        ]
+        report = calibrate_results(
+            int(run.id or 0),
+            results,
+            score,
+            max_wrong=max_wrong,
+            configured_gap=workspace.settings.rerank.refusal_dense_gap,
+            sweep_gap=None if dense_gap is None else dense_gap == "sweep",
+        )
+        target = workspace.config_file or workspace.home / "config.toml"
+        if write and report.proposed is not None:
+            swept = report.dense_gap_source == "swept"
+            write_threshold(
+                target,
+                report.proposed.threshold,
+                report.score,
+                write_gap=swept,
+                dense_gap=report.dense_gap,
             )
-            target = workspace.config_file or workspace.home / "config.toml"
-            if write and report.proposed is not None:
-                swept = report.dense_gap_source == "swept"
-                write_threshold(
-                    target,
-                    report.proposed.threshold,
-                    report.score,
-                    write_gap=swept,
-                    dense_gap=report.dense_gap,
-                )
-        if as_json:
-            echo_json(report)
-        else:
-            _print(report)
-        if write:
-            if report.proposed is None:
-                click.echo("nothing written: no threshold meets the objective", err=True)
-                click.get_current_context().exit(1)
-            written = (
-                "refusal_threshold and refusal_dense_gap"
-                if report.dense_gap_source == "swept"
-                else ("refusal_threshold")
-            )
-            click.echo(f"wrote [rerank] {written} to {target}", err=True)
+    if as_json:
+        echo_json(report)
+    else:
+        _print(report)
+    if write:
+        if report.proposed is None:
+            click.echo("nothing written: no threshold meets the objective", err=True)
+            click.get_current_context().exit(1)
+        written = (
+            "refusal_threshold and refusal_dense_gap"
+            if report.dense_gap_source == "swept"
+            else ("refusal_threshold")
+        )
+        click.echo(f"wrote [rerank] {written} to {target}", err=True)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 import click
 from rich.text import Text
 
-from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
+from ragtriage.commands.common import WorkspaceAt, echo_json, stdout_console, workspace_options
 from ragtriage.eval.run_view import MAX_PAGE, RunDetail, run_detail
+from ragtriage.kb.service import document_titles, get_chunks
 from ragtriage.kb.types import ChunkRecord
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.kb_view import place_table
@@ -70,34 +70,25 @@ def _print_detail(detail: RunDetail, known: Mapping[str, ChunkRecord], doc_title
     console.print(Text(f"cases {page.offset + 1 if page.items else page.offset}–{end} of {page.total}{more}"))
 
 
-def register_eval(group: click.Group) -> None:
-    """Attach `show` to the `eval` group."""
-
-    @group.command("show")
-    @click.argument("run_ref", metavar="RUN")
-    @click.option(
-        "--offset", type=click.IntRange(min=0), default=0, show_default=True, help="Cases to skip (paging)."
-    )
-    @click.option(
-        "--limit", type=click.IntRange(1, MAX_PAGE), default=50, show_default=True, help="Cases per page."
-    )
-    @click.option(
-        "--json", "as_json", is_flag=True, help="The run, its settings and the case results as JSON."
-    )
-    @workspace_options
-    def show_command(
-        run_ref: str, offset: int, limit: int, as_json: bool, home: Path | None, config_file: Path | None
-    ) -> None:
-        """One run: status, settings, and per-case results with candidates and gold journey (paged)."""
-        from ragtriage.kb.service import document_titles, get_chunks
-
-        with open_workspace(home, config_file) as workspace:
-            detail = run_detail(workspace.engine, run_ref, offset=offset, limit=limit)
-            if as_json:
-                echo_json(detail)
-                return
-            known = get_chunks(
-                workspace.engine, [c for case in detail.cases.items for c in case.relevant_chunk_ids]
-            )
-            doc_titles = document_titles(workspace.engine, [chunk.doc_id for chunk in known.values()])
-        _print_detail(detail, known, doc_titles)
+@click.command("show")
+@click.argument("run_ref", metavar="RUN")
+@click.option(
+    "--offset", type=click.IntRange(min=0), default=0, show_default=True, help="Cases to skip (paging)."
+)
+@click.option(
+    "--limit", type=click.IntRange(1, MAX_PAGE), default=50, show_default=True, help="Cases per page."
+)
+@click.option("--json", "as_json", is_flag=True, help="The run, its settings and the case results as JSON.")
+@workspace_options
+def show_command(run_ref: str, offset: int, limit: int, as_json: bool, where: WorkspaceAt) -> None:
+    """One run: status, settings, and per-case results with candidates and gold journey (paged)."""
+    with where.open() as workspace:
+        detail = run_detail(workspace.engine, run_ref, offset=offset, limit=limit)
+        if as_json:
+            echo_json(detail)
+            return
+        known = get_chunks(
+            workspace.engine, [c for case in detail.cases.items for c in case.relevant_chunk_ids]
+        )
+        doc_titles = document_titles(workspace.engine, [chunk.doc_id for chunk in known.values()])
+    _print_detail(detail, known, doc_titles)

@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     dataset_option,
     echo_json,
-    open_workspace,
     progress_bar,
     stdout_console,
     workspace_options,
 )
+from ragtriage.eval.chunk_sweep import SweepTable, run_chunk_sweep
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.text import plural
 from ragtriage.wording import quoted
-
-if TYPE_CHECKING:
-    from ragtriage.eval.chunk_sweep import SweepTable
 
 
 def _sizes(_ctx: click.Context, _param: click.Parameter, value: str) -> list[int]:
@@ -110,70 +107,64 @@ def print_sweep(table: SweepTable) -> None:
         console.print(note)
 
 
-def register_eval(group: click.Group) -> None:
-    """Attach `sweep` to the `eval` group."""
+@click.command("sweep")
+@click.option(
+    "--chunk-chars",
+    "chunk_chars",
+    required=True,
+    callback=_sizes,
+    help="Chunk target sizes in characters, comma-separated (e.g. 400,800,1200,2000).",
+)
+@dataset_option("Eval set to run.")
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder for the throwaway homes [a temporary folder]; they are removed at the end.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
+@workspace_options
+def sweep_command(
+    chunk_chars: list[int],
+    dataset: str,
+    workdir: Path | None,
+    as_json: bool,
+    where: WorkspaceAt,
+) -> None:
+    """Build a throwaway KB per chunk size from the KB's source files, run the eval set on each,
+    and print one table with the best size marked (highest MRR).
 
-    @group.command("sweep")
-    @click.option(
-        "--chunk-chars",
-        "chunk_chars",
-        required=True,
-        callback=_sizes,
-        help="Chunk target sizes in characters, comma-separated (e.g. 400,800,1200,2000).",
-    )
-    @dataset_option("Eval set to run.")
-    @click.option(
-        "--workdir",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=None,
-        help="Folder for the throwaway homes [a temporary folder]; they are removed at the end.",
-    )
-    @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
-    @workspace_options
-    def sweep_command(
-        chunk_chars: list[int],
-        dataset: str,
-        workdir: Path | None,
-        as_json: bool,
-        home: Path | None,
-        config_file: Path | None,
-    ) -> None:
-        """Build a throwaway KB per chunk size from the KB's source files, run the eval set on each,
-        and print one table with the best size marked (highest MRR).
+    Gold must survive re-chunking: cases with gold refs (doc_id with anchor or span, as
+    `promote` stores them), document-level gold or no gold run in every setting; a case whose
+    gold is chunk ids gets the span and anchor of those chunks in this KB, and is skipped and
+    counted when they have none. The throwaway homes share this home's embedding cache, so
+    repeated chunk texts are embedded once.
 
-        Gold must survive re-chunking: cases with gold refs (doc_id with anchor or span, as
-        `promote` stores them), document-level gold or no gold run in every setting; a case whose
-        gold is chunk ids gets the span and anchor of those chunks in this KB, and is skipped and
-        counted when they have none. The throwaway homes share this home's embedding cache, so
-        repeated chunk texts are embedded once.
-
-        \b
-        Columns:
-          chars        target chunk size (max 1.5 × target, overlap ≤ target/4)
-          chunks       chunks in the throwaway KB
-          cases        cases with gold that were scored (ranking cases)
-          unmapped     ranking cases whose gold refs map to no chunk there
-                       (scored as misses)
-          hit@K        share of ranking cases with a gold chunk in the top K
-          recall@K     mean share of each case's gold chunks in the top K
-          mrr          mean of 1/rank of the first gold chunk (0: not found)
-          refusal acc  share of no-answer cases the pipeline refused
-          best         highest MRR (ties: Hit@K, then the smaller size)
-        n/a: no case with gold was scored in that setting.
-        """
-        from ragtriage.eval.chunk_sweep import run_chunk_sweep
-
-        if workdir is not None:
-            workdir.mkdir(parents=True, exist_ok=True)
-        with open_workspace(home, config_file) as workspace, progress_bar(not as_json) as bar:
-            table = run_chunk_sweep(
-                workspace,
-                chunk_chars,
-                dataset,
-                workdir=workdir,
-                on_progress=lambda label, done, total: (bar(label) or (lambda *_: None))(done, total),
-            )
-        if as_json:
-            echo_json(table)
-            return
-        print_sweep(table)
+    \b
+    Columns:
+      chars        target chunk size (max 1.5 × target, overlap ≤ target/4)
+      chunks       chunks in the throwaway KB
+      cases        cases with gold that were scored (ranking cases)
+      unmapped     ranking cases whose gold refs map to no chunk there
+                   (scored as misses)
+      hit@K        share of ranking cases with a gold chunk in the top K
+      recall@K     mean share of each case's gold chunks in the top K
+      mrr          mean of 1/rank of the first gold chunk (0: not found)
+      refusal acc  share of no-answer cases the pipeline refused
+      best         highest MRR (ties: Hit@K, then the smaller size)
+    n/a: no case with gold was scored in that setting.
+    """
+    if workdir is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
+    with where.open() as workspace, progress_bar(not as_json) as bar:
+        table = run_chunk_sweep(
+            workspace,
+            chunk_chars,
+            dataset,
+            workdir=workdir,
+            on_progress=lambda label, done, total: (bar(label) or (lambda *_: None))(done, total),
+        )
+    if as_json:
+        echo_json(table)
+        return
+    print_sweep(table)

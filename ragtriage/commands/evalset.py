@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from ragtriage.commands.common import dataset_option, echo_json, open_workspace, workspace_options
+from ragtriage.commands.common import WorkspaceAt, dataset_option, echo_json, workspace_options
+from ragtriage.commands.eval_render import print_doctor
+from ragtriage.eval.doctor import run_doctor
+from ragtriage.triage.promote import promote_request
 from ragtriage.wording import quoted
 
 
@@ -47,13 +48,10 @@ def promote_command(
     tags: tuple[str, ...],
     case_id: str | None,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """Turn the confirmed triage record of REQUEST_ID into an eval case (PII redacted, provenance kept)."""
-    from ragtriage.triage.promote import promote_request
-
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         result = promote_request(
             workspace,
             request_id,
@@ -92,12 +90,9 @@ def promote_command(
 @dataset_option()
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @workspace_options
-def doctor_command(dataset: str, as_json: bool, home: Path | None, config_file: Path | None) -> None:
+def doctor_command(dataset: str, as_json: bool, where: WorkspaceAt) -> None:
     """Explain metrics that come out all zero or wrong: bad gold ids, re-chunked gold, duplicates, no gold."""
-    from ragtriage.commands.eval_render import print_doctor
-    from ragtriage.eval.doctor import run_doctor
-
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         report = run_doctor(workspace, dataset)
     if as_json:
         echo_json({**report.model_dump(mode="json"), "ok": report.ok})
@@ -105,9 +100,3 @@ def doctor_command(dataset: str, as_json: bool, home: Path | None, config_file: 
         print_doctor(report)
     if not report.ok:
         click.get_current_context().exit(1)
-
-
-def register(cli: click.Group) -> None:
-    """Attach `promote` and `doctor` to the root group."""
-    cli.add_command(promote_command)
-    cli.add_command(doctor_command)

@@ -3,24 +3,24 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 from rich.console import Console
 from rich.text import Text
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     echo_json,
-    open_workspace,
     progress_bar,
     since_option,
     workspace_options,
 )
+from ragtriage.logs.queue import parse_since
 from ragtriage.render.fit import Col, FitTable, data_console
 from ragtriage.render.text import hanging_text, plural
 from ragtriage.replay.fidelity import STAGE_SHORT
 from ragtriage.replay.fidelity_reasons import counterpart_text
 from ragtriage.replay.fidelity_report import FidelityReport, StageSummary
+from ragtriage.replay.fidelity_run import measure_fidelity
 
 
 def _percent(value: float) -> str:
@@ -149,16 +149,12 @@ def fidelity_command(
     least: int,
     no_store: bool,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """Replay logged requests with their profiles and measure, per stage, route and pipeline_version,
     how exactly the replay reproduces what production logged."""
-    from ragtriage.logs.queue import parse_since
-    from ragtriage.replay.fidelity_run import measure_fidelity
-
     since_time = parse_since(since) if since is not None else None
-    with open_workspace(home, config_file) as workspace, progress_bar(not as_json) as bar:
+    with where.open() as workspace, progress_bar(not as_json) as bar:
         report = measure_fidelity(
             workspace,
             since=since_time,
@@ -173,8 +169,3 @@ def fidelity_command(
         echo_json(report)
         return
     print_report(data_console(), report)
-
-
-def register(cli: click.Group) -> None:
-    """Attach this module's commands to the root group."""
-    cli.add_command(fidelity_command)

@@ -11,15 +11,19 @@ from typing import Any
 import click
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     echo_json,
     echo_lines,
     index_summary,
-    open_workspace,
     progress_bar,
     stdout_console,
     workspace_options,
 )
+from ragtriage.commands.kb_import import import_command
 from ragtriage.errors import NotFoundError, RagtriageError
+from ragtriage.index import kb_sync
+from ragtriage.index.index_state import index_status
+from ragtriage.index.indexer import rebuild_indexes
 from ragtriage.kb import service
 from ragtriage.render.kb_view import print_chunk, print_chunk_table
 from ragtriage.render.text import plural
@@ -40,9 +44,7 @@ def kb_group() -> None:
 @click.option("--no-index", is_flag=True, help="Store documents and chunks only; do not update the indexes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @workspace_options
-def add_command(
-    paths: tuple[Path, ...], no_index: bool, as_json: bool, home: Path | None, config_file: Path | None
-) -> None:
+def add_command(paths: tuple[Path, ...], no_index: bool, as_json: bool, where: WorkspaceAt) -> None:
     """Add or update Markdown, HTML, text, Word (.docx), PowerPoint (.pptx) and PDF files (folders are walked).
 
     A document's id is its front matter doc_id, else FOLDER/PATH-WITHOUT-SUFFIX for a file found in
@@ -50,9 +52,7 @@ def add_command(
     Documents added from a folder earlier and missing from it now are marked deleted.
     Exit code 2 when any file could not be added (each is named on stderr with a fix).
     """
-    from ragtriage.index import kb_sync
-
-    with open_workspace(home, config_file) as workspace, progress_bar(True) as bar:
+    with where.open() as workspace, progress_bar(True) as bar:
         report = kb_sync.add_paths(
             workspace.home,
             workspace.settings,
@@ -97,9 +97,9 @@ def _add_summary(report: service.AddReport) -> str:
 @kb_group.command("stats")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @workspace_options
-def stats_command(as_json: bool, home: Path | None, config_file: Path | None) -> None:
+def stats_command(as_json: bool, where: WorkspaceAt) -> None:
     """Documents and chunks by status, the KB revision and the index manifest's state."""
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         stats = service.kb_stats(workspace.engine, workspace.settings.kb.name)
         index = _index_status(workspace)
     notes: list[str] = []
@@ -179,8 +179,6 @@ def _counts(counts: dict[str, int]) -> str:
 
 
 def _index_status(workspace: Workspace) -> dict[str, Any]:
-    from ragtriage.index.index_state import index_status
-
     try:
         return dict(index_status(workspace.home, workspace.settings, workspace.engine))
     except RagtriageError as error:
@@ -208,12 +206,11 @@ def chunks_command(
     include_deleted: bool,
     output_format: str,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """List chunks in document order: chunk_id, status, anchor, title, heading_path (' › ' between
     the headings); a table on a terminal, tab-separated in a pipe."""
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         chunks = service.list_chunks(
             workspace.engine,
             workspace.settings.kb.name,
@@ -251,9 +248,9 @@ def chunks_command(
 @click.argument("chunk_id")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @workspace_options
-def show_command(chunk_id: str, as_json: bool, home: Path | None, config_file: Path | None) -> None:
+def show_command(chunk_id: str, as_json: bool, where: WorkspaceAt) -> None:
     """One chunk with its metadata, its neighbours' ids and its full text."""
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         chunk = service.get_chunks(workspace.engine, [chunk_id]).get(chunk_id)
         if chunk is None:
             raise NotFoundError(f"no chunk {quoted(chunk_id)}; see `ragtriage kb chunks` for the ids")
@@ -316,13 +313,9 @@ def _deletion_text(deletion: DeletedGold) -> str:
 @click.option("--no-index", is_flag=True, help="Do not update the indexes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @workspace_options
-def remove_command(
-    doc_ids: tuple[str, ...], no_index: bool, as_json: bool, home: Path | None, config_file: Path | None
-) -> None:
+def remove_command(doc_ids: tuple[str, ...], no_index: bool, as_json: bool, where: WorkspaceAt) -> None:
     """Mark documents and their chunks deleted (kept in SQL for old traces, gone from the indexes)."""
-    from ragtriage.index import kb_sync
-
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         report = kb_sync.remove_documents(
             workspace.home, workspace.settings, workspace.engine, list(doc_ids), index=not no_index
         )
@@ -340,11 +333,9 @@ def remove_command(
 @kb_group.command("reindex")
 @click.option("--json", "as_json", is_flag=True, help="Print the index report as JSON.")
 @workspace_options
-def reindex_command(as_json: bool, home: Path | None, config_file: Path | None) -> None:
+def reindex_command(as_json: bool, where: WorkspaceAt) -> None:
     """Rebuild Whoosh and Qdrant from the KB (after changing the embedder; cached embeddings are reused)."""
-    from ragtriage.index.indexer import rebuild_indexes
-
-    with open_workspace(home, config_file) as workspace, progress_bar(True) as bar:
+    with where.open() as workspace, progress_bar(True) as bar:
         report = rebuild_indexes(
             workspace.home, workspace.settings, workspace.engine, on_progress=bar("indexing chunks")
         )
@@ -363,9 +354,4 @@ def _indent(text: str) -> str:
     return "\n".join("    " + line for line in text.splitlines())
 
 
-def register(cli: click.Group) -> None:
-    """Attach this module's commands to the root group."""
-    from ragtriage.commands.kb_import import import_command
-
-    kb_group.add_command(import_command)
-    cli.add_command(kb_group)
+kb_group.add_command(import_command)

@@ -7,14 +7,17 @@ from pathlib import Path
 import click
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     echo_json,
     echo_lines,
     index_summary,
-    open_workspace,
     progress_bar,
     workspace_options,
 )
+from ragtriage.index.kb_sync import import_source, interrupted_message
+from ragtriage.kb.import_mapping import parse_map_option
 from ragtriage.kb.import_report import ImportReport
+from ragtriage.kb.importer import ImportSpec
 from ragtriage.wording import plural
 
 
@@ -65,8 +68,7 @@ def import_command(
     skip_bad_rows: bool,
     no_index: bool,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """Import production's chunks from a JSONL/CSV/Parquet FILE, a SQL query or a Qdrant collection.
 
@@ -75,10 +77,6 @@ def import_command(
     (or scrolled from Qdrant) go into the dense index as given. A bad row stops the import before
     anything is written (exit 2), unless --skip-bad-rows.
     """
-    from ragtriage.index.kb_sync import import_source, interrupted_message
-    from ragtriage.kb.import_mapping import parse_map_option
-    from ragtriage.kb.importer import ImportSpec
-
     spec = ImportSpec(
         path=path,
         encoding=encoding,
@@ -91,7 +89,7 @@ def import_command(
         vector_field=vector_field,
     )
     try:
-        with open_workspace(home, config_file) as workspace, progress_bar(True) as bar:
+        with where.open() as workspace, progress_bar(True) as bar:
             report = import_source(
                 workspace.home,
                 workspace.settings,
@@ -106,6 +104,7 @@ def import_command(
     except KeyboardInterrupt as interrupt:
         if str(interrupt):
             raise  # it says what was stored
+
         raise KeyboardInterrupt(interrupted_message(None)) from None  # before the import began
     for rejected in report.rejected_rows:
         click.echo(f"kb import: rejected: {rejected.message()}", err=True)

@@ -1,4 +1,4 @@
-"""`ragtriage logs ingest` and `logs quarantine`; `register` also attaches `queue` and `show`."""
+"""`ragtriage logs ingest` and `logs quarantine`: request logs into the triage store, and the lines it refused."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     echo_json,
-    open_workspace,
     stderr_console,
     stdout_console,
     workspace_options,
@@ -45,8 +45,7 @@ def ingest_command(
     strict: bool,
     log_format: str,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """Ingest request logs (schema v1 or flat JSONL, .gz too, Parquet, CSV) or traces (OTLP/JSON with
     OpenInference attributes, Phoenix or Langfuse exports); flagged requests enter the queue
@@ -63,7 +62,7 @@ def ingest_command(
     is stored (also exit 2).
     """
     err = stderr_console()
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         logs_settings = workspace.settings.logs
 
         def progress(read: int, _total: int | None) -> None:
@@ -104,11 +103,9 @@ def ingest_command(
 @click.option("--limit", type=click.IntRange(min=1), default=200, show_default=True, help="Lines to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @workspace_options
-def quarantine_command(
-    files: tuple[Path, ...], limit: int, as_json: bool, home: Path | None, config_file: Path | None
-) -> None:
+def quarantine_command(files: tuple[Path, ...], limit: int, as_json: bool, where: WorkspaceAt) -> None:
     """List quarantined log lines (of FILES, or of every file) as `file:line: reason`, in file order."""
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         total, lines = quarantined_lines(workspace.engine, [str(f) for f in files], limit=limit)
     if as_json:
         echo_json({"total": total, "lines": lines})
@@ -121,15 +118,3 @@ def quarantine_command(
         console.print(f"no quarantined lines for {searched}; every line read was ingested or blank")
         return
     console.print(f"{len(lines):,} of {plural(total, 'quarantined line')}")
-
-
-def register(cli: click.Group) -> None:
-    """Attach `logs`, `queue` and `show` to the root group."""
-    from ragtriage.commands.queue import queue_command
-    from ragtriage.commands.sample import sample_command
-    from ragtriage.commands.show import show_command
-
-    cli.add_command(logs_group)
-    queue_command.add_command(sample_command)
-    cli.add_command(queue_command)
-    cli.add_command(show_command)

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
+from datetime import datetime
 
 import click
 from rich.text import Text
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     by_option,
     echo_json,
-    open_workspace,
     since_option,
     stdout_console,
     workspace_options,
 )
-from ragtriage.triage.monitor import DEFINITIONS
+from ragtriage.logs.queue import parse_since
+from ragtriage.logs.requests import empty_window_hint
+from ragtriage.render.monitor_view import monitor_renderable
+from ragtriage.triage.monitor import DEFINITIONS, MonitorReport, compute_monitor
+from ragtriage.workspace import Workspace
 
 
 def _help() -> str:
@@ -25,6 +29,21 @@ def _help() -> str:
         "Retrieval health from the stored logs, triage records and eval runs, per day (UTC) or per "
         "logged pipeline_version. A figure without data prints n/a with the reason, never 0.\n\n"
         "\b\nFigures:\n\n" + figures
+    )
+
+
+def workspace_monitor(
+    workspace: Workspace, by: str, since: datetime, coverage_n: int | None = None
+) -> MonitorReport:
+    """`compute_monitor` with the settings' bad ratings, candidate pool (unless `coverage_n`) and KB."""
+    settings = workspace.settings
+    return compute_monitor(
+        workspace.engine,
+        by=by,  # type: ignore[arg-type]
+        since=since,
+        bad_ratings=settings.logs.flagging.bad_ratings,
+        coverage_n=coverage_n or settings.retrieval.candidate_pool,
+        kb=settings.kb.name,
     )
 
 
@@ -46,25 +65,11 @@ def monitor_command(
     coverage_n: int | None,
     no_charts: bool,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
-    from ragtriage.logs.queue import parse_since
-    from ragtriage.logs.requests import empty_window_hint
-    from ragtriage.render.monitor_view import monitor_renderable
-    from ragtriage.triage.monitor import compute_monitor
-
     since_time = parse_since(since)
-    with open_workspace(home, config_file) as workspace:
-        settings = workspace.settings
-        report = compute_monitor(
-            workspace.engine,
-            by=by,  # type: ignore[arg-type]
-            since=since_time,
-            bad_ratings=settings.logs.flagging.bad_ratings,
-            coverage_n=coverage_n or settings.retrieval.candidate_pool,
-            kb=settings.kb.name,
-        )
+    with where.open() as workspace:
+        report = workspace_monitor(workspace, by, since_time, coverage_n)
         hint = empty_window_hint(workspace.engine, since_time) if report.overall.requests == 0 else ""
     if as_json:
         echo_json(report)
@@ -76,8 +81,3 @@ def monitor_command(
         console.print(Text(hint))
     width = min(console.width, 100)
     console.print(monitor_renderable(report, width, color=sys.stdout.isatty(), charts=not no_charts))
-
-
-def register(cli: click.Group) -> None:
-    """Attach `monitor` to the root group."""
-    cli.add_command(monitor_command)

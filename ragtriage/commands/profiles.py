@@ -8,17 +8,16 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from ragtriage.commands.common import echo_json, open_workspace, stdout_console, workspace_options
+from ragtriage.commands.common import WorkspaceAt, echo_json, stdout_console, workspace_options
+from ragtriage.config.profiles import list_profiles
 
 
 @click.command("profiles")
 @click.option("--json", "as_json", is_flag=True, help="Print the profiles as JSON.")
 @workspace_options
-def profiles_command(as_json: bool, home: Path | None, config_file: Path | None) -> None:
+def profiles_command(as_json: bool, where: WorkspaceAt) -> None:
     """List the replay profiles: your own, the settings file (`default`) and the shipped presets."""
-    from ragtriage.config.profiles import list_profiles
-
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         settings = workspace.settings
         rows = list_profiles(settings)
     if as_json:
@@ -39,11 +38,11 @@ def profiles_command(as_json: bool, home: Path | None, config_file: Path | None)
         if row.description:
             _field(console, "", row.description, style="dim")
     if len(settings.profiles) == 0:
-        where = settings.config_file.parent if settings.config_file else Path(".")
+        folder = settings.config_file.parent if settings.config_file else Path(".")
         console.print(
             Text(
                 "No profiles of your own yet: add [profiles.NAME] tables to the settings file or "
-                f"NAME.toml files to {where / settings.replay.profile_dir}, and map pipeline_versions "
+                f"NAME.toml files to {folder / settings.replay.profile_dir}, and map pipeline_versions "
                 "to them in [replay.versions] (README: Replay profiles).",
                 style="dim",
             )
@@ -61,8 +60,3 @@ def _field(console: Console, label: str, value: str, style: str = "") -> None:
         head = Text(f"  {label}".ljust(LABEL_WIDTH) if number == 0 else " " * LABEL_WIDTH, style="dim")
         line.rstrip()
         console.print(head + line, soft_wrap=True)
-
-
-def register(cli: click.Group) -> None:
-    """Attach this module's commands to the root group."""
-    cli.add_command(profiles_command)

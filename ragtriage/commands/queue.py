@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
 import click
 from rich.console import Group
 from rich.text import Text
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     echo_json,
-    open_workspace,
     print_trimmed,
     since_option,
     stdout_console,
     workspace_options,
 )
+from ragtriage.commands.sample import sample_command
 from ragtriage.logs.queue import (
     FIDELITY_FILTERS,
     NOT_DIAGNOSED,
@@ -75,8 +75,7 @@ def queue_command(
     sort: str,
     fidelity: str | None,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """List flagged requests, newest first, with the suggested root cause and the total matching the filters.
 
@@ -94,7 +93,7 @@ def queue_command(
         "fidelity": fidelity,
         "sort": None if sort == "newest" else sort,
     }
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         page = list_queue(
             workspace.engine,
             status=status,
@@ -194,3 +193,6 @@ def _next_page_args(filters: dict[str, str], limit: int, offset: int) -> str:
         parts.append(f"--limit {limit}")
     parts.append(f"--offset {offset}")
     return " ".join(parts)
+
+
+queue_command.add_command(sample_command)

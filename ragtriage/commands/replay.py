@@ -3,31 +3,32 @@ and show the trace, or print it as JSON."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 from rich.text import Text
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     echo_json,
-    open_workspace,
     stderr_console,
     stdout_console,
     workspace_options,
 )
-from ragtriage.errors import InputError, NotFoundError
+from ragtriage.config.profiles import resolve_profile
+from ragtriage.errors import InputError
+from ragtriage.index.index_state import index_lag
+from ragtriage.kb.service import document_titles
+from ragtriage.pipeline.pipeline import Pipeline
 from ragtriage.pipeline.types import Trace
+from ragtriage.render.logged_view import print_logged_replay
+from ragtriage.render.trace_view import print_trace
+from ragtriage.replay.logged import compare_request
+from ragtriage.triage.gold_check import unretrievable_gold
 from ragtriage.workspace import Workspace
-
-if TYPE_CHECKING:
-    from ragtriage.pipeline.pipeline import Pipeline
-
-REPLAY_LOGGED_MODULE = "ragtriage.replay.logged"
 
 
 @dataclass(frozen=True)
@@ -70,21 +71,6 @@ def read_queries(path: Path) -> list[QueryLine]:
     return lines
 
 
-def replay_logged_request(workspace: Workspace, request_id: str, use_logged_rewrite: bool) -> Trace:
-    """Replay a logged request through `ragtriage.replay.logged` (imported only when used)."""
-    try:
-        module = importlib.import_module(REPLAY_LOGGED_MODULE)
-    except ModuleNotFoundError as error:
-        if error.name != REPLAY_LOGGED_MODULE:
-            raise
-        raise NotFoundError(
-            "replay by request id is not available in this build (no ragtriage.replay.logged); "
-            "use --query TEXT instead"
-        ) from None
-    trace: Trace = module.replay_request(workspace, request_id, use_logged_rewrite)
-    return trace
-
-
 @click.command("replay")
 @click.argument("request_id", required=False)
 @click.option("--query", "-q", "query", help="Query text to run through the pipeline.")
@@ -115,8 +101,7 @@ def replay_command(
     use_logged_rewrite: bool,
     profile: str | None,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """Replay REQUEST_ID, a --query, or every line of --queries, and show each stage of the pipeline."""
     given = [
@@ -132,13 +117,11 @@ def replay_command(
         raise click.UsageError("--use-logged-rewrite needs a REQUEST_ID")
     lines = read_queries(queries_file) if queries_file is not None else []
     console = stdout_console()
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         _warn_index_lag(workspace)
         if request_id is not None:
             _replay_logged(workspace, request_id, use_logged_rewrite, as_json, profile)
             return
-        from ragtriage.config.profiles import resolve_profile
-
         resolved = resolve_profile(workspace.settings, None, profile)
         pipeline = workspace.pipeline_for(resolved)
         if query is not None:
@@ -158,8 +141,6 @@ def replay_command(
     if as_json:
         echo_json(traces[0])
         return
-    from ragtriage.render.trace_view import print_trace
-
     for number, trace in enumerate(traces):
         if len(traces) > 1:
             console.rule(f"query {number + 1} of {len(traces)} (line {lines[number].line_no})")
@@ -168,8 +149,6 @@ def replay_command(
 
 def _final_doc_titles(workspace: Workspace, traces: list[Trace]) -> dict[str, str]:
     """doc_id → title of the documents of the traces' final chunks (the final-context table names them)."""
-    from ragtriage.kb.service import document_titles
-
     doc_ids = [
         candidate.doc_id
         for trace in traces
@@ -181,8 +160,6 @@ def _final_doc_titles(workspace: Workspace, traces: list[Trace]) -> dict[str, st
 
 def _warn_index_lag(workspace: Workspace) -> None:
     """A note on stderr when the indexes lag the KB: the ranked lists would be empty or old."""
-    from ragtriage.index.index_state import index_lag
-
     lag = index_lag(workspace.home, workspace.settings, workspace.engine)
     if lag is not None:
         stderr_console().print(Text(f"note: {lag}", style="yellow"))
@@ -190,8 +167,6 @@ def _warn_index_lag(workspace: Workspace) -> None:
 
 def _warn_unretrievable_gold(workspace: Workspace, gold: list[str]) -> None:
     """A note on stderr for each gold id no index can return (unknown, or deleted in the KB)."""
-    from ragtriage.triage.gold_check import unretrievable_gold
-
     for line in unretrievable_gold(workspace.engine, gold):
         stderr_console().print(Text(f"note: {line}", style="yellow"))
 
@@ -200,9 +175,6 @@ def _replay_logged(
     workspace: Workspace, request_id: str, use_logged_rewrite: bool, as_json: bool, profile: str | None
 ) -> None:
     """Show the logged request next to its replay, stage by stage (`ragtriage.replay.logged`)."""
-    from ragtriage.render.logged_view import print_logged_replay
-    from ragtriage.replay.logged import compare_request
-
     comparison = compare_request(workspace, request_id, use_logged_rewrite, profile)
     if as_json:
         echo_json(comparison)
@@ -223,8 +195,3 @@ def _run_file(pipeline: Pipeline, lines: list[QueryLine], *, show_progress: bool
             done[0] = finished
 
         return pipeline.run_many(queries, golds=golds, on_progress=advance)
-
-
-def register(cli: click.Group) -> None:
-    """Attach this module's commands to the root group."""
-    cli.add_command(replay_command)

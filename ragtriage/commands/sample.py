@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 from rich.table import Table
 from rich.text import Text
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     by_option,
     echo_json,
-    open_workspace,
     since_option,
     stdout_console,
     workspace_options,
@@ -36,8 +34,7 @@ def sample_command(
     by: str,
     seed: int | None,
     as_json: bool,
-    home: Path | None,
-    config_file: Path | None,
+    where: WorkspaceAt,
 ) -> None:
     """Draw a stratified random sample of unflagged requests into the queue as `sampled`.
 
@@ -47,7 +44,7 @@ def sample_command(
     second draw never repeats one. Cases promoted from them carry the bucket `origin:sampled`.
     """
     since_time = parse_since(since)
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         report = sample_requests(workspace.engine, n, since=since_time, by=by, seed=seed)  # type: ignore[arg-type]
         hint = (
             empty_window_hint(workspace.engine, since_time, "unflagged request")

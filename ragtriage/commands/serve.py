@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 
 import click
 
-from ragtriage.commands.common import workspace_options
+from ragtriage.commands.common import WorkspaceAt, workspace_options
 from ragtriage.errors import InputError
 
 
@@ -32,43 +31,41 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def register(cli: click.Group) -> None:
-    """Attach `serve` to the root group."""
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8000,
+    show_default=True,
+    help="Port (0: any free one).",
+)
+@workspace_options
+def serve_command(host: str, port: int, where: WorkspaceAt) -> None:
+    """Serve the REST API (/api/v1, docs at /docs) and run reports (/) until Ctrl-C.
 
-    @cli.command("serve")
-    @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
-    @click.option(
-        "--port",
-        type=click.IntRange(0, 65535),
-        default=8000,
-        show_default=True,
-        help="Port (0: any free one).",
-    )
-    @workspace_options
-    def serve_command(host: str, port: int, home: Path | None, config_file: Path | None) -> None:
-        """Serve the REST API (/api/v1, docs at /docs) and run reports (/) until Ctrl-C.
+    Only this machine may connect unless RAGTRIAGE_API_TOKEN is set; with a token, binding to
+    another interface is allowed and every request needs `Authorization: Bearer <token>`.
+    """
+    # The web stack (FastAPI, uvicorn): only when the server starts, not on every command's --help.
+    import uvicorn
 
-        Only this machine may connect unless RAGTRIAGE_API_TOKEN is set; with a token, binding to
-        another interface is allowed and every request needs `Authorization: Bearer <token>`.
-        """
-        import uvicorn
+    from ragtriage.service.app import create_app
+    from ragtriage.service.auth import check_bind, token_from_env
 
-        from ragtriage.service.app import create_app
-        from ragtriage.service.auth import check_bind, token_from_env
-
-        token = token_from_env()
-        check_bind(host, token)
-        app = create_app(home, config_file, token=token)
-        sock = _bind(host, port)
-        bound_host, bound_port = sock.getsockname()[:2]
-        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-        auth = "bearer token required" if token else "no token: this machine only"
-        click.echo(f"ragtriage API on http://{shown}:{bound_port} (docs /docs; {auth})", err=True)
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
-        try:
-            server.run(sockets=[sock])
-        except KeyboardInterrupt:
-            pass  # uvicorn re-raises Ctrl-C after its graceful shutdown; stopping is the normal end
-        finally:
-            sock.close()
-        click.echo("ragtriage API stopped", err=True)
+    token = token_from_env()
+    check_bind(host, token)
+    app = create_app(where.home, where.config_file, token=token)
+    sock = _bind(host, port)
+    bound_host, bound_port = sock.getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    auth = "bearer token required" if token else "no token: this machine only"
+    click.echo(f"ragtriage API on http://{shown}:{bound_port} (docs /docs; {auth})", err=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass  # uvicorn re-raises Ctrl-C after its graceful shutdown; stopping is the normal end
+    finally:
+        sock.close()
+    click.echo("ragtriage API stopped", err=True)

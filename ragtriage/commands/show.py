@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 from rich.console import Console
 from rich.text import Text
 
 from ragtriage.commands.common import (
+    WorkspaceAt,
     echo_json,
-    open_workspace,
     stdout_console,
     workspace_options,
 )
@@ -24,9 +22,9 @@ from ragtriage.store.gold import gold_text
 @click.argument("request_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the request and its triage record as JSON.")
 @workspace_options
-def show_command(request_id: str, as_json: bool, home: Path | None, config_file: Path | None) -> None:
+def show_command(request_id: str, as_json: bool, where: WorkspaceAt) -> None:
     """Show one logged request and its triage record."""
-    with open_workspace(home, config_file) as workspace:
+    with where.open() as workspace:
         view = request_view(workspace.engine, request_id)
     if as_json:
         echo_json(view)

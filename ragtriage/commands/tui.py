@@ -2,41 +2,37 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import click
 from rich.text import Text
 
-from ragtriage.commands.common import stderr_console, stdout_console, workspace_options
+from ragtriage import locations
+from ragtriage.commands.common import WorkspaceAt, stderr_console, stdout_console, workspace_options
 from ragtriage.errors import InputError
+from ragtriage.logs.queue import NOT_DIAGNOSED
 from ragtriage.render.fit import Col, FitTable
+from ragtriage.render.journey_view import journey_table
 from ragtriage.render.text import plural
+from ragtriage_demo.demo import prepare_demo
+from ragtriage_demo.summary import demo_summary
 
 SUMMARY_METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10", "hit@1", "coverage@30")
 
 
-def run_tui(home: Path | None, config_file: Path | None) -> None:
+def run_tui(where: WorkspaceAt) -> None:
     """Open the TUI on the queue of the given home (blocks until the triager quits)."""
-    import os
-
-    from ragtriage.tui.app import TriageApp
-    from ragtriage.workspace import Workspace
+    from ragtriage.tui.app import TriageApp  # Textual: only when the UI opens, not on every --help
 
     os.environ.setdefault("TQDM_DISABLE", "1")  # rerankers draw tqdm bars on stderr otherwise
-    workspace = Workspace.open(home, config_file)
-    try:
+    with where.open() as workspace:
         TriageApp(workspace).run()
-    finally:
-        workspace.close()
 
 
 def print_summary(home: Path) -> None:
     """The headless demo summary: flagged by suggested label, one replayed case's gold journey, the eval table."""
-    from ragtriage.logs.queue import NOT_DIAGNOSED
-    from ragtriage.render.journey_view import journey_table
-    from ragtriage_demo.summary import demo_summary
-
     summary = demo_summary(home)
     console = stdout_console()
     labels = FitTable(
@@ -86,51 +82,46 @@ def _is_terminal() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
-def register(cli: click.Group) -> None:
-    """Attach `tui` and `demo` to the root group."""
-
-    @cli.command("tui")
-    @workspace_options
-    def tui_command(home: Path | None, config_file: Path | None) -> None:
-        """Open the triage TUI (queue, case, eval screens); press ? for the keys."""
-        if not _is_terminal():
-            raise InputError(
-                "the TUI needs a terminal (stdin and stdout are not one); "
-                "use `ragtriage queue`, `show`, `replay` and `diagnose`, or `ragtriage demo --headless`"
-            )
-        run_tui(home, config_file)
-
-    @cli.command("demo")
-    @click.option(
-        "--home",
-        "demo_home",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=None,
-        help="Demo data folder. Default: $RAGTRIAGE_HOME or the user data dir.",
-    )
-    @click.option("--headless", is_flag=True, help="Print a summary instead of opening the TUI.")
-    @click.option(
-        "--real", is_flag=True, help="Use the Debian FAQ and generated traffic instead of the fixtures."
-    )
-    def demo_command(demo_home: Path | None, headless: bool, real: bool) -> None:
-        """Build (or reuse) a demo home: KB indexes, request logs, diagnoses, an eval run; then open the TUI."""
-        from ragtriage import locations
-        from ragtriage_demo.demo import prepare_demo
-
-        parent = click.get_current_context().find_root().obj or {}
-        home = locations.resolve_home(demo_home if demo_home is not None else parent.get("home"))
-        err = stderr_console()
-        report = prepare_demo(home, real=real, on_step=lambda step: err.print(f"demo: {step} …"))
-        reused = f" (reused: {', '.join(report.reused)})" if report.reused else ""
-        err.print(
-            f"demo home {report.home}: {plural(report.chunks, 'chunk')}, {report.flagged} flagged, "
-            f"{plural(report.eval_cases, 'eval case')}, run {report.eval_run_id}{reused}; took "
-            + ", ".join(f"{step} {seconds:.1f} s" for step, seconds in report.seconds.items())
+@click.command("tui")
+@workspace_options
+def tui_command(where: WorkspaceAt) -> None:
+    """Open the triage TUI (queue, case, eval screens); press ? for the keys."""
+    if not _is_terminal():
+        raise InputError(
+            "the TUI needs a terminal (stdin and stdout are not one); "
+            "use `ragtriage queue`, `show`, `replay` and `diagnose`, or `ragtriage demo --headless`"
         )
-        if not headless and not _is_terminal():
-            err.print("demo: not a terminal, so printing the summary instead of opening the TUI")
-            headless = True
-        if headless:
-            print_summary(home)
-            return
-        run_tui(home, None)
+    run_tui(where)
+
+
+@click.command("demo")
+@click.option(
+    "--home",
+    "demo_home",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Demo data folder. Default: $RAGTRIAGE_HOME or the user data dir.",
+)
+@click.option("--headless", is_flag=True, help="Print a summary instead of opening the TUI.")
+@click.option(
+    "--real", is_flag=True, help="Use the Debian FAQ and generated traffic instead of the fixtures."
+)
+def demo_command(demo_home: Path | None, headless: bool, real: bool) -> None:
+    """Build (or reuse) a demo home: KB indexes, request logs, diagnoses, an eval run; then open the TUI."""
+    parent = click.get_current_context().find_root().obj or {}
+    home = locations.resolve_home(demo_home if demo_home is not None else parent.get("home"))
+    err = stderr_console()
+    report = prepare_demo(home, real=real, on_step=lambda step: err.print(f"demo: {step} …"))
+    reused = f" (reused: {', '.join(report.reused)})" if report.reused else ""
+    err.print(
+        f"demo home {report.home}: {plural(report.chunks, 'chunk')}, {report.flagged} flagged, "
+        f"{plural(report.eval_cases, 'eval case')}, run {report.eval_run_id}{reused}; took "
+        + ", ".join(f"{step} {seconds:.1f} s" for step, seconds in report.seconds.items())
+    )
+    if not headless and not _is_terminal():
+        err.print("demo: not a terminal, so printing the summary instead of opening the TUI")
+        headless = True
+    if headless:
+        print_summary(home)
+        return
+    run_tui(WorkspaceAt(home, None))

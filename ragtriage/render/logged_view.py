@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
+from ragtriage.config.profiles import explain
 from ragtriage.logs.schema import STAGE_NAMES
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.text import PLACE_HEADER, Hanging, chunk_place, plural
@@ -142,8 +143,6 @@ def header(comparison: LoggedReplay) -> Text:
                 style="dim",
             )
     if comparison.profile is not None:
-        from ragtriage.config.profiles import explain
-
         text.append("\nreplayed with: ", style="bold")
         text.append(
             explain(comparison.profile), style="yellow" if comparison.profile.matched_by == "default" else ""

@@ -8,6 +8,7 @@ so the lines stay apart.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import date, timedelta
 
 from rich.cells import cell_len
 from rich.console import Group, RenderableType
@@ -138,8 +139,6 @@ def na_reasons(report: MonitorReport) -> list[str]:
 
 def _ranges(keys: list[str], by: str) -> str:
     """`2026-11-01, 2026-11-06 … 2026-12-01`: consecutive days as one range."""
-    from datetime import date, timedelta
-
     try:
         days = [date.fromisoformat(key) for key in keys if key != "all"]
     except ValueError:
@@ -166,7 +165,7 @@ def label_lines(group: MonitorGroup) -> Iterator[str]:
 
 def monitor_charts(report: MonitorReport, width: int, *, color: bool) -> str:
     """Plotext charts as text: the rates per group (lines) and bad feedback per label (bars)."""
-    import plotext as plt
+    import plotext as plt  # ~0.1 s: only charts pay for it, not every command's --help
 
     parts: list[str] = []
     keys = [group.key for group in report.groups]

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
+from ragtriage.config.profiles import explain
 from ragtriage.index.types import ScoredChunk
 from ragtriage.pipeline.types import Trace
 from ragtriage.render.fit import Col, FitTable
@@ -198,8 +199,6 @@ def summary_text(trace: Trace) -> Text:
     text.append("\ntimings (ms): ", style="bold")
     text.append("  ".join(f"{stage} {ms:.1f}" for stage, ms in trace.timings_ms.items()))
     if trace.profile is not None:
-        from ragtriage.config.profiles import explain
-
         text.append("\nprofile: ", style="bold")
         text.append(explain(trace.profile).removeprefix("profile "))
     context = [

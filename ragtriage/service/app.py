@@ -10,15 +10,40 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Annotated
 
-from fastapi import Depends, FastAPI
+from fastapi import APIRouter, Depends, FastAPI, Query
+from fastapi.responses import HTMLResponse
 from fastapi_offline import FastAPIOffline
 
 from ragtriage import __version__
-from ragtriage.service import pages, routes_eval, routes_triage
+from ragtriage.eval.run_view import list_run_items
+from ragtriage.service import routes_eval, routes_triage
 from ragtriage.service.auth import BearerToken
 from ragtriage.service.errors import install_error_handlers
-from ragtriage.service.state import ServiceState
+from ragtriage.service.report import render_index, render_report
+from ragtriage.service.state import ServiceState, service_state
+
+#: The HTML pages: the run list and each run's report (outside the OpenAPI schema).
+pages = APIRouter(include_in_schema=False)
+State = Annotated[ServiceState, Depends(service_state)]
+
+
+@pages.get("/", response_class=HTMLResponse)
+def index(state: State) -> str:
+    """The runs of this home, newest first, each linking to its report."""
+    workspace = state.workspace
+    return render_index(list_run_items(workspace.engine), kb=workspace.settings.kb.name)
+
+
+@pages.get("/runs/{run_id}/report", response_class=HTMLResponse)
+def report(
+    run_id: str,
+    state: State,
+    compare: Annotated[str | None, Query(description="Run B to compare with.")] = None,
+) -> str:
+    """The HTML report of one run (with `?compare=RUN_B`, run B against it)."""
+    return render_report(state.workspace.engine, run_id, compare=compare)
 
 
 def create_app(
@@ -48,5 +73,5 @@ def create_app(
     guard = [Depends(BearerToken(token))]
     app.include_router(routes_eval.router, dependencies=guard)
     app.include_router(routes_triage.router, dependencies=guard)
-    app.include_router(pages.router, dependencies=guard)
+    app.include_router(pages, dependencies=guard)
     return app

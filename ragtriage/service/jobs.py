@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ragtriage.config.profiles import resolve_profile
 from ragtriage.errors import RagtriageError
 from ragtriage.eval.runner import run_eval
 from ragtriage.store import eval_repo as eval_store
@@ -77,8 +78,6 @@ class EvalJobs:
         try:
             eval_store.dataset_version(workspace.engine, dataset)
             if profile is not None:
-                from ragtriage.config.profiles import resolve_profile
-
                 workspace.pipeline_for(resolve_profile(workspace.settings, None, profile))
             else:
                 _ = workspace.pipeline  # opens the indexes now: a held folder is a 409, not a dead run

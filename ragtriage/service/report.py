@@ -1,11 +1,13 @@
-"""The HTML report of a run (optionally run B against it): one self-contained file, no network.
+"""The HTML reports, each one self-contained file with no network reference: a run's (optionally
+run B against it), and the health report of `ragtriage report --monitor`.
 
 It holds the metric table with the run's configuration and dataset version, per-bucket figures,
 with a comparison the deltas, win/tie/loss and the paired randomization test, charts as inline SVG
 (metric by bucket, per-case scatter A vs B, rank-shift histogram) and the worst cases with their
 gold journey. Every value comes from the stored runs through `eval.run_view` and `eval.compare`,
 the functions `eval show` and `eval compare` use; Jinja2 autoescaping escapes every logged or
-document text.
+document text. The health report holds the figures of `ragtriage monitor`: a trend chart per figure
+and the tables with their definitions.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from ragtriage.eval.run_view import CaseResult, RunDetail, RunListItem, case_res
 from ragtriage.service import charts
 from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.eval_tables import EvalRunRow
+from ragtriage.triage.monitor import FIGURES, MonitorReport
 from ragtriage.wording import quoted
 
-__all__ = ["render_index", "render_report", "write_report"]
+__all__ = ["render_health", "render_index", "render_report", "write_health", "write_report"]
 
 #: Metrics in the main table (every metric is in the "all metrics" table below it).
 HEADLINE_METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10", "hit@1", "hit@5", "p@5", "coverage@30")
@@ -280,3 +283,35 @@ def render_index(runs: Sequence[RunListItem], *, kb: str) -> str:
         if older is not None:
             previous[run.run_id] = older.run_id
     return _ENV.get_template("index.html.j2").render(runs=runs, kb=kb, previous=previous, version=__version__)
+
+
+def render_health(report: MonitorReport) -> str:
+    """The monitor report as one HTML document (inline CSS and SVG, no scripts)."""
+    keys = [group.key for group in report.groups]
+    series = {
+        name: [group.figures[name].value if name in group.figures else None for group in report.groups]
+        for name in FIGURES
+    }
+    chart = None
+    if keys and any(v is not None for values in series.values() for v in values):
+        chart = Markup(charts.trend_chart(keys, series))
+    return (
+        template_environment()
+        .get_template("health.html.j2")
+        .render(
+            report=report,
+            figures=FIGURES,
+            chart=chart,
+            generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            version=__version__,
+        )
+    )
+
+
+def write_health(report: MonitorReport, out: Path) -> Path:
+    """Write the health report to `out`.
+
+    Raises:
+        InputError: `out` cannot be written.
+    """
+    return write_html(render_health(report), out)

@@ -15,8 +15,10 @@ from ragtriage.store import eval_repo as eval_store
 from ragtriage.store import triage_repo
 from ragtriage.store.triage_repo import TriageRecord
 from ragtriage.triage import workflow
+from ragtriage.triage.context import WorkspaceContext
 from ragtriage.triage.diagnose import Diagnosis
 from ragtriage.triage.promote import PromoteResult, promote_request
+from ragtriage.triage.request_diagnosis import diagnose_request
 
 router = APIRouter(prefix="/api/v1", tags=["triage"])
 # Request ids are the logging system's own and may hold "/": the routes take the id as a path, and
@@ -110,9 +112,6 @@ def get_diagnosis(
 
     This replays through the pipeline (seconds, not milliseconds); nothing is written.
     """
-    from ragtriage.triage.context import WorkspaceContext
-    from ragtriage.triage.request_diagnosis import diagnose_request
-
     workspace = state.fresh_workspace()
     context = WorkspaceContext(workspace)
     try:

@@ -16,8 +16,6 @@ class ServiceState:
     """One per app: `workspace` serves reads and triage writes (short store sessions); runs and
     diagnoses open a workspace of their own so their pipeline is closed when they end."""
 
-    home: Path | None
-    config_file: Path | None
     workspace: Workspace
     jobs: EvalJobs
 
@@ -25,11 +23,7 @@ class ServiceState:
     def open(cls, home: Path | None, config_file: Path | None) -> ServiceState:
         """Read the settings once (a bad settings file fails here, before the server listens)."""
         workspace = Workspace.open(home, config_file)
-
-        def fresh() -> Workspace:
-            return Workspace.open(workspace.home, workspace.config_file)
-
-        return cls(home=home, config_file=config_file, workspace=workspace, jobs=EvalJobs(fresh))
+        return cls(workspace, EvalJobs(lambda: Workspace.open(workspace.home, workspace.config_file)))
 
     def fresh_workspace(self) -> Workspace:
         """A new workspace on the same home and settings (close it when done)."""

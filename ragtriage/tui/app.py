@@ -8,6 +8,11 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding
 
+from ragtriage.tui.screens.eval_screen import EvalScreen
+from ragtriage.tui.screens.help_screen import HelpScreen
+from ragtriage.tui.screens.monitor_screen import MonitorScreen
+from ragtriage.tui.screens.queue_screen import QueueScreen
+from ragtriage.tui.screens.worker_failures import WorkerFailures
 from ragtriage.workspace import Workspace
 
 
@@ -35,8 +40,6 @@ class TriageApp(App[None]):
         self._warm_up = warm_up
 
     def on_mount(self) -> None:
-        from ragtriage.tui.screens.queue_screen import QueueScreen
-
         self.set_keymap(self.workspace.settings.keymap)
         self.push_screen(QueueScreen())
         if self._warm_up:
@@ -54,18 +57,12 @@ class TriageApp(App[None]):
 
     def on_worker_state_changed(self, event: object) -> None:
         """The app's own worker (warm-up) reports failures like the screens do."""
-        from ragtriage.tui.screens.worker_failures import WorkerFailures
-
         WorkerFailures.on_worker_state_changed(self, event)  # type: ignore[arg-type]
 
     def on_worker_failed(self, _worker: object) -> None:
         """Nothing to reset at the app level."""
 
     def action_help(self) -> None:
-        from textual.binding import Binding
-
-        from ragtriage.tui.screens.help_screen import HelpScreen
-
         # Keys as bound now (keymap overrides applied), by binding id; the class lists keep shadowed ones.
         current: dict[str, list[str]] = {}
         for active in self.screen.active_bindings.values():
@@ -79,14 +76,10 @@ class TriageApp(App[None]):
         self.push_screen(HelpScreen(rows))
 
     def action_open_eval(self) -> None:
-        from ragtriage.tui.screens.eval_screen import EvalScreen
-
         if not isinstance(self.screen, EvalScreen):
             self.push_screen(EvalScreen())
 
     def action_open_monitor(self) -> None:
-        from ragtriage.tui.screens.monitor_screen import MonitorScreen
-
         if not isinstance(self.screen, MonitorScreen):
             self.push_screen(MonitorScreen())
 

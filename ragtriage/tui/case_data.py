@@ -10,12 +10,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ragtriage.config.profiles import resolve_profile
+from ragtriage.kb.service import get_chunks
 from ragtriage.kb.types import ChunkRecord
-from ragtriage.pipeline.types import Trace
-from ragtriage.replay.fidelity_run import StoredFidelity
+from ragtriage.logs.requests import get_request, request_view
+from ragtriage.logs.schema import to_trace
+from ragtriage.pipeline.chunk_lookup import ChunkLookup
+from ragtriage.pipeline.pipeline import RunCancelled
+from ragtriage.pipeline.rerank import RerankOutcome
+from ragtriage.pipeline.trace_build import build_candidates
+from ragtriage.pipeline.types import RunOptions, Trace
+from ragtriage.replay.fidelity_run import StoredFidelity, get_fidelity
 from ragtriage.store.gold import gold_ids as stored_gold_ids
 from ragtriage.store.triage_repo import TriageRecord
-from ragtriage.triage.diagnose import Diagnosis
+from ragtriage.triage.context import WorkspaceContext
+from ragtriage.triage.diagnose import Diagnosis, diagnose
 from ragtriage.workspace import Workspace
 
 StopCheck = Callable[[], bool]
@@ -65,12 +74,6 @@ class CaseData:
 
 def logged_trace(workspace: Workspace, request_id: str, gold: Sequence[str]) -> Trace:
     """The logged request as a trace, with its candidate pool and KB metadata filled in."""
-    from ragtriage.logs.requests import get_request
-    from ragtriage.logs.schema import to_trace
-    from ragtriage.pipeline.chunk_lookup import ChunkLookup
-    from ragtriage.pipeline.rerank import RerankOutcome
-    from ragtriage.pipeline.trace_build import build_candidates
-
     trace = to_trace(get_request(workspace.engine, request_id))
     outcome = RerankOutcome(reranked=list(trace.reranked), pairs=[], mode="logged")
     lookup = ChunkLookup(workspace.engine, kb=workspace.settings.kb.name)
@@ -83,16 +86,11 @@ def logged_trace(workspace: Workspace, request_id: str, gold: Sequence[str]) -> 
 
 def chunk_records(workspace: Workspace, chunk_ids: Sequence[str]) -> dict[str, ChunkRecord]:
     """Chunks with content for the given ids (unknown ids are absent)."""
-    from ragtriage.kb.service import get_chunks
-
     return dict(get_chunks(workspace.engine, list(dict.fromkeys(chunk_ids))))
 
 
 def load_case(workspace: Workspace, request_id: str) -> CaseData:
     """The logged request, its triage record, the logged trace and the text of every candidate and gold chunk."""
-    from ragtriage.logs.requests import request_view
-    from ragtriage.replay.fidelity_run import get_fidelity
-
     view = request_view(workspace.engine, request_id)
     gold = gold_ids(view.triage)
     trace = logged_trace(workspace, request_id, gold)
@@ -121,12 +119,6 @@ def replay_case(
     Raises:
         RunCancelled: `should_stop()` turned true between two stages.
     """
-    from ragtriage.config.profiles import resolve_profile
-    from ragtriage.pipeline.pipeline import RunCancelled
-    from ragtriage.pipeline.types import RunOptions
-    from ragtriage.triage.context import WorkspaceContext
-    from ragtriage.triage.diagnose import diagnose
-
     report = on_stage or (lambda _name, _done, _total: None)
     report("replay", 0, 3)
     # As production ran it: the profile mapped to its pipeline_version, at its logged time.

@@ -1,7 +1,9 @@
-"""Messages that workers post back to their screens (workers never touch widgets themselves)."""
+"""Messages that workers post back to their screens (workers never touch widgets themselves);
+dataclasses, as Textual allows."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from textual.message import Message
@@ -14,126 +16,111 @@ from ragtriage.triage.diagnose import Diagnosis
 from ragtriage.tui.case_data import CaseData
 
 
+@dataclass(eq=False)
 class QueueLoaded(Message):
     """One page of the queue and the counts per status and label."""
 
-    def __init__(self, page: QueuePage, counts: QueueCounts) -> None:
-        super().__init__()
-        self.page = page
-        self.counts = counts
+    page: QueuePage
+    counts: QueueCounts
 
 
+@dataclass(eq=False)
 class CaseLoaded(Message):
     """The case screen's data was read from the store."""
 
-    def __init__(self, case: CaseData) -> None:
-        super().__init__()
-        self.case = case
+    case: CaseData
 
 
+@dataclass(eq=False)
 class ReplayProgress(Message):
     """A replay moved to its next stage; bursts collapse into the latest one."""
 
-    def __init__(self, stage: str, done: int, total: int) -> None:
-        super().__init__()
-        self.stage = stage
-        self.done = done
-        self.total = total
+    stage: str
+    done: int
+    total: int
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ReplayProgress)
 
 
+@dataclass(eq=False)
 class ReplayFinished(Message):
     """A replay and its diagnosis finished."""
 
-    def __init__(
-        self, request_id: str, trace: Trace, diagnosis: Diagnosis, chunks: dict[str, ChunkRecord]
-    ) -> None:
-        super().__init__()
-        self.request_id = request_id
-        self.trace = trace
-        self.diagnosis = diagnosis
-        self.chunks = chunks
+    request_id: str
+    trace: Trace
+    diagnosis: Diagnosis
+    chunks: dict[str, ChunkRecord]
 
 
+@dataclass(eq=False)
 class ReplayCancelled(Message):
     """The triager cancelled a replay (escape)."""
 
-    def __init__(self, request_id: str) -> None:
-        super().__init__()
-        self.request_id = request_id
+    request_id: str
 
 
+@dataclass(eq=False)
 class RecordSaved(Message):
     """A triage action was saved; `summary` says what happened (shown as a notification)."""
 
-    def __init__(self, record: TriageRecord, summary: str) -> None:
-        super().__init__()
-        self.record = record
-        self.summary = summary
+    record: TriageRecord
+    summary: str
 
 
+@dataclass(eq=False)
 class RecordConflict(Message):
     """Someone else changed the record meanwhile; nothing was written and the case reloads."""
 
-    def __init__(self, request_id: str, detail: str) -> None:
-        super().__init__()
-        self.request_id = request_id
-        self.detail = detail
+    request_id: str
+    detail: str
 
 
+@dataclass(eq=False)
 class ActionFinished(Message):
     """A non-record action finished (promote, alias added); `summary` is shown to the triager."""
 
-    def __init__(self, summary: str, *, replay: bool = False, detail: Any = None) -> None:
-        super().__init__()
-        self.summary = summary
-        self.replay = replay
-        self.detail = detail
+    summary: str
+    replay: bool = False
+    detail: Any = None
 
 
+@dataclass(eq=False)
 class KBSearchFinished(Message):
     """Chunks found by the gold-search modal."""
 
-    def __init__(self, query: str, hits: list[tuple[ChunkRecord, float]]) -> None:
-        super().__init__()
-        self.query = query
-        self.hits = hits
+    query: str
+    hits: list[tuple[ChunkRecord, float]]
 
 
+@dataclass(eq=False)
 class EvalProgress(Message):
     """An eval run progressed; bursts collapse into the latest one."""
 
-    def __init__(self, done: int, total: int) -> None:
-        super().__init__()
-        self.done = done
-        self.total = total
+    done: int
+    total: int
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, EvalProgress)
 
 
+@dataclass(eq=False)
 class EvalRunsLoaded(Message):
     """The runs list (newest first) as plain rows."""
 
-    def __init__(self, runs: list[dict[str, Any]]) -> None:
-        super().__init__()
-        self.runs = runs
+    runs: list[dict[str, Any]]
 
 
+@dataclass(eq=False)
 class EvalFinished(Message):
     """An eval run started from the TUI finished."""
 
-    def __init__(self, run_id: int, status: str) -> None:
-        super().__init__()
-        self.run_id = run_id
-        self.status = status
+    run_id: int
+    status: str
 
 
+@dataclass(eq=False)
 class ComparisonReady(Message):
     """A comparison of two runs."""
 
-    def __init__(self, comparison: Any) -> None:
-        super().__init__()
-        self.comparison = comparison
+    comparison: Any

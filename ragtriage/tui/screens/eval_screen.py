@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -17,12 +17,10 @@ from textual.worker import Worker, get_current_worker
 from ragtriage.eval.compare import Comparison, compare_runs
 from ragtriage.eval.runner import effective_status, run_eval
 from ragtriage.store import eval_repo as eval_store
+from ragtriage.tui.host import host
 from ragtriage.tui.messages import ComparisonReady, EvalFinished, EvalProgress, EvalRunsLoaded
 from ragtriage.tui.screens.worker_failures import WorkerFailures
 from ragtriage.tui.widgets.metric_plot import MetricPlot
-
-if TYPE_CHECKING:
-    from ragtriage.tui.app import TriageApp
 
 SUMMARY_METRICS = ("recall@5", "mrr", "ndcg@10", "hit@5", "coverage@30")
 PLOT_METRICS = ("recall@5", "mrr", "ndcg@10", "hit@1", "hit@5")
@@ -125,7 +123,7 @@ class EvalScreen(WorkerFailures, Screen[None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="eval-loads")
     def load_runs(self) -> None:
         """Read the runs list in a thread."""
-        rows = [run_row(run) for run in eval_store.list_runs(self.app.workspace.engine)]  # type: ignore[attr-defined]
+        rows = [run_row(run) for run in eval_store.list_runs(host(self.app).workspace.engine)]
         self.post_message(EvalRunsLoaded(rows))
 
     @on(EvalRunsLoaded)
@@ -203,7 +201,7 @@ class EvalScreen(WorkerFailures, Screen[None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="comparisons")
     def compare(self, run_a: int, run_b: int) -> None:
         """Compare in a thread (the randomization test takes a moment)."""
-        self.post_message(ComparisonReady(compare_runs(self.app.workspace.engine, run_a, run_b)))  # type: ignore[attr-defined]
+        self.post_message(ComparisonReady(compare_runs(host(self.app).workspace.engine, run_a, run_b)))
 
     @on(ComparisonReady)
     def _show_comparison(self, message: ComparisonReady) -> None:
@@ -223,7 +221,7 @@ class EvalScreen(WorkerFailures, Screen[None]):
     def start_run(self, dataset: str) -> None:
         """Run the eval set in a thread; escape stops it (the run stays `incomplete`, resumable)."""
         worker = get_current_worker()
-        app = cast("TriageApp", self.app)
+        app = host(self.app)
         app.pipeline_ready.wait()
         summary = run_eval(
             app.workspace,

@@ -15,6 +15,7 @@ from textual.worker import get_current_worker
 
 from ragtriage.logs.requests import span_days, stored_request_span
 from ragtriage.triage.monitor import MonitorReport, compute_monitor
+from ragtriage.tui.host import host
 from ragtriage.tui.screens.worker_failures import WorkerFailures
 from ragtriage.tui.widgets.monitor_panel import MonitorPanel
 from ragtriage.wording import plural
@@ -88,7 +89,7 @@ class MonitorScreen(WorkerFailures, Screen[None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="monitor")
     def compute(self, by: str, window_days: int | None) -> None:
         """The headless core, off the UI thread."""
-        workspace = self.app.workspace  # type: ignore[attr-defined]
+        workspace = host(self.app).workspace
         settings = workspace.settings
         now = utc_now()
         span = stored_request_span(workspace.engine)

@@ -15,7 +15,9 @@ from ragtriage.logs.queue import FIDELITY_FILTERS, QUEUE_SORTS, QueueCounts, lis
 from ragtriage.store.log_tables import TRIAGE_STATUSES
 from ragtriage.triage.sampling import SAMPLED_REASON
 from ragtriage.triage.suggest import LABELS
+from ragtriage.tui.host import host
 from ragtriage.tui.messages import QueueLoaded
+from ragtriage.tui.screens.case_screen import CaseScreen
 from ragtriage.tui.screens.worker_failures import WorkerFailures
 from ragtriage.tui.widgets.counts_bar import CountsBar
 from ragtriage.tui.widgets.queue_table import QueueTable
@@ -148,7 +150,7 @@ class QueueScreen(WorkerFailures, Screen[None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="queue")
     def load_page(self, offset: int, with_counts: bool = True) -> None:
         """One page (plus the counts unless only the page changed), read in a thread."""
-        engine = self.app.workspace.engine  # type: ignore[attr-defined]
+        engine = host(self.app).workspace.engine
         page = list_queue(
             engine,
             status=self.status,
@@ -207,8 +209,6 @@ class QueueScreen(WorkerFailures, Screen[None]):
 
     def open_case(self, request_id: str) -> None:
         """Push the case screen of `request_id`."""
-        from ragtriage.tui.screens.case_screen import CaseScreen
-
         self.app.push_screen(CaseScreen(request_id))
 
     def action_filter_text(self) -> None:

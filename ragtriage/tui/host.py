@@ -1,0 +1,22 @@
+"""What the screens need of the app (its workspace, the pipeline-ready event), as a Protocol: screens
+reach `TriageApp` through `self.app` without importing the app module that imports them."""
+
+from __future__ import annotations
+
+import threading
+from typing import Protocol, cast
+
+from ragtriage.workspace import Workspace
+
+
+class TriageHost(Protocol):
+    """The services `TriageApp` holds for its screens."""
+
+    workspace: Workspace
+    pipeline_ready: threading.Event
+    """Set once the pipeline is built; replay and eval workers wait for it."""
+
+
+def host(app: object) -> TriageHost:
+    """`app` (a screen's `self.app`) as the `TriageApp` it is."""
+    return cast(TriageHost, app)
