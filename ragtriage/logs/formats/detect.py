@@ -19,11 +19,11 @@ import orjson
 
 from ragtriage.errors import InputError
 from ragtriage.logs.formats import langfuse, otel_sdk, otlp, phoenix
-from ragtriage.logs.formats.csv_table import csv_header
+from ragtriage.logs.formats.tables import csv_header
 
 #: Formats `--format` accepts besides `auto` (`parquet` is read by the columnar reader).
 FORMATS = ("v1", "flat", "otlp", "phoenix", "langfuse", "parquet", "csv")
-#: Table formats, read row by row (`formats.parquet`, `formats.csv_table`).
+#: Table formats, read row by row (`formats.tables`).
 TABLE_FORMATS = ("parquet", "csv")
 #: Formats read by this package (the others by the request-log reader).
 TRACE_FORMATS = ("otlp", "phoenix", "langfuse")

@@ -21,11 +21,10 @@ import orjson
 from ragtriage.config.settings import OtelSettings
 from ragtriage.errors import InputError
 from ragtriage.logs.formats.assemble import Assembled
-from ragtriage.logs.formats.csv_table import csv_columns, iter_csv_rows
 from ragtriage.logs.formats.detect import FORMATS, TABLE_FORMATS, TRACE_FORMATS, detect, open_bytes
 from ragtriage.logs.formats.parallel import read_traces_parallel, worth_parallel
-from ragtriage.logs.formats.parquet import iter_parquet_rows
 from ragtriage.logs.formats.read import read_traces
+from ragtriage.logs.formats.tables import csv_columns, iter_csv_rows, iter_parquet_rows
 from ragtriage.logs.log_line import BadLine
 from ragtriage.wording import quoted
 
