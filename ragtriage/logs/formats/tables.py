@@ -287,10 +287,7 @@ def iter_parquet_rows(path: Path) -> Iterator[RawItem]:
     """
     for first, batch in parquet_batches(path, PARQUET_BATCH_ROWS):
         # The row walks that find NaN and drop nulls are only needed where the batch has them.
-        check_floats = any(_has_non_finite(column) for column in batch.columns)
-        with_nulls = {
-            name for name, column in zip(batch.schema.names, batch.columns, strict=True) if _has_nulls(column)
-        }
+        check_floats, with_nulls = _scan(batch)
         for row_no, values in enumerate(batch.to_pylist(), start=first):
             found = _first_non_finite(values) if check_floats else None
             if found is not None:
@@ -307,33 +304,27 @@ def _first_non_finite(values: dict[str, Any]) -> str | None:
     return None
 
 
-def _has_non_finite(array: Any) -> bool:
-    """True when a float anywhere in `array` (nested in structs and lists too) is NaN or infinite."""
+def _scan(batch: Any) -> tuple[bool, set[str]]:
+    """Whether a float anywhere in `batch` (in structs and lists too) is NaN or infinite, and the
+    columns that have a null at any depth."""
     import pyarrow as pa  # loaded already by the Parquet reader
     import pyarrow.compute as pc
 
-    kind = array.type
-    if pa.types.is_floating(kind):
-        if pa.types.is_float16(kind):
-            array = array.cast(pa.float32())
-        return bool(pc.any(pc.invert(pc.is_finite(array))).as_py())
-    return any(_has_non_finite(child) for child in _children(array))
+    def walk(array: Any) -> tuple[bool, bool]:
+        kind = array.type
+        if pa.types.is_floating(kind):
+            floats = array.cast(pa.float32()) if pa.types.is_float16(kind) else array
+            return bool(pc.any(pc.invert(pc.is_finite(floats))).as_py()), bool(array.null_count)
+        if pa.types.is_struct(kind):
+            children = [array.field(index) for index in range(kind.num_fields)]
+        elif pa.types.is_map(kind):
+            children = [array.keys, array.items]
+        elif pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+            children = [array.flatten()]
+        else:
+            children = []
+        found = [walk(child) for child in children]
+        return any(f for f, _ in found), bool(array.null_count) or any(n for _, n in found)
 
-
-def _has_nulls(array: Any) -> bool:
-    """True when `array` or anything nested in it (struct members, list items) has a null."""
-    return bool(array.null_count) or any(_has_nulls(child) for child in _children(array))
-
-
-def _children(array: Any) -> list[Any]:
-    """The arrays nested in a struct, map or list array (none for others)."""
-    import pyarrow as pa  # loaded already by the Parquet reader
-
-    kind = array.type
-    if pa.types.is_struct(kind):
-        return [array.field(index) for index in range(kind.num_fields)]
-    if pa.types.is_map(kind):
-        return [array.keys, array.items]
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
-        return [array.flatten()]
-    return []
+    scanned = {name: walk(column) for name, column in zip(batch.schema.names, batch.columns, strict=True)}
+    return any(f for f, _ in scanned.values()), {name for name, (_, n) in scanned.items() if n}
