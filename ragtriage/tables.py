@@ -93,10 +93,10 @@ class TableFile:
                 f"{self.path}: cannot read the file ({error}); check that it is complete"
             ) from None
 
-    def jsonl(self, encoding: str | None = None, blanks: bool = False) -> Iterator[Row]:
+    def jsonl(self, encoding: str | None = None, blanks: bool = False, nan: bool = True) -> Iterator[Row]:
         """One row per line (blank lines only when `blanks`): its JSON value, or why it is not JSON
-        (`not UTF-8`, the parser's message). NaN and Infinity are read (Python's json writes them)
-        so that callers name the field.
+        (`not UTF-8`, the parser's message). NaN and Infinity are read when `nan` (Python's json
+        writes them) so that callers name the field.
 
         Raises:
             InputError: a line that is not in the given `encoding`.
@@ -116,7 +116,7 @@ class TableFile:
             try:
                 yield Row(line_no, orjson.loads(line))
             except orjson.JSONDecodeError as error:
-                yield _json_fallback(line_no, line, error)
+                yield _json_fallback(line_no, line, error, nan)
 
     def json_array(self, hint: str = "") -> Iterator[Row]:
         """The items of a JSON array, each with the line it starts on; `hint` ends the message for
@@ -278,16 +278,19 @@ class _DecodedLines:
                 ) from None
 
 
-def _json_fallback(line_no: int, line: bytes, error: orjson.JSONDecodeError) -> Row:
-    """A line orjson refused: NaN/Infinity read by the json module, else why it is not JSON."""
+def _json_fallback(line_no: int, line: bytes, error: orjson.JSONDecodeError, nan: bool) -> Row:
+    """A line orjson refused: NaN/Infinity read by the json module (refused unless `nan`), else
+    why it is not JSON."""
     try:
         line.decode("utf-8")
     except UnicodeDecodeError:
         return Row(line_no, None, "not UTF-8", line)
     try:
-        return Row(line_no, json.loads(line))
-    except ValueError:
+        return Row(line_no, json.loads(line, parse_constant=None if nan else _reject_constant))
+    except json.JSONDecodeError:
         return Row(line_no, None, f"not valid JSON ({error})", line)
+    except ValueError as constant:
+        return Row(line_no, None, str(constant), line)
 
 
 def _reject_constant(name: str) -> float:

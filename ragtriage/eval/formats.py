@@ -341,11 +341,18 @@ def read_cases_jsonl(path: Path, *, warnings: list[str] | None = None) -> list[E
 
 
 def _jsonl_rows(path: Path, fix: str) -> Iterator[Row]:
-    """The rows of a JSONL file; a line that is not JSON raises `InputError` with `fix`."""
+    """The rows of a JSONL file; a line that is not JSON raises `InputError` (with `fix` for a syntax error).
+
+    Raises:
+        InputError: a line that is not UTF-8, not JSON, or holds NaN or Infinity.
+    """
     with TableFile(path) as table:
-        for row in table.jsonl():
+        for row in table.jsonl(nan=False):
+            if row.error == "not UTF-8":
+                raise InputError(f"{path}:{row.line}: not UTF-8; fix: save the file as UTF-8")
             if row.error is not None:
-                raise InputError(f"{path}:{row.line}: {row.error}; {fix}")
+                syntax = row.error.startswith("not valid JSON")
+                raise InputError(f"{path}:{row.line}: {row.error}" + (f"; {fix}" if syntax else ""))
             yield row
 
 
