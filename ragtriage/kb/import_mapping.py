@@ -36,13 +36,7 @@ from ragtriage.kb.import_rows import (
 )
 from ragtriage.wording import quoted
 
-__all__ = [
-    "FieldMapper",
-    "ImportedChunk",
-    "RowError",
-    "SourceRow",
-    "parse_map_option",
-]
+__all__ = ["FieldMapper", "check_field_name", "parse_map_option"]
 
 REQUIRED_FIELDS = ("chunk_id", "content")
 
