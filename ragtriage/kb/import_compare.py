@@ -35,8 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ragtriage.kb.import_rows import RowError
-from ragtriage.kb.import_values import flag
+from ragtriage.kb.import_rows import RowError, flag
 
 __all__ = ["canonical", "compared_meta"]
 

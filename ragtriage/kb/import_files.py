@@ -1,30 +1,27 @@
-"""`kb import FILE`: chunk rows from JSONL, CSV or Parquet, streamed in batches (constant memory).
+"""`kb import FILE`: chunk rows of a JSONL, CSV/TSV (both optionally gzipped) or Parquet export,
+read by `ragtriage.tables` in batches (constant memory).
 
-JSONL (`.jsonl`, `.ndjson`, also gzipped) is read line by line with orjson; CSV (`.csv`, `.tsv`,
-also gzipped) with the csv module in the given encoding (UTF-8 by default, a byte-order mark is
-skipped, empty cells are null); Parquet (`.parquet`, `.pq`) by record batches with pyarrow, the
-vector column decoded straight into a float32 matrix. Each source reports progress in its own unit
-(bytes for text files, rows for Parquet).
+CSV cells are text in the given `--encoding` (UTF-8 by default), an empty cell is null; a Parquet
+vector column is decoded straight into float32 rows. Progress is in bytes for text files and in
+rows for Parquet.
 """
 
 from __future__ import annotations
 
-import csv
-import gzip
-import json
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import Any
 
 import numpy as np
-import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ragtriage.errors import InputError
 from ragtriage.kb.import_rows import SourceRow
+from ragtriage.tables import Row, TableFile, open_parquet, parquet_batches
 from ragtriage.wording import quoted
 
-__all__ = ["FileSource", "file_format"]
+__all__ = ["FileSource", "file_format", "release_reader_memory"]
 
 ProgressCallback = Callable[[int, int], None]
 _FORMATS = {
@@ -96,187 +93,82 @@ class FileSource:
         """
         if self.format == "parquet":
             yield from self._parquet(on_progress)
-        elif self.format == "csv":
-            yield from self._csv(on_progress)
-        else:
-            yield from self._jsonl(on_progress)
-
-    # ------------------------------------------------------------ JSONL
-
-    def _open_binary(self) -> tuple[IO[bytes], IO[bytes]]:
-        raw: IO[bytes] = open(self.path, "rb")  # noqa: SIM115  (closed by the caller)
-        if self.path.suffix.lower() == ".gz":
-            return raw, cast(IO[bytes], gzip.GzipFile(fileobj=raw))
-        return raw, raw
-
-    def _in_batches(
-        self, rows: Iterator[SourceRow], raw: IO[bytes], on_progress: ProgressCallback | None
-    ) -> Iterator[list[SourceRow]]:
-        """`rows` of a text file in lists of `batch_size`; after each full list, progress in bytes
-        (`raw.tell()` of the file's size), and the whole size once the rows are done."""
-        total = self.path.stat().st_size
-        batch: list[SourceRow] = []
-        for row in rows:
-            batch.append(row)
-            if len(batch) >= self.batch_size:
+            return
+        with TableFile(self.path) as table:
+            if self.format == "csv":
+                rows = self._csv_rows(table)
+            else:
+                rows = (self._jsonl_row(row) for row in table.jsonl(self.encoding))
+            total = self.path.stat().st_size
+            batch: list[SourceRow] = []
+            for row in rows:
+                batch.append(row)
+                if len(batch) >= self.batch_size:
+                    yield batch
+                    batch = []
+                    if on_progress is not None:
+                        on_progress(table.position(), total)
+            if batch:
                 yield batch
-                batch = []
-                if on_progress is not None:
-                    on_progress(raw.tell(), total)
-        if batch:
-            yield batch
-        if on_progress is not None:
-            on_progress(total, total)
+            if on_progress is not None:
+                on_progress(total, total)
 
-    def _jsonl(self, on_progress: ProgressCallback | None) -> Iterator[list[SourceRow]]:
-        raw, handle = self._open_binary()
-        try:
-            yield from self._in_batches(self._jsonl_rows(handle), raw, on_progress)
-        except (OSError, EOFError) as error:
+    def _jsonl_row(self, row: Row) -> SourceRow:
+        where = f"{self.name}:{row.line}"
+        if row.error == "not UTF-8":
             raise InputError(
-                f"{self.name}: cannot read the file ({error}); check that it is complete"
-            ) from None
-        finally:
-            raw.close()
-
-    def _jsonl_rows(self, handle: IO[bytes]) -> Iterator[SourceRow]:
-        """One row per non-blank line (a leading byte-order mark dropped)."""
-        for line_no, line in enumerate(handle, start=1):
-            if line_no == 1 and line.startswith(b"\xef\xbb\xbf"):
-                line = line[3:]
-            if line.strip():
-                yield SourceRow(f"{self.name}:{line_no}", self._json_line(line, line_no))
-
-    def _json_line(self, line: bytes, line_no: int) -> dict[str, Any]:
-        where = f"{self.name}:{line_no}"
-        if self.encoding is not None:
-            try:
-                line = line.decode(self.encoding).encode("utf-8")
-            except UnicodeDecodeError as error:
-                raise InputError(
-                    f"{where}: not {self.encoding} ({error.reason}); fix: pass the file's --encoding"
-                ) from None
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError as error:
-            if _not_utf8(line):
-                raise InputError(
-                    f"{where}: not UTF-8; fix: pass --encoding (e.g. --encoding gb18030) or re-export as UTF-8"
-                ) from None
-            try:
-                # Python's json.dumps writes NaN/Infinity, which orjson refuses: read them so that
-                # the row checks name the field (a NaN in a vector, a NaN ordinal) instead of the JSON.
-                value = json.loads(line)
-            except ValueError:
-                raise InputError(
-                    f"{where}: not valid JSON ({error}); fix: repair or remove this line"
-                ) from None
-        if not isinstance(value, dict):
+                f"{where}: not UTF-8; fix: pass --encoding (e.g. --encoding gb18030) or re-export as UTF-8"
+            )
+        if row.error is not None:
+            raise InputError(f"{where}: {row.error}; fix: repair or remove this line")
+        if not isinstance(row.values, dict):
             raise InputError(
-                f"{where}: a JSONL row must be a JSON object (got {type(value).__name__}); "
+                f"{where}: a JSONL row must be a JSON object (got {type(row.values).__name__}); "
                 'fix: write one {"chunk_id": …, "content": …} object per line'
             )
-        return value
+        return SourceRow(where, row.values)
 
-    # ------------------------------------------------------------ CSV
-
-    def _csv(self, on_progress: ProgressCallback | None) -> Iterator[list[SourceRow]]:
-        raw, binary = self._open_binary()
-        lines = _DecodedLines(binary, self.encoding, self.name)
+    def _csv_rows(self, table: TableFile) -> Iterable[SourceRow]:
         delimiter = "\t" if ".tsv" in [s.lower() for s in self.path.suffixes] else ","
-        csv.field_size_limit(
-            min(sys.maxsize, 2**31 - 1)
-        )  # vectors and long chunks exceed the 128 KiB default
-        reader = csv.reader(lines, delimiter=delimiter)
-        try:
-            try:
-                header = next(reader)
-            except StopIteration:
+        self.columns, rows = table.csv(delimiter, self.encoding or "utf-8", fallback=None)
+        if not self.columns:
+            raise InputError(f"{self.name}: the file is empty; fix: export a header row and the chunks")
+        for row in rows:
+            where = f"{self.name}:{row.line}"
+            if row.error is not None:
                 raise InputError(
-                    f"{self.name}: the file is empty; fix: export a header row and the chunks"
-                ) from None
-            self.columns = [name.strip() for name in header]
-            duplicated = sorted({name for name in self.columns if self.columns.count(name) > 1})
-            if duplicated:
-                raise InputError(
-                    f"{self.name}:1: the header repeats column {quoted(duplicated[0])}; fix: rename one of them"
+                    f"{where}: {row.error}; fix: quote cells that contain the delimiter or a line break"
                 )
-            yield from self._in_batches(self._csv_rows(reader, lines, self.columns), raw, on_progress)
-        except csv.Error as error:
-            raise InputError(
-                f"{self.name}:{lines.line_no}: not valid CSV ({error}); fix: repair the file"
-            ) from None
-        finally:
-            raw.close()
-
-    def _csv_rows(
-        self, reader: Iterator[list[str]], lines: _DecodedLines, columns: list[str]
-    ) -> Iterator[SourceRow]:
-        """The data rows after the header (blank rows skipped, empty cells null)."""
-        width = len(columns)
-        for cells in reader:
-            if not any(cells):
-                continue
-            where = f"{self.name}:{lines.line_no}"
-            if len(cells) != width:
-                raise InputError(
-                    f"{where}: {len(cells)} cells but the header has {width} columns; "
-                    "fix: quote cells that contain the delimiter or a line break"
-                )
-            values = {k: (v if v != "" else None) for k, v in zip(columns, cells, strict=True)}
-            yield SourceRow(where, values)
-
-    # ------------------------------------------------------------ Parquet
+            if not row.blank:
+                yield SourceRow(where, {k: (v if v != "" else None) for k, v in row.values.items()})
 
     def _parquet(self, on_progress: ProgressCallback | None) -> Iterator[list[SourceRow]]:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        try:
-            # No pre-buffering of whole row groups: reading 100k chunks then peaks at ~150 MB, not ~400.
-            parquet = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=1 << 20)
-        except (pa.ArrowException, OSError) as error:
-            raise InputError(
-                f"{self.name}: not a readable Parquet file ({error}); fix: re-export it"
-            ) from None
+        parquet = open_parquet(self.path)
         self.columns = list(parquet.schema_arrow.names)
         total = parquet.metadata.num_rows
-        done = 0
-        try:
-            for record_batch in parquet.iter_batches(batch_size=self.batch_size):
-                vectors: list[np.ndarray | None] | None = None
-                names = record_batch.schema.names
-                if self.vector_field is not None and self.vector_field in names:
-                    vectors = _vector_column(record_batch.column(names.index(self.vector_field)))
-                    if vectors is not None:
-                        record_batch = record_batch.drop_columns([self.vector_field])
-                rows = record_batch.to_pylist()
-                yield [
-                    SourceRow(
-                        f"{self.name}: row {done + n + 1}",
-                        values,
-                        vectors[n] if vectors is not None else None,
-                    )
-                    for n, values in enumerate(rows)
-                ]
-                done += len(rows)
-                if on_progress is not None:
-                    on_progress(done, total)
-        except pa.ArrowException as error:
-            raise InputError(
-                f"{self.name}: row {done + 1}: cannot read ({error}); fix: re-export the file"
-            ) from None
+        for first, record_batch in parquet_batches(self.path, self.batch_size, parquet):
+            vectors: list[np.ndarray | None] | None = None
+            if self.vector_field is not None and self.vector_field in record_batch.schema.names:
+                vectors = _vector_column(record_batch.column(self.vector_field))
+                if vectors is not None:
+                    record_batch = record_batch.drop_columns([self.vector_field])
+            yield [
+                SourceRow(
+                    f"{self.name}: row {first + n}", values, vectors[n] if vectors is not None else None
+                )
+                for n, values in enumerate(record_batch.to_pylist())
+            ]
+            if on_progress is not None:
+                on_progress(first - 1 + record_batch.num_rows, total)
 
 
 def release_reader_memory() -> None:
-    """Hand Arrow's cached free pages back to the system (a no-op when pyarrow was never imported).
+    """Hand Arrow's cached free pages back to the system.
 
     Arrow's allocator keeps freed pages for reuse: after a Parquet import about 85 MB per 30k
     chunks stayed resident into the index sync.
     """
-    arrow = sys.modules.get("pyarrow")
-    if arrow is not None:
-        arrow.default_memory_pool().release_unused()
+    pa.default_memory_pool().release_unused()
 
 
 def _vector_column(column: Any) -> list[np.ndarray | None] | None:
@@ -284,15 +176,13 @@ def _vector_column(column: Any) -> list[np.ndarray | None] | None:
 
     None when the column is not a list (JSON text or float32 bytes): the mapper decodes those.
     """
-    import pyarrow as pa
-
     kind = column.type
-    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)):
-        return None
     if pa.types.is_fixed_size_list(kind):
         lengths = np.full(len(column), kind.list_size, dtype=np.int64)
-    else:
+    elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
         lengths = np.diff(_numbers(column.offsets))
+    else:
+        return None
     values = column.flatten()
     numeric = pa.types.is_integer(values.type) or pa.types.is_floating(values.type)
     if column.null_count == 0 and len(lengths) and (lengths == lengths[0]).all() and numeric:
@@ -308,42 +198,7 @@ def _numbers(array: Any) -> np.ndarray:
     raised meanwhile, so a Ctrl-C during that import (a second or two) was lost and the import went on.
     """
     if array.null_count:
-        import pyarrow.compute as pc
-
         array = pc.fill_null(array.cast("float64"), float("nan"))
     dtype = np.dtype(array.type.to_pandas_dtype())
     data = np.frombuffer(array.buffers()[1], dtype=dtype, count=array.offset + len(array))
     return data[array.offset :]
-
-
-class _DecodedLines:
-    """Text lines of a binary file, decoded one by one so that a bad byte is reported with its line."""
-
-    def __init__(self, binary: IO[bytes], encoding: str | None, name: str) -> None:
-        self._binary = binary
-        self._encoding = encoding or "utf-8"
-        self._name = name
-        self.line_no = 0
-
-    def __iter__(self) -> Iterator[str]:
-        for line in self._binary:
-            self.line_no += 1
-            if self.line_no == 1 and self._encoding == "utf-8" and line.startswith(b"\xef\xbb\xbf"):
-                line = line[3:]
-            try:
-                yield line.decode(self._encoding)
-            except UnicodeDecodeError as error:
-                shown = "UTF-8" if self._encoding == "utf-8" else self._encoding
-                bad = line[error.start : error.start + 1]
-                raise InputError(
-                    f"{self._name}:{self.line_no}: not {shown} (byte {quoted(bad)}); "
-                    "fix: pass the file's --encoding, e.g. --encoding gb18030"
-                ) from None
-
-
-def _not_utf8(line: bytes) -> bool:
-    try:
-        line.decode("utf-8")
-    except UnicodeDecodeError:
-        return True
-    return False

@@ -19,8 +19,10 @@ from ragtriage.config.settings import IMPORT_FIELDS, KBImportSettings
 from ragtriage.errors import InputError
 from ragtriage.kb.chunking import content_hash
 from ragtriage.kb.import_compare import compared_meta
-from ragtriage.kb.import_rows import ImportedChunk, RowError, SourceRow
-from ragtriage.kb.import_values import (
+from ragtriage.kb.import_rows import (
+    ImportedChunk,
+    RowError,
+    SourceRow,
     checked_vector,
     decode_vector,
     flag,
@@ -34,13 +36,7 @@ from ragtriage.kb.import_values import (
 )
 from ragtriage.wording import quoted
 
-__all__ = [
-    "FieldMapper",
-    "ImportedChunk",
-    "RowError",
-    "SourceRow",
-    "parse_map_option",
-]
+__all__ = ["FieldMapper", "check_field_name", "parse_map_option"]
 
 REQUIRED_FIELDS = ("chunk_id", "content")
 
@@ -132,8 +128,7 @@ class FieldMapper:
         self._retrievable = {status.casefold() for status in settings.retrievable_statuses}
         self._ordinals: dict[str, int] = {}
         self.seen_columns: set[str] = set()
-        self._resolved: dict[tuple[str, ...], dict[str, str]] = {}
-        self._skip_cache: dict[int, tuple[dict[str, str], frozenset[str], dict[str, str]]] = {}
+        self._shapes: dict[tuple[str, ...], tuple[dict[str, str], frozenset[str], dict[str, str]]] = {}
         self._vector_rows = 0
         self.absent_rows = 0
         """Rows that lack the column of an explicitly mapped optional field (read as null, as CSV's
@@ -235,18 +230,7 @@ class FieldMapper:
             RowError: a required field is missing or empty, or a value or the vector is unusable.
         """
         values = row.values
-        keys = tuple(values)
-        used = self._resolved.get(keys)
-        if used is None:
-            # Rows of one source nearly always share their columns: resolve the mapping once per shape.
-            self.seen_columns.update(values)
-            used = {}
-            for name in IMPORT_FIELDS:
-                column = self.column_for(name, values)
-                if column is not None:
-                    used[name] = column
-            if len(self._resolved) < 64:
-                self._resolved[keys] = used
+        used, skip, flag_columns = self._shapes.get(tuple(values)) or self._shape(values)
 
         def get(name: str) -> Any:
             column = used.get(name)
@@ -295,8 +279,6 @@ class FieldMapper:
                 "export a vector for every retrievable chunk, or import without --vector-field "
                 "to embed them all with the configured embedder",
             )
-        # Status columns stay in the metadata too: the stored status (published/deleted) drops their values.
-        skip, flag_columns = self._skip_columns(used)
         meta = {key: json_safe(value) for key, value in values.items() if key not in skip}
         chunk = ImportedChunk(
             where=where,
@@ -332,19 +314,22 @@ class FieldMapper:
                 name = absent[0]
                 self.first_absent = f"{where}: no column {quoted(self.explicit[name])} for {name}"
 
-    def _skip_columns(self, used: dict[str, str]) -> tuple[frozenset[str], dict[str, str]]:
-        """The columns a row's metadata leaves out (mapped fields but status, and the vector), and
-        the status columns read as true/false (column → `published`/`deleted`), per shape."""
-        key = id(used)
-        cached = self._skip_cache.get(key)
-        if cached is None or cached[0] is not used:
-            skip = {column for name, column in used.items() if name not in ("status", "published", "deleted")}
-            skip |= {self.vector_field} if self.vector_field else set()
-            flags: dict[str, str] = {used[name]: name for name in ("published", "deleted") if name in used}
-            cached = (used, frozenset(skip), flags)
-            if len(self._skip_cache) < 64:
-                self._skip_cache[key] = cached
-        return cached[1], cached[2]
+    def _shape(self, values: Mapping[str, Any]) -> tuple[dict[str, str], frozenset[str], dict[str, str]]:
+        """For rows with these columns: the column of each mapped field, the columns the metadata
+        leaves out (mapped fields but the status ones, and the vector), and the status columns read
+        as true/false (column → `published`/`deleted`). Rows of one source nearly always share
+        their columns: this runs once per shape."""
+        self.seen_columns.update(values)
+        used = {
+            name: column for name in IMPORT_FIELDS if (column := self.column_for(name, values)) is not None
+        }
+        # Status columns stay in the metadata too: the stored status (published/deleted) drops their values.
+        skip = {column for name, column in used.items() if name not in ("status", "published", "deleted")}
+        flags: dict[str, str] = {used[name]: name for name in ("published", "deleted") if name in used}
+        shape = (used, frozenset(skip | ({self.vector_field} if self.vector_field else set())), flags)
+        if len(self._shapes) < 64:
+            self._shapes[tuple(values)] = shape
+        return shape
 
     def chunk_id_of(self, row: SourceRow) -> str | None:
         """The row's chunk id if it has a usable one (to keep a rejected row's chunk as it was)."""

@@ -29,10 +29,9 @@ from sqlalchemy.engine import Connection, Engine
 from ragtriage.config.settings import FlaggingSettings, OtelSettings
 from ragtriage.errors import InputError, LogFormatError
 from ragtriage.logs.flagging import REASON_FOLLOW_UP, LineRules, followed_up, reason_key
-from ragtriage.logs.formats.csv_table import iter_csv_rows
 from ragtriage.logs.formats.detect import PlannedFile, plan_files
-from ragtriage.logs.formats.parquet import iter_parquet_rows
 from ragtriage.logs.formats.read import NumberedLine, trace_lines
+from ragtriage.logs.formats.tables import iter_csv_rows, iter_parquet_rows
 from ragtriage.logs.line_files import iter_raw_lines, open_bytes
 from ragtriage.logs.log_line import BadLine, LogLine
 from ragtriage.logs.reader import parse_line, same_request

@@ -8,7 +8,7 @@ import gzip
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from ragtriage.errors import InputError
 
@@ -36,25 +36,6 @@ def open_bytes(path: Path) -> Any:
         return open_binary(path)
     except OSError as error:
         raise InputError(f"{path}: cannot read: {error.strerror or error}") from None
-
-
-class DecodedLines:
-    """Text lines of a binary file for the csv module, counted in `line_no`: UTF-8 (a byte-order
-    mark opening the file dropped), a line that is not UTF-8 as GB18030."""
-
-    def __init__(self, binary: IO[bytes]) -> None:
-        self._binary = binary
-        self.line_no = 0
-
-    def __iter__(self) -> Iterator[str]:
-        for line in self._binary:
-            self.line_no += 1
-            if self.line_no == 1:
-                line = line.removeprefix(b"\xef\xbb\xbf")
-            try:
-                yield line.decode("utf-8")
-            except UnicodeDecodeError:
-                yield line.decode("gb18030", errors="replace")
 
 
 def iter_raw_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:

@@ -9,18 +9,16 @@ its JSONL line, its position in a JSON array, or the CSV line it starts on (the 
 
 from __future__ import annotations
 
-import csv
 import re
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
 
 from ragtriage.errors import InputError
-from ragtriage.logs.line_files import DecodedLines
+from ragtriage.tables import TableFile
 from ragtriage.wording import quoted
 
 #: Fields a row may have; other columns are ignored (and reported once).
@@ -70,68 +68,40 @@ class LabelFile:
         """Each row as a `LabelRow`, a `RowError`, or None for a blank row.
 
         Raises:
-            InputError: the file cannot be read, or it is CSV without a `request_id` column.
+            InputError: the file cannot be read, is a JSON array with a syntax error, or is CSV
+                without a `request_id` column.
         """
-        head = _head(self.path)
-        if head[:1] == b"[":
-            yield from self._json_array()
-        elif head[:1] == b"{":
-            yield from self._json_lines()
-        else:
-            yield from self._csv()
+        with TableFile(self.path) as table:
+            head = table.head()[:1]
+            if head == b"[":
+                for row_no, row in enumerate(table.json_array("; fix: write [{…}, …]"), start=1):
+                    yield self._row(row_no, row.values)
+            elif head == b"{":
+                for row in table.jsonl(blanks=True):
+                    if row.blank:
+                        yield None
+                    elif row.error is not None:
+                        yield RowError(row.line, "-", row.error, "write one JSON object per line")
+                    else:
+                        yield self._row(row.line, row.values)
+            else:
+                yield from self._csv(table)
 
-    def _json_lines(self) -> Iterator[LabelRow | RowError | None]:
-        with _open(self.path) as handle:
-            for row_no, raw in enumerate(handle, start=1):
-                if not raw.strip():
-                    yield None
-                    continue
-                try:
-                    value = orjson.loads(raw.removeprefix(b"\xef\xbb\xbf"))
-                except orjson.JSONDecodeError as error:
-                    yield RowError(row_no, "-", f"not valid JSON ({error})", "write one JSON object per line")
-                    continue
-                yield self._row(row_no, value)
-
-    def _json_array(self) -> Iterator[LabelRow | RowError | None]:
-        with _open(self.path) as handle:
-            try:
-                values = orjson.loads(handle.read().removeprefix(b"\xef\xbb\xbf"))
-            except orjson.JSONDecodeError as error:
-                raise InputError(f"{self.path}: not valid JSON ({error}); fix: repair the file") from None
-        if not isinstance(values, list):
-            raise InputError(f"{self.path}: a JSON array of rows was expected; fix: write [{{…}}, …]")
-        for row_no, value in enumerate(values, start=1):
-            yield self._row(row_no, value)
-
-    def _csv(self) -> Iterator[LabelRow | RowError | None]:
-        # Notes can exceed the csv module's 128 KiB cell default.
-        csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-        with _open(self.path) as handle:
-            lines = DecodedLines(handle)
-            reader = csv.reader(lines)
-            header = [name.strip() for name in next(reader, [])]
-            if "request_id" not in header:
-                raise InputError(
-                    f"{self.path}:1: no request_id column (header {quoted(header)}); fix: name the columns "
-                    f"in the first row, among {', '.join(ROW_FIELDS)}; or write JSON Lines"
-                )
-            self._note_ignored(header)
-            start = lines.line_no + 1
-            for cells in reader:
-                row_no, start = start, lines.line_no + 1
-                if not any(cell.strip() for cell in cells):
-                    yield None
-                elif len(cells) != len(header):
-                    yield RowError(
-                        row_no,
-                        "-",
-                        f"{len(cells)} cells but the header has {len(header)} columns",
-                        "quote cells that contain a comma or a line break",
-                    )
-                else:
-                    values = {k: v for k, v in zip(header, cells, strict=True) if v.strip() != ""}
-                    yield self._row(row_no, values, text=True)
+    def _csv(self, table: TableFile) -> Iterator[LabelRow | RowError | None]:
+        header, rows = table.csv()
+        if "request_id" not in header:
+            raise InputError(
+                f"{self.path}:1: no request_id column (header {quoted(header)}); fix: name the columns "
+                f"in the first row, among {', '.join(ROW_FIELDS)}; or write JSON Lines"
+            )
+        self._note_ignored(header)
+        for row in rows:
+            if row.error is not None:
+                yield RowError(row.line, "-", row.error, "quote cells that contain a comma or a line break")
+            elif row.blank:
+                yield None
+            else:
+                yield self._row(row.line, {k: v for k, v in row.values.items() if v.strip() != ""}, text=True)
 
     def _note_ignored(self, keys: Any) -> None:
         for key in keys:
@@ -228,15 +198,3 @@ def _revision(value: Any) -> int | None:
         raise _FieldError(
             "revision", f"not a whole number ({quoted(value)})", "give the revision you saw"
         ) from None
-
-
-def _open(path: Path) -> IO[bytes]:
-    try:
-        return open(path, "rb")
-    except OSError as error:
-        raise InputError(f"{path}: cannot read: {error.strerror or error}") from None
-
-
-def _head(path: Path) -> bytes:
-    with _open(path) as handle:
-        return handle.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip()

@@ -13,8 +13,7 @@ import pytest
 from ragtriage.config.settings import KBImportSettings, load_settings
 from ragtriage.errors import ConfigError, InputError
 from ragtriage.kb.import_mapping import FieldMapper, parse_map_option
-from ragtriage.kb.import_rows import RowError, SourceRow
-from ragtriage.kb.import_values import heading_path, id_text, json_safe, timestamp
+from ragtriage.kb.import_rows import RowError, SourceRow, heading_path, id_text, json_safe, timestamp
 
 
 def _mapper(**settings: object) -> FieldMapper:

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from ragtriage.errors import InputError
-from ragtriage.logs.formats.csv_table import csv_columns, csv_header
+from ragtriage.logs.formats.tables import csv_columns, csv_header
 from ragtriage.logs.line_files import open_bytes
 from ragtriage.wording import quoted
 
