@@ -1,6 +1,6 @@
 """Where settings come from and how their errors read: `RAGTRIAGE__…` environment overrides,
 section-by-section merging, profile files next to the settings file, and one error line per
-validation problem with a "did you mean" hint. `config.load_settings` puts them together;
+validation problem with a "did you mean" hint. `loading.load_settings` puts them together;
 `set_settings_values` edits the file in place (`--write` of the tuning commands).
 """
 

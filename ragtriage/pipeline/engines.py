@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from ragtriage.config.profiles import check_route_engines
 from ragtriage.config.settings import ElasticsearchEngine, QdrantEngine, Settings
 from ragtriage.pipeline.types import Retriever
 
@@ -22,8 +23,6 @@ def build_route_engines(settings: Settings) -> dict[str, tuple[str, Retriever]]:
         ConfigError: a route names an engine without an `[engines.NAME]` table.
         PipelineError: an engine's client library is missing.
     """
-    from ragtriage.config.profiles import check_route_engines
-
     check_route_engines(settings, str(settings.config_file or "settings"))
     routes: dict[str, tuple[str, Retriever]] = {}
     for route, name in settings.retrieval.route_engine.items():

@@ -93,7 +93,7 @@ def _home(root: Path, name: str, backend: str) -> Path:
 def _dense_folder(home: Path) -> Path:
     """The folder of the home's dense index (local mode's, or the edge shard's), as resolved for
     `[index] dense_backend` (explicit, or `auto`: the manifest's backend, else Edge)."""
-    from ragtriage.config.settings import load_settings
+    from ragtriage.config.loading import load_settings
     from ragtriage.index.manifest import effective_dense_backend, read_manifest
 
     config = home / "config.toml"

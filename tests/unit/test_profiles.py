@@ -15,7 +15,8 @@ from ragtriage.config.profiles import (
     preset_names,
     resolve_profile,
 )
-from ragtriage.config.settings import Settings, load_settings
+from ragtriage.config.loading import load_settings
+from ragtriage.config.settings import Settings
 from ragtriage.errors import ConfigError, NotFoundError
 from tests.conftest import FIXTURES_DIR
 
