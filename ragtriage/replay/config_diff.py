@@ -13,11 +13,10 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
+from ragtriage.config.profiles import get_profile, list_profiles
 from ragtriage.config.settings import Settings
 from ragtriage.store.db import read_session
 from ragtriage.store.eval_tables import EvalRunRow
-
-__all__ = ["differing_settings", "known_config"]
 
 #: Sections `Settings.config_hash` leaves out: they never change retrieval results.
 _NOT_HASHED = ("store", "keymap", "logs", "triage", "profiles", "profile_sources", "replay", "config_file")
@@ -30,8 +29,6 @@ def known_config(engine: Engine, config_hash: str, settings: Settings | None = N
     """The settings (as JSON data) behind `config_hash`: a profile of `settings` with that hash,
     else the latest eval run made with it; None when neither has it."""
     if settings is not None:
-        from ragtriage.config.profiles import get_profile, list_profiles
-
         for info in list_profiles(settings):
             if info.config_hash == config_hash:
                 return get_profile(settings, info.name).settings.model_dump(mode="json")

@@ -13,10 +13,23 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
+from ragtriage.config.profiles import resolve_profile
 from ragtriage.errors import InputError
+from ragtriage.kb.service import document_titles, get_chunks
 from ragtriage.kb.types import ChunkRecord
-from ragtriage.logs.schema import STAGE_NAMES, RequestLog, to_trace
-from ragtriage.pipeline.types import ROUTE_BM25_RAW, ROUTE_DENSE_RAW, ProfileRef, RunOptions, Trace
+from ragtriage.logs.requests import get_request
+from ragtriage.logs.schema import STAGE_NAMES, RequestLog, stage_ids, to_trace
+from ragtriage.pipeline.types import (
+    ROUTE_BM25_RAW,
+    ROUTE_DENSE_RAW,
+    ProfileRef,
+    RouteResult,
+    RunOptions,
+    Trace,
+)
+from ragtriage.replay.config_diff import differing_settings, known_config
+from ragtriage.store.gold import gold_ids
+from ragtriage.store.triage_repo import find_record
 from ragtriage.wording import quoted
 
 if TYPE_CHECKING:
@@ -157,16 +170,22 @@ class LoggedReplay(BaseModel):
     """The chunks of both final contexts with their document and title (`final_chunks`)."""
 
 
-def _route_ids(trace: Trace, stage: str) -> list[str]:
+def replayed_route(trace: Trace, stage: str) -> RouteResult | None:
+    """The replayed route a logged `bm25`/`dense` stage is compared with: the raw route of its kind,
+    else the first of its kind with hits, else the first of its kind (None: the replay ran none)."""
     preferred, kind = STAGE_ROUTES[stage]
-    route = trace.route(preferred) or next((r for r in trace.routes if r.kind == kind and r.hits), None)
-    return [hit.chunk_id for hit in route.hits] if route is not None else []
+    return (
+        trace.route(preferred)
+        or next((r for r in trace.routes if r.kind == kind and r.hits), None)
+        or next((r for r in trace.routes if r.kind == kind), None)
+    )
 
 
 def replayed_stage_ids(trace: Trace, stage: str) -> list[str]:
     """A replayed trace's ranked list for one logged stage name."""
     if stage in STAGE_ROUTES:
-        return _route_ids(trace, stage)
+        route = replayed_route(trace, stage)
+        return [hit.chunk_id for hit in route.hits] if route is not None else []
     if stage == "fused":
         return [hit.chunk_id for hit in trace.fused]
     if stage == "reranked":
@@ -190,8 +209,6 @@ def not_replayed_reason(trace: Trace, stage: str) -> str | None:
 
 def logged_stage_ids(record: RequestLog, stage: str) -> list[str] | None:
     """The logged list of one stage, or None when the request did not log it."""
-    from ragtriage.logs.schema import stage_ids
-
     items = getattr(record.stages, stage, None) if record.stages is not None else None
     return None if items is None else stage_ids(items)
 
@@ -213,8 +230,6 @@ def diff_request(
 
 def logged_trace(record: RequestLog) -> Trace:
     """`to_trace(record)` with the logged citations (what the answer was written from)."""
-    from ragtriage.logs.schema import stage_ids
-
     trace = to_trace(record)
     if record.citations is not None:
         trace.citations = stage_ids(record.citations)
@@ -235,9 +250,6 @@ def logged_rewrite_options(record: RequestLog) -> RunOptions:
 
 
 def _stored_gold(workspace: Workspace, request_id: str) -> list[str]:
-    from ragtriage.store.gold import gold_ids
-    from ragtriage.store.triage_repo import find_record
-
     triage = find_record(workspace.engine, request_id)
     if triage is None:
         return []
@@ -256,10 +268,6 @@ def compare_request(
         NotFoundError: no such request_id in the store, or no such profile.
         InputError: `use_logged_rewrite` and the request logged no rewrite.
     """
-    from ragtriage.config.profiles import resolve_profile
-    from ragtriage.kb.service import document_titles, get_chunks
-    from ragtriage.logs.requests import get_request
-
     record = get_request(workspace.engine, request_id)
     resolved = resolve_profile(workspace.settings, record.pipeline_version, profile)
     options = logged_rewrite_options(record) if use_logged_rewrite else RunOptions()
@@ -275,8 +283,6 @@ def compare_request(
     known = set(chunks).intersection(logged_ids)
     changes = None
     if logged.config_hash and replayed.config_hash and logged.config_hash != replayed.config_hash:
-        from ragtriage.replay.config_diff import differing_settings, known_config
-
         logged_config = known_config(workspace.engine, logged.config_hash, workspace.settings)
         if logged_config is not None:
             changes = differing_settings(logged_config, resolved.settings)
@@ -296,11 +302,3 @@ def compare_request(
             document_titles(workspace.engine, [chunk.doc_id for chunk in chunks.values()]),
         ),
     )
-
-
-def replay_request(
-    workspace: Workspace, request_id: str, use_logged_rewrite: bool = False, profile: str | None = None
-) -> Trace:
-    """The replayed trace of a stored request (what `compare_request` diffs against the log);
-    `trace.profile` says which profile ran and why."""
-    return compare_request(workspace, request_id, use_logged_rewrite, profile).replayed

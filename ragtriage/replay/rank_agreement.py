@@ -1,6 +1,6 @@
 """How far two ranked lists of the same stage agree: overlap@k and rank-biased overlap (pure).
 
-Used by `logs.fidelity` to compare a logged stage with its replay. Both functions de-duplicate the
+Used by `replay.fidelity` to compare a logged stage with its replay. Both functions de-duplicate the
 lists by first occurrence (a chunk counts once, at its best rank) and never mutate their inputs.
 """
 
