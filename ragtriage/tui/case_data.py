@@ -68,8 +68,8 @@ def logged_trace(workspace: Workspace, request_id: str, gold: Sequence[str]) -> 
     from ragtriage.logs.requests import get_request
     from ragtriage.logs.schema import to_trace
     from ragtriage.pipeline.chunk_lookup import ChunkLookup
+    from ragtriage.pipeline.pipeline import build_candidates
     from ragtriage.pipeline.rerank import RerankOutcome
-    from ragtriage.pipeline.trace_build import build_candidates
 
     trace = to_trace(get_request(workspace.engine, request_id))
     outcome = RerankOutcome(reranked=list(trace.reranked), pairs=[], mode="logged")
