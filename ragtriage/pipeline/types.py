@@ -145,10 +145,10 @@ class LexicalSupport(BaseModel):
     """`[rerank] refusal_dense_gap` when it was applied."""
     markup: list[str] = Field(default_factory=list)
     """Query words read as markup that no chunk holds (`<br>`, `&nbsp;`, the `yaml` of `config.yaml`;
-    `pipeline.query_markup`): left out of the terms, so neither names nor missing content."""
+    `pipeline.lexical_support.markup_words`): left out of the terms, so neither names nor missing content."""
     ordinary_words: list[str] = Field(default_factory=list)
     """Ordinary English words of a pasted message that no chunk holds (`unexpected`, `refused`:
-    wordfreq Zipf ≥ 3, in a run of Latin words of a CJK query; `pipeline.query_english`): left out
+    wordfreq Zipf ≥ 3, in a run of Latin words of a CJK query; `pipeline.lexical_support.ordinary_words`): left out
     of the terms, so neither names nor missing content."""
 
     def dense_stands_out(self) -> bool:
