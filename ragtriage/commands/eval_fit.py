@@ -16,7 +16,7 @@ from ragtriage.commands.common import (
     workspace_options,
 )
 from ragtriage.eval.rerank_fit import CROSS_ENCODER, FitReport
-from ragtriage.pipeline.features import FEATURE_NAMES
+from ragtriage.pipeline.rerank import FEATURE_NAMES
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.wording import quoted
 

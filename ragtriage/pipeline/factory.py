@@ -9,10 +9,9 @@ import numpy as np
 from ragtriage.config.settings import Settings
 from ragtriage.index.types import ScoredChunk
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
-from ragtriage.pipeline.llm_rewrite import LLMRewriter
 from ragtriage.pipeline.pipeline import Pipeline
 from ragtriage.pipeline.rerank import Reranker, build_scorer
-from ragtriage.pipeline.rewrite import AliasDictionary, RuleRewriter, load_aliases
+from ragtriage.pipeline.rewrite import AliasDictionary, LLMRewriter, RuleRewriter, load_aliases
 
 if TYPE_CHECKING:
     from ragtriage.config.profiles import ResolvedProfile

@@ -23,12 +23,11 @@ from ragtriage.errors import RagtriageError
 from ragtriage.index.types import Embedder, ScoredChunk
 from ragtriage.pipeline import refusal as refusal_rules
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
-from ragtriage.pipeline.features import route_scores
 from ragtriage.pipeline.fusion import fuse
 from ragtriage.pipeline.lexical_support import candidates_support, dense_gap, with_dense_gap
 from ragtriage.pipeline.normalize import normalize_query, normalize_text
-from ragtriage.pipeline.rerank import Reranker, RerankItem, RerankOutcome
-from ragtriage.pipeline.rewrite import Rewriter, RuleRewriter, extract_keywords, off_rewrite
+from ragtriage.pipeline.rerank import Reranker, RerankItem, RerankOutcome, route_scores
+from ragtriage.pipeline.rewrite import RuleRewriter, extract_keywords, off_rewrite
 from ragtriage.pipeline.types import (
     ROUTE_BM25_RAW,
     ROUTE_BM25_REWRITTEN,
@@ -39,6 +38,7 @@ from ragtriage.pipeline.types import (
     LexicalSupport,
     ProfileRef,
     Retriever,
+    Rewriter,
     RewriteResult,
     RouteResult,
     RunOptions,

@@ -6,8 +6,9 @@ source of `schemas/trace.schema.json`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Literal, Protocol, Sequence, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -333,6 +334,18 @@ class VectorRetriever(Protocol):
     """A retriever that can also search with a query vector (so the pipeline embeds in batches)."""
 
     def search_vector(self, vector: np.ndarray, k: int) -> list[ScoredChunk]: ...
+
+
+class Rewriter(Protocol):
+    """Turns a normalized query into a `RewriteResult` (the raw query is kept by the caller)."""
+
+    def rewrite(
+        self,
+        raw_query: str,
+        normalized_query: str,
+        *,
+        extra_aliases: Mapping[str, Sequence[str]] | None = None,
+    ) -> RewriteResult: ...
 
 
 @runtime_checkable
