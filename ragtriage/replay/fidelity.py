@@ -11,7 +11,7 @@ route such as `dense_2` the profile has no counterpart for; a miss without one i
 pipeline_version:
 - exact share: stages whose replayed list is the logged list (same chunks, order and length);
 - mean overlap@k: mean of |logged ∩ replayed[:k]| / k;
-- mean RBO: mean extrapolated rank-biased overlap, p = 0.9 (Webber, Moffat & Zobel 2010);
+- mean RBO: mean extrapolated rank-biased overlap, p = 0.9 (Webber, Moffat & Zobel 2010; `rbo_ext`);
 - unknown share: logged ids that are not live chunks of the KB / all logged ids of the group;
 - misses split into explained (a documented reason) and unexplained;
 - chunks only a production route without counterpart found, counted apart as expected missing.
@@ -31,7 +31,78 @@ from ragtriage.config.settings import RetrievalSettings, RouteName
 from ragtriage.logs.schema import STAGE_NAMES
 from ragtriage.pipeline.types import Trace
 from ragtriage.replay.logged import STAGE_ROUTES, replayed_route, replayed_stage_ids, stage_diff
-from ragtriage.replay.rank_agreement import DEFAULT_RBO_P, overlap_at_k, rbo_ext
+
+#: The persistence of RBO used by the fidelity report: the top 10 ranks carry about 86% of the weight.
+DEFAULT_RBO_P = 0.9
+
+
+def _dedup(ranked: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(ranked))
+
+
+def overlap_at_k(logged: Sequence[str], replayed: Sequence[str], k: int) -> int:
+    """|logged[:k] ∩ replayed[:k]|: how many of the top k items both lists share (order ignored).
+
+    Raises:
+        ValueError: k < 0.
+    """
+    if k < 0:
+        raise ValueError(f"k must be zero or more, got {k}")
+    return len(set(_dedup(logged)[:k]) & set(_dedup(replayed)[:k]))
+
+
+def rbo_ext(first: Sequence[str], second: Sequence[str], p: float = DEFAULT_RBO_P) -> float:
+    """Extrapolated rank-biased overlap RBO_ext of two finite, possibly uneven rankings, in [0, 1].
+
+    Webber, Moffat & Zobel (2010), "A similarity measure for indefinite rankings", ACM TOIS 28(4),
+    Eq. (32). With S the shorter list (length s), L the longer (length l) and X_d the overlap of
+    their prefixes of depth d (for d > s, all of S against L[:d]):
+
+        RBO_ext = (1-p)/p · [ Σ_{d=1..l} (X_d/d)·p^d + Σ_{d=s+1..l} X_s·(d-s)/(s·d)·p^d ]
+                  + [ (X_l - X_s)/l + X_s/s ] · p^l
+
+    This is the point estimate that assumes the agreement seen at the end of the lists continues
+    below them (not the lower bound RBO_min, not the residual RBO_res). Identical lists score 1.0;
+    two empty lists score 1.0; one empty list against a non-empty one scores 0.0.
+
+    Raises:
+        ValueError: p outside (0, 1).
+    """
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"RBO persistence p must be in (0, 1), got {p}")
+    a, b = _dedup(first), _dedup(second)
+    if not a and not b:
+        return 1.0
+    if not a or not b:
+        return 0.0
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    s, l_ = len(short), len(long_)
+    seen_short: set[str] = set()
+    seen_long: set[str] = set()
+    overlap = 0
+    overlaps = [0] * (l_ + 1)
+    """overlaps[d] = X_d, the overlap at depth d (1-based)."""
+    for depth in range(1, l_ + 1):
+        item_long = long_[depth - 1]
+        if depth <= s:
+            item_short = short[depth - 1]
+            if item_short == item_long:
+                overlap += 1
+            else:
+                overlap += item_short in seen_long
+                overlap += item_long in seen_short
+            seen_short.add(item_short)
+        else:
+            overlap += item_long in seen_short
+        seen_long.add(item_long)
+        overlaps[depth] = overlap
+    x_s, x_l = overlaps[s], overlaps[l_]
+    total = sum(overlaps[d] / d * p**d for d in range(1, l_ + 1))
+    total += sum(x_s * (d - s) / (s * d) * p**d for d in range(s + 1, l_ + 1))
+    score = (1 - p) / p * total + ((x_l - x_s) / l_ + x_s / s) * p**l_
+    # Floating-point sums can land a hair outside [0, 1].
+    return min(1.0, max(0.0, score))
+
 
 #: Short stage names of the fidelity line (`bm25 3/3 · dense 3/3 · fused 3/3 · reranked 5/5 · final 2/2`).
 STAGE_SHORT = {
@@ -67,7 +138,7 @@ class StageFidelity(BaseModel):
     exact: bool = True
     """The replayed list is the logged list: same chunks, same order, same length."""
     rbo: float = 1.0
-    """Extrapolated rank-biased overlap, p = 0.9 (`rank_agreement.rbo_ext`)."""
+    """Extrapolated rank-biased overlap, p = 0.9 (`rbo_ext`)."""
     unknown: list[str] = Field(default_factory=list)
     """Logged ids that are not live chunks of the KB (deleted, older versions, or never seen)."""
     lost: list[str] = Field(default_factory=list)
