@@ -212,15 +212,6 @@ def get_profile(settings: Settings, name: str) -> ResolvedProfile:
     )
 
 
-def _literal_chars(pattern: str) -> int:
-    return len(re.sub(r"\[[^\]]*\]|[*?]", "", pattern))
-
-
-def is_glob(pattern: str) -> bool:
-    """True when `pattern` has a glob wildcard (`*`, `?` or `[...]`)."""
-    return any(ch in pattern for ch in "*?[")
-
-
 def match_version(
     versions: dict[str, str], pipeline_version: str | None
 ) -> tuple[str, str, MatchedBy] | None:
@@ -233,10 +224,11 @@ def match_version(
         return None
     if pipeline_version in versions:
         return versions[pipeline_version], pipeline_version, "exact"
-    globs = [p for p in versions if is_glob(p) and fnmatch.fnmatchcase(pipeline_version, p)]
+    globs = [p for p in versions if any(c in p for c in "*?[") and fnmatch.fnmatchcase(pipeline_version, p)]
     if not globs:
         return None
-    best = min(globs, key=lambda p: (-_literal_chars(p), p))
+    # The most literal characters (all but `*`, `?` and `[...]`) win, then the alphabetically first.
+    best = min(globs, key=lambda p: (-len(re.sub(r"\[[^\]]*\]|[*?]", "", p)), p))
     return versions[best], best, "glob"
 
 
@@ -271,9 +263,7 @@ def describe_shape(settings: Settings) -> str:
     retrieval, rerank = settings.retrieval, settings.rerank
     routes = []
     for route in retrieval.routes:
-        k = retrieval.route_k.get(route) or (
-            retrieval.bm25_k if route.startswith("bm25") else retrieval.dense_k
-        )
+        k = retrieval.hits(route)
         engine = retrieval.route_engine.get(route, "local")
         routes.append(f"{route} k{k}" + (f" @{engine}" if engine != "local" else ""))
     fusion = retrieval.fusion

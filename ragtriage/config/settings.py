@@ -241,6 +241,12 @@ class RetrievalSettings(StrictModel):
     """Route → name of an `[engines.NAME]` table (production's engine); unlisted routes use the local index."""
     fusion: FusionSettings = Field(default_factory=FusionSettings)
 
+    def hits(self, route: str) -> int:
+        """Hits a route keeps: its `route_k`, else `bm25_k` / `dense_k` (`dense_sub_N` reads `dense_sub`)."""
+        key = "dense_sub" if route.startswith("dense_sub") else route
+        configured = next((k for name, k in self.route_k.items() if name == key), None)
+        return configured or (self.bm25_k if route.startswith("bm25") else self.dense_k)
+
 
 class FeatureWeights(StrictModel):
     cross_encoder: float = 1.0

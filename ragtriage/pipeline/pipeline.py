@@ -468,10 +468,7 @@ def needs_vector(engines: Engines, route: PlannedRoute) -> bool:
 def route_k(retrieval: RetrievalSettings, route: PlannedRoute, options: RunOptions) -> int:
     """Per-route k: a one-off option wins, then `[retrieval] route_k`, then bm25_k / dense_k."""
     override = options.bm25_k if route.kind == "bm25" else options.dense_k
-    if override:
-        return override
-    configured = retrieval.route_k.get(_setting_key(route.name))  # type: ignore[call-overload]
-    return int(configured or (retrieval.bm25_k if route.kind == "bm25" else retrieval.dense_k))
+    return override or retrieval.hits(route.name)
 
 
 def plan_routes(

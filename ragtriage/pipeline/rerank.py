@@ -24,6 +24,7 @@ from ragtriage.pipeline.types import CrossEncoderScorer, RerankPair
 from ragtriage.wording import quoted
 
 FEATURES_ONLY = "features-only"
+_SUM_ORDER = ("rrf", "title_hit", "freshness", "product_line", "key_terms", "bm25_score", "dense_score")
 FEATURE_NAMES = ("title_hit", "freshness", "product_line", "key_terms", "rrf", "bm25_score", "dense_score")
 
 
@@ -178,15 +179,8 @@ class Reranker:
         pairs = []
         for item, probability, was_cut in zip(items, probabilities, truncated, strict=True):
             values = self.feature_values(query, keywords, item, now)
-            score = (
-                weights.rrf * values["rrf"]
-                + weights.title_hit * values["title_hit"]
-                + weights.freshness * values["freshness"]
-                + weights.product_line * values["product_line"]
-                + weights.key_terms * values["key_terms"]
-                + weights.bm25_score * values["bm25_score"]
-                + weights.dense_score * values["dense_score"]
-            )
+            # Summed in this fixed order (rrf first), so scores stay bit-identical to logged runs.
+            score = sum(getattr(weights, name) * values[name] for name in _SUM_ORDER)
             if probability is not None:
                 score += weights.cross_encoder * probability
             pairs.append(

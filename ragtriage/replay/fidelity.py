@@ -479,11 +479,7 @@ def stage_limits(retrieval: RetrievalSettings) -> dict[str, int]:
     """The most chunks a replay with these settings keeps where a logged list is compared: each
     route's k by route name (`[retrieval] route_k`, else `bm25_k` / `dense_k`) and `fused` (the
     candidate pool)."""
-    limits = {
-        route: retrieval.route_k.get(route)
-        or (retrieval.bm25_k if route.startswith("bm25") else retrieval.dense_k)
-        for route in get_args(RouteName)
-    }
+    limits = {route: retrieval.hits(route) for route in get_args(RouteName)}
     limits["fused"] = retrieval.candidate_pool
     return limits
 
