@@ -105,13 +105,7 @@ def rbo_ext(first: Sequence[str], second: Sequence[str], p: float = DEFAULT_RBO_
 
 
 #: Short stage names of the fidelity line (`bm25 3/3 · dense 3/3 · fused 3/3 · reranked 5/5 · final 2/2`).
-STAGE_SHORT = {
-    "bm25": "bm25",
-    "dense": "dense",
-    "fused": "fused",
-    "reranked": "reranked",
-    "final_context": "final",
-}
+STAGE_SHORT = {**{stage: stage for stage in STAGE_NAMES}, "final_context": "final"}
 ReasonKind = Literal["stale_index", "upstream", "rewrite", "k_differs", "route_without_counterpart"]
 #: Reasons that are facts about production's data or shape, not defects of the replay.
 DOCUMENTED_KINDS: frozenset[str] = frozenset({"stale_index", "upstream", "route_without_counterpart"})
