@@ -26,6 +26,7 @@ from ragtriage.config.profiles import explain, resolve_profile
 from ragtriage.errors import InputError
 from ragtriage.logs.requests import _parse, logged_versions
 from ragtriage.logs.schema import STAGE_NAMES, RequestLog, extra_routes
+from ragtriage.pipeline.pipeline import Pipeline
 from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.replay.fidelity import (
     FidelityReport,
@@ -43,7 +44,6 @@ from ragtriage.store.log_tables import RequestLogRow
 from ragtriage.wording import quoted
 
 if TYPE_CHECKING:
-    from ragtriage.pipeline.pipeline import Pipeline
     from ragtriage.workspace import Workspace
 
 #: Rows per store transaction (short write locks while a triager labels).
