@@ -56,6 +56,8 @@ class RewriteResult(BaseModel):
 
 
 class RerankPair(BaseModel):
+    """One candidate as the reranker scored it: cross-encoder probability, features, combined score."""
+
     chunk_id: str
     cross_encoder_score: float | None = None
     """Probability in [0, 1] after sigmoid; None when no cross-encoder ran."""
@@ -65,6 +67,8 @@ class RerankPair(BaseModel):
 
 
 class StageRank(BaseModel):
+    """A chunk's rank (from 1) and score at one route or stage; None where it did not appear."""
+
     rank: int | None = None
     score: float | None = None
 
@@ -277,6 +281,7 @@ class Trace(BaseModel):
         return next((r for r in self.routes if r.name == name), None)
 
     def candidate(self, chunk_id: str) -> Candidate | None:
+        """The candidate with this chunk id, or None."""
         return next((c for c in self.candidates if c.chunk_id == chunk_id), None)
 
     def refusal_support(self) -> LexicalSupport | None:

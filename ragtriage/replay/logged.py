@@ -205,9 +205,8 @@ def not_replayed_reason(trace: Trace, stage: str) -> str | None:
     """Why a replayed trace has no list for a logged stage name, or None when it ran the stage."""
     runner = f"profile {trace.profile.name}" if trace.profile is not None else "the replay"
     if stage in STAGE_ROUTES:
-        preferred, kind = STAGE_ROUTES[stage]
-        if trace.route(preferred) is None and not any(r.kind == kind for r in trace.routes):
-            return f"{runner} runs no {kind} route"
+        if replayed_route(trace, stage) is None:
+            return f"{runner} runs no {STAGE_ROUTES[stage][1]} route"
     elif stage == "reranked" and trace.rerank_mode == "off":
         return f"{runner} runs no rerank"
     return None
