@@ -320,18 +320,7 @@ def get_fidelity(engine: Engine, request_id: str) -> StoredFidelity | None:
     """The last fidelity measured for a request, or None when `ragtriage fidelity` never replayed it."""
     with read_session(engine) as session:
         row = session.get(ReplayFidelityRow, request_id)
-        if row is None:
-            return None
-        return StoredFidelity(
-            request_id=row.request_id,
-            measured_at=row.measured_at,
-            profile=row.profile,
-            line=row.line,
-            min_rbo=row.min_rbo,
-            unexplained=row.unexplained,
-            stale_documents=[str(d) for d in row.stale_documents],
-            notes=[str(n) for n in row.notes],
-        )
+        return None if row is None else StoredFidelity.model_validate(row, from_attributes=True)
 
 
 def measure_fidelity(
