@@ -8,6 +8,7 @@ that holds the key (`api_key_env`), and the key is read from the environment onl
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
 from datetime import datetime
@@ -637,7 +638,6 @@ HASH_NEUTRAL_WHEN_DEFAULT: tuple[tuple[str, ...], ...] = (
     ("index", "query_stop_words"),
     ("rerank", "weights", "dense_score"),
 )
-_HASH_DEFAULTS: dict[str, Any] = {}
 
 
 #: Settings whose default moved after they were added: dropped from the hash at the value that
@@ -661,7 +661,7 @@ HASH_NEUTRAL_AT: dict[tuple[str, ...], Any] = {
 }
 
 
+@functools.cache
 def _hash_defaults() -> dict[str, Any]:
-    if not _HASH_DEFAULTS:
-        _HASH_DEFAULTS.update(Settings().model_dump(mode="json"))
-    return _HASH_DEFAULTS
+    """Every setting at its default, as `config_hash` dumps them (read only)."""
+    return Settings().model_dump(mode="json")

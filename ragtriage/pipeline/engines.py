@@ -93,11 +93,10 @@ class JSONRoute:
         self,
         route: str,
         name: str,
+        settings: ElasticsearchEngine | HTTPEngine,
         *,
         kind: Literal["bm25", "dense"],
         url: str,
-        timeout_s: float,
-        api_key_env: str | None,
         auth_scheme: str,
         results: PathSetting,
         chunk_id: PathSetting,
@@ -110,7 +109,7 @@ class JSONRoute:
         self.where = f"route {route} (engine {name}): {url}"
         self.paths = (results, chunk_id, score)
         merged = {"Content-Type": "application/json", **(headers or {})}
-        if api_key_env:
+        if api_key_env := settings.api_key_env:
             key = os.environ.get(api_key_env)
             if not key:
                 raise PipelineError(
@@ -118,7 +117,7 @@ class JSONRoute:
                     f"in it (keys are read from the environment only, [engines.{name}] api_key_env)"
                 )
             merged["Authorization"] = f"{auth_scheme} {key}"
-        self._client = httpx.Client(timeout=timeout_s, headers=merged)
+        self._client = httpx.Client(timeout=settings.timeout_s, headers=merged)
 
     def _body(self, query: str, k: int) -> Any:
         raise NotImplementedError
@@ -227,10 +226,9 @@ class ElasticsearchRetriever(JSONRoute):
         super().__init__(
             route,
             name,
+            settings,
             kind=kind,
             url=f"{settings.url.rstrip('/')}/{settings.index}/_search",
-            timeout_s=settings.timeout_s,
-            api_key_env=settings.api_key_env,
             auth_scheme="ApiKey",
             results=("hits.hits", "url and index (is this an _search answer?)"),
             chunk_id=("_id" if settings.id_field == "_id" else f"_source.{settings.id_field}", "id_field"),
@@ -253,10 +251,9 @@ class HTTPRetriever(JSONRoute):
         super().__init__(
             route,
             name,
+            settings,
             kind=kind,
             url=settings.url,
-            timeout_s=settings.timeout_s,
-            api_key_env=settings.api_key_env,
             auth_scheme="Bearer",
             headers=settings.headers,
             results=(settings.results_path, "results_path"),
