@@ -26,7 +26,6 @@ from ragtriage.config.profiles import explain, resolve_profile
 from ragtriage.errors import InputError
 from ragtriage.logs.requests import _parse, logged_versions
 from ragtriage.logs.schema import STAGE_NAMES, RequestLog, extra_routes
-from ragtriage.pipeline.pipeline import Pipeline
 from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.replay.fidelity import (
     FidelityReport,
@@ -44,6 +43,9 @@ from ragtriage.store.log_tables import RequestLogRow
 from ragtriage.wording import quoted
 
 if TYPE_CHECKING:
+    # Types only: the pipeline module loads the BM25 analyzer (Whoosh, jieba), which a command
+    # importing this module at its top must not pay for at `--help`.
+    from ragtriage.pipeline.pipeline import Pipeline
     from ragtriage.workspace import Workspace
 
 #: Rows per store transaction (short write locks while a triager labels).
