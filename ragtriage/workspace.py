@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Engine
 
 from ragtriage import locations
-from ragtriage.config.settings import Settings, load_settings
+from ragtriage.config.loading import load_settings
+from ragtriage.config.settings import Settings
 from ragtriage.store.db import make_engine, sqlite_url
 
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from ragtriage.kb.service import add_paths  # noqa: E402
 from ragtriage.logs.ingest import ingest_lines  # noqa: E402
-from ragtriage.pipeline.route_plan import route_k  # noqa: E402
+from ragtriage.pipeline.pipeline import route_k  # noqa: E402
 from ragtriage.pipeline.types import RunOptions  # noqa: E402
 from ragtriage.replay.fidelity_run import measure_fidelity, plan_replays, select_requests  # noqa: E402
 from ragtriage.workspace import Workspace  # noqa: E402

@@ -4,8 +4,8 @@
 
 Each figure comes from a fresh Python process (median of `--rounds`), so imports are cold:
 
-- baseline: `import ragtriage.pipeline.lexical_support` (the module that calls `ordinary_words`;
-  it imports wordfreq only on the first query with a candidate ordinary word);
+- baseline: `import ragtriage.pipeline.lexical_support` (the module of `ordinary_words`; it imports
+  wordfreq only on the first query with a candidate ordinary word);
 - first lookup: the same, then `ordinary_words` on a query with a pasted message (imports wordfreq,
   reads its small English list);
 - large list: the same lookup on wordfreq's large English list, for comparison (not used);
@@ -26,22 +26,21 @@ _MEASURE = """
 import json, resource, sys, time
 def rss(): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 start = time.perf_counter()
-from ragtriage.pipeline import query_english
-import ragtriage.pipeline.lexical_support
+from ragtriage.pipeline import lexical_support
 base_s, base_mb = time.perf_counter() - start, rss()
 mode = sys.argv[1]
 t0 = time.perf_counter()
 if mode == "small":
-    words = query_english.ordinary_words("apt 报错 E: Unable to locate package 怎么办")
+    words = lexical_support.ordinary_words("apt 报错 E: Unable to locate package 怎么办")
     assert words == {"e", "unable", "locate", "package"}, words
 elif mode == "large":
     import wordfreq
     wordfreq.zipf_frequency("unable", "en", wordlist="large")
 elif mode == "per_query":
-    query_english.ordinary_words("连接数据库 connection refused 了")
+    lexical_support.ordinary_words("连接数据库 connection refused 了")
     t0 = time.perf_counter()
     for i in range(1000):
-        query_english.ordinary_words(f"第{i}次 connection refused word{i} 了")
+        lexical_support.ordinary_words(f"第{i}次 connection refused word{i} 了")
 print(json.dumps({"base_s": base_s, "base_mb": base_mb, "step_s": time.perf_counter() - t0, "mb": rss()}))
 """
 

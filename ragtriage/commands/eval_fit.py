@@ -15,7 +15,7 @@ from ragtriage.commands.common import (
 )
 from ragtriage.errors import InputError
 from ragtriage.eval.rerank_fit import CROSS_ENCODER, FitReport, collect_fit_cases, fit_weights, write_weights
-from ragtriage.pipeline.features import FEATURE_NAMES
+from ragtriage.pipeline.rerank import FEATURE_NAMES
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.wording import quoted
 

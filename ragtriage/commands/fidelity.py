@@ -17,9 +17,7 @@ from ragtriage.commands.common import (
 from ragtriage.logs.queue import parse_since
 from ragtriage.render.fit import Col, FitTable, data_console
 from ragtriage.render.text import hanging_text, plural
-from ragtriage.replay.fidelity import STAGE_SHORT
-from ragtriage.replay.fidelity_reasons import counterpart_text
-from ragtriage.replay.fidelity_report import FidelityReport, StageSummary
+from ragtriage.replay.fidelity import STAGE_SHORT, FidelityReport, StageSummary, counterpart_text
 from ragtriage.replay.fidelity_run import measure_fidelity
 
 

@@ -7,22 +7,9 @@ settings file, from `<settings folder>/profiles/NAME.toml` files, and from the p
 logged `pipeline_version` values to profiles: an exact key wins, then the matching glob with the
 most literal characters, then the alphabetically first; no match → `[replay] default_profile`.
 
-API (stable; fidelity and diagnosis call it):
-
-    resolve_profile(settings, pipeline_version, profile=None) -> ResolvedProfile
-        # profile given: that one (matched_by "requested"); else the [replay.versions] match
-        # ("exact" / "glob", `pattern` = the key), else [replay] default_profile ("default")
-    get_profile(settings, name) -> ResolvedProfile          # matched_by "requested"; cached per settings
-    ResolvedProfile(name, settings, source, config_hash, matched_by, pattern, pipeline_version,
-                    description); .fallback (no mapping); .ref() -> ProfileRef (types.py)
-    workspace.pipeline_for(resolved) -> Pipeline            # one per (name, hash); shares the indexes;
-        # its traces carry `profile` (set `trace.profile = resolved.ref()` for matched_by/version)
-        # and `config_hash == resolved.config_hash`
-    compare_request / replay_request(workspace, request_id, use_logged_rewrite=False, profile=None)
-        # (ragtriage.replay.logged) profile=None: the one mapped to the request's version
-    explain(ref) -> str                                     # one line: which profile and why
-    list_profiles(settings) -> list[ProfileInfo]            # `ragtriage profiles`
-
+`resolve_profile` picks the profile of a logged request (or the one asked for), `get_profile` names
+one; `workspace.pipeline_for(resolved)` builds its pipeline, whose traces carry `resolved.ref()`.
+`list_profiles` is `ragtriage profiles`; `explain` says in one line which profile ran and why.
 Errors are `ConfigError`s naming the profile's file and table, the key, and the nearest valid one.
 """
 
@@ -32,7 +19,7 @@ import difflib
 import fnmatch
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any, Literal
 
@@ -225,15 +212,6 @@ def get_profile(settings: Settings, name: str) -> ResolvedProfile:
     )
 
 
-def _literal_chars(pattern: str) -> int:
-    return len(re.sub(r"\[[^\]]*\]|[*?]", "", pattern))
-
-
-def is_glob(pattern: str) -> bool:
-    """True when `pattern` has a glob wildcard (`*`, `?` or `[...]`)."""
-    return any(ch in pattern for ch in "*?[")
-
-
 def match_version(
     versions: dict[str, str], pipeline_version: str | None
 ) -> tuple[str, str, MatchedBy] | None:
@@ -246,10 +224,11 @@ def match_version(
         return None
     if pipeline_version in versions:
         return versions[pipeline_version], pipeline_version, "exact"
-    globs = [p for p in versions if is_glob(p) and fnmatch.fnmatchcase(pipeline_version, p)]
+    globs = [p for p in versions if any(c in p for c in "*?[") and fnmatch.fnmatchcase(pipeline_version, p)]
     if not globs:
         return None
-    best = min(globs, key=lambda p: (-_literal_chars(p), p))
+    # The most literal characters (all but `*`, `?` and `[...]`) win, then the alphabetically first.
+    best = min(globs, key=lambda p: (-len(re.sub(r"\[[^\]]*\]|[*?]", "", p)), p))
     return versions[best], best, "glob"
 
 
@@ -267,27 +246,14 @@ def resolve_profile(
     """
     if profile is not None:
         chosen = get_profile(settings, profile)
-        return _with(chosen, "requested", None, pipeline_version)
+        return replace(chosen, matched_by="requested", pipeline_version=pipeline_version)
     match = match_version(settings.replay.versions, pipeline_version)
     if match is None:
         chosen = get_profile(settings, settings.replay.default_profile)
-        return _with(chosen, "default", None, pipeline_version)
+        return replace(chosen, matched_by="default", pipeline_version=pipeline_version)
     name, pattern, kind = match
-    return _with(get_profile(settings, name), kind, pattern, pipeline_version)
-
-
-def _with(
-    resolved: ResolvedProfile, matched_by: MatchedBy, pattern: str | None, version: str | None
-) -> ResolvedProfile:
-    return ResolvedProfile(
-        name=resolved.name,
-        settings=resolved.settings,
-        source=resolved.source,
-        config_hash=resolved.config_hash,
-        matched_by=matched_by,
-        pattern=pattern,
-        pipeline_version=version,
-        description=resolved.description,
+    return replace(
+        get_profile(settings, name), matched_by=kind, pattern=pattern, pipeline_version=pipeline_version
     )
 
 
@@ -297,9 +263,7 @@ def describe_shape(settings: Settings) -> str:
     retrieval, rerank = settings.retrieval, settings.rerank
     routes = []
     for route in retrieval.routes:
-        k = retrieval.route_k.get(route) or (
-            retrieval.bm25_k if route.startswith("bm25") else retrieval.dense_k
-        )
+        k = retrieval.hits(route)
         engine = retrieval.route_engine.get(route, "local")
         routes.append(f"{route} k{k}" + (f" @{engine}" if engine != "local" else ""))
     fusion = retrieval.fusion

@@ -8,9 +8,9 @@ that holds the key (`api_key_env`), and the key is read from the environment onl
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
-import tomllib
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -20,13 +20,9 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
-    ValidationError,
     field_validator,
     model_validator,
 )
-
-from ragtriage.config.sources import describe_error, env_overrides, merge_sections, read_profile_files
-from ragtriage.errors import ConfigError
 
 
 class StrictModel(BaseModel):
@@ -246,6 +242,12 @@ class RetrievalSettings(StrictModel):
     """Route → name of an `[engines.NAME]` table (production's engine); unlisted routes use the local index."""
     fusion: FusionSettings = Field(default_factory=FusionSettings)
 
+    def hits(self, route: str) -> int:
+        """Hits a route keeps: its `route_k`, else `bm25_k` / `dense_k` (`dense_sub_N` reads `dense_sub`)."""
+        key = "dense_sub" if route.startswith("dense_sub") else route
+        configured = next((k for name, k in self.route_k.items() if name == key), None)
+        return configured or (self.bm25_k if route.startswith("bm25") else self.dense_k)
+
 
 class FeatureWeights(StrictModel):
     cross_encoder: float = 1.0
@@ -362,24 +364,6 @@ class RerankSettings(StrictModel):
     """What an HTTP rerank service returns: calibrated [0, 1] scores (kept) or logits (sigmoid applied)."""
     freshness_half_life_days: float = Field(default=180.0, gt=0)
     """Freshness feature = 0.5 ** (age in days / this); a chunk without `updated_at` scores 0."""
-
-
-__all__ = [
-    "StrictModel",
-    "Settings",
-    "load_settings",
-    "FusionSettings",
-    "ProfileSettings",
-    "ReplaySettings",
-    "FlaggingSettings",
-    "OtelSettings",
-    "LogsSettings",
-    "LLMRewriteSettings",
-    "RewriteSettings",
-    "RetrievalSettings",
-    "FeatureWeights",
-    "RerankSettings",
-]
 
 
 class StoreSettings(StrictModel):
@@ -654,7 +638,6 @@ HASH_NEUTRAL_WHEN_DEFAULT: tuple[tuple[str, ...], ...] = (
     ("index", "query_stop_words"),
     ("rerank", "weights", "dense_score"),
 )
-_HASH_DEFAULTS: dict[str, Any] = {}
 
 
 #: Settings whose default moved after they were added: dropped from the hash at the value that
@@ -678,62 +661,7 @@ HASH_NEUTRAL_AT: dict[tuple[str, ...], Any] = {
 }
 
 
+@functools.cache
 def _hash_defaults() -> dict[str, Any]:
-    if not _HASH_DEFAULTS:
-        _HASH_DEFAULTS.update(Settings().model_dump(mode="json"))
-    return _HASH_DEFAULTS
-
-
-def load_settings(
-    path: Path | None = None,
-    *,
-    environ: dict[str, str] | None = None,
-    overrides: dict[str, Any] | None = None,
-) -> Settings:
-    """Read settings from `path` (TOML), then `RAGTRIAGE__SECTION__KEY` env vars, then `overrides`.
-
-    Raises:
-        ConfigError: the file is missing or not TOML, or a key is unknown or a value invalid; the
-            message names the file, the key and the nearest valid key.
-    """
-    import os
-
-    data: dict[str, Any] = {}
-    source = "settings"
-    if path is not None:
-        source = str(path)
-        try:
-            with open(path, "rb") as handle:
-                data = tomllib.load(handle)
-        except FileNotFoundError:
-            raise ConfigError(
-                f"{path}: no such settings file; pass --config with an existing TOML file"
-            ) from None
-        except tomllib.TOMLDecodeError as error:
-            raise ConfigError(f"{path}: not valid TOML: {error}") from None
-    sources = {name: f"{source} [profiles.{name}]" for name in data.get("profiles") or {}}
-    if path is not None:
-        read_profile_files(path, data, sources)
-    data = merge_sections(data, env_overrides(dict(os.environ if environ is None else environ)))
-    if overrides:
-        data = merge_sections(data, overrides)
-    try:
-        settings = Settings.model_validate(data)
-    except ValidationError as error:
-        # An unknown key explains a "field required" next to it (a misspelt key), so it goes first.
-        errors = sorted(error.errors(), key=lambda e: e["type"] != "extra_forbidden")
-        first: dict[str, Any] = dict(errors[0])
-        more = len(errors) - 1
-        suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-        loc: tuple[Any, ...] = tuple(first["loc"])
-        if len(loc) > 2 and loc[0] == "profiles" and str(loc[1]) in sources:
-            # A profile's own keys: name the profile's file and table, not the `profiles.NAME` path.
-            message = describe_error({**first, "loc": loc[2:]}, sources[str(loc[1])], ProfileSettings)
-            raise ConfigError(message + suffix) from None
-        raise ConfigError(describe_error(first, source, Settings) + suffix) from None
-    settings._config_file = path
-    settings._profile_sources = sources
-    from ragtriage.config.profiles import check_profiles
-
-    check_profiles(settings)
-    return settings
+    """Every setting at its default, as `config_hash` dumps them (read only)."""
+    return Settings().model_dump(mode="json")

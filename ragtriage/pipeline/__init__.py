@@ -1,7 +1,4 @@
-"""Query time: the retrieval pipeline a replay, an eval run and a diagnosis run.
-
-normalize → rewrite (rules and alias dictionary, or an LLM) → routes (local BM25 and dense, or
-production's Elasticsearch, Qdrant or HTTP engines) → fusion → rerank (cross-encoder and business
-features) → final context and refusal, every stage recorded in a `Trace` (`types`). `factory` is the
-one module that picks implementations from a profile's settings.
+"""Query time: the stage interfaces (`types`), the pipeline that runs them in order (`pipeline`), and
+the built-in stages: rewrite, production engines as routes, fusion, rerank with its features and
+cross-encoders, lexical support and refusal. `factory` assembles a pipeline from one profile's settings.
 """

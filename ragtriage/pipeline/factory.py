@@ -14,10 +14,9 @@ from ragtriage.index.indexer import Indexes
 from ragtriage.index.types import ScoredChunk
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
 from ragtriage.pipeline.engines import build_route_engines
-from ragtriage.pipeline.llm_rewrite import LLMRewriter
 from ragtriage.pipeline.pipeline import Pipeline
 from ragtriage.pipeline.rerank import Reranker, build_scorer
-from ragtriage.pipeline.rewrite import AliasDictionary, RuleRewriter, load_aliases
+from ragtriage.pipeline.rewrite import AliasDictionary, LLMRewriter, RuleRewriter, load_aliases
 
 DEFAULT_PROFILE = "default"
 

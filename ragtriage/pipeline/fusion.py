@@ -38,8 +38,6 @@ def rrf(
     """
     if k <= 0:
         raise ValueError(f"RRF k must be positive, got {k}")
-    if top_n is not None and top_n < 0:
-        raise ValueError(f"top_n must be >= 0, got {top_n}")
     named_lists: list[tuple[str, Sequence[str]]] = (
         [(str(name), ids) for name, ids in rankings.items()]
         if isinstance(rankings, Mapping)
@@ -58,10 +56,7 @@ def rrf(
     # Summing each chunk's contributions in sorted rank order keeps the float result bit-identical
     # whatever order the lists come in.
     scores = {c: sum(1.0 / (k + rank) for rank in sorted(ranks)) for c, ranks in positions.items()}
-    ordered = sorted(scores, key=lambda c: (-scores[c], best[c][0], best[c][1], c))
-    if top_n is not None:
-        ordered = ordered[:top_n]
-    return [ScoredChunk(chunk_id=c, rank=i, score=scores[c]) for i, c in enumerate(ordered, start=1)]
+    return _ranked(scores, best, top_n)
 
 
 # ---------------------------------------------------------------- score fusion

@@ -32,14 +32,10 @@ indexed word (df = 0) and that has no spelling neighbour, the score is 0 (`term_
 share). In a CJK query such words name the thing asked about (software, a command, a version), and,
 unlike a CJK term whose word boundaries jieba guessed, a Latin word is delimited, so its absence
 from the whole KB is reliable evidence that the KB does not cover it. Queries without CJK
-characters have no such names (every word is Latin), so the veto never applies to them. Markup is
-no name: the words of HTML tags and entities, URL schemes, file extensions and code-fence languages
-(`<br>`, `&nbsp;`, `https://`, the `yaml` of `config.yaml`; `pipeline.query_markup`) that no chunk
-holds are left out of T altogether (`LexicalSupport.markup`), since the loaders strip markup from
-the documents. Nor is an ordinary English word: a Latin-letter word of wordfreq Zipf frequency ≥ 3
-that stands in a run of two or more Latin words of a CJK query, as in a pasted error message
-(`unexpected`, `refused`; `pipeline.query_english`). Those no chunk holds are left out of T too
-(`LexicalSupport.ordinary_words`); a word alone between CJK characters stays a name (`screen怎么用`).
+characters have no such names (every word is Latin), so the veto never applies to them. Markup
+(`markup_words`) and ordinary English words of a pasted message (`ordinary_words`) that no chunk
+holds are no names either: they are left out of T altogether (`LexicalSupport.markup`,
+`LexicalSupport.ordinary_words`; the rules are below, with their functions).
 
 Dense agreement (`[rerank] refusal_dense_gap`, `with_dense_gap`): a lexical gap is also what a
 colloquial word the documents never use looks like (补卡 for 补签, 撤单 for 撤销), and dense
@@ -57,6 +53,7 @@ text the KB holds (foreign ids). `LexicalSupport.note` says which, and refusal t
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -65,28 +62,7 @@ from typing import Protocol, runtime_checkable
 from ragtriage.index.analyzer import normalize_text, tokenize
 from ragtriage.index.types import ScoredChunk
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
-from ragtriage.pipeline.query_english import ordinary_words
-from ragtriage.pipeline.query_markup import markup_words
 from ragtriage.pipeline.types import LexicalSupport, RouteResult, TermSupport
-
-__all__ = [
-    "DENSE_GAP_RANK",
-    "MIN_FUZZY_CHARS",
-    "QUESTION_FILLERS",
-    "DocumentFrequencies",
-    "SpellingNeighbours",
-    "LexicalSupport",
-    "TermSupport",
-    "bm25_idf",
-    "content_terms",
-    "candidate_text",
-    "candidates_support",
-    "dense_gap",
-    "lexical_support",
-    "oov_names",
-    "spelling_neighbours",
-    "with_dense_gap",
-]
 
 #: Question words and fillers: they say *that* something is asked, not *what*, so no chunk needs
 #: to contain them. (Stop words are already dropped by the analyzer.)
@@ -204,11 +180,11 @@ def lexical_support(
     if total == 0:
         return LexicalSupport(note="the local BM25 index is empty (run `ragtriage index`)")
     # Markup (`<br>`, `&nbsp;`, the `yaml` of config.yaml) no chunk holds: the loaders strip it from
-    # the documents, so its absence says nothing about the question (`pipeline.query_markup`).
+    # the documents, so its absence says nothing about the question (`markup_words`).
     markup = markup_words(query)
     left_out = [t for t in terms if t in markup and df.get(t, 0) == 0]
     # Ordinary English words of a pasted message (unexpected, refused) no chunk holds: a Chinese KB
-    # writes its prose in Chinese, so their absence says nothing either (`pipeline.query_english`).
+    # writes its prose in Chinese, so their absence says nothing either (`ordinary_words`).
     unheld = {t for t in terms if t not in left_out and df.get(t, 0) == 0}
     ordinary = ordinary_words(query, unheld) if unheld else set()
     common = [t for t in terms if t in ordinary]
@@ -308,3 +284,119 @@ def with_dense_gap(support: LexicalSupport, gap: float | None, threshold: float 
     if not support.oov_names() and (gap is None or gap >= threshold):
         update["score"] = 1.0
     return support.model_copy(update=update)
+
+
+# ---------------------------------------------------------------- markup and pasted English
+# Users paste markup (`表格里怎么用<br>换行`, `config.yaml放在哪`) and English messages (`apt 报错 E: Unable
+# to locate package 怎么办`) into questions. The analyzer turns them into Latin words (`br`, `yaml`,
+# `unable`) a Chinese KB rarely holds (its loaders strip markup; its prose is Chinese), which say
+# nothing about what is asked: they must be neither out-of-vocabulary names nor missing content terms.
+
+#: BBCode and Rich console tags (`[b]`, `[/url]`, `[color=red]`, `[bold red]`): only these names, so
+#: a Markdown link's text (`[文档](url)`) or a shell test (`[ -f x ]`) stays prose.
+_BBCODE = (
+    "b|i|u|s|bold|italic|underline|strike|dim|reverse|blink|url|link|img|code|quote|color|size|font|"
+    "center|left|right|spoiler|list|table|tr|td|th"
+)
+
+#: (pattern, group whose span is markup) over the normalized query.
+_MARKUP: tuple[tuple[re.Pattern[str], int], ...] = (
+    (re.compile(r"<(script|style)\b[^<>]*>.*?</\1\s*>", re.DOTALL), 0),
+    (re.compile(r"</?[a-z][a-z0-9:-]*(?:\s[^<>]*)?/?>"), 0),
+    (re.compile(rf"\[/?(?:{_BBCODE})(?:[= ][^\[\]]*)?\](?!\()"), 0),
+    (re.compile(r"&(?:[a-z][a-z0-9]{1,7}|#x?[0-9a-f]+);|&(?:nbsp|lt|gt|amp|quot|apos)(?![a-z0-9])"), 0),
+    (re.compile(r"(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*)://"), 1),
+    (re.compile(r"(?<=\w)\.([a-z][a-z0-9]{0,4})(?![a-z0-9_-]|\.[a-z0-9])"), 1),
+    (re.compile(r"```([a-z0-9_+#.-]+)"), 1),
+)
+
+#: Lowest English Zipf frequency of an ordinary word (3 = once per million words, the floor of
+#: wordfreq's small list). Chosen on the Debian query set's tune split (docs/benchmarks.md).
+ORDINARY_ZIPF = 3.0
+
+#: CJK script and CJK punctuation (、。「」 survive NFKC): what ends a run of Latin words.
+_CJK_OR_PUNCTUATION = re.compile(
+    r"[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+"
+)
+_LETTERS_ONLY = re.compile(r"^[a-z]+$")
+
+
+def markup_words(query: str) -> set[str]:
+    """The analyzer's Latin-letter words of `query` that occur only as markup. Markup, exactly (on
+    the NFKC, lower-cased query):
+
+    - every word inside an HTML/XML tag: `<br>`, `</td>`, `<img src="a.png">` (tag and attribute
+      names and values) — a `<` that opens no tag (`a<b`, `$<`) is no tag — and inside a `<script>`
+      or `<style>` element (code, which the HTML loader drops with the element);
+    - every word inside a BBCode or Rich console tag with a known name (`[b]`, `[/url]`,
+      `[link=http://x]`, `[bold red]`); the text between the tags stays prose;
+    - the name of an HTML entity: `&nbsp;`, `&lt;`, `&#160;` (the semicolon may be left out of
+      `&nbsp`, `&lt`, `&gt`, `&amp`, `&quot`, `&apos`);
+    - a URL scheme: `https` in `https://…` (the host and path stay words);
+    - a file extension: the letters after the last dot of a file name (`yaml` in `config.yaml`, `h`
+      in `math.h`, `xz` in `tar.xz`): 1–5 characters starting with a letter, after a word character
+      and not followed by a letter, digit, `_`, `-` or another dotted part (`utf-8`, `v2.4.0` and
+      `.bashrc` are no extensions; the file's own name, `config`, stays a word);
+    - the info string of a Markdown code fence (`bash` in ```` ```bash ````).
+
+    Markdown emphasis, headings and quotes yield no word. Words in inline code (`` `systemctl` ``)
+    stay words: a command in backticks names what is asked about. A word that also occurs outside
+    markup in the same query (`table标签 <table>`) is no markup word.
+    """
+    text = normalize_text(query)
+    spans = sorted(m.span(group) for pattern, group in _MARKUP for m in pattern.finditer(text))
+    if not spans:
+        return set()
+    markup = " ".join(text[start:end] for start, end in spans)
+    prose = list(text)
+    for start, end in spans:
+        prose[start:end] = " " * (end - start)
+    words = {w for w in tokenize(markup) if _LATIN_LETTER.search(w) and not _CJK.search(w)}
+    return words - set(tokenize("".join(prose)))
+
+
+def english_runs(query: str) -> tuple[set[str], set[str]]:
+    """`(in_runs, alone)`: the analyzer's Latin-letter words of `query` (normalized) that stand in a
+    run of two or more Latin pieces, and those that stand alone between CJK characters."""
+    in_runs: set[str] = set()
+    alone: set[str] = set()
+    for stretch in _CJK_OR_PUNCTUATION.split(normalize_text(query)):
+        pieces = [p for p in stretch.split() if _LATIN_LETTER.search(p)]
+        words = {w for p in pieces for w in tokenize(p) if _LATIN_LETTER.search(w)}
+        (in_runs if len(pieces) >= 2 else alone).update(words)
+    return in_runs, alone
+
+
+@functools.lru_cache(maxsize=8192)
+def zipf_frequency(word: str) -> float:
+    """The English Zipf frequency of `word` in wordfreq's small list (0 below 3, the list's floor)."""
+    # Imported here: wordfreq's import (langcodes, ftfy) costs about 0.4 s and 16 MB, its list 4 MB
+    # more (docs/benchmarks.md), paid only by a query that has a candidate ordinary word.
+    import wordfreq
+
+    return float(wordfreq.zipf_frequency(word, "en", wordlist="small"))
+
+
+def ordinary_words(query: str, candidates: set[str] | None = None, cut: float | None = None) -> set[str]:
+    """The ordinary English words of `query`, among `candidates` when given (the words worth a
+    frequency lookup, e.g. those no chunk holds), with `cut` for `ORDINARY_ZIPF`.
+
+    In a query with CJK characters, a word of Latin letters only whose English Zipf frequency
+    (wordfreq: log10 of occurrences per billion words; unexpected 4.2, refused 4.5, make 6.1;
+    wireguard, nginx, ufw below 3) is at least the cut and that stands in a run of two or more Latin
+    words is an ordinary English word. A run: the stretch between two CJK characters (or the query's
+    ends) holding two or more whitespace-separated pieces with a Latin letter (`[: unexpected
+    operator`, `win mac linux`). A word alone between CJK characters names what is asked
+    (`screen怎么用`, `官方logo`) however common it is in English, and stays a name; so does a word
+    that also stands alone elsewhere in the query. Words with a digit, `_` or `.` (`centos7`,
+    `zh_cn.utf-8`) are identifiers, never ordinary. Without a CJK character there are none: every
+    word is Latin, so a run says nothing about pasting.
+    """
+    if not _CJK.search(query):
+        return set()
+    cut = ORDINARY_ZIPF if cut is None else cut
+    in_runs, alone = english_runs(query)
+    words = in_runs - alone
+    if candidates is not None:
+        words &= candidates
+    return {w for w in words if _LETTERS_ONLY.match(w) and zipf_frequency(w) >= cut}

@@ -1,49 +1,69 @@
-"""The retrieval pipeline: normalize → rewrite → multi-route recall → fusion → rerank → top-N.
+"""The retrieval pipeline: normalize → rewrite → multi-route recall → fusion → rerank → final/refusal.
 
 Every stage is recorded in a `Trace`. Backends come in through small interfaces (a BM25
 `Retriever`, an `Embedder`, a dense `search_vector` callable, a `Reranker`, and per-route
 production engines that are `Retriever`s too), so `factory.py` is the only module that knows which
 implementations run. The settings (one replay profile's) choose routes, k, fusion and rerank.
+Route planning (which routes run, with which text, engine and k; `dense_sub` in a setting stands
+for every sub-query route) and the trace's candidate pool (every chunk any route returned, at every
+stage) are built here too.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from ragtriage.config.settings import Settings
+from ragtriage.config.settings import RetrievalSettings, Settings
 from ragtriage.errors import RagtriageError
 from ragtriage.index.types import Embedder, ScoredChunk
 from ragtriage.pipeline import refusal as refusal_rules
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
 from ragtriage.pipeline.fusion import fuse
 from ragtriage.pipeline.lexical_support import candidates_support, dense_gap, with_dense_gap
-from ragtriage.pipeline.normalize import normalize_query
-from ragtriage.pipeline.rerank import Reranker, RerankOutcome
-from ragtriage.pipeline.rewrite import Rewriter, RuleRewriter, extract_keywords, off_rewrite
-from ragtriage.pipeline.route_plan import (
-    PlannedRoute,
-    engine_for,
-    fusion_weights,
-    needs_vector,
-    plan_routes,
-    route_k,
-    search_route,
-)
-from ragtriage.pipeline.trace_build import build_candidates, rerank_items
+from ragtriage.pipeline.normalize import normalize_query, normalize_text
+from ragtriage.pipeline.rerank import Reranker, RerankItem, RerankOutcome, route_scores
+from ragtriage.pipeline.rewrite import RuleRewriter, extract_keywords, off_rewrite
 from ragtriage.pipeline.types import (
+    ROUTE_BM25_RAW,
+    ROUTE_BM25_REWRITTEN,
+    ROUTE_DENSE_RAW,
+    ROUTE_DENSE_REWRITTEN,
+    ROUTE_DENSE_SUB_PREFIX,
+    Candidate,
     LexicalSupport,
     ProfileRef,
     Retriever,
+    Rewriter,
     RewriteResult,
     RouteResult,
     RunOptions,
+    StageRank,
     Trace,
+    VectorRetriever,
 )
+
+SKIPPED_SAME_AS_RAW = "skipped: same text as raw"
+SKIPPED_NO_INDEX = "skipped: no index"
+Engines = Mapping[str, tuple[str, Retriever]]
+
+
+@dataclass
+class PlannedRoute:
+    """One recall route of a query before it runs: its text, engine, and why it is skipped (if it is)."""
+
+    name: str
+    kind: Literal["bm25", "dense"]
+    query: str
+    skip_flag: str | None = None
+    vector_row: int | None = None
+    engine: str | None = None
+    """Name of the production engine this route searches (None: the local index)."""
+
 
 DenseSearch = Callable[[np.ndarray, int], list[ScoredChunk]]
 StopCheck = Callable[[], bool]
@@ -66,6 +86,20 @@ class _Prepared:
     routes: list[PlannedRoute]
     timings: dict[str, float] = field(default_factory=dict)
     started: float = 0.0
+
+
+@dataclass
+class _Ranked:
+    """The rerank stage's result for one query: the final context and, when it ran, how it refused."""
+
+    final: list[str]
+    rerank_input: list[str] = field(default_factory=list)
+    outcome: RerankOutcome | None = None
+    refusal: str | None = None
+    refusal_kind: str | None = None
+    refusal_value: float | None = None
+    support: LexicalSupport | None = None
+    not_judged: str | None = None
 
 
 class Pipeline:
@@ -265,81 +299,28 @@ class Pipeline:
         return vectors, (self._clock() - tick) * 1000
 
     def _finish(self, item: _Prepared, vectors: np.ndarray | None, checkpoint: Callable[[], None]) -> Trace:
-        options, retrieval = item.options, self.settings.retrieval
-        routes: list[RouteResult] = []
-        stage_ms = {"bm25": 0.0, "dense": 0.0}
-        for planned in item.routes:
-            result = RouteResult(
-                name=planned.name,
-                kind=planned.kind,  # type: ignore[arg-type]
-                query=planned.query,
-                engine=planned.engine,
-            )
-            if planned.skip_flag is not None:
-                result.flags.append(planned.skip_flag)
-            else:
-                tick = self._clock()
-                result.hits, result.flags = self._search(
-                    planned, vectors, route_k(retrieval, planned, options)
-                )
-                result.ms = (self._clock() - tick) * 1000
-                stage_ms[planned.kind] += result.ms
-            routes.append(result)
-        item.timings.update(stage_ms)
+        options = item.options
+        routes = self._recall(item, vectors)
         checkpoint()
-
         tick = self._clock()
         fused = self._fuse(routes)
         item.timings["fusion"] = (self._clock() - tick) * 1000
         checkpoint()
-
-        top_n = options.top_n or self.settings.rerank.top_n
-        pool = options.candidate_pool or retrieval.candidate_pool
         tick = self._clock()
-        outcome: RerankOutcome | None = None
-        refusal: str | None = None
-        refusal_kind: str | None = None
-        refusal_value: float | None = None
-        support: LexicalSupport | None = None
-        not_judged: str | None = None
+        top_n = options.top_n or self.settings.rerank.top_n
         if options.rerank == "off" or not self.settings.rerank.enabled:
-            rerank_input: list[str] = []
-            final = [c.chunk_id for c in fused[:top_n]]
-            mode = "off"
+            ranked = _Ranked(final=[c.chunk_id for c in fused[:top_n]])
         else:
-            rerank_input = [c.chunk_id for c in fused[:pool]]
-            outcome = self.reranker.rerank(
-                item.rewrite.normalized_query,
-                self._keywords(item.rewrite),
-                rerank_items(fused[:pool], routes, self.chunks),
-                now=options.as_of,
-            )
-            support = with_dense_gap(
-                candidates_support(item.raw_query, outcome.reranked[:top_n], self.chunks, self.bm25),
-                dense_gap(routes),
-                self.settings.rerank.refusal_dense_gap,
-            )
-            scores = refusal_rules.refusal_scores(routes, fused, outcome.reranked, outcome.pairs, support)
-            rerank = self.settings.rerank
-            refusal_kind, refusal_value = refusal_rules.chosen_score(scores, rerank.refusal_score)
-            # A threshold calibrated for another score kind is on another scale: not judged, said.
-            threshold, not_judged = refusal_rules.judged_threshold(
-                rerank.refusal_threshold, rerank.refusal_threshold_score, refusal_kind
-            )
-            refusal = refusal_rules.refusal_reason(
-                threshold, refusal_kind, refusal_value, len(outcome.reranked), support
-            )
-            not_judged = not_judged or refusal_rules.not_judged_note(threshold, refusal_kind, support)
-            final = [] if refusal else self.reranker.final(outcome.reranked, top_n)
-            mode = outcome.mode
+            ranked = self._rerank(item, routes, fused, top_n)
         item.timings["rerank"] = (self._clock() - tick) * 1000
         item.timings["total"] = (self._clock() - item.started) * 1000
 
-        candidates = build_candidates(routes, fused, rerank_input, outcome, final, self.chunks)
+        outcome = ranked.outcome
+        candidates = build_candidates(routes, fused, ranked.rerank_input, outcome, ranked.final, self.chunks)
         flags = [f"{r.name}: {f}" for r in routes for f in r.flags if not f.startswith("skipped")]
         flags.extend(outcome.notes if outcome else [])
-        if outcome is not None and not_judged:
-            flags.append(not_judged)
+        if outcome is not None and ranked.not_judged:
+            flags.append(ranked.not_judged)
         unknown = sum(1 for c in candidates if not c.known)
         if unknown:
             noun = "chunk is" if unknown == 1 else "chunks are"
@@ -349,17 +330,17 @@ class Pipeline:
             rewrite=item.rewrite,
             routes=routes,
             fused=fused,
-            rerank_input=rerank_input,
+            rerank_input=ranked.rerank_input,
             reranked=outcome.reranked if outcome else [],
-            rerank_mode=mode,
+            rerank_mode=outcome.mode if outcome else "off",
             rerank_pairs=outcome.pairs if outcome else [],
             truncated_pairs=outcome.truncated_pairs if outcome else 0,
-            final=final,
-            refused=refusal is not None,
-            refusal_reason=refusal,
-            refusal_score_kind=refusal_kind,
-            refusal_score=refusal_value,
-            lexical_support=support,
+            final=ranked.final,
+            refused=ranked.refusal is not None,
+            refusal_reason=ranked.refusal,
+            refusal_score_kind=ranked.refusal_kind,
+            refusal_score=ranked.refusal_value,
+            lexical_support=ranked.support,
             candidates=candidates,
             timings_ms=item.timings,
             flags=flags,
@@ -371,17 +352,81 @@ class Pipeline:
             profile=self.profile,
         )
 
+    def _recall(self, item: _Prepared, vectors: np.ndarray | None) -> list[RouteResult]:
+        """Every planned route's hits (a skipped route keeps its flag and no hits)."""
+        routes: list[RouteResult] = []
+        stage_ms = {"bm25": 0.0, "dense": 0.0}
+        for planned in item.routes:
+            result = RouteResult(
+                name=planned.name, kind=planned.kind, query=planned.query, engine=planned.engine
+            )
+            if planned.skip_flag is not None:
+                result.flags.append(planned.skip_flag)
+            else:
+                tick = self._clock()
+                k = route_k(self.settings.retrieval, planned, item.options)
+                result.hits, result.flags = self._search(planned, vectors, k)
+                result.ms = (self._clock() - tick) * 1000
+                stage_ms[planned.kind] += result.ms
+            routes.append(result)
+        item.timings.update(stage_ms)
+        return routes
+
+    def _rerank(
+        self, item: _Prepared, routes: list[RouteResult], fused: list[ScoredChunk], top_n: int
+    ) -> _Ranked:
+        """Rerank the candidate pool, then judge refusal (the final context is empty when it refuses)."""
+        rerank = self.settings.rerank
+        pool = fused[: item.options.candidate_pool or self.settings.retrieval.candidate_pool]
+        outcome = self.reranker.rerank(
+            item.rewrite.normalized_query,
+            self._keywords(item.rewrite),
+            rerank_items(pool, routes, self.chunks),
+            now=item.options.as_of,
+        )
+        support = with_dense_gap(
+            candidates_support(item.raw_query, outcome.reranked[:top_n], self.chunks, self.bm25),
+            dense_gap(routes),
+            rerank.refusal_dense_gap,
+        )
+        scores = refusal_rules.refusal_scores(routes, fused, outcome.reranked, outcome.pairs, support)
+        kind, value = refusal_rules.chosen_score(scores, rerank.refusal_score)
+        # A threshold calibrated for another score kind is on another scale: not judged, said.
+        threshold, not_judged = refusal_rules.judged_threshold(
+            rerank.refusal_threshold, rerank.refusal_threshold_score, kind
+        )
+        refusal = refusal_rules.refusal_reason(threshold, kind, value, len(outcome.reranked), support)
+        return _Ranked(
+            final=[] if refusal else self.reranker.final(outcome.reranked, top_n),
+            rerank_input=[c.chunk_id for c in pool],
+            outcome=outcome,
+            refusal=refusal,
+            refusal_kind=kind,
+            refusal_value=value,
+            support=support,
+            not_judged=not_judged or refusal_rules.not_judged_note(threshold, kind, support),
+        )
+
     def _search(
         self, planned: PlannedRoute, vectors: np.ndarray | None, k: int
     ) -> tuple[list[ScoredChunk], list[str]]:
-        """One route's hits and flags, from its production engine or the local index."""
+        """One route's top `k` hits and flags: from its production engine (by vector when it is a
+        vector engine and the query was embedded), else the local BM25 index or dense search."""
         vector = (
             vectors[planned.vector_row] if vectors is not None and planned.vector_row is not None else None
         )
         engine = engine_for(self.engines, planned.name)
-        return search_route(
-            planned, vector, k, engine=engine[1] if engine else None, bm25=self.bm25, dense=self.dense_search
-        )
+        if engine is not None:
+            if isinstance(engine[1], VectorRetriever) and vector is not None:
+                return list(engine[1].search_vector(vector, k)), []
+            hits, flags = engine[1].search(planned.query, k)
+            return list(hits), list(flags)
+        if planned.kind == "bm25" and self.bm25 is not None:
+            hits, flags = self.bm25.search(planned.query, k)
+            return list(hits), list(flags)
+        if vector is not None and self.dense_search is not None:
+            return list(self.dense_search(vector, k)), []
+        return [], []
 
     def _fuse(self, routes: Sequence[RouteResult]) -> list[ScoredChunk]:
         """The fused list by `[retrieval.fusion] method` (routes without hits take no part)."""
@@ -398,3 +443,154 @@ class Pipeline:
 
     def _keywords(self, rewrite: RewriteResult) -> list[str]:
         return rewrite.keywords or extract_keywords(rewrite.normalized_query, self.rules.tokenize)
+
+
+# ---------------------------------------------------------------- route planning
+
+
+def _setting_key(route_name: str) -> str:
+    return "dense_sub" if route_name.startswith(ROUTE_DENSE_SUB_PREFIX) else route_name
+
+
+def engine_for(engines: Engines, route_name: str) -> tuple[str, Retriever] | None:
+    """(engine name, retriever) of a route that searches a production engine, else None."""
+    return engines.get(_setting_key(route_name))
+
+
+def needs_vector(engines: Engines, route: PlannedRoute) -> bool:
+    """True when the route searches with a query vector (local dense, or a vector engine)."""
+    engine = engine_for(engines, route.name)
+    if engine is not None:
+        return isinstance(engine[1], VectorRetriever)
+    return route.kind == "dense"
+
+
+def route_k(retrieval: RetrievalSettings, route: PlannedRoute, options: RunOptions) -> int:
+    """Per-route k: a one-off option wins, then `[retrieval] route_k`, then bm25_k / dense_k."""
+    override = options.bm25_k if route.kind == "bm25" else options.dense_k
+    return override or retrieval.hits(route.name)
+
+
+def plan_routes(
+    rewrite: RewriteResult, enabled: Collection[str], engines: Engines, local: Mapping[str, bool]
+) -> list[PlannedRoute]:
+    """The enabled routes in run order, each with its query text, engine and skip flag.
+
+    `local` says whether the local index of a kind (`bm25`, `dense`) is open.
+    """
+    raw_text = rewrite.normalized_query
+    rewritten = normalize_text(rewrite.rewritten_query) or raw_text
+
+    def same_as(raw_route: str) -> str | None:
+        # Skip a rewritten route only when the raw route of its kind runs too (ablation D runs
+        # the rewritten routes alone, and then they must search even an unchanged query).
+        return SKIPPED_SAME_AS_RAW if rewritten == raw_text and raw_route in enabled else None
+
+    planned = [
+        PlannedRoute(ROUTE_BM25_RAW, "bm25", raw_text),
+        PlannedRoute(ROUTE_DENSE_RAW, "dense", raw_text),
+        PlannedRoute(ROUTE_BM25_REWRITTEN, "bm25", rewritten, same_as(ROUTE_BM25_RAW)),
+        PlannedRoute(ROUTE_DENSE_REWRITTEN, "dense", rewritten, same_as(ROUTE_DENSE_RAW)),
+    ]
+    if rewrite.mode != "off":
+        for number, sub_query in enumerate(rewrite.sub_queries, start=1):
+            text = normalize_text(sub_query)
+            flag = SKIPPED_SAME_AS_RAW if text in (raw_text, "") else None
+            planned.append(PlannedRoute(f"{ROUTE_DENSE_SUB_PREFIX}{number}", "dense", text, flag))
+    routes = [
+        r
+        for r in planned
+        if r.name in enabled or (_setting_key(r.name) == "dense_sub" and "dense_sub" in enabled)
+    ]
+    for route in routes:
+        engine = engine_for(engines, route.name)
+        route.engine = engine[0] if engine is not None else None
+        if route.skip_flag is None and engine is None and not local.get(route.kind, False):
+            route.skip_flag = SKIPPED_NO_INDEX
+    return routes
+
+
+def fusion_weights(weights: Mapping[Any, float], routes: Sequence[RouteResult]) -> dict[str, float]:
+    """`[retrieval.fusion] weights` per route name: a `dense_sub` weight weighs every sub-query route."""
+    by_route = {str(route): weight for route, weight in weights.items()}
+    for route in routes:
+        if route.name.startswith(ROUTE_DENSE_SUB_PREFIX) and "dense_sub" in by_route:
+            by_route[route.name] = by_route["dense_sub"]
+    return by_route
+
+
+# ---------------------------------------------------------------- the trace's candidate pool
+
+
+def rerank_items(
+    fused: Sequence[ScoredChunk], routes: Sequence[RouteResult], chunks: ChunkLookup
+) -> list[RerankItem]:
+    """The reranker's input: each fused chunk with its text, KB metadata and best route scores."""
+    contents = chunks.contents([c.chunk_id for c in fused])
+    scores = route_scores((r.kind, [(h.chunk_id, h.score) for h in r.hits]) for r in routes)
+    items = []
+    for chunk in fused:
+        meta = chunks.get(chunk.chunk_id)
+        items.append(
+            RerankItem(
+                chunk_id=chunk.chunk_id,
+                rrf_score=chunk.score,
+                title=meta.title if meta else None,
+                content=contents.get(chunk.chunk_id, ""),
+                updated_at=meta.updated_at if meta else None,
+                product_line=meta.product_line if meta else None,
+                bm25_score=scores.get(chunk.chunk_id, {}).get("bm25_score", 0.0),
+                dense_score=scores.get(chunk.chunk_id, {}).get("dense_score", 0.0),
+            )
+        )
+    return items
+
+
+def build_candidates(
+    routes: Sequence[RouteResult],
+    fused: Sequence[ScoredChunk],
+    rerank_input: Sequence[str],
+    outcome: RerankOutcome | None,
+    final: Sequence[str],
+    chunks: ChunkLookup,
+) -> list[Candidate]:
+    """One `Candidate` per chunk seen in any route, ordered by fused rank, with KB metadata.
+
+    A chunk id the KB does not know (or no longer publishes) is kept with `known = False`: that is
+    the signature of a stale index, which triage must see rather than lose.
+    """
+    order: list[str] = [c.chunk_id for c in fused]
+    for route in routes:
+        order.extend(h.chunk_id for h in route.hits)
+    pool = list(dict.fromkeys(order))
+    by_id: dict[str, Candidate] = {}
+    for chunk_id in pool:
+        meta = chunks.get(chunk_id)
+        by_id[chunk_id] = Candidate(
+            chunk_id=chunk_id,
+            doc_id=meta.doc_id if meta else None,
+            title=meta.title if meta else None,
+            anchor=meta.anchor if meta else None,
+            heading_path=list(meta.heading_path) if meta else [],
+            known=meta is not None,
+        )
+    for route in routes:
+        for hit in route.hits:
+            # The first occurrence wins if a backend ever returns a chunk twice.
+            by_id[hit.chunk_id].routes.setdefault(route.name, StageRank(rank=hit.rank, score=hit.score))
+    for chunk in fused:
+        by_id[chunk.chunk_id].fused = StageRank(rank=chunk.rank, score=chunk.score)
+    for chunk_id in rerank_input:
+        by_id[chunk_id].in_rerank_input = True
+    if outcome is not None:
+        for chunk in outcome.reranked:
+            by_id[chunk.chunk_id].reranked = StageRank(rank=chunk.rank, score=chunk.score)
+        for pair in outcome.pairs:
+            by_id[pair.chunk_id].features = dict(pair.features)
+            if pair.cross_encoder_score is not None:
+                by_id[pair.chunk_id].features["cross_encoder"] = pair.cross_encoder_score
+            by_id[pair.chunk_id].truncated = pair.truncated
+    for rank, chunk_id in enumerate(final, start=1):
+        by_id[chunk_id].final_rank = rank
+        by_id[chunk_id].is_selected = True
+    return [by_id[c] for c in pool]

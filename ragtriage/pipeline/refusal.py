@@ -6,8 +6,7 @@ any dense route returned), `fused` (the fused score of the first fused candidate
 best combined rerank score) or `lexical_support` (the IDF-weighted share of the query's content
 terms that the final candidates contain, 0 when the query names something the KB never contains,
 1 when `[rerank] refusal_dense_gap` is set and the dense route's first hit stands out,
-`pipeline.lexical_support`). The trace records which
-score was used and its value.
+`pipeline.lexical_support`). The trace records which score was used and its value.
 
 A run without the chosen score refuses, except for `lexical_support`: it is n/a when there is
 nothing to judge it on (no content term, no local BM25 index, no candidate text), which says
@@ -23,25 +22,10 @@ the trace says so and how to calibrate.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from ragtriage.index.types import ScoredChunk
 from ragtriage.pipeline.types import LexicalSupport, RerankPair, RouteResult
-
-__all__ = [
-    "REFUSAL_SCORES",
-    "RefusalScore",
-    "chosen_score",
-    "judged_threshold",
-    "not_judged_note",
-    "refusal_reason",
-    "refusal_scores",
-    "support_parts",
-    "threshold_scale_note",
-]
-
-RefusalScore = Literal["cross_encoder", "dense_cosine", "fused", "final", "lexical_support"]
-REFUSAL_SCORES: tuple[str, ...] = ("cross_encoder", "dense_cosine", "fused", "final", "lexical_support")
 
 
 def refusal_scores(
@@ -70,24 +54,17 @@ def chosen_score(scores: dict[str, float | None], fallback: str) -> tuple[str, f
     return fallback, scores.get(fallback)
 
 
-def threshold_scale_note(threshold: float | None, calibrated_for: str | None, kind: str) -> str | None:
-    """Why `threshold`, calibrated for the score kind `calibrated_for`, cannot judge a `kind` score
-    (None: it can — same kind, no kind recorded, or no threshold)."""
-    if threshold is None or calibrated_for is None or calibrated_for == kind:
-        return None
-    return (
-        f"refusal not judged: refusal_threshold {threshold:g} was calibrated for {calibrated_for}, the "
-        f"score is {kind} — run `ragtriage eval run` then `ragtriage eval calibrate-refusal --write`"
-    )
-
-
 def judged_threshold(
     threshold: float | None, calibrated_for: str | None, kind: str
 ) -> tuple[float | None, str | None]:
-    """`(threshold, note)`: the threshold refusal judges a `kind` score by — None with a trace note
-    when it was calibrated for another kind (`threshold_scale_note`)."""
-    note = threshold_scale_note(threshold, calibrated_for, kind)
-    return (None, note) if note else (threshold, None)
+    """`(threshold, note)`: the threshold refusal judges a `kind` score by — None, with a trace note
+    saying why and how to calibrate, when it was calibrated for another kind."""
+    if threshold is None or calibrated_for is None or calibrated_for == kind:
+        return threshold, None
+    return None, (
+        f"refusal not judged: refusal_threshold {threshold:g} was calibrated for {calibrated_for}, the "
+        f"score is {kind} — run `ragtriage eval run` then `ragtriage eval calibrate-refusal --write`"
+    )
 
 
 def refusal_reason(

@@ -73,18 +73,6 @@ def cut_passages(
     return [text for text, _ in cut], [flag for _, flag in cut]
 
 
-def _resolve_dtype(use_fp16: bool, device: str) -> tuple[bool, list[str]]:
-    if use_fp16 and device.startswith("cpu"):
-        return False, [FP16_ON_CPU_NOTE]
-    return use_fp16, []
-
-
-def _import_error(error: ImportError) -> PipelineError:
-    return PipelineError(
-        f"the reranker needs the models extra ({error.name} is missing); install ragtriage[models]"
-    )
-
-
 class _LocalCrossEncoder:
     """A cross-encoder loaded in this process: extra check, fp16-on-CPU fallback, load errors,
     passage-only truncation with the model's own tokenizer and the sigmoid. Subclasses say how to
@@ -104,8 +92,11 @@ class _LocalCrossEncoder:
         try:
             library = self._import_library()
         except ImportError as error:
-            raise _import_error(error) from None
-        self.use_fp16, self.notes = _resolve_dtype(use_fp16, device)
+            raise PipelineError(
+                f"the reranker needs the models extra ({error.name} is missing); install ragtriage[models]"
+            ) from None
+        fp16_on_cpu = use_fp16 and device.startswith("cpu")
+        self.use_fp16, self.notes = use_fp16 and not fp16_on_cpu, [FP16_ON_CPU_NOTE] if fp16_on_cpu else []
         self.name = f"{self._name_prefix}:{model}"
         self.max_length = max_length
         self.batch_size = batch_size

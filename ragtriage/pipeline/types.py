@@ -6,8 +6,9 @@ source of `schemas/trace.schema.json`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Literal, Protocol, Sequence, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -55,6 +56,8 @@ class RewriteResult(BaseModel):
 
 
 class RerankPair(BaseModel):
+    """One candidate as the reranker scored it: cross-encoder probability, features, combined score."""
+
     chunk_id: str
     cross_encoder_score: float | None = None
     """Probability in [0, 1] after sigmoid; None when no cross-encoder ran."""
@@ -64,6 +67,8 @@ class RerankPair(BaseModel):
 
 
 class StageRank(BaseModel):
+    """A chunk's rank (from 1) and score at one route or stage; None where it did not appear."""
+
     rank: int | None = None
     score: float | None = None
 
@@ -145,10 +150,10 @@ class LexicalSupport(BaseModel):
     """`[rerank] refusal_dense_gap` when it was applied."""
     markup: list[str] = Field(default_factory=list)
     """Query words read as markup that no chunk holds (`<br>`, `&nbsp;`, the `yaml` of `config.yaml`;
-    `pipeline.query_markup`): left out of the terms, so neither names nor missing content."""
+    `pipeline.lexical_support.markup_words`): left out of the terms, so neither names nor missing content."""
     ordinary_words: list[str] = Field(default_factory=list)
     """Ordinary English words of a pasted message that no chunk holds (`unexpected`, `refused`:
-    wordfreq Zipf ≥ 3, in a run of Latin words of a CJK query; `pipeline.query_english`): left out
+    wordfreq Zipf ≥ 3, in a run of Latin words of a CJK query; `pipeline.lexical_support.ordinary_words`): left out
     of the terms, so neither names nor missing content."""
 
     def dense_stands_out(self) -> bool:
@@ -276,6 +281,7 @@ class Trace(BaseModel):
         return next((r for r in self.routes if r.name == name), None)
 
     def candidate(self, chunk_id: str) -> Candidate | None:
+        """The candidate with this chunk id, or None."""
         return next((c for c in self.candidates if c.chunk_id == chunk_id), None)
 
     def refusal_support(self) -> LexicalSupport | None:
@@ -333,6 +339,18 @@ class VectorRetriever(Protocol):
     """A retriever that can also search with a query vector (so the pipeline embeds in batches)."""
 
     def search_vector(self, vector: np.ndarray, k: int) -> list[ScoredChunk]: ...
+
+
+class Rewriter(Protocol):
+    """Turns a normalized query into a `RewriteResult` (the raw query is kept by the caller)."""
+
+    def rewrite(
+        self,
+        raw_query: str,
+        normalized_query: str,
+        *,
+        extra_aliases: Mapping[str, Sequence[str]] | None = None,
+    ) -> RewriteResult: ...
 
 
 @runtime_checkable

@@ -1,33 +1,111 @@
-"""Replay fidelity: how exactly a replay reproduces each stage production logged (pure).
+"""Replay fidelity (pure): how exactly a replay reproduces each stage production logged, why it
+differs where it does, and the report over many requests.
 
 For every logged stage (`bm25`, `dense`, `fused`, `reranked`, `final_context`) `compare_stage`
 measures the replayed list against the logged one: exact match, overlap@k (k = the logged list's
 length), extrapolated rank-biased overlap (p = 0.9) and the logged ids the KB does not know.
-`logs.fidelity_reasons.explain_request` then gives every miss a documented reason when one is
-known; `logs.fidelity_run` replays and stores; diagnosis reads `compare_traces`.
+`explain_request` then gives every miss a documented reason when one is known: a stale index, a
+different rewrite, a k that differs, a stage upstream that already differed, or a further production
+route such as `dense_2` the profile has no counterpart for; a miss without one is a fidelity bug
+(`RequestFidelity.unexplained`). `summarize` aggregates per stage, per route and per
+pipeline_version:
+- exact share: stages whose replayed list is the logged list (same chunks, order and length);
+- mean overlap@k: mean of |logged ∩ replayed[:k]| / k;
+- mean RBO: mean extrapolated rank-biased overlap, p = 0.9 (Webber, Moffat & Zobel 2010; `rbo_ext`);
+- unknown share: logged ids that are not live chunks of the KB / all logged ids of the group;
+- misses split into explained (a documented reason) and unexplained;
+- chunks only a production route without counterpart found, counted apart as expected missing.
+`replay.fidelity_run` replays and stores; diagnosis reads `compare_traces`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
+from ragtriage.config.settings import RetrievalSettings, RouteName
 from ragtriage.logs.schema import STAGE_NAMES
 from ragtriage.pipeline.types import Trace
-from ragtriage.replay.logged import STAGE_ROUTES, stage_diff
-from ragtriage.replay.rank_agreement import DEFAULT_RBO_P, overlap_at_k, rbo_ext
+from ragtriage.replay.logged import STAGE_ROUTES, replayed_route, replayed_stage_ids, stage_diff
+
+#: The persistence of RBO used by the fidelity report: the top 10 ranks carry about 86% of the weight.
+DEFAULT_RBO_P = 0.9
+
+
+def _dedup(ranked: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(ranked))
+
+
+def overlap_at_k(logged: Sequence[str], replayed: Sequence[str], k: int) -> int:
+    """|logged[:k] ∩ replayed[:k]|: how many of the top k items both lists share (order ignored).
+
+    Raises:
+        ValueError: k < 0.
+    """
+    if k < 0:
+        raise ValueError(f"k must be zero or more, got {k}")
+    return len(set(_dedup(logged)[:k]) & set(_dedup(replayed)[:k]))
+
+
+def rbo_ext(first: Sequence[str], second: Sequence[str], p: float = DEFAULT_RBO_P) -> float:
+    """Extrapolated rank-biased overlap RBO_ext of two finite, possibly uneven rankings, in [0, 1].
+
+    Webber, Moffat & Zobel (2010), "A similarity measure for indefinite rankings", ACM TOIS 28(4),
+    Eq. (32). With S the shorter list (length s), L the longer (length l) and X_d the overlap of
+    their prefixes of depth d (for d > s, all of S against L[:d]):
+
+        RBO_ext = (1-p)/p · [ Σ_{d=1..l} (X_d/d)·p^d + Σ_{d=s+1..l} X_s·(d-s)/(s·d)·p^d ]
+                  + [ (X_l - X_s)/l + X_s/s ] · p^l
+
+    This is the point estimate that assumes the agreement seen at the end of the lists continues
+    below them (not the lower bound RBO_min, not the residual RBO_res). Identical lists score 1.0;
+    two empty lists score 1.0; one empty list against a non-empty one scores 0.0.
+
+    Raises:
+        ValueError: p outside (0, 1).
+    """
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"RBO persistence p must be in (0, 1), got {p}")
+    a, b = _dedup(first), _dedup(second)
+    if not a and not b:
+        return 1.0
+    if not a or not b:
+        return 0.0
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    s, l_ = len(short), len(long_)
+    seen_short: set[str] = set()
+    seen_long: set[str] = set()
+    overlap = 0
+    overlaps = [0] * (l_ + 1)
+    """overlaps[d] = X_d, the overlap at depth d (1-based)."""
+    for depth in range(1, l_ + 1):
+        item_long = long_[depth - 1]
+        if depth <= s:
+            item_short = short[depth - 1]
+            if item_short == item_long:
+                overlap += 1
+            else:
+                overlap += item_short in seen_long
+                overlap += item_long in seen_short
+            seen_short.add(item_short)
+        else:
+            overlap += item_long in seen_short
+        seen_long.add(item_long)
+        overlaps[depth] = overlap
+    x_s, x_l = overlaps[s], overlaps[l_]
+    total = sum(overlaps[d] / d * p**d for d in range(1, l_ + 1))
+    total += sum(x_s * (d - s) / (s * d) * p**d for d in range(s + 1, l_ + 1))
+    score = (1 - p) / p * total + ((x_l - x_s) / l_ + x_s / s) * p**l_
+    # Floating-point sums can land a hair outside [0, 1].
+    return min(1.0, max(0.0, score))
+
 
 #: Short stage names of the fidelity line (`bm25 3/3 · dense 3/3 · fused 3/3 · reranked 5/5 · final 2/2`).
-STAGE_SHORT = {
-    "bm25": "bm25",
-    "dense": "dense",
-    "fused": "fused",
-    "reranked": "reranked",
-    "final_context": "final",
-}
+STAGE_SHORT = {**{stage: stage for stage in STAGE_NAMES}, "final_context": "final"}
 ReasonKind = Literal["stale_index", "upstream", "rewrite", "k_differs", "route_without_counterpart"]
 #: Reasons that are facts about production's data or shape, not defects of the replay.
 DOCUMENTED_KINDS: frozenset[str] = frozenset({"stale_index", "upstream", "route_without_counterpart"})
@@ -54,7 +132,7 @@ class StageFidelity(BaseModel):
     exact: bool = True
     """The replayed list is the logged list: same chunks, same order, same length."""
     rbo: float = 1.0
-    """Extrapolated rank-biased overlap, p = 0.9 (`rank_agreement.rbo_ext`)."""
+    """Extrapolated rank-biased overlap, p = 0.9 (`rbo_ext`)."""
     unknown: list[str] = Field(default_factory=list)
     """Logged ids that are not live chunks of the KB (deleted, older versions, or never seen)."""
     lost: list[str] = Field(default_factory=list)
@@ -176,16 +254,6 @@ def compare_stage(
     )
 
 
-def _replayed_route(trace: Trace, stage: str) -> str | None:
-    preferred, kind = STAGE_ROUTES[stage]
-    route = (
-        trace.route(preferred)
-        or next((r for r in trace.routes if r.kind == kind and r.hits), None)
-        or next((r for r in trace.routes if r.kind == kind), None)
-    )
-    return route.name if route is not None else None
-
-
 def compare_traces(logged: Trace, replayed: Trace, live_ids: Collection[str]) -> list[StageFidelity]:
     """Every stage a logged trace recorded against the replayed trace (the logged routes are the
     `bm25`/`dense` stages; an empty fused or reranked list counts as not logged; the further logged
@@ -224,15 +292,13 @@ def compare_request(
     hit ids, e.g. `dense_2`). Those the replay ran no route of that name for have no counterpart in
     the profile: in the fused and later stages, the chunks only they found are moved from `lost`
     to `expected_lost`."""
-    from ragtriage.replay.logged import replayed_stage_ids
-
     stages = [
         compare_stage(
             stage,
             logged_lists[stage] or (),
             replayed_stage_ids(replayed, stage),
             live_ids,
-            route=_replayed_route(replayed, stage) if stage in STAGE_ROUTES else None,
+            route=_route_name(replayed, stage),
         )
         for stage in STAGE_NAMES
         if logged_lists.get(stage) is not None
@@ -263,3 +329,331 @@ def _set_expected_lost(
         for chunk_id in [c for c in stage.lost if c in owner]:
             stage.expected_lost.setdefault(owner[chunk_id], []).append(chunk_id)
         stage.lost = [c for c in stage.lost if c not in owner]
+
+
+def _route_name(trace: Trace, stage: str) -> str | None:
+    route = replayed_route(trace, stage) if stage in STAGE_ROUTES else None
+    return route.name if route is not None else None
+
+
+# ---------------------------------------------------------------- reasons
+
+#: Stages whose replayed list is computed from each stage's list (a miss there explains one here).
+UPSTREAM: dict[str, tuple[str, ...]] = {
+    "bm25": (),
+    "dense": (),
+    "fused": ("bm25", "dense"),
+    "reranked": ("fused", "bm25", "dense"),
+    "final_context": ("reranked", "fused", "bm25", "dense"),
+}
+
+
+def counterpart_text(routes: Collection[str]) -> str:
+    """`production route dense_2 has no counterpart in the replay profile: its chunks are expected to
+    be missing from the replay`."""
+    names = ", ".join(sorted(routes))
+    noun, verb, its = ("route", "has", "its") if len(routes) == 1 else ("routes", "have", "their")
+    return (
+        f"production {noun} {names} {verb} no counterpart in the replay profile: {its} chunks are "
+        "expected to be missing from the replay"
+    )
+
+
+def _stale_text(docs: Sequence[str], own: bool, version: str | None) -> str:
+    names = ", ".join(docs)
+    noun = "document" if len(docs) == 1 else "documents"
+    verb = "has" if len(docs) == 1 else "have"
+    where = "" if own else f" (seen in other requests of {version or 'this run'})"
+    return f"served by a stale index: {noun} {names} {verb} changed since{where}"
+
+
+def explain_request(
+    fidelity: RequestFidelity,
+    *,
+    replayed_docs: Mapping[str, str | None],
+    stale_docs_of_version: Collection[str],
+    logged_scores: Mapping[str, Mapping[str, float]] | None = None,
+    replayed_scores: Mapping[str, Mapping[str, float]] | None = None,
+    replayed_limits: Mapping[str, int] | None = None,
+) -> RequestFidelity:
+    """Give every stage that differs a reason when one is known (in place; returns `fidelity`).
+
+    - `stale_index`: the stage's lists name chunks of a document that changed since production
+      indexed it (its logged ids are old versions, or the replay finds the new ones); or, for BM25,
+      the same chunks score differently while the index that served the version was stale (BM25
+      scores depend on corpus-wide statistics);
+    - `upstream`: a stage it is computed from already differed for a documented reason;
+    - `rewrite`: the replayed rewrite is not the logged one (the profile does not reproduce it);
+    - `k_differs`: same chunks, but the replay keeps another number of them (the profile's k),
+      or the profile runs no route of a logged route's kind. A replayed list shorter than both the
+      logged one and its limit in `replayed_limits` (`stage_limits`) was not cut by the profile:
+      the replay ran out of matches, which no k explains.
+
+    `replayed_docs` maps replayed chunk ids to their document; `*_scores` map stage → chunk → score.
+    """
+    own_stale = set(fidelity.stale_documents)
+    stale = own_stale | set(stale_docs_of_version)
+    by_stage = {s.stage: s for s in fidelity.stages}
+    for stage in fidelity.stages:
+        if stage.exact:
+            continue
+        ids = [*stage.lost, *stage.gained, *stage.unknown]
+        touched = sorted({d for c in ids if (d := _doc_of(c, fidelity, replayed_docs)) in stale})
+        # A logged id no document can be named for is not explained by another document's change.
+        foreign = [c for c in stage.lost if c in fidelity.unknown_ids]
+        if touched and not foreign:
+            own = bool(own_stale.intersection(touched))
+            stage.reason = MissReason(
+                kind="stale_index", text=_stale_text(touched, own, fidelity.pipeline_version)
+            )
+            continue
+        upstream = next(
+            (
+                by_stage[u]
+                for u in UPSTREAM[stage.stage]
+                if u in by_stage
+                and by_stage[u].reason is not None
+                and by_stage[u].reason.kind in DOCUMENTED_KINDS  # type: ignore[union-attr]
+            ),
+            None,
+        )
+        if upstream is not None and upstream.reason is not None:
+            # Name the first stage that differed, not the chain between.
+            text = upstream.reason.text
+            if upstream.reason.kind != "upstream":
+                text = f"follows from {STAGE_SHORT[upstream.stage]}: {text}"
+            stage.reason = MissReason(kind="upstream", text=text)
+            continue
+        if stage.expected_lost and not stage.lost:
+            # Every logged chunk the replay lacks came from a route the profile cannot express; the
+            # chunks that filled their places and the ranks that moved follow from that.
+            stage.reason = MissReason(
+                kind="route_without_counterpart", text=counterpart_text(stage.expected_lost)
+            )
+            continue
+        if stage.stage == "bm25" and stale and _scores_differ(stage, logged_scores, replayed_scores):
+            stage.reason = MissReason(
+                kind="stale_index",
+                text=(
+                    f"{_stale_text(sorted(stale), bool(own_stale), fidelity.pipeline_version)}: "
+                    "the same chunks score differently because BM25 statistics are corpus-wide"
+                ),
+            )
+            continue
+        # Fused and later stages fuse the rewritten routes; a logged route may be a rewritten one.
+        on_rewrite = stage.stage not in STAGE_ROUTES or not (stage.route or "").endswith("_raw")
+        if fidelity.rewrite_differs is not None and on_rewrite:
+            stage.reason = MissReason(
+                kind="rewrite", text=f"the replayed rewrite differs: {fidelity.rewrite_differs}"
+            )
+            continue
+        if stage.stage in STAGE_ROUTES and stage.route is None:
+            # The replay ran no route of this kind at all (e.g. a dense-only profile).
+            stage.reason = MissReason(
+                kind="k_differs",
+                text=f"the profile runs no {stage.stage} route where production logged {stage.k}",
+            )
+            continue
+        limit = _limit_of(stage, replayed_limits or {})
+        if (
+            stage.replayed_count != stage.k
+            and stage.overlap == min(stage.k, stage.replayed_count)
+            and not stage.moved
+            and (limit is None or stage.replayed_count >= min(stage.k, limit))
+        ):
+            # One list is the other cut shorter: the profile keeps another number of chunks.
+            stage.reason = MissReason(
+                kind="k_differs",
+                text=f"the profile keeps {stage.replayed_count} where production kept {stage.k}",
+            )
+    return fidelity
+
+
+def stage_limits(retrieval: RetrievalSettings) -> dict[str, int]:
+    """The most chunks a replay with these settings keeps where a logged list is compared: each
+    route's k by route name (`[retrieval] route_k`, else `bm25_k` / `dense_k`) and `fused` (the
+    candidate pool)."""
+    limits = {route: retrieval.hits(route) for route in get_args(RouteName)}
+    limits["fused"] = retrieval.candidate_pool
+    return limits
+
+
+def _limit_of(stage: StageFidelity, limits: Mapping[str, int]) -> int | None:
+    if stage.stage in STAGE_ROUTES:
+        route = stage.route or ""
+        return limits.get("dense_sub" if route.startswith("dense_sub") else route)
+    return limits.get(stage.stage)
+
+
+def _doc_of(chunk_id: str, fidelity: RequestFidelity, replayed_docs: Mapping[str, str | None]) -> str | None:
+    for doc_id, ids in fidelity.stale_documents.items():
+        if chunk_id in ids:
+            return doc_id
+    return replayed_docs.get(chunk_id)
+
+
+def _scores_differ(
+    stage: StageFidelity,
+    logged_scores: Mapping[str, Mapping[str, float]] | None,
+    replayed_scores: Mapping[str, Mapping[str, float]] | None,
+) -> bool:
+    """True when a chunk in both lists has a logged score and a different replayed one."""
+    logged = (logged_scores or {}).get(stage.stage, {})
+    replayed = (replayed_scores or {}).get(stage.stage, {})
+    shared = [c for c in logged if c in replayed]
+    return any(abs(logged[c] - replayed[c]) > 1e-4 * max(1.0, abs(logged[c])) for c in shared)
+
+
+# ---------------------------------------------------------------- report
+
+
+class StageSummary(BaseModel):
+    """One group's figures (a stage, optionally narrowed to a pipeline_version or a route)."""
+
+    stage: str
+    pipeline_version: str | None = None
+    route: str | None = None
+    stages: int = 0
+    """(request, stage) pairs in the group."""
+    exact_share: float = 0.0
+    mean_overlap: float = 0.0
+    mean_rbo: float = 0.0
+    unknown_share: float = 0.0
+    explained_misses: int = 0
+    unexplained_misses: int = 0
+
+
+class RouteWithoutCounterpart(BaseModel):
+    """A production route the replay profile cannot express (`dense_2` …)."""
+
+    requests: int = 0
+    """Requests that logged it and lack some chunk only it found."""
+    expected_missing: int = 0
+    """Chunks only it found that the replay lacks, summed over those requests (counted apart
+    from the lost chunks)."""
+
+
+class FidelityReport(BaseModel):
+    """`ragtriage fidelity --json`."""
+
+    selected: int = 0
+    """Requests the filters selected."""
+    replayed: int = 0
+    """Requests replayed and compared (fewer than selected only when stopped)."""
+    stored: int = 0
+    by_stage: list[StageSummary] = Field(default_factory=list)
+    by_version: list[StageSummary] = Field(default_factory=list)
+    by_route: list[StageSummary] = Field(default_factory=list)
+    """The logged bm25/dense stages per replayed route they were compared with."""
+    profiles: dict[str, int] = Field(default_factory=dict)
+    """Profile → requests it replayed."""
+    reasons: dict[str, int] = Field(default_factory=dict)
+    """Documented reason → stages it explains."""
+    routes_without_counterpart: dict[str, RouteWithoutCounterpart] = Field(default_factory=dict)
+    """Production route with no counterpart in the replay profiles → its expected-missing chunks."""
+    stale_documents: dict[str, int] = Field(default_factory=dict)
+    """Document that changed since production indexed it → requests whose logged ids name it."""
+    faithful_requests: int = 0
+    """Requests with every logged stage reproduced exactly."""
+    unexplained_requests: int = 0
+    """Requests with at least one stage that differs for no documented reason."""
+    least_faithful: list[RequestFidelity] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    replay_seconds: float = 0.0
+    seconds: float = 0.0
+
+
+def _summary(stage: str, items: Sequence[StageFidelity], **key: str | None) -> StageSummary:
+    count = len(items)
+    logged_ids = sum(s.k for s in items)
+    misses = [s for s in items if not s.exact]
+    explained = sum(1 for s in misses if s.reason is not None and s.reason.kind in DOCUMENTED_KINDS)
+    return StageSummary(
+        stage=stage,
+        stages=count,
+        exact_share=round(sum(s.exact for s in items) / count, 4) if count else 0.0,
+        mean_overlap=round(sum(s.overlap_share for s in items) / count, 4) if count else 0.0,
+        mean_rbo=round(sum(s.rbo for s in items) / count, 4) if count else 0.0,
+        unknown_share=round(sum(len(s.unknown) for s in items) / logged_ids, 4) if logged_ids else 0.0,
+        explained_misses=explained,
+        unexplained_misses=len(misses) - explained,
+        **key,
+    )
+
+
+def _grouped(
+    results: Sequence[RequestFidelity], key: Callable[[RequestFidelity, StageFidelity], str | None]
+) -> dict[tuple[str | None, str], list[StageFidelity]]:
+    groups: dict[tuple[str | None, str], list[StageFidelity]] = {}
+    for result in results:
+        for stage in result.stages:
+            groups.setdefault((key(result, stage), stage.stage), []).append(stage)
+    return groups
+
+
+def _stage_order(stage: str) -> int:
+    return STAGE_NAMES.index(stage) if stage in STAGE_NAMES else len(STAGE_NAMES)
+
+
+def least_faithful(results: Sequence[RequestFidelity], limit: int) -> list[RequestFidelity]:
+    """Requests with a miss: unexplained misses first, then the lowest RBO, then request_id."""
+    missed = [r for r in results if r.exact_stages < len(r.stages)]
+    return sorted(missed, key=lambda r: (-len(r.unexplained), r.min_rbo, r.request_id))[:limit]
+
+
+def summarize(results: Sequence[RequestFidelity], *, least: int = 10) -> FidelityReport:
+    """Aggregate per-request results into the report."""
+    by_stage = _grouped(results, lambda _r, _s: None)
+    by_version = _grouped(results, lambda r, _s: r.pipeline_version or "-")
+    by_route = _grouped(results, lambda _r, s: s.route)
+    reasons: Counter[str] = Counter()
+    stale: Counter[str] = Counter()
+    without: dict[str, RouteWithoutCounterpart] = {}
+    for result in results:
+        stale.update(list(result.stale_documents))
+        for route, count in result.routes_without_counterpart.items():
+            entry = without.setdefault(route, RouteWithoutCounterpart())
+            entry.requests += 1
+            entry.expected_missing += count
+        for stage in result.stages:
+            if not stage.exact and stage.reason is not None:
+                reasons[stage.reason.text] += 1
+    report = FidelityReport(
+        replayed=len(results),
+        by_stage=[
+            _summary(stage, items)
+            for (_, stage), items in sorted(by_stage.items(), key=lambda kv: _stage_order(kv[0][1]))
+        ],
+        by_version=[
+            _summary(stage, items, pipeline_version=version)
+            for (version, stage), items in sorted(
+                by_version.items(), key=lambda kv: (kv[0][0] or "", _stage_order(kv[0][1]))
+            )
+        ],
+        by_route=[
+            _summary(stage, items, route=route)
+            for (route, stage), items in sorted(
+                by_route.items(), key=lambda kv: (_stage_order(kv[0][1]), kv[0][0] or "")
+            )
+            if route is not None
+        ],
+        profiles=dict(Counter(r.profile for r in results).most_common()),
+        reasons=dict(reasons.most_common()),
+        routes_without_counterpart=dict(sorted(without.items())),
+        stale_documents=dict(stale.most_common()),
+        faithful_requests=sum(1 for r in results if r.exact_stages == len(r.stages)),
+        unexplained_requests=sum(1 for r in results if r.unexplained),
+        least_faithful=least_faithful(results, least),
+    )
+    for route, entry in report.routes_without_counterpart.items():
+        report.notes.append(
+            f"{counterpart_text([route])} ({entry.expected_missing:,} chunks in "
+            f"{entry.requests:,} requests, counted apart as expected missing, not as lost)"
+        )
+    if not results:
+        report.notes.append(
+            "no logged request matched: widen --since, check --version against `ragtriage monitor --by "
+            "version`, "
+            "or ingest logs with `ragtriage logs ingest`"
+        )
+    return report

@@ -4,7 +4,7 @@ Each request is replayed with its profile (the one mapped to its `pipeline_versi
 time (time-dependent rerank features see the moment production saw), in `Pipeline.run_many`
 batches so query embeddings are computed once per batch. Logged ids are then resolved against the
 KB in one pass: live chunks, deleted rows (an older version of a document that has other ids now)
-and ids with no row at all. `logs.fidelity` compares and explains; the per-request result goes to
+and ids with no row at all. `replay.fidelity` compares and explains; the per-request result goes to
 the `replay_fidelity` table, which the queue sorts and filters by and the case screen shows.
 """
 
@@ -22,17 +22,29 @@ from pydantic import BaseModel, Field
 from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Engine
 
+from ragtriage.config.profiles import explain, resolve_profile
 from ragtriage.errors import InputError
+from ragtriage.logs.requests import _parse, logged_versions
 from ragtriage.logs.schema import STAGE_NAMES, RequestLog, extra_routes
 from ragtriage.pipeline.types import RunOptions, Trace
-from ragtriage.replay.fidelity import RequestFidelity, compare_request
-from ragtriage.replay.fidelity_reasons import explain_request, stage_limits
-from ragtriage.replay.fidelity_report import FidelityReport, summarize
-from ragtriage.replay.logged import logged_stage_ids
+from ragtriage.replay.fidelity import (
+    FidelityReport,
+    RequestFidelity,
+    compare_request,
+    explain_request,
+    stage_limits,
+    summarize,
+)
+from ragtriage.replay.logged import STAGE_ROUTES, logged_stage_ids, replayed_route
 from ragtriage.store.db import read_session, write_session
+from ragtriage.store.fidelity_tables import ReplayFidelityRow
+from ragtriage.store.kb_tables import ChunkRow, DocumentRow
+from ragtriage.store.log_tables import RequestLogRow
 from ragtriage.wording import quoted
 
 if TYPE_CHECKING:
+    # Types only: the pipeline module loads the BM25 analyzer (Whoosh, jieba), which a command
+    # importing this module at its top must not pay for at `--help`.
     from ragtriage.pipeline.pipeline import Pipeline
     from ragtriage.workspace import Workspace
 
@@ -66,9 +78,6 @@ def select_requests(
     Raises:
         InputError: `sample` is not positive.
     """
-    from ragtriage.logs.requests import _parse
-    from ragtriage.store.log_tables import RequestLogRow
-
     if sample is not None and sample <= 0:
         raise InputError(f"--sample {sample}: give a positive number of requests")
     table = RequestLogRow.__table__  # type: ignore[attr-defined]
@@ -97,8 +106,6 @@ def chunk_origins(engine: Engine, chunk_ids: Sequence[str]) -> tuple[set[str], d
     a document only when it follows ragtriage's `doc_id#hash` scheme and that document exists;
     other ids (foreign UUIDs, ints) stay unknown.
     """
-    from ragtriage.store.kb_tables import ChunkRow, DocumentRow
-
     wanted = list(dict.fromkeys(chunk_ids))
     live: set[str] = set()
     doc_of: dict[str, str] = {}
@@ -134,8 +141,6 @@ def chunk_origins(engine: Engine, chunk_ids: Sequence[str]) -> tuple[set[str], d
 def plan_replays(workspace: Workspace, records: Sequence[RequestLog]) -> list[ReplayGroup]:
     """Group requests by the replay profile `[replay.versions]` maps their pipeline_version to (the
     default profile when none matches; each such request gets a note saying so)."""
-    from ragtriage.config.profiles import explain, resolve_profile
-
     groups: dict[tuple[str, str], ReplayGroup] = {}
     for record in records:
         resolved = resolve_profile(workspace.settings, record.pipeline_version)
@@ -170,13 +175,8 @@ def _logged_scores(record: RequestLog) -> dict[str, dict[str, float]]:
 
 
 def _replayed_scores(trace: Trace) -> dict[str, dict[str, float]]:
-    from ragtriage.replay.logged import STAGE_ROUTES
-
-    scores: dict[str, dict[str, float]] = {}
-    for stage, (preferred, kind) in STAGE_ROUTES.items():
-        route = trace.route(preferred) or next((r for r in trace.routes if r.kind == kind and r.hits), None)
-        scores[stage] = {h.chunk_id: h.score for h in route.hits} if route is not None else {}
-    return scores
+    routes = {stage: replayed_route(trace, stage) for stage in STAGE_ROUTES}
+    return {stage: {h.chunk_id: h.score for h in r.hits} if r else {} for stage, r in routes.items()}
 
 
 def _rewrite_difference(record: RequestLog, trace: Trace) -> str | None:
@@ -277,8 +277,6 @@ def judge(
 
 def store_fidelity(engine: Engine, results: Sequence[RequestFidelity]) -> int:
     """Replace the stored fidelity of these requests (short transactions). Returns rows written."""
-    from ragtriage.store.fidelity_tables import ReplayFidelityRow
-
     table = ReplayFidelityRow.__table__  # type: ignore[attr-defined]
     now = datetime.now(timezone.utc)
     for start in range(0, len(results), STORE_BATCH):
@@ -322,22 +320,9 @@ class StoredFidelity(BaseModel):
 
 def get_fidelity(engine: Engine, request_id: str) -> StoredFidelity | None:
     """The last fidelity measured for a request, or None when `ragtriage fidelity` never replayed it."""
-    from ragtriage.store.fidelity_tables import ReplayFidelityRow
-
     with read_session(engine) as session:
         row = session.get(ReplayFidelityRow, request_id)
-        if row is None:
-            return None
-        return StoredFidelity(
-            request_id=row.request_id,
-            measured_at=row.measured_at,
-            profile=row.profile,
-            line=row.line,
-            min_rbo=row.min_rbo,
-            unexplained=row.unexplained,
-            stale_documents=[str(d) for d in row.stale_documents],
-            notes=[str(n) for n in row.notes],
-        )
+        return None if row is None else StoredFidelity.model_validate(row, from_attributes=True)
 
 
 def measure_fidelity(
@@ -393,8 +378,6 @@ def measure_fidelity(
             "map them to a profile (`ragtriage profiles`) to replay them as production ran"
         )
     if not records and version is not None:
-        from ragtriage.logs.requests import logged_versions
-
         present = ", ".join(f"{name} ({count})" for name, count in logged_versions(workspace.engine).items())
         report.notes.insert(
             0,

@@ -3,20 +3,39 @@
 `stage_diff` is pure (the CLI view and the TUI both render its result); `compare_request` reads the
 request from the store, picks the replay profile mapped to its `pipeline_version` (or the one
 asked for), replays its raw query (optionally with the logged rewrite) and diffs the five logged
-stages: bm25, dense, fused, reranked and final_context.
+stages: bm25, dense, fused, reranked and final_context. When the logged config hash differs from
+the profile's and the logged settings are known (`known_config`: a profile or an eval run has that
+hash), `differing_settings` names the settings that differ instead of two opaque hashes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
+from sqlalchemy.engine import Engine
+from sqlmodel import col, select
 
+from ragtriage.config.profiles import get_profile, list_profiles, resolve_profile
+from ragtriage.config.settings import Settings
 from ragtriage.errors import InputError
+from ragtriage.kb.service import document_titles, get_chunks
 from ragtriage.kb.types import ChunkRecord
-from ragtriage.logs.schema import STAGE_NAMES, RequestLog, to_trace
-from ragtriage.pipeline.types import ROUTE_BM25_RAW, ROUTE_DENSE_RAW, ProfileRef, RunOptions, Trace
+from ragtriage.logs.requests import get_request
+from ragtriage.logs.schema import STAGE_NAMES, RequestLog, stage_ids, to_trace
+from ragtriage.pipeline.types import (
+    ROUTE_BM25_RAW,
+    ROUTE_DENSE_RAW,
+    ProfileRef,
+    RouteResult,
+    RunOptions,
+    Trace,
+)
+from ragtriage.store.db import read_session
+from ragtriage.store.eval_tables import EvalRunRow
+from ragtriage.store.gold import gold_ids
+from ragtriage.store.triage_repo import find_record
 from ragtriage.wording import quoted
 
 if TYPE_CHECKING:
@@ -157,16 +176,22 @@ class LoggedReplay(BaseModel):
     """The chunks of both final contexts with their document and title (`final_chunks`)."""
 
 
-def _route_ids(trace: Trace, stage: str) -> list[str]:
+def replayed_route(trace: Trace, stage: str) -> RouteResult | None:
+    """The replayed route a logged `bm25`/`dense` stage is compared with: the raw route of its kind,
+    else the first of its kind with hits, else the first of its kind (None: the replay ran none)."""
     preferred, kind = STAGE_ROUTES[stage]
-    route = trace.route(preferred) or next((r for r in trace.routes if r.kind == kind and r.hits), None)
-    return [hit.chunk_id for hit in route.hits] if route is not None else []
+    return (
+        trace.route(preferred)
+        or next((r for r in trace.routes if r.kind == kind and r.hits), None)
+        or next((r for r in trace.routes if r.kind == kind), None)
+    )
 
 
 def replayed_stage_ids(trace: Trace, stage: str) -> list[str]:
     """A replayed trace's ranked list for one logged stage name."""
     if stage in STAGE_ROUTES:
-        return _route_ids(trace, stage)
+        route = replayed_route(trace, stage)
+        return [hit.chunk_id for hit in route.hits] if route is not None else []
     if stage == "fused":
         return [hit.chunk_id for hit in trace.fused]
     if stage == "reranked":
@@ -180,9 +205,8 @@ def not_replayed_reason(trace: Trace, stage: str) -> str | None:
     """Why a replayed trace has no list for a logged stage name, or None when it ran the stage."""
     runner = f"profile {trace.profile.name}" if trace.profile is not None else "the replay"
     if stage in STAGE_ROUTES:
-        preferred, kind = STAGE_ROUTES[stage]
-        if trace.route(preferred) is None and not any(r.kind == kind for r in trace.routes):
-            return f"{runner} runs no {kind} route"
+        if replayed_route(trace, stage) is None:
+            return f"{runner} runs no {STAGE_ROUTES[stage][1]} route"
     elif stage == "reranked" and trace.rerank_mode == "off":
         return f"{runner} runs no rerank"
     return None
@@ -190,8 +214,6 @@ def not_replayed_reason(trace: Trace, stage: str) -> str | None:
 
 def logged_stage_ids(record: RequestLog, stage: str) -> list[str] | None:
     """The logged list of one stage, or None when the request did not log it."""
-    from ragtriage.logs.schema import stage_ids
-
     items = getattr(record.stages, stage, None) if record.stages is not None else None
     return None if items is None else stage_ids(items)
 
@@ -213,8 +235,6 @@ def diff_request(
 
 def logged_trace(record: RequestLog) -> Trace:
     """`to_trace(record)` with the logged citations (what the answer was written from)."""
-    from ragtriage.logs.schema import stage_ids
-
     trace = to_trace(record)
     if record.citations is not None:
         trace.citations = stage_ids(record.citations)
@@ -235,9 +255,6 @@ def logged_rewrite_options(record: RequestLog) -> RunOptions:
 
 
 def _stored_gold(workspace: Workspace, request_id: str) -> list[str]:
-    from ragtriage.store.gold import gold_ids
-    from ragtriage.store.triage_repo import find_record
-
     triage = find_record(workspace.engine, request_id)
     if triage is None:
         return []
@@ -256,10 +273,6 @@ def compare_request(
         NotFoundError: no such request_id in the store, or no such profile.
         InputError: `use_logged_rewrite` and the request logged no rewrite.
     """
-    from ragtriage.config.profiles import resolve_profile
-    from ragtriage.kb.service import document_titles, get_chunks
-    from ragtriage.logs.requests import get_request
-
     record = get_request(workspace.engine, request_id)
     resolved = resolve_profile(workspace.settings, record.pipeline_version, profile)
     options = logged_rewrite_options(record) if use_logged_rewrite else RunOptions()
@@ -275,8 +288,6 @@ def compare_request(
     known = set(chunks).intersection(logged_ids)
     changes = None
     if logged.config_hash and replayed.config_hash and logged.config_hash != replayed.config_hash:
-        from ragtriage.replay.config_diff import differing_settings, known_config
-
         logged_config = known_config(workspace.engine, logged.config_hash, workspace.settings)
         if logged_config is not None:
             changes = differing_settings(logged_config, resolved.settings)
@@ -298,9 +309,58 @@ def compare_request(
     )
 
 
-def replay_request(
-    workspace: Workspace, request_id: str, use_logged_rewrite: bool = False, profile: str | None = None
-) -> Trace:
-    """The replayed trace of a stored request (what `compare_request` diffs against the log);
-    `trace.profile` says which profile ran and why."""
-    return compare_request(workspace, request_id, use_logged_rewrite, profile).replayed
+# ---------------------------------------------------------------- config differences
+
+#: Sections `Settings.config_hash` leaves out: they never change retrieval results.
+_NOT_HASHED = ("store", "keymap", "logs", "triage", "profiles", "profile_sources", "replay", "config_file")
+
+#: Keys inside hashed sections that the hash ignores too.
+_UNHASHED_KEYS = frozenset({"rerank.freshness_now"})
+
+
+def known_config(engine: Engine, config_hash: str, settings: Settings | None = None) -> dict[str, Any] | None:
+    """The settings (as JSON data) behind `config_hash`: a profile of `settings` with that hash,
+    else the latest eval run made with it; None when neither has it."""
+    if settings is not None:
+        for info in list_profiles(settings):
+            if info.config_hash == config_hash:
+                return get_profile(settings, info.name).settings.model_dump(mode="json")
+    with read_session(engine) as session:
+        row = session.exec(
+            select(EvalRunRow)
+            .where(col(EvalRunRow.config_hash) == config_hash)
+            .order_by(col(EvalRunRow.id).desc())
+            .limit(1)
+        ).first()
+        return dict(row.config) if row is not None and row.config else None
+
+
+def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
+    if isinstance(value, Mapping):
+        for key, inner in value.items():
+            _flatten(inner, f"{prefix}.{key}" if prefix else str(key), out)
+    else:
+        out[prefix] = value
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return "unset" if value is None else str(value)
+
+
+def differing_settings(logged: Mapping[str, Any], current: Settings) -> list[str]:
+    """`section.key: logged → current` for every hashed setting that differs, in key order (profile
+    tables and their bookkeeping are left out: only the settings a replay runs with count)."""
+    before: dict[str, Any] = {}
+    after: dict[str, Any] = {}
+    _flatten({k: v for k, v in logged.items() if k not in _NOT_HASHED}, "", before)
+    now = current.model_dump(mode="json", exclude=set(_NOT_HASHED))
+    _flatten(now, "", after)
+    return [
+        f"{key}: {_shown(before.get(key))} → {_shown(after.get(key))}"
+        for key in sorted(set(before) | set(after))
+        if before.get(key) != after.get(key)
+        and not key.startswith("kb.import_")
+        and key not in _UNHASHED_KEYS
+    ]

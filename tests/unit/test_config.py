@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ragtriage.config.settings import Settings, load_settings
+from ragtriage.config.loading import load_settings
+from ragtriage.config.settings import Settings
 from ragtriage.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "data" / "config"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ragtriage.config.profiles import get_profile, preset_names
 from ragtriage.config.settings import Settings
-from ragtriage.replay.config_diff import differing_settings, known_config
+from ragtriage.replay.logged import differing_settings, known_config
 
 
 def test_differing_settings_are_named_with_both_values() -> None:

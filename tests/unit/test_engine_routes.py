@@ -13,9 +13,12 @@ import pytest
 
 from ragtriage.config.settings import ElasticsearchEngine, HTTPEngine, QdrantEngine
 from ragtriage.errors import PipelineError
-from ragtriage.pipeline.engine_elasticsearch import ElasticsearchRetriever
-from ragtriage.pipeline.engine_http import HTTPRetriever, fill_template
-from ragtriage.pipeline.engine_qdrant import QdrantServerRetriever
+from ragtriage.pipeline.engines import (
+    ElasticsearchRetriever,
+    HTTPRetriever,
+    QdrantServerRetriever,
+    fill_template,
+)
 from tests.engine_stubs import closed_port_url, stub_server
 
 ES_QUERY = {"query": {"multi_match": {"query": "{{query}}", "fields": ["title^2", "content"]}}}

@@ -9,9 +9,14 @@ import pytest
 from ragtriage.config.settings import RetrievalSettings
 from ragtriage.index.types import ScoredChunk
 from ragtriage.pipeline.types import Candidate, RewriteResult, RouteResult, Trace
-from ragtriage.replay.fidelity import RequestFidelity, compare_request, compare_stage
-from ragtriage.replay.fidelity_reasons import explain_request, stage_limits
-from ragtriage.replay.fidelity_report import summarize
+from ragtriage.replay.fidelity import (
+    RequestFidelity,
+    compare_request,
+    compare_stage,
+    explain_request,
+    stage_limits,
+    summarize,
+)
 
 U = [str(uuid.UUID(int=i + 1)) for i in range(6)]
 

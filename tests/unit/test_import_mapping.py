@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragtriage.config.settings import KBImportSettings, load_settings
+from ragtriage.config.loading import load_settings
+from ragtriage.config.settings import KBImportSettings
 from ragtriage.errors import ConfigError, InputError
 from ragtriage.kb.import_mapping import FieldMapper, parse_map_option
 from ragtriage.kb.import_rows import RowError, SourceRow, heading_path, id_text, json_safe, timestamp

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import make_url
 
-from ragtriage.config.settings import load_settings
+from ragtriage.config.loading import load_settings
 from ragtriage.errors import ConfigError, InputError
 from ragtriage.eval.gate import GateRuleError, parse_rule
 from ragtriage.kb.frontmatter import split_front_matter

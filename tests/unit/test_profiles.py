@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from ragtriage.config.loading import load_settings
 from ragtriage.config.profiles import (
     describe_shape,
     explain,
@@ -15,7 +16,7 @@ from ragtriage.config.profiles import (
     preset_names,
     resolve_profile,
 )
-from ragtriage.config.settings import Settings, load_settings
+from ragtriage.config.settings import Settings
 from ragtriage.errors import ConfigError, NotFoundError
 from tests.conftest import FIXTURES_DIR
 

@@ -1,4 +1,4 @@
-"""Which words of a query are ordinary English words (`pipeline.query_english`): common English
+"""Which words of a query are ordinary English words (`pipeline.lexical_support.ordinary_words`): common English
 (wordfreq, the real small list) standing in a run of Latin words of a CJK query, never a name that
 stands alone, an identifier, or a rare word such as a tool's name."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragtriage.pipeline.query_english import ORDINARY_ZIPF, english_runs, ordinary_words, zipf_frequency
+from ragtriage.pipeline.lexical_support import ORDINARY_ZIPF, english_runs, ordinary_words, zipf_frequency
 
 
 @pytest.mark.parametrize(

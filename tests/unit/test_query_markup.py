@@ -1,11 +1,11 @@
-"""Which words of a query are markup (`pipeline.query_markup`): exactly the tag, entity, URL-scheme,
+"""Which words of a query are markup (`pipeline.lexical_support.markup_words`): exactly the tag, entity, URL-scheme,
 file-extension and code-fence words, never the names a question is about."""
 
 from __future__ import annotations
 
 import pytest
 
-from ragtriage.pipeline.query_markup import markup_words
+from ragtriage.pipeline.lexical_support import markup_words
 
 
 @pytest.mark.parametrize(

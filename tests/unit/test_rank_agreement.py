@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragtriage.replay.rank_agreement import overlap_at_k, rbo_ext
+from ragtriage.replay.fidelity import overlap_at_k, rbo_ext
 
 
 @pytest.mark.parametrize(

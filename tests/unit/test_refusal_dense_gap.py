@@ -109,7 +109,7 @@ def test_redaction_placeholders_are_no_names() -> None:
     )
     assert support.oov_names() == [] and "phone" not in [t.term for t in support.terms]
     assert support.score == support.term_share and support.score is not None and support.score > 0.4
-    # A lower-case tag is no placeholder but markup (`pipeline.query_markup`): in no chunk, it is left
+    # A lower-case tag is no placeholder but markup (`pipeline.lexical_support.markup_words`): in no chunk, it is left
     # out of the terms, neither a name nor a missing word.
     tagged = lexical_support("出差发票 <script>", ["出差发票"], frequencies)
     assert tagged.oov_names() == [] and tagged.markup == ["script"] and tagged.score == 1.0

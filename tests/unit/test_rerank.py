@@ -11,8 +11,16 @@ import pytest
 
 from ragtriage.config.settings import RerankSettings
 from ragtriage.errors import PipelineError
-from ragtriage.pipeline import features
-from ragtriage.pipeline.rerank import Reranker, RerankItem, build_scorer
+from ragtriage.pipeline.rerank import (
+    Reranker,
+    RerankItem,
+    build_scorer,
+    freshness,
+    key_term_hit,
+    product_line_match,
+    route_scores,
+    title_hit,
+)
 from ragtriage.pipeline.rerank_backends import HTTPRerankScorer, estimate_tokens, sigmoid
 
 NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
@@ -27,18 +35,16 @@ def test_sigmoid_of_logits_matches_known_values() -> None:
 
 
 def test_features() -> None:
-    assert features.title_hit(["nginx", "502"], "Nginx 返回 502") == 1.0
-    assert features.title_hit(["nginx", "超时"], "Nginx 配置") == 0.5
-    assert features.title_hit([], "x") == 0.0
-    assert features.freshness("2026-11-30T00:00:00+00:00", NOW, 180) == 1.0
-    assert features.freshness("2026-06-03", NOW, 180) == pytest.approx(0.5)
-    assert features.freshness(None, NOW, 180) == 0.0 and features.freshness("not a date", NOW, 180) == 0.0
-    assert features.product_line_match("Cloud", "cloud ") == 1.0
-    assert features.product_line_match(None, "cloud") == 0.0
-    assert (
-        features.key_term_hit("订单状态 PENDING 卡住", "状态为 pending 的订单", ["PENDING", "SHIPPED"]) == 1.0
-    )
-    assert features.key_term_hit("订单状态卡住", "PENDING", ["PENDING"]) == 0.0
+    assert title_hit(["nginx", "502"], "Nginx 返回 502") == 1.0
+    assert title_hit(["nginx", "超时"], "Nginx 配置") == 0.5
+    assert title_hit([], "x") == 0.0
+    assert freshness("2026-11-30T00:00:00+00:00", NOW, 180) == 1.0
+    assert freshness("2026-06-03", NOW, 180) == pytest.approx(0.5)
+    assert freshness(None, NOW, 180) == 0.0 and freshness("not a date", NOW, 180) == 0.0
+    assert product_line_match("Cloud", "cloud ") == 1.0
+    assert product_line_match(None, "cloud") == 0.0
+    assert key_term_hit("订单状态 PENDING 卡住", "状态为 pending 的订单", ["PENDING", "SHIPPED"]) == 1.0
+    assert key_term_hit("订单状态卡住", "PENDING", ["PENDING"]) == 0.0
 
 
 class FixedScorer:
@@ -191,7 +197,7 @@ def test_build_scorer_needs_model_or_url() -> None:
 
 
 def test_route_scores_are_min_max_per_list_best_per_kind() -> None:
-    scores = features.route_scores(
+    scores = route_scores(
         [
             ("bm25", [("a", 24.0), ("b", 18.0), ("c", 12.0)]),
             ("bm25", [("c", 9.0), ("d", 3.0)]),  # a second BM25 route (e.g. on the rewritten query)

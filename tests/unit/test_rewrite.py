@@ -11,8 +11,14 @@ import pytest
 from ragtriage.config.settings import LLMRewriteSettings
 from ragtriage.errors import InputError
 from ragtriage.index.analyzer import tokenize
-from ragtriage.pipeline.llm_rewrite import LLMRewriter, chat_completions_url
-from ragtriage.pipeline.rewrite import AliasDictionary, RuleRewriter, load_aliases, split_sub_queries
+from ragtriage.pipeline.rewrite import (
+    AliasDictionary,
+    LLMRewriter,
+    RuleRewriter,
+    chat_completions_url,
+    load_aliases,
+    split_sub_queries,
+)
 
 SECRET = "sk-test-secret-123"
 
