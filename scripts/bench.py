@@ -77,7 +77,7 @@ TARGETS = {
 }
 
 
-def script_arguments(name: str, quick: bool, workdir: Path, dense_backend: str = "qdrant_edge") -> list[str]:
+def script_arguments(name: str, quick: bool, workdir: Path) -> list[str]:
     """Arguments for `bench_<name>.py`: the issue's target sizes, or small ones with `--quick`."""
     index_home = workdir / ("index-home-quick" if quick else "index-home")
     if name == "ingest_otlp":
@@ -106,10 +106,7 @@ def script_arguments(name: str, quick: bool, workdir: Path, dense_backend: str =
     if name == "import":
         # bm25s: the BM25 engine meant for imports of this size (Whoosh's Python writer needs ~10 min).
         size = "5000" if quick else "100000"
-        return [
-            *("--chunks", size, "--workdir", str(workdir / "import"), "--bm25-engine", "bm25s"),
-            *("--dense-backend", dense_backend),
-        ]
+        return ["--chunks", size, "--workdir", str(workdir / "import"), "--bm25-engine", "bm25s"]
     if name == "monitor":
         return ["--requests", "20000" if quick else "1000000", "--workdir", str(workdir)]
     if name == "demo":
@@ -202,15 +199,11 @@ def discover(only: set[str] | None) -> list[str]:
     return sorted(names, key=lambda name: (ORDER.index(name) if name in ORDER else len(ORDER), name))
 
 
-def run_one(
-    name: str, quick: bool, workdir: Path, timeout_s: float, dense_backend: str = "qdrant_edge"
-) -> BenchRun:
+def run_one(name: str, quick: bool, workdir: Path, timeout_s: float) -> BenchRun:
     """Run `bench_<name>.py` as a subprocess and collect its RESULT lines."""
     script = SCRIPTS_DIR / f"bench_{name}.py"
     accepts_quick = "--quick" in script.read_text(encoding="utf-8")
-    arguments = (
-        ["--quick"] if quick and accepts_quick else script_arguments(name, quick, workdir, dense_backend)
-    )
+    arguments = ["--quick"] if quick and accepts_quick else script_arguments(name, quick, workdir)
     command = [sys.executable, str(script.relative_to(REPO_ROOT)), *arguments]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "TQDM_DISABLE": "1"}
     started = time.perf_counter()
@@ -358,12 +351,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=None, help="scratch folder [a temporary one]")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per benchmark")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
-    parser.add_argument(
-        "--dense-backend",
-        choices=["qdrant_edge", "qdrant_local"],
-        default="qdrant_edge",
-        help="[index] dense_backend of the import benchmark's home [qdrant_edge: a new home's default]",
-    )
     args = parser.parse_args(argv)
     only = {name.strip() for name in args.only.split(",") if name.strip()} if args.only else None
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="ragtriage-bench-"))
@@ -371,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     for name in discover(only):
         print(f"running bench_{name}.py{' (quick)' if args.quick else ''} …", file=sys.stderr, flush=True)
-        run = run_one(name, args.quick, workdir, args.timeout, args.dense_backend)
+        run = run_one(name, args.quick, workdir, args.timeout)
         runs.append(run)
         print(f"  {run.seconds:.1f} s, exit {run.exit_code}, {len(run.results)} figures", file=sys.stderr)
         for result in run.results:

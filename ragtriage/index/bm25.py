@@ -21,7 +21,7 @@ from whoosh.query import Or, Term
 from whoosh.scoring import BM25F
 from whoosh.searching import Searcher
 
-from ragtriage.index.analyzer import ChineseAnalyzer
+from ragtriage.index.analyzer import ChineseAnalyzer, terms
 from ragtriage.index.bm25_engine import (
     FLAG_INDEX_EMPTY,
     FLAG_TOKENIZES_TO_NOTHING,
@@ -115,6 +115,8 @@ class WhooshIndex(BM25Engine):
         if not upserts and not delete_ids:
             return
         big = len(upserts) >= self.multiproc_min_docs and self.procs > 1
+        if big:
+            terms("预热")  # jieba's dictionary is loaded once, before the writers fork, not in each
         kwargs: dict[str, object] = {"timeout": self.writer_timeout_s, "limitmb": 128}
         if big:
             kwargs.update(procs=self.procs, multisegment=True)

@@ -142,8 +142,9 @@ class BM25sIndex(BM25Engine):
                 meta["content_hashes"].append(doc.content_hash)
                 meta["index_hashes"].append(doc.index_hash)
             meta["vocab"] = list(vocab)
-            del fields, fresh, titles
-            self._write(meta, {"content": _Field.join(content), "title": _Field.join(title)})
+            joined = {"content": _Field.join(content), "title": _Field.join(title)}
+            del fields, fresh, titles, content, title  # the build needs the room
+            self._write(meta, joined)
         if on_progress is not None:
             on_progress(len(upserts))
         self._invalidate()
@@ -169,7 +170,7 @@ class BM25sIndex(BM25Engine):
             np.save(staging / f"{name}.offsets.npy", field.offsets)
             if len(field.ids):  # bm25s divides by the mean length: a field without terms gets no model
                 corpus = [[ints[i] for i in field.run(n).tolist()] for n in range(len(field.offsets) - 1)]
-                model = bm25s.BM25()
+                model = bm25s.BM25(csc_backend="numpy")  # no scipy COO → CSC copies of every score
                 model.index(
                     bm25s.tokenization.Tokenized(ids=corpus, vocab=vocab),
                     create_empty_token=False,

@@ -15,6 +15,7 @@ from ragtriage.index.embed import embedder_name
 from ragtriage.index.kb_chunks import kb_revision_of
 from ragtriage.index.manifest import (
     EMBEDDED_DENSE_BACKEND,
+    SERVER_DENSE_BACKEND,
     configured_dense_backend,
     dense_backend_matches,
     read_manifest,
@@ -46,6 +47,8 @@ def index_lag(home: Path, settings: Settings, engine: Engine) -> str | None:
             f"the indexes hold KB revision {manifest.kb_revision}, the KB is at revision {revision}: "
             "run `ragtriage kb reindex` to search the current chunks"
         )
+    if manifest.built_with not in (SERVER_DENSE_BACKEND, EMBEDDED_DENSE_BACKEND):
+        return None  # a removed backend: opening the indexes refuses it with its own line
     if not dense_backend_matches(manifest, settings.index):
         return (
             f"the dense index was built with dense_backend {manifest.built_with}, the settings name "

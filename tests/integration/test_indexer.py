@@ -15,6 +15,7 @@ from ragtriage.index.indexer import open_indexes, rebuild_indexes, sync_indexes
 from ragtriage.store.db import write_session
 from ragtriage.store.kb_tables import ChunkRow, KBStateRow
 from ragtriage.workspace import Workspace
+from tests.conftest import RunCli
 
 CHUNKS = {
     "poem#1": ("床前明月光", "静夜思"),
@@ -166,7 +167,9 @@ def test_an_unreadable_manifest_names_the_file_and_the_fix(workspace: Workspace)
         open_indexes(workspace.home, workspace.settings)
 
 
-def test_a_home_built_with_qdrant_local_mode_is_told_to_reindex(workspace: Workspace) -> None:
+def test_a_home_built_with_qdrant_local_mode_is_told_to_reindex(
+    workspace: Workspace, run_cli: RunCli
+) -> None:
     sync_indexes(workspace.home, workspace.settings, workspace.engine)
     path = locations.manifest_path(workspace.home)
     manifest = json.loads(path.read_text(encoding="utf-8"))
@@ -175,8 +178,10 @@ def test_a_home_built_with_qdrant_local_mode_is_told_to_reindex(workspace: Works
     with pytest.raises(IndexStateError, match=r"built with qdrant_local.*run `ragtriage kb reindex`"):
         open_indexes(workspace.home, workspace.settings)
     assert index_status(workspace.home, workspace.settings, workspace.engine)["state"] == "stale"
-    lag = index_lag(workspace.home, workspace.settings, workspace.engine)
-    assert lag is not None and "kb reindex" in lag
+    assert index_lag(workspace.home, workspace.settings, workspace.engine) is None  # the error says it
+    outcome = run_cli(["--home", str(workspace.home), "replay", "--query", "故乡"])
+    assert outcome.code == 2 and outcome.err.count("\n") == 1, outcome.err
+    assert "built with qdrant_local" in outcome.err and "run `ragtriage kb reindex`" in outcome.err
     report = rebuild_indexes(workspace.home, workspace.settings, workspace.engine)
     assert (report.added, report.embedded, report.cache_hits) == (5, 0, 5)
     open_indexes(workspace.home, workspace.settings).close()
