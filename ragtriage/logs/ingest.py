@@ -335,7 +335,8 @@ class _Writer:
         """`(new lines, conflicting lines)`; duplicates are counted in the report. A request_id
         already stored, or earlier in the batch, with the same request is a duplicate; with a
         different one it is a conflict."""
-        known: dict[str, bytes | str] = dict(stored)
+        # Bytes on both sides: the same line ingested again is equal without being parsed.
+        known = {request_id: body.encode("utf-8") for request_id, body in stored.items()}
         new: list[LogLine] = []
         conflicts: list[LogLine] = []
         for line in lines:
