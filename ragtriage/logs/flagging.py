@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 from ragtriage.config.settings import FlaggingSettings
 from ragtriage.logs.log_line import LogLine
@@ -37,10 +37,11 @@ def reason_key(reasons: Iterable[str]) -> str:
     return "+".join(sorted(set(reasons), key=lambda reason: (order.get(reason, len(order)), reason)))
 
 
-class LineRules:
-    """The per-line rules, prepared once from the settings (called for every ingested line)."""
+class FlagRules:
+    """The rules, prepared once from the settings (called for every ingested batch)."""
 
     def __init__(self, settings: FlaggingSettings) -> None:
+        self.follow_up_minutes = settings.follow_up_minutes
         self.bad_ratings = frozenset(r.strip().lower() for r in settings.bad_ratings)
         self.escalation = settings.escalation
         self.empty_citations = settings.empty_citations
@@ -51,6 +52,32 @@ class LineRules:
         )
         self.min_confidence = settings.min_confidence
         self.follow_up_marker = settings.follow_up_marker
+
+    def flags(
+        self, new: list[LogLine], stored: list[tuple[str, str, datetime]]
+    ) -> tuple[dict[str, list[str]], dict[str, datetime]]:
+        """The reasons of each new line, by request_id (the per-line rules, and the follow-up rule
+        within the batch and with `stored` requests `(session, request_id, ts)` near it), and the
+        stored requests a new one follows up, with their time."""
+        reasons = {line.request_id: self.reasons(line) for line in new}
+        earlier: dict[str, datetime] = {}
+        timeline = [
+            (line.session, line.request_id, _us(line.ts))
+            for line in new
+            if line.session is not None and line.ts is not None
+        ]
+        if not timeline or self.follow_up_minutes <= 0:
+            return reasons, earlier
+        involving = {request_id for _, request_id, _ in timeline}
+        timeline += [(session, request_id, _us(ts)) for session, request_id, ts in stored]
+        stored_ts = {request_id: ts for _, request_id, ts in stored}
+        for request_id in followed_up(timeline, self.follow_up_minutes, involving=involving):
+            if request_id in reasons:
+                if REASON_FOLLOW_UP not in reasons[request_id]:
+                    reasons[request_id].append(REASON_FOLLOW_UP)
+            elif request_id in stored_ts:
+                earlier[request_id] = stored_ts[request_id]
+        return reasons, earlier
 
     def reasons(self, line: LogLine) -> list[str]:
         """Reasons this line is a badcase on its own (the session follow-up rule is separate)."""
@@ -99,3 +126,13 @@ def followed_up(
         if involving is None or earlier_id in involving or later_id in involving:
             flagged.add(earlier_id)
     return flagged
+
+
+def _us(moment: datetime) -> int:
+    """Epoch microseconds of a time (naive means UTC): exact to compare."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from ragtriage.config.settings import FlaggingSettings, OtelSettings
 from ragtriage.errors import InputError, LogFormatError
-from ragtriage.logs.flagging import REASON_FOLLOW_UP, LineRules, followed_up, reason_key
+from ragtriage.logs.flagging import FlagRules, reason_key
 from ragtriage.logs.formats.detect import PlannedFile, plan_files
 from ragtriage.logs.formats.read import NumberedLine, trace_lines
 from ragtriage.logs.formats.tables import iter_csv_rows, iter_parquet_rows
@@ -38,8 +38,6 @@ from ragtriage.logs.reader import parse_line, same_request
 from ragtriage.store import ingest_sql
 
 ProgressCallback = Callable[[int, int | None], None]
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_US = timedelta(microseconds=1)
 
 
 class IngestReport(BaseModel):
@@ -216,10 +214,10 @@ class _Writer:
     batch_size: int
     on_progress: ProgressCallback | None
     should_stop: Callable[[], bool] | None
-    rules: LineRules = field(init=False)
+    rules: FlagRules = field(init=False)
 
     def __post_init__(self) -> None:
-        self.rules = LineRules(self.flagging)
+        self.rules = FlagRules(self.flagging)
 
     def ingest(self, source: str, display: str, numbered: Iterable[NumberedLine]) -> int:
         """Store the lines of one file (`source` is stored with them, `display` names the file in
@@ -279,43 +277,25 @@ class _Writer:
     def _store(self, connection: Connection, source: str, batch: _Batch) -> None:
         report = self.report
         now = datetime.now(timezone.utc)
-        minutes = self.flagging.follow_up_minutes
         timed = [
-            (line.session, line.request_id, line.ts)
+            (line.session, line.ts)
             for line in batch.lines
             if line.session is not None and line.ts is not None
         ]
         stored, neighbours = ingest_sql.stored_for_batch(
             connection,
             [line.request_id for line in batch.lines],
-            sorted({session for session, _, _ in timed}),
-            _windows([ts for _, _, ts in timed], minutes),
+            sorted({session for session, _ in timed}),
+            _windows([ts for _, ts in timed], self.flagging.follow_up_minutes),
         )
         new, conflicts = self._classify(batch.lines, stored)
-        reasons = {line.request_id: self.rules.reasons(line) for line in new}
-        # The follow-up rule: a new request after another of its session within the window flags
-        # the earlier one, which may be new or stored.
-        new_ids = {line.request_id for line in new}
-        timeline = [
-            (session, request_id, _us(ts)) for session, request_id, ts in timed if request_id in new_ids
-        ]
-        stored_ts = {request_id: ts for _, request_id, ts in neighbours}
-        earlier: dict[str, datetime | None] = {}
-        if timeline and minutes > 0:
-            involving = {request_id for _, request_id, _ in timeline}
-            timeline += [(session, request_id, _us(ts)) for session, request_id, ts in neighbours]
-            for request_id in followed_up(timeline, minutes, involving=involving):
-                if request_id in reasons:
-                    if REASON_FOLLOW_UP not in reasons[request_id]:
-                        reasons[request_id].append(REASON_FOLLOW_UP)
-                elif request_id in stored_ts:
-                    earlier[request_id] = stored_ts[request_id]
+        reasons, earlier = self.rules.flags(new, neighbours)
         ts_of = {line.request_id: line.ts for line in new}
         flagged = ingest_sql.write_batch(
             connection,
             requests=[_request_row(line, source, now) for line in new],
             flags=[(request_id, r, ts_of[request_id]) for request_id, r in reasons.items() if r],
-            followed_up=earlier,
+            followed_up=dict(earlier),
             conflicts=[(line.request_id, source, line.line_no, line.body) for line in conflicts],
             quarantine=[(source, b.line_no, b.kind, f"{b.message} — {b.fix}", b.raw) for b in batch.bad],
             now=now,
@@ -334,7 +314,8 @@ class _Writer:
         """`(new lines, conflicting lines)`; duplicates are counted in the report. A request_id
         already stored, or earlier in the batch, with the same request is a duplicate; with a
         different one it is a conflict."""
-        known: dict[str, bytes | str] = dict(stored)
+        # Bytes on both sides: the same line ingested again is equal without being parsed.
+        known = {request_id: body.encode("utf-8") for request_id, body in stored.items()}
         new: list[LogLine] = []
         conflicts: list[LogLine] = []
         for line in lines:
@@ -347,13 +328,6 @@ class _Writer:
             else:
                 conflicts.append(line)
         return new, conflicts
-
-
-def _us(moment: datetime) -> int:
-    """Epoch microseconds of a time (naive means UTC): exact to compare."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return (moment - _EPOCH) // _US
 
 
 def _windows(times: list[datetime], minutes: float) -> list[tuple[datetime, datetime]]:

@@ -1,10 +1,10 @@
-"""Tell a log file's format and layout by its content, never by its name.
+"""Tell a log file's format and layout by its content, never by its name (`plan_files` for the
+files of one ingest), and what one trace-format record is (`record_kind`).
 
 Layout: `lines` (JSONL, one record per line), `document` (one JSON object or array, perhaps
 pretty-printed over many lines; never read line by line) or `stream` (JSON values one after
 another, each perhaps over many lines, as OpenTelemetry's `ConsoleSpanExporter` prints spans;
-trace formats only). Format: one of `FORMATS`, from the
-keys of the first record that names one.
+trace formats only). Format: one of `FORMATS`, from the keys of the first record that names one.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from ragtriage.logs.formats.spans import Span, group_documents, openinference_ki
 from ragtriage.wording import quoted
 
 _HEX = frozenset("0123456789abcdefABCDEF")
+KIND_KEY = "openinference.span.kind"
 _STATUS_ERROR = (2, "2", "STATUS_CODE_ERROR")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -159,8 +160,10 @@ def flatten_into(flat: dict[str, Any], prefix: str, tree: dict[str, Any]) -> Non
             flat[f"{prefix}.{key}"] = value
 
 
-def span_from_otlp(span: dict[str, Any], resource: dict[str, Any], source: str, line_no: int) -> Span:
-    """One OTLP span.
+def span_from_otlp(
+    span: dict[str, Any], resource: dict[str, Any], source: str, line_no: int, *, ids_only: bool = False
+) -> Span:
+    """One OTLP span; with `ids_only`, of its attributes only the span kind (what grouping needs).
 
     Raises:
         SpanFormatError: a missing or malformed id or time.
@@ -187,8 +190,12 @@ def span_from_otlp(span: dict[str, Any], resource: dict[str, Any], source: str, 
     except SpanFormatError as error:
         error.span_id = span_id
         raise
-    attrs = attributes(span.get("attributes"))
-    events_as_evaluations(span.get("events"), attrs)
+    if ids_only:
+        kinds = [kv.get("value") for kv in span.get("attributes") or () if kv.get("key") == KIND_KEY]
+        attrs = {KIND_KEY: any_value(kinds[0])} if kinds else {}
+    else:
+        attrs = attributes(span.get("attributes"))
+        events_as_evaluations(span.get("events"), attrs)
     status = span.get("status") or {}
     return Span(
         trace_id=trace_id,
@@ -233,28 +240,32 @@ def events_as_evaluations(events: Any, attrs: dict[str, Any]) -> None:
         number += 1
 
 
-def iter_export(obj: dict[str, Any], source: str, line_no: int) -> list[Span | SpanFormatError]:
+def iter_export(
+    obj: dict[str, Any], source: str, line_no: int, *, ids_only: bool = False
+) -> list[Span | SpanFormatError]:
     """The spans of one `ExportTraceServiceRequest`, or of a page `{"data": [OTLP span, …]}`;
     a span that cannot be read is returned as its `SpanFormatError` (the others still are read)."""
     out: list[Span | SpanFormatError] = []
     if "resourceSpans" not in obj and "resource_spans" not in obj:
         for item in obj.get("data") or ():
-            out.append(_one(item, {}, source, line_no))
+            out.append(_one(item, {}, source, line_no, ids_only))
         return out
     for resource_spans in _get(obj, "resourceSpans", "resource_spans") or ():
         if not isinstance(resource_spans, dict):
             continue
-        resource = attributes((resource_spans.get("resource") or {}).get("attributes"))
+        resource = {} if ids_only else attributes((resource_spans.get("resource") or {}).get("attributes"))
         for scope_spans in _get(resource_spans, "scopeSpans", "scope_spans") or ():
             if not isinstance(scope_spans, dict):
                 continue
             for span in scope_spans.get("spans") or ():
-                out.append(_one(span, resource, source, line_no))
+                out.append(_one(span, resource, source, line_no, ids_only))
     return out
 
 
-def _one(span: Any, resource: dict[str, Any], source: str, line_no: int) -> Span | SpanFormatError:
+def _one(
+    span: Any, resource: dict[str, Any], source: str, line_no: int, ids_only: bool
+) -> Span | SpanFormatError:
     try:
-        return span_from_otlp(span, resource, source, line_no)
+        return span_from_otlp(span, resource, source, line_no, ids_only=ids_only)
     except SpanFormatError as error:
         return error

@@ -130,7 +130,7 @@ def _last_records(files: Sequence[tuple[Path, str, str]], otel: OtelSettings) ->
     for index, (fmt, display, number, record) in enumerate(_records(files)):
         if isinstance(record, Rejected):
             continue
-        for item in items_of(fmt, record, otel, display, number):
+        for item in items_of(fmt, record, otel, display, number, ids_only=True):
             if isinstance(item, Span):
                 trace_id = _trace_of(item)
                 last[trace_id] = index
@@ -223,16 +223,17 @@ def _is_page(record: Any) -> bool:
 
 
 def items_of(
-    fmt: str, record: Any, otel: OtelSettings, source: str, line_no: int
+    fmt: str, record: Any, otel: OtelSettings, source: str, line_no: int, *, ids_only: bool = False
 ) -> list[Span | Note | SpanFormatError]:
-    """The spans and notes one record of format `fmt` holds (unreadable ones as errors)."""
+    """The spans and notes one record of format `fmt` holds (unreadable ones as errors). With
+    `ids_only`, OTLP spans carry only their span kind of their attributes (the first pass)."""
     kind = record_kind(record)
     try:
         if fmt in ("otlp", "phoenix") and isinstance(record, dict):
             if kind == "otlp_export" or isinstance(record.get("data"), list):
-                return list(otlp.iter_export(record, source, line_no))
+                return list(otlp.iter_export(record, source, line_no, ids_only=ids_only))
             if kind == "otlp_span":
-                return [otlp.span_from_otlp(record, {}, source, line_no)]
+                return [otlp.span_from_otlp(record, {}, source, line_no, ids_only=ids_only)]
             if kind == "sdk_span":
                 return [otel_sdk.span_from_sdk(record, source, line_no)]
         if fmt == "phoenix" and kind == "phoenix_span":
