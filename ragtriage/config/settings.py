@@ -463,12 +463,11 @@ class IndexSettings(StrictModel):
     qdrant_url: str | None = None
     """Qdrant server URL; None means the embedded `dense_backend` in the home."""
     dense_backend: Literal["auto", "qdrant_local", "qdrant_edge"] = "auto"
-    """The embedded dense index (without `qdrant_url`): `qdrant_local` (qdrant-client's pure-Python
-    local mode in `<home>/index/qdrant`) or `qdrant_edge` (Qdrant's Rust engine, `qdrant-edge-py`,
-    in `<home>/index/qdrant_edge`; much faster to fill and search, less memory). Both search exactly;
-    a change makes the next sync fill the other folder (`ragtriage kb reindex`). `auto`: the backend
-    the home's index manifest records (local mode for indexes built before the setting), else
-    `qdrant_edge` for a home with no index yet (`manifest.effective_dense_backend`)."""
+    """The embedded dense index (without `qdrant_url`): `qdrant_edge` (Qdrant's Rust engine,
+    `qdrant-edge-py`, in `<home>/index/qdrant_edge`), the one embedded backend; `auto` means it too.
+    `qdrant_local` (qdrant-client's local mode) is refused with a line that says to set
+    `qdrant_edge` and run `ragtriage kb reindex`; it stays in the type only for that message and for
+    the config hashes of requests logged with it."""
     qdrant_api_key_env: str = "RAGTRIAGE_QDRANT_API_KEY"
     collection: str = "ragtriage_chunks"
     title_boost: float = Field(default=0.3, gt=0)
@@ -476,8 +475,9 @@ class IndexSettings(StrictModel):
     scores are already high; 0.3 was chosen on the Debian query set's tune split (2.0 before:
     Hit@5 0.812 → 0.848, MRR@10 0.642 → 0.724; docs/benchmarks.md)."""
     bm25_engine: Literal["whoosh", "bm25s"] = "whoosh"
-    """The local BM25 index: `whoosh` (BM25F, incremental writes) or `bm25s` (numpy sparse
-    matrices; builds 100k chunks in seconds, rebuilt on every change). Same analyzer, same terms."""
+    """The local BM25 index: `whoosh` (BM25F through Whoosh's own writer, incremental writes; minutes
+    at 100k chunks) or `bm25s` (Lucene BM25 per field through bm25s's API, for big KBs; rebuilt from
+    stored term ids on every change). Same analyzer, same terms."""
     query_segmentation: Literal["search", "precise"] = "precise"
     """How the local BM25 route segments a query: `precise` (jieba's default mode, one token per
     word: `服务器` no longer also matches `务器`, `普通用户` not `通用`), or `search`, as documents
