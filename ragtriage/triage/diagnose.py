@@ -12,10 +12,9 @@ from pydantic import BaseModel, Field
 from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.triage.context import DiagnosisContext
 from ragtriage.triage.counterfactual import CounterfactualResult, run_counterfactuals
-from ragtriage.triage.facts import AliasPair, Facts, collect_facts, covered
-from ragtriage.triage.fidelity_facts import fidelity_evidence
+from ragtriage.triage.facts import AliasPair, Facts, collect_facts, covered, fidelity_evidence
 from ragtriage.triage.journey import GoldJourney
-from ragtriage.triage.suggest import Finding, findings
+from ragtriage.triage.rules import Finding, findings
 
 #: Confidence added when a counterfactual confirms the label, removed when every one that ran failed.
 CONFIRM_BONUS = 0.1

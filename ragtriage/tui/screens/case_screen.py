@@ -15,7 +15,7 @@ from textual.worker import Worker, get_current_worker
 from ragtriage.pipeline.pipeline import RunCancelled
 from ragtriage.pipeline.types import Trace
 from ragtriage.triage.journey import gold_journey
-from ragtriage.triage.suggest import LABELS
+from ragtriage.triage.rules import LABELS
 from ragtriage.tui.case_data import CaseData, load_case, replay_case
 from ragtriage.tui.messages import CaseLoaded, ReplayCancelled, ReplayFinished, ReplayProgress
 from ragtriage.tui.screens.case_actions import CaseActions
