@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ragtriage.config.sources import set_settings_values
 from ragtriage.errors import InputError
 from ragtriage.wording import quoted
 
@@ -260,8 +261,6 @@ def write_threshold(
     Raises:
         ConfigError: the file is not valid TOML, or `[rerank]` is not a table.
     """
-    from ragtriage.config.sources import set_settings_values
-
     values: dict[str, float | str] = {
         "refusal_threshold": round(threshold, 6),
         "refusal_threshold_score": score,

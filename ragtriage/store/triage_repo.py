@@ -111,6 +111,12 @@ def find_record(engine: Engine, request_id: str) -> TriageRecord | None:
         return None if row is None else _to_record(row)
 
 
+def request_logged(engine: Engine, request_id: str) -> bool:
+    """True when the store holds a logged request with this id."""
+    with read_session(engine) as session:
+        return session.get(RequestLogRow, request_id) is not None
+
+
 def get_record(engine: Engine, request_id: str) -> TriageRecord:
     """The triage record of `request_id`.
 
@@ -372,3 +378,19 @@ def assign(
         return before, assignee
 
     return _change(engine, request_id, "assign", mutate, expected_revision=expected_revision, user=user)
+
+
+def diagnosable_cases(
+    engine: Engine, no_gold_labels: Sequence[str]
+) -> list[tuple[str, list[str], str | None]]:
+    """`(request_id, gold ids, confirmed primary label)` of records with gold, or confirmed with a
+    label that needs none, oldest request first."""
+    statement = select(TriageRow).order_by(col(TriageRow.request_ts), col(TriageRow.request_id))
+    picked = []
+    with read_session(engine) as session:
+        for row in session.scalars(statement):
+            confirmed = row.primary_label if row.status == "confirmed" else None
+            gold = [g if isinstance(g, str) else str(g.get("chunk_id")) for g in row.gold_chunk_ids or []]
+            if gold or (confirmed is not None and confirmed in no_gold_labels):
+                picked.append((row.request_id, gold, confirmed))
+    return picked

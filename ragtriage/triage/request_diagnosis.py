@@ -12,8 +12,13 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
+from ragtriage.config.profiles import resolve_profile
 from ragtriage.errors import InputError, NotFoundError
+from ragtriage.logs.requests import find_request
 from ragtriage.pipeline.types import Trace
+from ragtriage.replay.logged import logged_trace
+from ragtriage.store.gold import gold_ids
+from ragtriage.store.triage_repo import find_record
 from ragtriage.triage.context import DiagnosisContext
 from ragtriage.triage.diagnose import Diagnosis, diagnose
 from ragtriage.wording import quoted
@@ -45,22 +50,15 @@ def logged_case(workspace: Workspace, request_id: str) -> LoggedCase:
     Raises:
         NotFoundError: the request is not in the store.
     """
-    from ragtriage.logs.schema import RequestLog
-    from ragtriage.replay.logged import logged_trace
-    from ragtriage.store.db import read_session
-    from ragtriage.store.gold import gold_ids
-    from ragtriage.store.log_tables import RequestLogRow, TriageRow
-
-    with read_session(workspace.engine) as session:
-        row = session.get(RequestLogRow, request_id)
-        if row is None:
-            raise NotFoundError(
-                f"request_id {quoted(request_id)} is not in the store; ingest its log with `logs ingest`"
-            )
-        record = RequestLog.model_validate_json(row.body)
-        triage = session.get(TriageRow, request_id)
-        gold = gold_ids(triage.gold_chunk_ids) if triage is not None and triage.gold_chunk_ids else None
-        label = triage.primary_label if triage is not None and triage.status == "confirmed" else None
+    stored = find_request(workspace.engine, request_id)
+    if stored is None:
+        raise NotFoundError(
+            f"request_id {quoted(request_id)} is not in the store; ingest its log with `logs ingest`"
+        )
+    record = stored.record
+    triage = find_record(workspace.engine, request_id)
+    gold = gold_ids(triage.gold_chunk_ids) if triage is not None and triage.gold_chunk_ids else None
+    label = triage.primary_label if triage is not None and triage.status == "confirmed" else None
     if gold is None and label in workspace.settings.triage.no_gold_labels:
         gold = []  # confirmed without gold: the KB has no answer (known, not unknown)
     return LoggedCase(
@@ -93,16 +91,14 @@ def diagnose_request(
     logged: Trace | None = None
     confirmed_label: str | None = None
     as_of: datetime | None = None
-    gold_ids = list(gold) if gold is not None else None
+    chosen_gold = list(gold) if gold is not None else None
     if request_id is not None:
         case = logged_case(workspace, request_id)
         query, logged, confirmed_label = case.query, case.trace, case.confirmed_label
-        gold_ids = gold_ids if gold_ids is not None else case.gold
+        chosen_gold = chosen_gold if chosen_gold is not None else case.gold
         as_of = case.ts
         use_profile = getattr(context, "use_profile", None)
         if use_profile is not None:
-            from ragtriage.config.profiles import resolve_profile
-
             # Replayed as production ran it: the profile of its pipeline_version, at its time.
             use_profile(resolve_profile(workspace.settings, case.pipeline_version))
     if query is None:
@@ -111,7 +107,7 @@ def diagnose_request(
         context,
         query,
         logged=logged,
-        gold=gold_ids,
+        gold=chosen_gold,
         must_have=must_have,
         request_id=request_id,
         counterfactuals=counterfactuals,
