@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlmodel import select
 
 from ragtriage import locations
 from ragtriage.errors import InputError
@@ -34,15 +33,12 @@ from ragtriage.kb.chunking import ChunkingParams
 from ragtriage.kb.document import SUFFIX_FORMATS
 from ragtriage.kb.loaders import load_document
 from ragtriage.store import eval_repo as eval_store
-from ragtriage.store.db import read_session
 from ragtriage.store.kb_repo import store_document
 from ragtriage.store.kb_tables import DocumentRow
 from ragtriage.wording import quoted
 from ragtriage.workspace import Workspace
 
 __all__ = ["SweepRow", "SweepTable", "chunk_params_for", "run_chunk_sweep", "sweep_metrics"]
-
-_DELETED = "deleted"
 
 
 class SweepRow(BaseModel):
@@ -107,13 +103,7 @@ def _with_derived_refs(workspace: Workspace, stored: eval_store.StoredCase) -> e
 
 
 def _source_documents(workspace: Workspace) -> tuple[list[DocumentRow], list[str]]:
-    kb = workspace.settings.kb.name
-    with read_session(workspace.engine) as session:
-        rows = list(
-            session.exec(
-                select(DocumentRow).where(DocumentRow.kb == kb, DocumentRow.status != _DELETED)
-            ).all()
-        )
+    rows = eval_store.source_documents(workspace.engine, workspace.settings.kb.name)
     # An imported document's source_path is the chunk export (JSONL, CSV, a SQL URL): not a
     # document `kb add` can re-chunk.
     readable = [

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 from sqlalchemy import func
+from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import defer
 from sqlmodel import Session, col, or_, select
@@ -431,3 +432,37 @@ def live_chunk_texts(engine: Engine, doc_id: str) -> list[tuple[str, str]]:
             ChunkRow.doc_id == doc_id, col(ChunkRow.status) != "deleted"
         )
         return [(chunk_id, content) for chunk_id, content in session.exec(statement)]
+
+
+def live_chunk_places(
+    engine: Engine, doc_ids: Iterable[str]
+) -> list[tuple[str, str, str | None, int | None, int | None]]:
+    """`(chunk_id, doc_id, anchor, char_start, char_end)` of the live chunks of `doc_ids`, by document
+    in reading order (ordinal)."""
+    wanted = sorted(set(doc_ids))
+    found = []
+    with read_session(engine) as session:
+        for start in range(0, len(wanted), 500):
+            # Five columns: sqlmodel's typed `select` stops at four.
+            statement = (
+                sa_select(
+                    col(ChunkRow.chunk_id),
+                    col(ChunkRow.doc_id),
+                    col(ChunkRow.anchor),
+                    col(ChunkRow.char_start),
+                    col(ChunkRow.char_end),
+                )
+                .where(
+                    col(ChunkRow.doc_id).in_(wanted[start : start + 500]), col(ChunkRow.status) != "deleted"
+                )
+                .order_by(col(ChunkRow.doc_id), col(ChunkRow.ordinal))
+            )
+            found += [tuple(row) for row in session.execute(statement).all()]
+    return found
+
+
+def source_documents(engine: Engine, kb: str) -> list[DocumentRow]:
+    """The documents of `kb` that are not deleted."""
+    with read_session(engine) as session:
+        statement = select(DocumentRow).where(DocumentRow.kb == kb, col(DocumentRow.status) != "deleted")
+        return list(session.exec(statement).all())

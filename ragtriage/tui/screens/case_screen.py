@@ -215,7 +215,7 @@ class CaseScreen(CaseActions, WorkerFailures, Screen[None]):
         if worker.is_cancelled:
             self.post_message(ReplayCancelled(case.request_id))
             return
-        from ragtriage.triage.suggestions import save_suggested_labels
+        from ragtriage.store.triage_repo import save_suggested_labels
 
         save_suggested_labels(
             app.workspace.engine, {case.request_id: diagnosis.suggestion.label or "unknown"}
