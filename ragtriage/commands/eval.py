@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from ragtriage.commands.common import echo_json, stdout_console
-from ragtriage.eval.score_report import ScoreReport, build_score_report
+from ragtriage.eval.scoring import ScoreReport, build_score_report
 from ragtriage.eval.specs import DEFAULT_KS, MetricSpec, default_specs, parse_ks, parse_metrics
 from ragtriage.eval.trec_files import read_trec_qrels, read_trec_run
 from ragtriage.render.fit import Col, FitTable

@@ -218,9 +218,8 @@ def register_eval(group: click.Group) -> None:
         The gap is a cosine difference on your embedder's scale, so calibrate it after changing the
         embedder. --write then sets refusal_dense_gap as well.
         """
-        from ragtriage.eval.refusal_calibration import write_threshold
-        from ragtriage.eval.refusal_gap import calibrate_results
-        from ragtriage.eval.run_pick import run_or_newest
+        from ragtriage.eval.refusal_calibration import calibrate_results, write_threshold
+        from ragtriage.eval.run_view import run_or_newest
         from ragtriage.store import eval_repo as eval_store
 
         with open_workspace(home, config_file) as workspace:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from ragtriage.errors import InputError
 from ragtriage.eval.cases import EvalCase
-from ragtriage.eval.run_pick import run_or_newest
+from ragtriage.eval.run_view import run_or_newest
 from ragtriage.kb.service import get_chunks
 from ragtriage.store import eval_repo as eval_store
 

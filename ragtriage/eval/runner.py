@@ -23,7 +23,7 @@ from ragtriage.eval.buckets import case_buckets
 from ragtriage.eval.cases import EvalCase
 from ragtriage.eval.gold_map import resolve_cases
 from ragtriage.eval.metrics import rank_shift
-from ragtriage.eval.run_status import RunSummary, effective_status, run_summary, summarize_run
+from ragtriage.eval.run_view import RunSummary, effective_status, run_summary, summarize_run
 from ragtriage.eval.scoring import score_case
 from ragtriage.eval.specs import MetricSpec, default_specs
 from ragtriage.index.manifest import read_manifest
