@@ -13,8 +13,8 @@ from textual.worker import get_current_worker
 from ragtriage.logs.flagging import REASONS
 from ragtriage.logs.queue import FIDELITY_FILTERS, QUEUE_SORTS, QueueCounts, list_queue, queue_counts
 from ragtriage.store.log_tables import TRIAGE_STATUSES
-from ragtriage.triage.sampling import SAMPLED_REASON
 from ragtriage.triage.rules import LABELS
+from ragtriage.triage.sampling import SAMPLED_REASON
 from ragtriage.tui.messages import QueueLoaded
 from ragtriage.tui.screens.worker_failures import WorkerFailures
 from ragtriage.tui.widgets.counts_bar import CountsBar
