@@ -19,8 +19,7 @@ from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.journey_view import journey_notes, journey_table, suggestion_lines
 from ragtriage.render.text import PLACE_HEADER, chunk_place, hanging_text, plural
 from ragtriage.triage.agreement import AgreementReport
-from ragtriage.triage.diagnose import Diagnosis
-from ragtriage.triage.request_diagnosis import diagnose_request
+from ragtriage.triage.diagnose import Diagnosis, diagnose_request
 from ragtriage.workspace import Workspace
 
 

@@ -111,7 +111,7 @@ def get_diagnosis(
     This replays through the pipeline (seconds, not milliseconds); nothing is written.
     """
     from ragtriage.triage.context import WorkspaceContext
-    from ragtriage.triage.request_diagnosis import diagnose_request
+    from ragtriage.triage.diagnose import diagnose_request
 
     workspace = state.fresh_workspace()
     context = WorkspaceContext(workspace)
