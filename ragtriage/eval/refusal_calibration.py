@@ -42,7 +42,6 @@ from pydantic import BaseModel, Field
 
 from ragtriage.config.sources import set_settings_values
 from ragtriage.errors import InputError
-from ragtriage.pipeline.lexical_support import DENSE_GAP_RANK
 from ragtriage.wording import quoted
 
 __all__ = [
@@ -330,6 +329,15 @@ def support_parts(snapshot: Mapping[str, Any]) -> SupportParts | None:
     return SupportParts(support.get("term_share"), vetoed, gap)
 
 
+def _dense_gap_rank() -> int:
+    """`pipeline.lexical_support.DENSE_GAP_RANK` (the rank whose cosine the dense gap subtracts)."""
+    # Imported on use: lexical_support loads Whoosh and jieba, which `--help` of every command
+    # (and this module's import by `eval calibrate-refusal`) must not pay for.
+    from ragtriage.pipeline.lexical_support import DENSE_GAP_RANK
+
+    return DENSE_GAP_RANK
+
+
 def _candidate_gap(snapshot: Mapping[str, Any]) -> float | None:
     """`pipeline.lexical_support.dense_gap` from a candidate snapshot's dense route ranks and scores."""
     routes: dict[str, dict[int, float]] = {}
@@ -337,11 +345,12 @@ def _candidate_gap(snapshot: Mapping[str, Any]) -> float | None:
         for name, pair in (candidate.get("routes") or {}).items():
             if name.startswith("dense") and pair and pair[1] is not None:
                 routes.setdefault(name, {})[int(pair[0])] = float(pair[1])
-    full = [ranks for ranks in routes.values() if 1 in ranks and DENSE_GAP_RANK in ranks]
+    rank = _dense_gap_rank()
+    full = [ranks for ranks in routes.values() if 1 in ranks and rank in ranks]
     if not full:
         return None
     best = max(full, key=lambda ranks: ranks[1])
-    return round(best[1] - best[DENSE_GAP_RANK], 6)
+    return round(best[1] - best[rank], 6)
 
 
 def lexical_score(parts: SupportParts, gap_threshold: float | None) -> float | None:
@@ -438,7 +447,7 @@ def calibrate_with_gap(
     )
     if not any(row.dense_gap is not None for row in gap_rows):
         report.gap_note = (
-            f"no case of run {run_id} had a dense route of {DENSE_GAP_RANK} hits with a share below 1, so "
+            f"no case of run {run_id} had a dense route of {_dense_gap_rank()} hits with a share below 1, so "
             "no gap changes a score (a KB or dense k that small): only off is swept"
         )
     return report
