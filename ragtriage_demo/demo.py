@@ -210,9 +210,9 @@ def diagnose_flagged(
     """
     from ragtriage.logs.requests import get_requests
     from ragtriage.logs.schema import to_trace
+    from ragtriage.store.triage_repo import save_suggested_labels, undiagnosed_request_ids
     from ragtriage.triage.context import WorkspaceContext
     from ragtriage.triage.diagnose import diagnose
-    from ragtriage.triage.suggestions import save_suggested_labels, undiagnosed_request_ids
 
     request_ids = undiagnosed_request_ids(workspace.engine, limit)
     records = get_requests(workspace.engine, request_ids)

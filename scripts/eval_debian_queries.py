@@ -48,8 +48,15 @@ import debian_queries  # noqa: E402
 from ragtriage.errors import RagtriageError  # noqa: E402
 from ragtriage.eval.aggregate import aggregate_by_bucket, overall  # noqa: E402
 from ragtriage.eval.metrics import refusal_accuracy  # noqa: E402
-from ragtriage.eval.refusal_calibration import SCORE_KINDS, calibrate, case_scores, refusal_row  # noqa: E402
-from ragtriage.eval.refusal_gap import calibrate_with_gap, lexical_score, support_parts  # noqa: E402
+from ragtriage.eval.refusal_calibration import (  # noqa: E402  # noqa: E402
+    SCORE_KINDS,
+    calibrate,
+    calibrate_with_gap,
+    case_scores,
+    lexical_score,
+    refusal_row,
+    support_parts,
+)
 from ragtriage.eval.runner import run_eval  # noqa: E402
 from ragtriage.index import kb_sync  # noqa: E402
 from ragtriage.kb import service  # noqa: E402

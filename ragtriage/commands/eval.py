@@ -15,7 +15,7 @@ from ragtriage.commands.eval_runs import export_command, import_command, run_com
 from ragtriage.commands.eval_show import show_command
 from ragtriage.commands.eval_sweep import sweep_command
 from ragtriage.eval.formats import read_trec_qrels, read_trec_run
-from ragtriage.eval.score_report import ScoreReport, build_score_report
+from ragtriage.eval.scoring import ScoreReport, build_score_report
 from ragtriage.eval.specs import DEFAULT_KS, MetricSpec, default_specs, parse_ks, parse_metrics
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.text import plural

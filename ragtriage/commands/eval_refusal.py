@@ -20,11 +20,11 @@ from ragtriage.eval.refusal_calibration import (
     CalibrationReport,
     GapRow,
     ThresholdRow,
+    calibrate_results,
     unscored_refused,
     write_threshold,
 )
-from ragtriage.eval.refusal_gap import calibrate_results
-from ragtriage.eval.run_pick import run_or_newest
+from ragtriage.eval.run_view import run_or_newest
 from ragtriage.store import eval_repo as eval_store
 
 #: Rows printed around the proposal (the JSON has them all).

@@ -24,8 +24,7 @@ from ragtriage.store.log_tables import TriageRow
 from ragtriage.triage.agreement import AgreementReport, diagnose_all
 from ragtriage.triage.alias_mining import DEFAULT_ALIAS_FILE, add_aliases, mine_aliases
 from ragtriage.triage.context import WorkspaceContext
-from ragtriage.triage.diagnose import Diagnosis
-from ragtriage.triage.request_diagnosis import diagnose_request
+from ragtriage.triage.diagnose import Diagnosis, diagnose_request
 from ragtriage.workspace import Workspace
 
 

@@ -20,26 +20,25 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlmodel import select
 
 from ragtriage import locations
 from ragtriage.errors import InputError
 from ragtriage.eval.gold_map import refs_for_chunks, resolve_cases
+from ragtriage.eval.runner import run_eval
+from ragtriage.index.indexer import sync_indexes
+from ragtriage.kb.chunking import ChunkingParams
 from ragtriage.kb.document import SUFFIX_FORMATS
+from ragtriage.kb.loaders import load_document
 from ragtriage.store import eval_repo as eval_store
-from ragtriage.store.db import read_session
+from ragtriage.store.kb_repo import store_document
 from ragtriage.store.kb_tables import DocumentRow
 from ragtriage.wording import quoted
-
-if TYPE_CHECKING:
-    from ragtriage.workspace import Workspace
+from ragtriage.workspace import Workspace
 
 __all__ = ["SweepRow", "SweepTable", "chunk_params_for", "run_chunk_sweep", "sweep_metrics"]
-
-_DELETED = "deleted"
 
 
 class SweepRow(BaseModel):
@@ -104,13 +103,7 @@ def _with_derived_refs(workspace: Workspace, stored: eval_store.StoredCase) -> e
 
 
 def _source_documents(workspace: Workspace) -> tuple[list[DocumentRow], list[str]]:
-    kb = workspace.settings.kb.name
-    with read_session(workspace.engine) as session:
-        rows = list(
-            session.exec(
-                select(DocumentRow).where(DocumentRow.kb == kb, DocumentRow.status != _DELETED)
-            ).all()
-        )
+    rows = eval_store.source_documents(workspace.engine, workspace.settings.kb.name)
     # An imported document's source_path is the chunk export (JSONL, CSV, a SQL URL): not a
     # document `kb add` can re-chunk.
     readable = [
@@ -126,8 +119,6 @@ def _source_documents(workspace: Workspace) -> tuple[list[DocumentRow], list[str
 
 
 def _throwaway(workspace: Workspace, home: Path, target: int, max_chars: int, overlap: int) -> Workspace:
-    from ragtriage.workspace import Workspace
-
     settings = workspace.settings
     copy = settings.model_copy(
         update={
@@ -150,11 +141,6 @@ def _build_kb(
     throwaway: Workspace, documents: Sequence[DocumentRow], on_progress: Callable[[int, int], None] | None
 ) -> int:
     """Load, chunk and store every document under its own id; index; return the chunk count."""
-    from ragtriage.index.indexer import sync_indexes
-    from ragtriage.kb.chunking import ChunkingParams
-    from ragtriage.kb.loaders import load_document
-    from ragtriage.store.kb_repo import store_document
-
     params = ChunkingParams.from_settings(throwaway.settings.kb)
     chunks = 0
     for row in documents:
@@ -256,8 +242,6 @@ def _one_setting(
     dataset: str,
     on_progress: Callable[[str, int, int], None] | None,
 ) -> SweepRow:
-    from ragtriage.eval.runner import run_eval
-
     target, max_chars, overlap = setting
 
     def progress(stage: str) -> Callable[[int, int], None]:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy.engine import Engine
 
 from ragtriage.eval.aggregate import aggregate_by_bucket, mean_metrics
-from ragtriage.eval.run_status import effective_status
+from ragtriage.eval.run_view import effective_status
 from ragtriage.eval.significance import PairedTest, WinTieLoss, paired_randomization_test, win_tie_loss
 from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.eval_tables import EvalRunCaseRow, EvalRunRow

@@ -5,8 +5,13 @@ granularity) or chunk ids (at doc granularity), unknown gold ids, gold refs (doc
 span) that map to no live chunk, gold chunks from another KB,
 unpublished gold, deleted gold, gold lost after re-chunking (with the live chunk of the same
 document whose content overlaps most), gold missing from the indexes, duplicate cases, conflicting
-gold for one query, and cases without gold; then the settings: a refusal threshold calibrated for
-another score kind than the one the configuration refuses by (`eval.refusal_settings`).
+gold for one query, and cases without gold; then the settings (`refusal_findings`).
+
+A `[rerank] refusal_threshold` is a value on the scale of the score it was calibrated for
+(`refusal_threshold_score`). When the configuration refuses by another kind (a cross-encoder was
+added, `refusal_score` changed), refusal does not judge any request (`pipeline.refusal`); when a
+settings file gives a threshold without its kind, the threshold applies to whatever score the run
+has, as before the kind was recorded, and nothing checks its scale.
 """
 
 from __future__ import annotations
@@ -16,16 +21,18 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
-from sqlmodel import col, select
 
+from ragtriage import locations
+from ragtriage.config.settings import RerankSettings
+from ragtriage.eval.gold_map import resolve_cases
+from ragtriage.index.manifest import read_manifest
 from ragtriage.store import eval_repo as eval_store
-from ragtriage.store.db import read_session
-from ragtriage.store.kb_tables import ChunkRow, DocumentRow, filtered_reason
+from ragtriage.store.kb_tables import filtered_reason
 
 if TYPE_CHECKING:
     from ragtriage.workspace import Workspace
 
-__all__ = ["DoctorReport", "Finding", "FindingItem", "best_overlap", "run_doctor"]
+__all__ = ["DoctorReport", "Finding", "FindingItem", "best_overlap", "refusal_findings", "run_doctor"]
 
 DELETED = "deleted"
 #: `ChunkRow.deletion` of a chunk that went without a replacement in its (live) document.
@@ -125,34 +132,9 @@ def run_doctor(workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET) 
     cases = eval_store.dataset_cases(workspace.engine, dataset, version)
     kb = workspace.settings.kb.name
     report = DoctorReport(dataset=dataset, dataset_version=version, cases=len(cases), kb=kb)
-    gold_ids = {g for c in cases for g in c.case.gold}
-    with read_session(workspace.engine) as session:
-        chunks = {}
-        documents = {}
-        ids = sorted(gold_ids)
-        for start in range(0, len(ids), 500):
-            batch = ids[start : start + 500]
-            chunks.update(
-                {
-                    r.chunk_id: r
-                    for r in session.exec(select(ChunkRow).where(col(ChunkRow.chunk_id).in_(batch)))
-                }
-            )
-            documents.update(
-                {
-                    r.doc_id: r
-                    for r in session.exec(select(DocumentRow).where(col(DocumentRow.doc_id).in_(batch)))
-                }
-            )
-        doc_ids_needed = {row.doc_id for row in chunks.values()}
-        for start in range(0, len(doc_ids_needed), 500):
-            batch = sorted(doc_ids_needed)[start : start + 500]
-            documents.update(
-                {
-                    r.doc_id: r
-                    for r in session.exec(select(DocumentRow).where(col(DocumentRow.doc_id).in_(batch)))
-                }
-            )
+    mappings = resolve_cases(workspace.engine, [stored.case for stored in cases])
+    gold_ids = {g for c in cases for g in c.case.gold} | {g for m in mappings for g in m.case.gold}
+    chunks, documents = eval_store.gold_rows(workspace.engine, gold_ids)
     findings: dict[str, Finding] = {}
 
     def add(kind: str, item: FindingItem) -> None:
@@ -163,9 +145,6 @@ def run_doctor(workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET) 
 
     indexed = _indexed_chunk_ids(workspace)
     rechunked: dict[str, list[tuple[str, str]]] = {}
-    from ragtriage.eval.gold_map import resolve_cases
-
-    mappings = resolve_cases(workspace.engine, [stored.case for stored in cases])
     for stored, mapping in zip(cases, mappings, strict=True):
         case = stored.case
         for ref in mapping.unmapped:
@@ -174,8 +153,6 @@ def run_doctor(workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET) 
         # stored chunk ids (which re-chunking is expected to replace).
         gold = mapping.case.gold if case.gold_refs and not mapping.unmapped else case.gold
         for gold_id, grade in gold.items():
-            if gold_id not in chunks and gold_id not in documents:
-                _fetch(workspace, gold_id, chunks, documents)
             if grade <= 0:
                 continue
             chunk, document = chunks.get(gold_id), documents.get(gold_id)
@@ -218,7 +195,7 @@ def run_doctor(workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET) 
                     )
                 elif owner is not None and owner.status != DELETED:
                     if chunk.doc_id not in rechunked:
-                        rechunked[chunk.doc_id] = _live_chunks(workspace, chunk.doc_id)
+                        rechunked[chunk.doc_id] = eval_store.live_chunk_texts(workspace.engine, chunk.doc_id)
                     proposal, score = best_overlap(chunk.content, rechunked[chunk.doc_id])
                     add(
                         "rechunked_gold",
@@ -249,8 +226,6 @@ def run_doctor(workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET) 
         if not stored.case.has_gold:
             add("no_gold", FindingItem(case_id=stored.case.case_id))
     report.findings = [findings[kind] for kind in _KINDS if kind in findings]
-    from ragtriage.eval.refusal_settings import refusal_findings
-
     report.findings.extend(refusal_findings(workspace.settings.rerank))
     return report
 
@@ -294,34 +269,51 @@ def _ref_note(ref: Any) -> str:
     )
 
 
-def _fetch(workspace: Workspace, chunk_id: str, chunks: dict[str, Any], documents: dict[str, Any]) -> None:
-    """Load one chunk (and its document) that only a ref mapping named."""
-    with read_session(workspace.engine) as session:
-        row = session.get(ChunkRow, chunk_id)
-        if row is not None:
-            chunks[chunk_id] = row
-            owner = session.get(DocumentRow, row.doc_id)
-            if owner is not None:
-                documents[row.doc_id] = owner
-
-
-def _live_chunks(workspace: Workspace, doc_id: str) -> list[tuple[str, str]]:
-    with read_session(workspace.engine) as session:
-        rows = session.exec(
-            select(ChunkRow.chunk_id, ChunkRow.content).where(
-                ChunkRow.doc_id == doc_id, ChunkRow.status != DELETED
-            )
-        ).all()
-    return [(chunk_id, content) for chunk_id, content in rows]
-
-
 def _indexed_chunk_ids(workspace: Workspace) -> set[str]:
     """Chunk ids in the index manifest; none when the indexes were never built (`--no-index`)."""
-    from ragtriage import locations
-    from ragtriage.index.manifest import read_manifest
-
     manifest = read_manifest(locations.manifest_path(workspace.home))
     return set(manifest.content_hashes) if manifest is not None else set()
+
+
+CALIBRATE = "run `ragtriage eval run`, then `ragtriage eval calibrate-refusal --write`"
+
+
+def refusal_findings(rerank: RerankSettings) -> list[Finding]:
+    """Warnings (no case items) about `refusal_threshold` and the score it judges; [] when sound."""
+    threshold, calibrated_for, kind = (
+        rerank.refusal_threshold,
+        rerank.refusal_threshold_score,
+        rerank.refusal_kind(),
+    )
+    if threshold is None or not rerank.enabled or calibrated_for == kind:
+        return []
+    if calibrated_for is None:
+        return [
+            Finding(
+                kind="refusal_threshold_score_unknown",
+                severity="warning",
+                summary=(
+                    f"[rerank] refusal_threshold {threshold:g} does not say which score it was calibrated "
+                    f"for; it is applied to the {kind} score as it is"
+                ),
+                fix=(
+                    f'add refusal_threshold_score = "{kind}" to [rerank] if it was calibrated for that score, '
+                    f"else {CALIBRATE} (it records the kind)"
+                ),
+            )
+        ]
+    return [
+        Finding(
+            kind="refusal_threshold_scale",
+            severity="warning",
+            summary=(
+                f"[rerank] refusal_threshold {threshold:g} was calibrated for {calibrated_for}, but this "
+                f"configuration refuses by {kind}: refusal judges no request (the traces say "
+                "`refusal not judged`)"
+            ),
+            fix=f'{CALIBRATE} (it writes the threshold and its kind), or set refusal_threshold = "off"',
+        )
+    ]
 
 
 #: kind → (summary, fix, severity), in report order.

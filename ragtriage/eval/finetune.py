@@ -20,6 +20,9 @@ from pydantic import BaseModel, Field
 
 from ragtriage.errors import InputError
 from ragtriage.eval.cases import EvalCase
+from ragtriage.eval.run_view import run_or_newest
+from ragtriage.kb.service import get_chunks
+from ragtriage.store import eval_repo as eval_store
 
 __all__ = [
     "FinetuneReport",
@@ -155,10 +158,6 @@ def export_finetune(
         NotFoundError: no such run, or `dataset` has no complete run.
         InputError: `negatives` below 0.
     """
-    from ragtriage.eval.run_pick import run_or_newest
-    from ragtriage.kb.service import get_chunks
-    from ragtriage.store import eval_repo as eval_store
-
     run = run_or_newest(engine, run_ref, dataset)
     run_id = int(run.id or 0)
     cases = [c.case for c in eval_store.dataset_cases(engine, run.dataset, run.dataset_version)]

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 
 from ragtriage.errors import InputError
 from ragtriage.eval.compare import compare_runs
-from ragtriage.eval.run_status import effective_status
+from ragtriage.eval.run_view import effective_status
 from ragtriage.eval.specs import parse_metric
 from ragtriage.store import eval_repo as eval_store
 from ragtriage.wording import quoted

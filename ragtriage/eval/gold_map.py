@@ -19,13 +19,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
-from sqlmodel import col, select
 
 from ragtriage.eval.cases import EvalCase, GoldRef
-from ragtriage.store.db import read_session
-from ragtriage.store.kb_tables import ChunkRow
+from ragtriage.store import eval_repo
 
 __all__ = [
     "ChunkPlace",
@@ -36,8 +33,6 @@ __all__ = [
     "resolve_case",
     "resolve_cases",
 ]
-
-_DELETED = "deleted"
 
 
 @dataclass(frozen=True)
@@ -101,26 +96,9 @@ def resolve_case(case: EvalCase, places_by_doc: dict[str, list[ChunkPlace]]) -> 
 
 def load_places(engine: Engine, doc_ids: Iterable[str]) -> dict[str, list[ChunkPlace]]:
     """Live chunks of `doc_ids` by document, in reading order (ordinal)."""
-    wanted = sorted(set(doc_ids))
     places: dict[str, list[ChunkPlace]] = defaultdict(list)
-    with read_session(engine) as session:
-        for start in range(0, len(wanted), 500):
-            # Five columns: sqlmodel's typed `select` stops at four.
-            statement = (
-                sa_select(
-                    col(ChunkRow.chunk_id),
-                    col(ChunkRow.doc_id),
-                    col(ChunkRow.anchor),
-                    col(ChunkRow.char_start),
-                    col(ChunkRow.char_end),
-                )
-                .where(
-                    col(ChunkRow.doc_id).in_(wanted[start : start + 500]), col(ChunkRow.status) != _DELETED
-                )
-                .order_by(col(ChunkRow.doc_id), col(ChunkRow.ordinal))
-            )
-            for chunk_id, doc_id, anchor, char_start, char_end in session.execute(statement).all():
-                places[doc_id].append(ChunkPlace(chunk_id, doc_id, anchor, char_start, char_end))
+    for row in eval_repo.live_chunk_places(engine, doc_ids):
+        places[row[1]].append(ChunkPlace(*row))
     return dict(places)
 
 
@@ -140,11 +118,7 @@ def refs_for_chunks(engine: Engine, gold: dict[str, int]) -> list[GoldRef]:
     wanted = [chunk_id for chunk_id, grade in gold.items() if grade > 0]
     if not wanted:
         return []
-    with read_session(engine) as session:
-        rows = {
-            row.chunk_id: row
-            for row in session.exec(select(ChunkRow).where(col(ChunkRow.chunk_id).in_(wanted)))
-        }
+    rows, _ = eval_repo.gold_rows(engine, wanted)
     refs: list[GoldRef] = []
     for chunk_id in wanted:
         row = rows.get(chunk_id)

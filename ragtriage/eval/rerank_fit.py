@@ -28,7 +28,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ragtriage.config.sources import set_settings_values
+from ragtriage.errors import InputError
+from ragtriage.eval.gold_map import resolve_cases
 from ragtriage.pipeline.types import Trace
+from ragtriage.store import eval_repo as eval_store
 from ragtriage.wording import quoted
 
 if TYPE_CHECKING:
@@ -323,8 +327,6 @@ def write_weights(path: Path, weights: Mapping[str, float]) -> None:
     Raises:
         ConfigError: the file is not valid TOML, or `rerank` / `rerank.weights` is not a table.
     """
-    from ragtriage.config.sources import set_settings_values
-
     values = {name: round(float(value), 6) for name, value in weights.items()}
     set_settings_values(path, ("rerank", "weights"), values)
 
@@ -343,10 +345,6 @@ def collect_fit_cases(
     Gold refs are mapped onto the current KB first. Raises InputError when the rerank stage is off
     (there are no features to weigh) or no case of the dataset carries the tags.
     """
-    from ragtriage.errors import InputError
-    from ragtriage.eval.gold_map import resolve_cases
-    from ragtriage.store import eval_repo as eval_store
-
     if not workspace.settings.rerank.enabled:
         raise InputError("[rerank] enabled = false: there is no rerank stage whose weights to fit; enable it")
     stored = eval_store.dataset_cases(workspace.engine, dataset)

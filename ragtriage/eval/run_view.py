@@ -1,5 +1,7 @@
 """Stored runs as plain data for the faces: the run list, one run with its per-case results (paged),
-each case's candidate snapshot and its gold journey.
+each case's candidate snapshot and its gold journey; a run's effective status (a `running` run whose
+process died is `incomplete`), its aggregates recomputed from the stored per-case results, and which
+run a command works on (the one named, else the newest complete run of a dataset).
 
 `eval runs`, `eval show`, the REST API and the HTML report all read runs through these functions,
 so a run looks the same everywhere. Nothing here replays anything: it reads what the runner stored.
@@ -7,6 +9,7 @@ so a run looks the same everywhere. Nothing here replays anything: it reads what
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -14,12 +17,15 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy.engine import Engine
 
+from ragtriage.config.profiles import DEFAULT_PROFILE
 from ragtriage.errors import InputError, NotFoundError
-from ragtriage.eval.run_status import RunSummary, effective_status, run_summary
+from ragtriage.eval.aggregate import aggregate_by_bucket, overall
+from ragtriage.eval.metrics import refusal_accuracy
 from ragtriage.pipeline.types import LexicalSupport
 from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.eval_tables import EvalRunCaseRow, EvalRunRow
 from ragtriage.triage.journey import STAGE_ORDER, GoldStages, place_drop
+from ragtriage.wording import quoted
 
 __all__ = [
     "HEADLINE_METRICS",
@@ -28,11 +34,116 @@ __all__ = [
     "CaseResult",
     "RunDetail",
     "RunListItem",
+    "RunSummary",
     "case_results",
+    "effective_status",
     "list_run_items",
     "run_detail",
     "run_kb",
+    "run_or_newest",
+    "run_summary",
+    "summarize_run",
 ]
+
+
+class RunSummary(BaseModel):
+    """One run as the CLI reports it."""
+
+    run_id: int
+    name: str | None
+    dataset: str
+    dataset_version: int
+    granularity: str
+    status: str
+    case_count: int
+    cases_done: int
+    cases_this_attempt: int = 0
+    config_hash: str
+    profile: str = "default"
+    """Replay profile of the pipeline (`default`: the settings file as it is)."""
+    kb_revision: int | None = None
+    aggregates: dict[str, Any] = Field(default_factory=dict)
+    bucket_aggregates: dict[str, Any] = Field(default_factory=dict)
+    timings: dict[str, Any] = Field(default_factory=dict)
+    workers: int = 1
+
+
+def effective_status(run: EvalRunRow) -> str:
+    """`running` only while its process is alive; a `running` run whose process died reads `incomplete`."""
+    if run.status != "running":
+        return run.status
+    pid = (run.timings or {}).get("pid")
+    if pid == os.getpid():
+        return "running"
+    try:
+        if pid is not None:
+            os.kill(int(pid), 0)
+            return "running"
+    except (OSError, ValueError):
+        pass
+    return "incomplete"
+
+
+def summarize_run(workspace_engine: Any, run: EvalRunRow) -> dict[str, Any]:
+    """Aggregates of a run from its stored results: ranking metrics, no-gold refusal, rank shift, buckets."""
+    results = eval_store.run_case_results(workspace_engine, int(run.id or 0))
+    ranking = {r.case_id: r.metrics for r in results if r.has_gold}
+    no_gold = [r.refused for r in results if not r.has_gold]
+    shifts = [s for r in results for s in (r.snapshot or {}).get("rank_shift", [])]
+    moved = [s["shift"] for s in shifts if s.get("shift") is not None]
+    aggregate = overall(ranking).model_dump()
+    aggregate["no_gold"] = {
+        "cases": len(no_gold),
+        "refused": sum(no_gold),
+        "refusal_accuracy": refusal_accuracy(no_gold),
+    }
+    aggregate["rank_shift"] = {
+        "gold_pairs": len(moved),
+        "mean_shift": sum(moved) / len(moved) if moved else None,
+        "dropped_by_rerank": sum(1 for s in shifts if s.get("before") is not None and s.get("after") is None),
+    }
+    buckets = {r.case_id: r.buckets for r in results}
+    by_bucket = {name: agg.model_dump() for name, agg in aggregate_by_bucket(ranking, buckets).items()}
+    return {"aggregates": aggregate, "bucket_aggregates": by_bucket}
+
+
+def run_summary(run: EvalRunRow, this_attempt: int = 0) -> RunSummary:
+    """The stored run as the CLI and the API report it (status read through `effective_status`)."""
+    return RunSummary(
+        run_id=int(run.id or 0),
+        name=run.name,
+        dataset=run.dataset,
+        dataset_version=run.dataset_version,
+        granularity=run.granularity,
+        status=effective_status(run),
+        case_count=run.case_count,
+        cases_done=run.cases_done,
+        cases_this_attempt=this_attempt,
+        config_hash=run.config_hash,
+        profile=run.profile or DEFAULT_PROFILE,
+        kb_revision=run.kb_revision,
+        aggregates=run.aggregates,
+        bucket_aggregates=run.bucket_aggregates,
+        timings=run.timings,
+        workers=run.workers,
+    )
+
+
+def run_or_newest(engine: Engine, run_ref: str | None, dataset: str) -> EvalRunRow:
+    """Run `run_ref` (id or name), or the newest complete run of `dataset`.
+
+    Raises:
+        NotFoundError: no such run, or `dataset` has no complete run.
+    """
+    if run_ref is not None:
+        return eval_store.get_run(engine, run_ref)
+    complete = [run for run in eval_store.list_runs(engine, dataset) if run.status == "complete"]
+    if not complete:
+        raise NotFoundError(
+            f"eval set {quoted(dataset)} has no complete run; run `ragtriage eval run` first, or name one with --run"
+        )
+    return complete[0]
+
 
 #: Metrics shown for each run in a list (every metric is in the run's aggregates).
 HEADLINE_METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10", "hit@5", "coverage@30")

@@ -16,19 +16,23 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ragtriage import locations
 from ragtriage.config.profiles import DEFAULT_PROFILE, ResolvedProfile, get_profile, resolve_profile
 from ragtriage.errors import InputError, RagtriageError
 from ragtriage.eval.buckets import case_buckets
 from ragtriage.eval.cases import EvalCase
+from ragtriage.eval.gold_map import resolve_cases
 from ragtriage.eval.metrics import rank_shift
-from ragtriage.eval.run_status import RunSummary, effective_status, run_summary, summarize_run
+from ragtriage.eval.run_view import RunSummary, effective_status, run_summary, summarize_run
 from ragtriage.eval.scoring import score_case
 from ragtriage.eval.specs import MetricSpec, default_specs
+from ragtriage.index.manifest import read_manifest
 from ragtriage.pipeline.pipeline import RunCancelled
 from ragtriage.pipeline.refusal import refusal_scores, support_parts
 from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.eval_tables import EvalRunCaseRow, EvalRunRow
+from ragtriage.store.kb_repo import kb_revision
 
 if TYPE_CHECKING:
     from ragtriage.config.settings import Settings
@@ -154,6 +158,14 @@ def _result_row(
     )
 
 
+def index_manifest_summary(workspace: Workspace) -> dict[str, Any]:
+    """The index manifest without its per-chunk hashes (what a case or a run records); {} without indexes."""
+    manifest = read_manifest(locations.manifest_path(workspace.home))
+    if manifest is None:
+        return {}
+    return manifest.model_dump(mode="json", exclude={"content_hashes"})
+
+
 def _open_run(
     workspace: Workspace,
     dataset: str,
@@ -164,9 +176,6 @@ def _open_run(
     workers: int,
     profile: ResolvedProfile | None,
 ) -> EvalRunRow:
-    from ragtriage.store.kb_repo import kb_revision
-    from ragtriage.triage.promote import index_manifest_summary
-
     settings = profile.settings if profile is not None else workspace.settings
     granularities = sorted({c.case.gold_granularity for c in cases if c.case.has_gold}) or ["chunk"]
     run = EvalRunRow(
@@ -347,8 +356,6 @@ def run_eval(
 
 def _with_mapped_gold(engine: Any, cases: list[eval_store.StoredCase]) -> list[eval_store.StoredCase]:
     """Cases whose gold refs are mapped onto the current KB's chunks (`eval.gold_map`)."""
-    from ragtriage.eval.gold_map import resolve_cases
-
     if not any(c.case.gold_refs for c in cases):
         return cases
     mappings = resolve_cases(engine, [c.case for c in cases])

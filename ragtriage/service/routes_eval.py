@@ -8,8 +8,14 @@ from fastapi import APIRouter, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragtriage.errors import NotFoundError
-from ragtriage.eval.run_status import effective_status
-from ragtriage.eval.run_view import MAX_PAGE, RunDetail, RunListItem, list_run_items, run_detail
+from ragtriage.eval.run_view import (
+    MAX_PAGE,
+    RunDetail,
+    RunListItem,
+    effective_status,
+    list_run_items,
+    run_detail,
+)
 from ragtriage.service.state import ServiceState, service_state
 from ragtriage.store import eval_repo as eval_store
 from ragtriage.wording import quoted

@@ -16,9 +16,8 @@ from ragtriage.store import triage_repo
 from ragtriage.store.triage_repo import TriageRecord
 from ragtriage.triage import workflow
 from ragtriage.triage.context import WorkspaceContext
-from ragtriage.triage.diagnose import Diagnosis
+from ragtriage.triage.diagnose import Diagnosis, diagnose_request
 from ragtriage.triage.promote import PromoteResult, promote_request
-from ragtriage.triage.request_diagnosis import diagnose_request
 
 router = APIRouter(prefix="/api/v1", tags=["triage"])
 # Request ids are the logging system's own and may hold "/": the routes take the id as a path, and

@@ -1,4 +1,5 @@
-"""Eval-set and run repository: versioned datasets and cases, runs and their per-case results.
+"""Eval-set and run repository: versioned datasets and cases, runs and their per-case results, and
+the KB rows gold ids name (what `doctor` and the gold checks of `label` read).
 
 Every function opens its own short session (one unit of work), so the runner can store each case
 as it finishes while a triager writes labels in the same SQLite file.
@@ -14,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 from sqlalchemy import func
+from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import defer
 from sqlmodel import Session, col, or_, select
@@ -23,10 +25,10 @@ from ragtriage.eval.cases import EvalCase, GoldRef
 from ragtriage.pipeline.normalize import normalize_text
 from ragtriage.store.db import read_session, write_session
 from ragtriage.store.eval_tables import EvalCaseRow, EvalDatasetRow, EvalRunCaseRow, EvalRunRow
+from ragtriage.store.kb_tables import ChunkRow, DocumentRow
 from ragtriage.wording import quoted
 
 DEFAULT_DATASET = "default"
-RUN_STATUSES = ("running", "incomplete", "complete")
 
 
 class StoredCase(BaseModel):
@@ -395,3 +397,72 @@ def stored_case_ids(engine: Engine, run_id: int) -> set[str]:
     """Case ids a run already has results for (what `--resume` skips)."""
     with read_session(engine) as session:
         return set(session.exec(select(EvalRunCaseRow.case_id).where(EvalRunCaseRow.run_id == run_id)).all())
+
+
+def gold_rows(engine: Engine, ids: Iterable[str]) -> tuple[dict[str, ChunkRow], dict[str, DocumentRow]]:
+    """The chunk rows and document rows `ids` name (an id may be either), with the chunks' documents."""
+    wanted = sorted(set(ids))
+    chunks: dict[str, ChunkRow] = {}
+    documents: dict[str, DocumentRow] = {}
+    with read_session(engine) as session:
+        for start in range(0, len(wanted), 500):
+            batch = wanted[start : start + 500]
+            chunks.update(
+                (r.chunk_id, r)
+                for r in session.exec(select(ChunkRow).where(col(ChunkRow.chunk_id).in_(batch)))
+            )
+            documents.update(
+                (r.doc_id, r)
+                for r in session.exec(select(DocumentRow).where(col(DocumentRow.doc_id).in_(batch)))
+            )
+        owners = sorted({row.doc_id for row in chunks.values()} - set(documents))
+        for start in range(0, len(owners), 500):
+            batch = owners[start : start + 500]
+            documents.update(
+                (r.doc_id, r)
+                for r in session.exec(select(DocumentRow).where(col(DocumentRow.doc_id).in_(batch)))
+            )
+    return chunks, documents
+
+
+def live_chunk_texts(engine: Engine, doc_id: str) -> list[tuple[str, str]]:
+    """`(chunk id, content)` of the chunks of a document that are not deleted."""
+    with read_session(engine) as session:
+        statement = select(ChunkRow.chunk_id, ChunkRow.content).where(
+            ChunkRow.doc_id == doc_id, col(ChunkRow.status) != "deleted"
+        )
+        return [(chunk_id, content) for chunk_id, content in session.exec(statement)]
+
+
+def live_chunk_places(
+    engine: Engine, doc_ids: Iterable[str]
+) -> list[tuple[str, str, str | None, int | None, int | None]]:
+    """`(chunk_id, doc_id, anchor, char_start, char_end)` of the live chunks of `doc_ids`, by document
+    in reading order (ordinal)."""
+    wanted = sorted(set(doc_ids))
+    found = []
+    with read_session(engine) as session:
+        for start in range(0, len(wanted), 500):
+            # Five columns: sqlmodel's typed `select` stops at four.
+            statement = (
+                sa_select(
+                    col(ChunkRow.chunk_id),
+                    col(ChunkRow.doc_id),
+                    col(ChunkRow.anchor),
+                    col(ChunkRow.char_start),
+                    col(ChunkRow.char_end),
+                )
+                .where(
+                    col(ChunkRow.doc_id).in_(wanted[start : start + 500]), col(ChunkRow.status) != "deleted"
+                )
+                .order_by(col(ChunkRow.doc_id), col(ChunkRow.ordinal))
+            )
+            found += [tuple(row) for row in session.execute(statement).all()]
+    return found
+
+
+def source_documents(engine: Engine, kb: str) -> list[DocumentRow]:
+    """The documents of `kb` that are not deleted."""
+    with read_session(engine) as session:
+        statement = select(DocumentRow).where(DocumentRow.kb == kb, col(DocumentRow.status) != "deleted")
+        return list(session.exec(statement).all())

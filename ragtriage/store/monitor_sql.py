@@ -1,4 +1,5 @@
-"""The SQL side of `ragtriage monitor`: grouping keys, index-only counts, samples, old-row backfill.
+"""The SQL side of `ragtriage monitor`: grouping keys, index-only counts, samples, confirmed cases,
+new documents and their kept first-day recall, old-row backfill.
 
 Counts run on the covering index `ix_request_log_monitor` (ts, pipeline_version, result_count,
 rewrite_fired, rating, escalated, request_id), so a million stored requests are counted without
@@ -8,8 +9,8 @@ bounded sample, requests that mention a new document's chunk ids) have their bod
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Generator, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -18,7 +19,11 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.sql.elements import ColumnElement
 
 from ragtriage.store.db import read_session, write_session
-from ragtriage.store.log_tables import RequestLogRow
+from ragtriage.store.gold import gold_ids
+from ragtriage.store.kb_repo import as_utc
+from ragtriage.store.kb_tables import ChunkRow, DocumentRow
+from ragtriage.store.log_tables import RequestLogRow, TriageRow
+from ragtriage.store.monitor_tables import MonitorDocRecallRow
 
 GroupBy = Literal["day", "version"]
 #: Group of requests without a time (by day) or without a logged pipeline_version (by version).
@@ -163,49 +168,109 @@ def mentioning(
             yield str(group), body
 
 
-@dataclass
-class Backfill:
-    """Rows given their monitor columns on this call."""
+def confirmed_cases(
+    engine: Engine, by: GroupBy, since: datetime | None, until: datetime | None, bad_ratings: Sequence[str]
+) -> list[tuple[str, str | None, list[str], bool, str]]:
+    """`(request_id, primary label, gold ids, bad feedback, group)` of confirmed triage records."""
+    triage = TriageRow.__table__  # type: ignore[attr-defined]
+    statement = (
+        select(
+            triage.c.request_id,
+            triage.c.primary_label,
+            triage.c.gold_chunk_ids,
+            bad_feedback(bad_ratings),
+            group_key(engine, by),
+        )
+        .join(_REQUESTS, _REQUESTS.c.request_id == triage.c.request_id)
+        .where(triage.c.status == "confirmed", *window(since, until))
+    )
+    with read_session(engine) as session:
+        return [
+            (row[0], row[1], gold_ids(row[2] or []), bool(row[3]), str(row[4]))
+            for row in session.execute(statement)
+        ]
 
-    rows: int = 0
-    failed: list[str] = field(default_factory=list)
+
+def new_documents(
+    engine: Engine, since: datetime | None, until: datetime, kb: str
+) -> list[tuple[str, datetime, list[str]]]:
+    """`(doc_id, updated_at in UTC, published chunk ids)` of documents updated in [since, until)."""
+    documents = DocumentRow.__table__  # type: ignore[attr-defined]
+    chunks = ChunkRow.__table__  # type: ignore[attr-defined]
+    conditions = [documents.c.kb == kb, documents.c.status == "published", documents.c.updated_at < until]
+    if since is not None:
+        conditions.append(documents.c.updated_at >= since)
+    with read_session(engine) as session:
+        docs = session.execute(select(documents.c.doc_id, documents.c.updated_at).where(*conditions)).all()
+        found = []
+        for doc_id, updated_at in docs:
+            chunk_ids = session.execute(
+                select(chunks.c.chunk_id).where(chunks.c.doc_id == doc_id, chunks.c.status == "published")
+            ).scalars()
+            found.append((doc_id, as_utc(updated_at), sorted(chunk_ids)))
+    return found
 
 
-def backfill_monitor_columns(engine: Engine, batch: int = 5000) -> Backfill:
-    """Compute the monitor columns of requests stored before they existed (NULL `result_count`).
+def count_window(engine: Engine, start: datetime, end: datetime) -> int:
+    """Requests stored with a time in [start, end)."""
+    with read_session(engine) as session:
+        statement = select(func.count()).select_from(_REQUESTS).where(*window(start, end))
+        return int(session.execute(statement).scalar_one())
 
-    Reads those rows through the partial index `ix_request_log_facts_missing`; a store ingested by
-    this version has none, and the check costs one index probe.
-    """
-    from ragtriage.logs.log_line import NO_STAGE_LOGGED, request_facts
-    from ragtriage.logs.schema import RequestLog
 
-    done = Backfill()
-    while True:
-        with read_session(engine) as session:
-            rows = session.execute(
-                select(_REQUESTS.c.request_id, _REQUESTS.c.body)
-                .where(_REQUESTS.c.result_count.is_(None))
-                .limit(batch)
-            ).all()
-        if not rows:
-            return done
-        updates: list[tuple[str, str | None, int, bool | None]] = []
-        for request_id, body in rows:
-            try:
-                record = RequestLog.model_validate_json(body)
-            except ValueError:
-                # Stored before validation got stricter: counted as logging no stage, never retried.
-                updates.append((request_id, None, NO_STAGE_LOGGED, None))
-                done.failed.append(request_id)
-                continue
-            count, fired = request_facts(record.raw_query, record.rewrite, record.stages)
-            updates.append((request_id, record.pipeline_version, count, fired))
-        with write_session(engine) as session:
-            for request_id, version, count, fired in updates:
-                session.execute(
-                    update(_REQUESTS)
-                    .where(_REQUESTS.c.request_id == request_id)
-                    .values(pipeline_version=version, result_count=count, rewrite_fired=fired)
-                )
-        done.rows += len(updates)
+def store_mark(engine: Engine) -> int | None:
+    """SQLite's highest request rowid (one B-tree step): it moves whenever a request is ingested."""
+    if engine.dialect.name != "sqlite":
+        return None
+    with engine.connect() as connection:
+        return connection.exec_driver_sql("SELECT max(rowid) FROM request_log").scalar()
+
+
+def cached_doc_recall(engine: Engine, doc_id: str, kb: str) -> MonitorDocRecallRow | None:
+    """The kept first-day recall of a document, if any."""
+    with read_session(engine) as session:
+        return session.get(MonitorDocRecallRow, (doc_id, kb))
+
+
+def save_doc_recall(
+    engine: Engine,
+    kb: str,
+    doc_id: str,
+    updated_at: datetime,
+    window_requests: int,
+    mark: int | None,
+    chunk_ids: Sequence[str],
+    found: Iterable[str],
+) -> None:
+    """Keep (or replace) the first-day recall of a document."""
+    with write_session(engine) as session:
+        row = session.get(MonitorDocRecallRow, (doc_id, kb)) or MonitorDocRecallRow(
+            doc_id=doc_id, kb=kb, updated_at=updated_at, window_requests=window_requests
+        )
+        row.updated_at, row.window_requests, row.store_mark = updated_at, window_requests, mark
+        row.chunk_ids, row.found = list(chunk_ids), sorted(found)
+        session.add(row)
+
+
+def bodies_missing_columns(engine: Engine, limit: int) -> list[tuple[str, str]]:
+    """`(request_id, body)` of requests stored before the monitor columns existed (NULL
+    `result_count`), through the partial index `ix_request_log_facts_missing`: one index probe on a
+    store ingested by this version."""
+    with read_session(engine) as session:
+        statement = (
+            select(_REQUESTS.c.request_id, _REQUESTS.c.body)
+            .where(_REQUESTS.c.result_count.is_(None))
+            .limit(limit)
+        )
+        return [(row[0], row[1]) for row in session.execute(statement)]
+
+
+def set_monitor_columns(engine: Engine, rows: Sequence[tuple[str, str | None, int, bool | None]]) -> None:
+    """Set `(request_id, pipeline_version, result_count, rewrite_fired)` of stored requests."""
+    with write_session(engine) as session:
+        for request_id, version, count, fired in rows:
+            session.execute(
+                update(_REQUESTS)
+                .where(_REQUESTS.c.request_id == request_id)
+                .values(pipeline_version=version, result_count=count, rewrite_fired=fired)
+            )

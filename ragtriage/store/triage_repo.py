@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import getpass
 import os
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-from sqlalchemy import Text, cast, func, select
+from sqlalchemy import Text, and_, cast, func, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import col
@@ -74,6 +75,11 @@ class AuditEntry(BaseModel):
     revision: int
 
 
+#: Stratum of requests without a time (by day) or without a logged pipeline_version (by version).
+UNKNOWN_STRATUM = "-"
+StratifyBy = Literal["day", "version"]
+
+
 def resolve_user(cli_user: str | None = None) -> str:
     """Who is making a change: `--user`, else $RAGTRIAGE_USER, else the OS login name."""
     if cli_user:
@@ -109,6 +115,12 @@ def find_record(engine: Engine, request_id: str) -> TriageRecord | None:
     with read_session(engine) as session:
         row = session.get(TriageRow, request_id)
         return None if row is None else _to_record(row)
+
+
+def request_logged(engine: Engine, request_id: str) -> bool:
+    """True when the store holds a logged request with this id."""
+    with read_session(engine) as session:
+        return session.get(RequestLogRow, request_id) is not None
 
 
 def get_record(engine: Engine, request_id: str) -> TriageRecord:
@@ -372,3 +384,121 @@ def assign(
         return before, assignee
 
     return _change(engine, request_id, "assign", mutate, expected_revision=expected_revision, user=user)
+
+
+def diagnosable_cases(
+    engine: Engine, no_gold_labels: Sequence[str]
+) -> list[tuple[str, list[str], str | None]]:
+    """`(request_id, gold ids, confirmed primary label)` of records with gold, or confirmed with a
+    label that needs none, oldest request first."""
+    statement = select(TriageRow).order_by(col(TriageRow.request_ts), col(TriageRow.request_id))
+    picked = []
+    with read_session(engine) as session:
+        for row in session.scalars(statement):
+            confirmed = row.primary_label if row.status == "confirmed" else None
+            gold = [g if isinstance(g, str) else str(g.get("chunk_id")) for g in row.gold_chunk_ids or []]
+            if gold or (confirmed is not None and confirmed in no_gold_labels):
+                picked.append((row.request_id, gold, confirmed))
+    return picked
+
+
+def unflagged_requests(engine: Engine, since: datetime | None, by: StratifyBy) -> dict[str, list[str]]:
+    """Request ids without a triage record (time ≥ `since`) per day or pipeline_version (read from the
+    monitor index, never the request bodies)."""
+    requests = RequestLogRow.__table__  # type: ignore[attr-defined]
+    triage = TriageRow.__table__  # type: ignore[attr-defined]
+    key = requests.c.ts if by == "day" else requests.c.pipeline_version
+    statement = (
+        select(requests.c.request_id, key)
+        .select_from(requests.outerjoin(triage, triage.c.request_id == requests.c.request_id))
+        .where(and_(triage.c.request_id.is_(None), *([requests.c.ts >= since] if since is not None else [])))
+    )
+    strata: dict[str, list[str]] = defaultdict(list)
+    with read_session(engine) as session:
+        for request_id, value in session.execute(statement):
+            if value is None:
+                name = UNKNOWN_STRATUM
+            elif by == "day":
+                name = (value if isinstance(value, str) else value.isoformat())[:10]
+            else:
+                name = str(value)
+            strata[name].append(request_id)
+    return strata
+
+
+def flag_requests(
+    engine: Engine, request_ids: Sequence[str], reason: str, user: str, audit: Mapping[str, Any]
+) -> None:
+    """Create `new` triage records flagged for `reason` (skipping any a concurrent writer created
+    meanwhile), each with an audit row carrying `audit`."""
+    if not request_ids:
+        return
+    now = datetime.now(timezone.utc)
+    with write_session(engine) as session:
+        triage = TriageRow.__table__  # type: ignore[attr-defined]
+        requests = RequestLogRow.__table__  # type: ignore[attr-defined]
+        taken: set[str] = set()
+        request_ts: dict[str, datetime | None] = {}
+        for start in range(0, len(request_ids), 500):
+            chunk = request_ids[start : start + 500]
+            taken.update(
+                session.execute(select(triage.c.request_id).where(triage.c.request_id.in_(chunk))).scalars()
+            )
+            for request_id, ts in session.execute(
+                select(requests.c.request_id, requests.c.ts).where(requests.c.request_id.in_(chunk))
+            ):
+                request_ts[request_id] = ts
+        for request_id in request_ids:
+            if request_id in taken:
+                continue
+            session.add(
+                TriageRow(
+                    request_id=request_id,
+                    status="new",
+                    reasons=[reason],
+                    request_ts=request_ts.get(request_id) or now,
+                    created_at=now,
+                    updated_at=now,
+                    updated_by=user,
+                    revision=1,
+                )
+            )
+            session.add(
+                TriageAuditRow(
+                    request_id=request_id,
+                    at=now,
+                    user=user,
+                    action="flag",
+                    change={"before": [], "after": [reason], **audit},
+                    revision=1,
+                )
+            )
+
+
+def save_suggested_labels(engine: Engine, suggestions: Mapping[str, str | None]) -> int:
+    """Set `suggested_label` (the root cause diagnosis suggested) of each request id, None clears it;
+    machine-made, so without a revision bump or an audit row: it never conflicts with a triager's
+    change. Returns how many records exist and changed."""
+    table = TriageRow.__table__  # type: ignore[attr-defined]
+    changed = 0
+    with write_session(engine) as session:
+        for request_id, label in suggestions.items():
+            result = session.execute(
+                update(table).where(table.c.request_id == request_id).values(suggested_label=label)
+            )
+            changed += int(getattr(result, "rowcount", 0) or 0)
+    return changed
+
+
+def undiagnosed_request_ids(engine: Engine, limit: int | None = None) -> list[str]:
+    """Flagged request ids without a suggested label, oldest first."""
+    table = TriageRow.__table__  # type: ignore[attr-defined]
+    statement = (
+        select(table.c.request_id)
+        .where(table.c.suggested_label.is_(None))
+        .order_by(table.c.request_ts, table.c.request_id)
+    )
+    if limit is not None:
+        statement = statement.limit(limit)
+    with read_session(engine) as session:
+        return [row[0] for row in session.execute(statement)]

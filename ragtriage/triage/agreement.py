@@ -15,11 +15,15 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy.engine import Engine
 
+from ragtriage.config.profiles import resolve_profile
+from ragtriage.logs.requests import get_requests
 from ragtriage.logs.schema import RequestLog
-from ragtriage.pipeline.types import Trace
+from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.replay.logged import logged_trace
+from ragtriage.store.triage_repo import diagnosable_cases, list_records
 from ragtriage.triage.context import DiagnosisContext
 from ragtriage.triage.diagnose import Diagnosis, diagnose
+from ragtriage.triage.workflow import confirm_case, label_case
 
 
 class CaseOutcome(BaseModel):
@@ -71,24 +75,7 @@ class _Case(BaseModel):
 
 def load_cases(engine: Engine, no_gold_labels: Sequence[str]) -> list[_Case]:
     """Triage records with gold, or confirmed with a label that needs none, oldest request first."""
-    from sqlmodel import col, select
-
-    from ragtriage.logs.requests import get_requests
-    from ragtriage.store.db import read_session
-    from ragtriage.store.log_tables import TriageRow
-
-    with read_session(engine) as session:
-        rows = session.exec(
-            select(TriageRow).order_by(col(TriageRow.request_ts), col(TriageRow.request_id))
-        ).all()
-        picked = []
-        for row in rows:
-            confirmed = row.primary_label if row.status == "confirmed" else None
-            gold = [g if isinstance(g, str) else str(g.get("chunk_id")) for g in row.gold_chunk_ids or []]
-            if gold:
-                picked.append((row.request_id, gold, confirmed))
-            elif confirmed is not None and confirmed in no_gold_labels:
-                picked.append((row.request_id, [], confirmed))
+    picked = diagnosable_cases(engine, no_gold_labels)
     records = get_requests(engine, [request_id for request_id, _, _ in picked])
     return [
         _Case(request_id=request_id, record=records[request_id], gold=gold, confirmed=confirmed)
@@ -127,8 +114,6 @@ def _replay_cases(
     """One replay per case, each at its request's time and, over a workspace, with the profile
     mapped to its pipeline_version (one batched `run_many` per profile). Returns the replays and
     the profiles (None without a workspace); a replay a stop request cut short is None."""
-    from ragtriage.pipeline.types import RunOptions
-
     options = [RunOptions(as_of=case.record.ts) for case in cases]
     workspace = getattr(ctx, "workspace", None)
     if workspace is None or not hasattr(ctx, "use_profile"):
@@ -136,8 +121,6 @@ def _replay_cases(
             ctx.run(case.record.raw_query, option) for case, option in zip(cases, options, strict=True)
         ]
         return runs, None
-    from ragtriage.config.profiles import resolve_profile
-
     profiles = [resolve_profile(workspace.settings, case.record.pipeline_version) for case in cases]
     groups: dict[tuple[str, str], list[int]] = {}
     for index, profile in enumerate(profiles):
@@ -217,10 +200,6 @@ def confirm_fixture_truth(
     For the fixture traffic only: it plays the triager who knows the truth. Returns the request ids
     confirmed.
     """
-    from ragtriage.logs.requests import get_requests
-    from ragtriage.store.triage_repo import list_records
-    from ragtriage.triage.workflow import confirm_case, label_case
-
     _, records = list_records(engine, status="new", limit=1_000_000)
     logged = get_requests(engine, [r.request_id for r in records])
     confirmed: list[str] = []

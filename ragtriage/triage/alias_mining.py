@@ -49,14 +49,6 @@ class AliasFileChange(BaseModel):
     already_present: list[str]
 
 
-def read_alias_file(path: Path) -> dict[str, list[str]]:
-    """The alias file as `term → synonyms`, one entry per synonym group (errors name file and line)."""
-    from ragtriage.pipeline.rewrite import load_aliases
-
-    dictionary = load_aliases(path)
-    return {group[0]: list(group[1:]) for group in dictionary.groups}
-
-
 def _same_group(known: Mapping[str, Sequence[str]], term: str, synonym: str) -> bool:
     return any(
         term in members and synonym in members

@@ -23,11 +23,11 @@ from pydantic import BaseModel, Field
 from sqlalchemy.engine import Engine
 
 from ragtriage.errors import InputError
+from ragtriage.kb.service import get_chunks
 from ragtriage.store import triage_repo
-from ragtriage.store.db import read_session
 from ragtriage.store.gold import clean_gold
-from ragtriage.store.log_tables import RequestLogRow
 from ragtriage.store.triage_repo import ConflictError, TriageRecord
+from ragtriage.triage.gold_check import deleted_gold, describe
 from ragtriage.triage.label_file import ROW_FIELDS, LabelFile, LabelRow, RowError
 from ragtriage.triage.workflow import TRANSITIONS, validate_label
 from ragtriage.wording import plural_noun, quoted
@@ -159,11 +159,10 @@ def _record(engine: Engine, row: LabelRow) -> TriageRecord | None:
     """The case's triage record (None: a logged request never flagged, opened on the first change)."""
     record = triage_repo.find_record(engine, row.request_id)
     if record is None:
-        with read_session(engine) as session:
-            if session.get(RequestLogRow, row.request_id) is None:
-                raise _Rejected(
-                    row, "request_id", f"no logged request {quoted(row.request_id)}", "ingest its log first"
-                )
+        if not triage_repo.request_logged(engine, row.request_id):
+            raise _Rejected(
+                row, "request_id", f"no logged request {quoted(row.request_id)}", "ingest its log first"
+            )
     return record
 
 
@@ -203,9 +202,6 @@ def _plan(
 def _checked_gold(
     engine: Engine, row: LabelRow, allow_unknown_gold: bool, report: BulkLabelReport
 ) -> list[str | dict[str, Any]]:
-    from ragtriage.kb.service import get_chunks
-    from ragtriage.triage.gold_check import deleted_gold, describe
-
     try:
         gold = clean_gold(row.gold or [])
     except InputError as error:

@@ -8,20 +8,30 @@ small fakes; `WorkspaceContext` wires it to a `Workspace` (SQL KB, Whoosh + Qdra
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ragtriage.config.settings import Settings
+from ragtriage.kb.service import chunks_containing, get_chunks
+from ragtriage.kb.service import neighbours as chunk_neighbours
 from ragtriage.kb.types import ChunkRecord
+from ragtriage.pipeline.rewrite import load_aliases
 from ragtriage.pipeline.types import RunOptions, Trace
-
-#: Chunks `kb_texts_with` returns at most (enough to tell a glossary mention from real use).
-KB_TEXTS_LIMIT = 20
+from ragtriage.replay.fidelity_run import chunk_origins
+from ragtriage.triage.gold_check import DeletedGold, deleted_gold
 
 if TYPE_CHECKING:
     from ragtriage.config.profiles import ResolvedProfile
     from ragtriage.pipeline.pipeline import Pipeline
-    from ragtriage.triage.gold_check import DeletedGold
     from ragtriage.workspace import Workspace
+
+#: Chunks `kb_chunks_with` returns at most (enough to tell a glossary mention from real use).
+KB_CHUNKS_LIMIT = 20
+
+
+def read_alias_file(path: Path) -> dict[str, list[str]]:
+    """The alias file as `term → synonyms`, one entry per synonym group (errors name file and line)."""
+    return {group[0]: list(group[1:]) for group in load_aliases(path).groups}
 
 
 @runtime_checkable
@@ -68,9 +78,8 @@ class DiagnosisContext(Protocol):
         """True when the tokenizer's dictionary has `term` as a word (not a guess of its HMM)."""
         ...
 
-    def kb_texts_with(self, term: str) -> list[str]:
-        """Normalised texts (title, headings, content) of published chunks that contain `term`;
-        at most `KB_TEXTS_LIMIT`."""
+    def kb_chunks_with(self, term: str) -> list[ChunkRecord]:
+        """Published chunks whose title or text contains `term`; at most `KB_CHUNKS_LIMIT`."""
         ...
 
 
@@ -86,7 +95,7 @@ class WorkspaceContext:
         self._chunks: dict[str, ChunkRecord | None] = {}
         self._aliases: dict[str, dict[str, list[str]]] = {}
         self._indexes: Any = None
-        self._containing: dict[str, list[str]] = {}
+        self._containing: dict[str, list[ChunkRecord]] = {}
         self._profile: ResolvedProfile | None = None
 
     def use_profile(self, profile: ResolvedProfile | None) -> None:
@@ -107,8 +116,6 @@ class WorkspaceContext:
         """The alias file named in `settings.rewrite.alias_file` (empty when unset or absent)."""
         key = self.settings.rewrite.alias_file or ""
         if key not in self._aliases:
-            from ragtriage.triage.alias_mining import read_alias_file
-
             path = self.workspace.resolve_path(self.settings.rewrite.alias_file)
             self._aliases[key] = read_alias_file(path) if path is not None and path.exists() else {}
         return self._aliases[key]
@@ -119,8 +126,6 @@ class WorkspaceContext:
 
     def prefetch(self, chunk_ids: Sequence[str]) -> None:
         """Load many chunks in one query (diagnosis asks about the whole candidate pool)."""
-        from ragtriage.kb.service import get_chunks
-
         missing = [c for c in dict.fromkeys(chunk_ids) if c not in self._chunks]
         if not missing:
             return
@@ -131,15 +136,11 @@ class WorkspaceContext:
     def chunk_origins(self, chunk_ids: Sequence[str]) -> tuple[set[str], dict[str, str]]:
         """(live chunk ids, id → document of the rest) in bulk: a deleted row keeps its document; an
         id with no row is named by ragtriage's `doc_id#hash` scheme when that document exists."""
-        from ragtriage.replay.fidelity_run import chunk_origins
-
         return chunk_origins(self.workspace.engine, chunk_ids)
 
     def deleted_gold(self, chunk_ids: Sequence[str]) -> list[DeletedGold]:
         """Why each of these deleted chunks is deleted, and the live chunk closest to it
         (`triage.gold_check.deleted_gold`; live and unknown ids are left out)."""
-        from ragtriage.triage.gold_check import deleted_gold
-
         return deleted_gold(self.workspace.engine, chunk_ids)
 
     def chunk(self, chunk_id: str) -> ChunkRecord | None:
@@ -150,9 +151,7 @@ class WorkspaceContext:
 
     def neighbours(self, chunk_id: str) -> list[ChunkRecord]:
         """Same document, ordinal ±1, from SQL."""
-        from ragtriage.kb.service import neighbours
-
-        return list(neighbours(self.workspace.engine, chunk_id))
+        return list(chunk_neighbours(self.workspace.engine, chunk_id))
 
     def _open_indexes(self) -> Any:
         # The pipeline's own indexes (one Whoosh searcher, one Qdrant client, one embedder per
@@ -161,6 +160,8 @@ class WorkspaceContext:
         if shared is not None:
             return shared
         if self._indexes is None:
+            # Imported here, like the analyzer below: Whoosh and jieba load only when diagnosis runs
+            # (every command's module imports this one for `--help`).
             from ragtriage.index.indexer import open_indexes
 
             self._indexes = open_indexes(self.workspace.home, self.workspace.settings)
@@ -192,14 +193,11 @@ class WorkspaceContext:
 
         return in_dictionary(term)
 
-    def kb_texts_with(self, term: str) -> list[str]:
+    def kb_chunks_with(self, term: str) -> list[ChunkRecord]:
         """A LIKE search over the published chunks' titles and text (cached per term)."""
         if term not in self._containing:
-            from ragtriage.kb.service import chunks_containing
-            from ragtriage.triage.facts import chunk_text
-
-            found = chunks_containing(self.workspace.engine, self.settings.kb.name, term, KB_TEXTS_LIMIT)
-            self._containing[term] = [chunk_text(chunk) for chunk in found]
+            found = chunks_containing(self.workspace.engine, self.settings.kb.name, term, KB_CHUNKS_LIMIT)
+            self._containing[term] = list(found)
         return self._containing[term]
 
     def similarity(self, query: str, texts: Sequence[str]) -> list[float] | None:

@@ -1,27 +1,29 @@
-"""Facts the root-cause rules read: key terms, coverage of terms by chunks, route reach, alias pairs.
+"""Facts the root-cause rules read: key terms, coverage of terms by chunks, route reach, alias pairs,
+and how far the replay of a logged request reproduces it.
 
 Computed once per diagnosis from the traces, the gold chunks and the `DiagnosisContext`, so the
-rules in `suggest.py` stay short, pure and testable on hand-built traces.
+rules in `rules.py` stay short, pure and testable on hand-built traces. `replay_fidelity` compares
+each logged stage with the replayed one (`replay.fidelity`) and resolves the logged ids the KB no
+longer has live: an older version of a document that now has other ids (the mark of `index_stale`),
+or an id no document can be named for; `fidelity_evidence` is the evidence line every diagnosis of
+a logged request carries.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
 from ragtriage.kb.types import ChunkRecord
-from ragtriage.pipeline.types import Trace
+from ragtriage.pipeline.types import RouteResult, Trace
+from ragtriage.replay.fidelity import STAGE_SHORT, StageFidelity, compare_traces
 from ragtriage.triage.context import DiagnosisContext
-from ragtriage.triage.fidelity_facts import ReplayFidelity, replay_fidelity
+from ragtriage.triage.gold_check import DeletedGold
 from ragtriage.triage.journey import GoldJourney, gold_journey
-
-if TYPE_CHECKING:
-    from ragtriage.triage.gold_check import DeletedGold
 
 #: Function and question words that never carry a query's meaning (not a synonym source).
 STOPWORDS = frozenset(
@@ -74,11 +76,6 @@ def is_raw_route(name: str) -> bool:
     return name.endswith("_raw") or name in ("bm25", "dense")
 
 
-def is_rewritten_route(name: str) -> bool:
-    """Routes that search the rewritten query or a sub-query."""
-    return "rewritten" in name or name.startswith("dense_sub")
-
-
 class AliasPair(BaseModel):
     """A proposed alias: the query's term and the gold's term, with why they look like synonyms."""
 
@@ -86,6 +83,109 @@ class AliasPair(BaseModel):
     synonym: str
     score: float
     sources: list[str]
+
+
+#: The logged stages each label blames: diagnosis judges them from the logged lists.
+LABEL_STAGES: dict[str, tuple[str, ...]] = {
+    "rewrite_error": ("bm25", "dense"),
+    "alias_missing": ("bm25",),
+    "bm25_miss": ("bm25",),
+    "dense_drift": ("dense",),
+    "rerank_error": ("reranked", "final_context"),
+    "chunk_split_bad": ("final_context",),
+    "generation_error": ("final_context",),
+    "label_error": ("final_context",),
+    "no_answer_in_kb": ("final_context",),
+}
+
+
+@dataclass
+class ReplayFidelity:
+    """The logged request against its replay."""
+
+    stages: list[StageFidelity] = field(default_factory=list)
+    stale_documents: dict[str, list[str]] = field(default_factory=dict)
+    """Document → logged ids of an older version of it (the KB has other ids for it now)."""
+    unknown: list[str] = field(default_factory=list)
+    """Logged ids the KB has no row for and no document can be named for."""
+
+    def stage(self, name: str) -> StageFidelity | None:
+        """The comparison of one logged stage, or None when it was not logged."""
+        return next((s for s in self.stages if s.stage == name), None)
+
+    def diverged(self, name: str) -> bool:
+        """True when the stage was logged and the replay does not reproduce it exactly."""
+        found = self.stage(name)
+        return found is not None and not found.exact
+
+    @property
+    def line(self) -> str:
+        return " · ".join(s.cell for s in self.stages) or "no stage logged"
+
+    @property
+    def exact(self) -> bool:
+        return all(s.exact for s in self.stages)
+
+
+def _origins(ctx: DiagnosisContext, chunk_ids: Sequence[str]) -> tuple[set[str], dict[str, str]]:
+    """(live ids, id → document) through the context's bulk lookup when it has one (the workspace),
+    else through `ctx.chunk` (a deleted row keeps its document; no row: unknown)."""
+    bulk = getattr(ctx, "chunk_origins", None)
+    if bulk is not None:
+        found_live, found_docs = bulk(chunk_ids)
+        return set(found_live), dict(found_docs)
+    live: set[str] = set()
+    doc_of: dict[str, str] = {}
+    for chunk_id in dict.fromkeys(chunk_ids):
+        chunk = ctx.chunk(chunk_id)
+        if chunk is None:
+            continue
+        if chunk.status == "deleted":
+            doc_of[chunk_id] = chunk.doc_id
+        else:
+            live.add(chunk_id)
+    return live, doc_of
+
+
+def replay_fidelity(ctx: DiagnosisContext, logged: Trace, replay: Trace) -> ReplayFidelity:
+    """Compare every logged stage with the replay and name the documents of the stale logged ids."""
+    logged_ids = trace_chunk_ids(logged)
+    live, doc_of = _origins(ctx, [*logged_ids, *trace_chunk_ids(replay)])
+    result = ReplayFidelity(stages=compare_traces(logged, replay, live))
+    for chunk_id in logged_ids:
+        if chunk_id in live:
+            continue
+        if chunk_id in doc_of:
+            result.stale_documents.setdefault(doc_of[chunk_id], []).append(chunk_id)
+        else:
+            result.unknown.append(chunk_id)
+    return result
+
+
+def stage_note(stage: StageFidelity) -> str:
+    """`replayed dense differs from logged (overlap 6/10): judged from the logged list`."""
+    name = STAGE_SHORT.get(stage.stage, stage.stage)
+    return f"replayed {name} differs from logged (overlap {stage.overlap}/{stage.k}): judged from the logged list"
+
+
+def fidelity_evidence(fidelity: ReplayFidelity | None, label: str | None, has_logged: bool) -> list[str]:
+    """The evidence lines naming the fidelity a diagnosis relied on (one summary, plus one per
+    stage the label blames that the replay does not reproduce)."""
+    if not has_logged:
+        return ["no logged request: judged from the replay alone"]
+    if fidelity is None:
+        return ["judged from the logged request (no replay to compare)"]
+    if fidelity.exact:
+        return [f"replay fidelity {fidelity.line}: every logged stage reproduced"]
+    lines = [
+        f"replay fidelity {fidelity.line}: logged stages are judged from the logged lists, "
+        "the replay only for what production did not log"
+    ]
+    for name in LABEL_STAGES.get(label or "", ()):
+        stage = fidelity.stage(name)
+        if stage is not None and not stage.exact:
+            lines.append(stage_note(stage))
+    return lines
 
 
 @dataclass
@@ -134,9 +234,11 @@ class Facts:
         return [normalize_text(t) for t in self.must_have] or self.terms
 
 
-def gold_route_reach(trace: Trace, gold: Sequence[str], predicate: object) -> tuple[bool, int | None]:
+def gold_route_reach(
+    trace: Trace, gold: Sequence[str], predicate: Callable[[RouteResult], bool]
+) -> tuple[bool, int | None]:
     """(any route matching `predicate` ran, best gold rank over those routes)."""
-    matching = [route for route in trace.routes if predicate(route)]  # type: ignore[operator]
+    matching = [route for route in trace.routes if predicate(route)]
     ranks = [hit.rank for route in matching for hit in route.hits if hit.chunk_id in gold]
     return bool(matching), (min(ranks) if ranks else None)
 
@@ -209,7 +311,7 @@ def propose_alias_pairs(
     pairs: list[AliasPair] = []
     for term in missing:
         scored: list[tuple[str, float, list[str]]] = []
-        in_kb = ctx.kb_texts_with(term)
+        in_kb = [chunk_text(chunk) for chunk in ctx.kb_chunks_with(term)]
         for synonym in heading_terms:
             if synonym in applied.get(term, []):
                 continue

@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.engine import Engine
-from sqlmodel import col, select
 
-from ragtriage.store.db import read_session
-from ragtriage.store.kb_tables import ChunkRow, DocumentRow, deletion_kind, filtered_reason
+from ragtriage.eval.doctor import best_overlap
+from ragtriage.kb.service import get_chunks
+from ragtriage.store.eval_repo import gold_rows, live_chunk_texts
+from ragtriage.store.kb_tables import deletion_kind, filtered_reason
 
 __all__ = ["DeletedGold", "deleted_gold", "describe", "unretrievable_gold"]
 
@@ -79,34 +80,20 @@ class DeletedGold:
 def deleted_gold(engine: Engine, chunk_ids: Sequence[str]) -> list[DeletedGold]:
     """The ids among `chunk_ids` whose chunk the KB holds as deleted, in the given order
     (unknown and live ids are left out)."""
-    from ragtriage.eval.doctor import best_overlap
-
     wanted = list(dict.fromkeys(chunk_ids))
+    chunks, documents = gold_rows(engine, wanted)
     found: list[DeletedGold] = []
-    with read_session(engine) as session:
-        rows: dict[str, ChunkRow] = {}
-        for start in range(0, len(wanted), 500):
-            batch = wanted[start : start + 500]
-            statement = select(ChunkRow).where(
-                col(ChunkRow.chunk_id).in_(batch), col(ChunkRow.status) == _DELETED
-            )
-            rows.update({row.chunk_id: row for row in session.exec(statement)})
-        for chunk_id in wanted:
-            row = rows.get(chunk_id)
-            if row is None:
-                continue
-            document = session.get(DocumentRow, row.doc_id)
-            live = document is not None and document.status != _DELETED
-            replacement = None
-            # A deletion recorded before `deletion` existed counts as a re-chunking (as in `doctor`).
-            if live and deletion_kind(row.deletion) not in (_REMOVED, _FILTERED):
-                candidates = session.exec(
-                    select(ChunkRow.chunk_id, ChunkRow.content).where(
-                        ChunkRow.doc_id == row.doc_id, col(ChunkRow.status) != _DELETED
-                    )
-                ).all()
-                replacement, _ = best_overlap(row.content, [(c, text) for c, text in candidates])
-            found.append(DeletedGold(chunk_id, row.doc_id, live, replacement, row.deletion))
+    for chunk_id in wanted:
+        row = chunks.get(chunk_id)
+        if row is None or row.status != _DELETED:
+            continue
+        document = documents.get(row.doc_id)
+        live = document is not None and document.status != _DELETED
+        replacement = None
+        # A deletion recorded before `deletion` existed counts as a re-chunking (as in `doctor`).
+        if live and deletion_kind(row.deletion) not in (_REMOVED, _FILTERED):
+            replacement, _ = best_overlap(row.content, live_chunk_texts(engine, row.doc_id))
+        found.append(DeletedGold(chunk_id, row.doc_id, live, replacement, row.deletion))
     return found
 
 
@@ -124,8 +111,6 @@ def unretrievable_gold(engine: Engine, chunk_ids: Sequence[str], limit: int = 5)
     A replay marks gold ad hoc: without this its journey says `dropped at recall` for a typo or a
     DRAFT chunk, and the triager looks for a retrieval fault that is not there.
     """
-    from ragtriage.kb.service import get_chunks
-
     wanted = list(dict.fromkeys(c for c in chunk_ids if c))
     known = get_chunks(engine, wanted)
     lines = [

@@ -6,18 +6,21 @@ enters the eval set; the duplicate check runs on the redacted, normalized query 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from ragtriage.config.profiles import resolve_profile
 from ragtriage.errors import InputError, NotFoundError
 from ragtriage.eval.cases import EvalCase
 from ragtriage.eval.gold_map import refs_for_chunks
+from ragtriage.eval.runner import index_manifest_summary
+from ragtriage.logs.requests import find_request
 from ragtriage.store import eval_repo as eval_store
-from ragtriage.store.db import read_session
+from ragtriage.store.kb_repo import kb_revision
+from ragtriage.store.triage_repo import find_record
 from ragtriage.triage.redact import redact_pii
 from ragtriage.triage.sampling import SAMPLED_REASON
 from ragtriage.wording import quoted
@@ -30,7 +33,6 @@ __all__ = [
     "ORIGIN_COMPLAINT",
     "ORIGIN_SAMPLED",
     "PromoteResult",
-    "index_manifest_summary",
     "promote_request",
 ]
 
@@ -59,17 +61,6 @@ class PromoteResult(BaseModel):
     provenance: dict[str, Any] = Field(default_factory=dict)
 
 
-def index_manifest_summary(workspace: Workspace) -> dict[str, Any]:
-    """The index manifest without its per-chunk hashes (what a case or a run records); {} without indexes."""
-    from ragtriage import locations
-    from ragtriage.index.manifest import read_manifest
-
-    manifest = read_manifest(locations.manifest_path(workspace.home))
-    if manifest is None:
-        return {}
-    return manifest.model_dump(mode="json", exclude={"content_hashes"})
-
-
 def _gold_from_record(items: Sequence[Any]) -> dict[str, int]:
     """Gold ids as stored by triage: plain ids, or `{chunk_id, grade}` objects."""
     gold: dict[str, int] = {}
@@ -86,31 +77,27 @@ def _gold_from_record(items: Sequence[Any]) -> dict[str, int]:
 def _load_record(
     workspace: Workspace, request_id: str
 ) -> tuple[str, str | None, str | None, list[str], dict[str, int], list[str]]:
-    from ragtriage.store.log_tables import RequestLogRow, TriageRow
-
-    with read_session(workspace.engine) as session:
-        request = session.get(RequestLogRow, request_id)
-        if request is None:
-            raise NotFoundError(
-                f"request_id {quoted(request_id)} is not in the store; ingest its log with `logs ingest`"
-            )
-        triage = session.get(TriageRow, request_id)
-        if triage is None or triage.status != "confirmed":
-            status = triage.status if triage is not None else "not flagged"
-            raise InputError(
-                f"request {quoted(request_id)} is {status}; only confirmed triage records are promoted "
-                "(label it and confirm it first)"
-            )
-        body: dict[str, Any] = json.loads(request.body)
-        version = body.get("pipeline_version")
-        return (
-            request.raw_query,
-            body.get("config_hash"),
-            version if isinstance(version, str) else None,
-            list(triage.labels or []),
-            _gold_from_record(list(triage.gold_chunk_ids or [])),
-            list(triage.reasons or []),
+    stored = find_request(workspace.engine, request_id)
+    if stored is None:
+        raise NotFoundError(
+            f"request_id {quoted(request_id)} is not in the store; ingest its log with `logs ingest`"
         )
+    triage = find_record(workspace.engine, request_id)
+    if triage is None or triage.status != "confirmed":
+        status = triage.status if triage is not None else "not flagged"
+        raise InputError(
+            f"request {quoted(request_id)} is {status}; only confirmed triage records are promoted "
+            "(label it and confirm it first)"
+        )
+    record = stored.record
+    return (
+        record.raw_query,
+        record.config_hash,
+        record.pipeline_version,
+        list(triage.labels),
+        _gold_from_record(triage.gold_chunk_ids),
+        list(triage.reasons),
+    )
 
 
 def promote_request(
@@ -134,8 +121,6 @@ def promote_request(
         NotFoundError: the request is not in the store, or its profile is not defined.
         InputError: the record is not confirmed, or has no gold and is not labelled `no_answer_in_kb`.
     """
-    from ragtriage.config.profiles import resolve_profile
-
     raw_query, logged_config_hash, pipeline_version, labels, gold, reasons = _load_record(
         workspace, request_id
     )
@@ -171,8 +156,6 @@ def promote_request(
             gold=gold,
             redacted=redacted,
         )
-
-    from ragtriage.store.kb_repo import kb_revision
 
     provenance = {
         "source": "promote",

@@ -12,29 +12,30 @@ from __future__ import annotations
 
 import random
 import secrets
-from collections import defaultdict
-from datetime import datetime, timezone
-from typing import Literal
+from datetime import datetime
 
 from pydantic import BaseModel, Field
-from sqlalchemy import and_, select
 from sqlalchemy.engine import Engine
 
 from ragtriage.errors import InputError
-from ragtriage.store.db import read_session, write_session
-from ragtriage.store.log_tables import RequestLogRow, TriageAuditRow, TriageRow
+from ragtriage.store import triage_repo
+from ragtriage.store.triage_repo import UNKNOWN_STRATUM, StratifyBy
 from ragtriage.wording import quoted
 
-__all__ = ["SAMPLED_REASON", "SAMPLE_USER", "SampleReport", "SampleStratum", "allocate", "sample_requests"]
+__all__ = [
+    "SAMPLED_REASON",
+    "SAMPLE_USER",
+    "UNKNOWN_STRATUM",
+    "SampleReport",
+    "SampleStratum",
+    "allocate",
+    "sample_requests",
+]
 
 #: Flag reason of a request drawn by `queue sample` (the queue filters on it: `--reason sampled`).
 SAMPLED_REASON = "sampled"
 #: Who the audit trail names for a sampled record.
 SAMPLE_USER = "sample"
-#: Stratum of requests without a time (by day) or without a logged pipeline_version (by version).
-UNKNOWN_STRATUM = "-"
-
-StratifyBy = Literal["day", "version"]
 
 
 class SampleStratum(BaseModel):
@@ -78,29 +79,6 @@ def allocate(sizes: dict[str, int], n: int) -> dict[str, int]:
     return shares
 
 
-def _population(engine: Engine, since: datetime | None, by: StratifyBy) -> dict[str, list[str]]:
-    """Unflagged request ids per stratum (read from the monitor index, never the request bodies)."""
-    requests = RequestLogRow.__table__  # type: ignore[attr-defined]
-    triage = TriageRow.__table__  # type: ignore[attr-defined]
-    key = requests.c.ts if by == "day" else requests.c.pipeline_version
-    statement = (
-        select(requests.c.request_id, key)
-        .select_from(requests.outerjoin(triage, triage.c.request_id == requests.c.request_id))
-        .where(and_(triage.c.request_id.is_(None), *([requests.c.ts >= since] if since is not None else [])))
-    )
-    strata: dict[str, list[str]] = defaultdict(list)
-    with read_session(engine) as session:
-        for request_id, value in session.execute(statement):
-            if value is None:
-                name = UNKNOWN_STRATUM
-            elif by == "day":
-                name = (value if isinstance(value, str) else value.isoformat())[:10]
-            else:
-                name = str(value)
-            strata[name].append(request_id)
-    return strata
-
-
 def sample_requests(
     engine: Engine,
     n: int,
@@ -120,7 +98,7 @@ def sample_requests(
     if by not in ("day", "version"):
         raise InputError(f"--by {quoted(by)}: use day or version")
     seed = secrets.randbelow(2**31) if seed is None else seed
-    strata = _population(engine, since, by)
+    strata = triage_repo.unflagged_requests(engine, since, by)
     shares = allocate({name: len(ids) for name, ids in strata.items()}, n)
     drawn: list[str] = []
     rows: list[SampleStratum] = []
@@ -130,7 +108,7 @@ def sample_requests(
         picked = random.Random(f"{seed}:{name}").sample(ids, shares[name])
         drawn.extend(picked)
         rows.append(SampleStratum(stratum=name, population=len(ids), drawn=len(picked)))
-    _flag_sampled(engine, drawn, seed)
+    triage_repo.flag_requests(engine, drawn, SAMPLED_REASON, SAMPLE_USER, {"seed": seed})
     return SampleReport(
         seed=seed,
         by=by,
@@ -141,49 +119,3 @@ def sample_requests(
         strata=rows,
         request_ids=drawn,
     )
-
-
-def _flag_sampled(engine: Engine, request_ids: list[str], seed: int) -> None:
-    """Create `sampled` triage records (skipping any a concurrent writer created meanwhile)."""
-    if not request_ids:
-        return
-    now = datetime.now(timezone.utc)
-    with write_session(engine) as session:
-        triage = TriageRow.__table__  # type: ignore[attr-defined]
-        requests = RequestLogRow.__table__  # type: ignore[attr-defined]
-        taken: set[str] = set()
-        request_ts: dict[str, datetime | None] = {}
-        for start in range(0, len(request_ids), 500):
-            chunk = request_ids[start : start + 500]
-            taken.update(
-                session.execute(select(triage.c.request_id).where(triage.c.request_id.in_(chunk))).scalars()
-            )
-            for request_id, ts in session.execute(
-                select(requests.c.request_id, requests.c.ts).where(requests.c.request_id.in_(chunk))
-            ):
-                request_ts[request_id] = ts
-        for request_id in request_ids:
-            if request_id in taken:
-                continue
-            session.add(
-                TriageRow(
-                    request_id=request_id,
-                    status="new",
-                    reasons=[SAMPLED_REASON],
-                    request_ts=request_ts.get(request_id) or now,
-                    created_at=now,
-                    updated_at=now,
-                    updated_by=SAMPLE_USER,
-                    revision=1,
-                )
-            )
-            session.add(
-                TriageAuditRow(
-                    request_id=request_id,
-                    at=now,
-                    user=SAMPLE_USER,
-                    action="flag",
-                    change={"before": [], "after": [SAMPLED_REASON], "seed": seed},
-                    revision=1,
-                )
-            )

@@ -8,14 +8,17 @@ saw, so a concurrent edit by someone else raises `ConflictError` naming who chan
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from sqlalchemy.engine import Engine
 
 from ragtriage.errors import InputError
+from ragtriage.kb.service import get_chunks
 from ragtriage.store import triage_repo
 from ragtriage.store.triage_repo import ConflictError, TriageRecord
+from ragtriage.triage.gold_check import deleted_gold, describe
 from ragtriage.wording import quoted
 
 #: Allowed status changes: current → reachable.
@@ -109,8 +112,6 @@ def validate_label(label: str, allowed: Sequence[str]) -> str:
     """The label, stripped, when it is in the configured set; else `InputError` with the set."""
     cleaned = label.strip()
     if cleaned not in allowed:
-        import difflib
-
         close = difflib.get_close_matches(cleaned, list(allowed), n=1)
         hint = f"did you mean {quoted(close[0])}? " if close else ""
         raise InputError(
@@ -122,9 +123,6 @@ def validate_label(label: str, allowed: Sequence[str]) -> str:
 def validate_gold(engine: Engine, chunk_ids: Sequence[str]) -> list[str]:
     """The gold chunk ids when the KB holds every one live; else `InputError` naming the unknown
     ones, or the deleted ones with the chunk to pick instead."""
-    from ragtriage.kb.service import get_chunks
-    from ragtriage.triage.gold_check import deleted_gold, describe
-
     cleaned = list(dict.fromkeys(c.strip() for c in chunk_ids if c.strip()))
     known = get_chunks(engine, cleaned)
     unknown = [c for c in cleaned if c not in known]

@@ -19,8 +19,7 @@ from click.testing import CliRunner, Result
 
 from ragtriage.cli import cli
 from ragtriage.eval.cases import EvalCase
-from ragtriage.eval.refusal_calibration import threshold_candidates
-from ragtriage.eval.refusal_gap import lexical_score, support_parts
+from ragtriage.eval.refusal_calibration import lexical_score, support_parts, threshold_candidates
 from ragtriage.store import eval_repo as eval_store
 from ragtriage.workspace import Workspace
 from tests.tiny_kb import EXTRA_DOCS, TINY_DOCS, add_tiny_kb

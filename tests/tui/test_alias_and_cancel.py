@@ -12,7 +12,7 @@ from textual.message import Message
 
 from ragtriage.pipeline.types import Trace
 from ragtriage.store.triage_repo import set_gold
-from ragtriage.triage.alias_mining import read_alias_file
+from ragtriage.triage.context import read_alias_file
 from ragtriage.tui.app import TriageApp
 from ragtriage.tui.messages import ReplayCancelled, ReplayFinished
 from ragtriage.tui.screens.case_screen import CaseScreen

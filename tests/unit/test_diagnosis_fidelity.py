@@ -7,8 +7,7 @@ from __future__ import annotations
 from ragtriage.pipeline.types import Trace
 from ragtriage.triage.diagnose import diagnose
 from ragtriage.triage.facts import collect_facts
-from ragtriage.triage.rules_common import recall_lost
-from ragtriage.triage.suggest import findings
+from ragtriage.triage.rules import findings, recall_lost
 from tests.unit.triage_fakes import FakeContext, chunk, make_trace
 
 GOLD = chunk("g", "差旅 报销 流程 需要 发票 原件", title="报销 指南", doc_id="travel", ordinal=1)

@@ -1,4 +1,4 @@
-"""The joint sweep of lexical support's threshold and dense gap (`eval.refusal_gap`): by hand, against
+"""The joint sweep of lexical support's threshold and dense gap (`eval.refusal_calibration`): by hand, against
 a brute-force grid, and on snapshots from before the parts were recorded."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from ragtriage.eval.refusal_gap import (
+from ragtriage.eval.refusal_calibration import (
     SupportParts,
     calibrate_results,
     calibrate_with_gap,

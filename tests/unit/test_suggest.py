@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from ragtriage.pipeline.types import LexicalSupport, Trace
 from ragtriage.triage.facts import collect_facts
-from ragtriage.triage.suggest import Finding, findings
+from ragtriage.triage.rules import Finding, findings
 from tests.unit.triage_fakes import FakeContext, chunk, make_trace
 
 GOLD = chunk("g", "差旅 报销 流程 需要 发票 原件", title="报销 指南", doc_id="travel", ordinal=1)

@@ -138,5 +138,5 @@ class FakeContext:
     def in_dictionary(self, term: str) -> bool:
         return term not in self.not_in_dictionary
 
-    def kb_texts_with(self, term: str) -> list[str]:
-        return [text for c in self._chunks.values() if term in (text := chunk_text(c))]
+    def kb_chunks_with(self, term: str) -> list[ChunkRecord]:
+        return [c for c in self._chunks.values() if term in chunk_text(c)]

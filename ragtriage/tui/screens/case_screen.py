@@ -25,12 +25,11 @@ from ragtriage.pipeline.factory import build_rule_rewriter
 from ragtriage.pipeline.pipeline import RunCancelled
 from ragtriage.pipeline.types import Trace
 from ragtriage.store import triage_repo
-from ragtriage.store.triage_repo import ConflictError, TriageRecord
+from ragtriage.store.triage_repo import ConflictError, TriageRecord, save_suggested_labels
 from ragtriage.triage.alias_mining import DEFAULT_ALIAS_FILE, add_aliases
 from ragtriage.triage.journey import gold_journey
 from ragtriage.triage.promote import promote_request
-from ragtriage.triage.suggest import LABELS
-from ragtriage.triage.suggestions import save_suggested_labels
+from ragtriage.triage.rules import LABELS
 from ragtriage.tui.case_data import CaseData, load_case, replay_case
 from ragtriage.tui.host import host
 from ragtriage.tui.messages import (

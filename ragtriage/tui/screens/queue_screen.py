@@ -13,8 +13,8 @@ from textual.worker import get_current_worker
 from ragtriage.logs.flagging import REASONS
 from ragtriage.logs.queue import FIDELITY_FILTERS, QUEUE_SORTS, QueueCounts, list_queue, queue_counts
 from ragtriage.store.log_tables import TRIAGE_STATUSES
+from ragtriage.triage.rules import LABELS
 from ragtriage.triage.sampling import SAMPLED_REASON
-from ragtriage.triage.suggest import LABELS
 from ragtriage.tui.host import host
 from ragtriage.tui.messages import QueueLoaded
 from ragtriage.tui.screens.case_screen import CaseScreen
