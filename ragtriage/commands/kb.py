@@ -120,15 +120,10 @@ def stats_command(as_json: bool, where: WorkspaceAt) -> None:
 
 
 def _backend_line(index: dict[str, Any]) -> str:
-    """The dense index in use, and why when `auto` chose it."""
+    """The dense index in use: a Qdrant server, or Qdrant Edge embedded in the home."""
     if index.get("dense_server"):
         return "Qdrant server ([index] qdrant_url)"
-    backend = str(index.get("dense_backend"))
-    if not index.get("dense_backend_auto"):
-        return f"{backend} ([index] dense_backend)"
-    if index.get("state") == "missing":
-        return f"{backend} (chosen automatically: a new home's default)"
-    return f"{backend} (chosen automatically: this home's index uses it)"
+    return f"{index.get('dense_backend')} (embedded in the home; [index] qdrant_url for a server)"
 
 
 def _index_line(index: dict[str, Any]) -> str:

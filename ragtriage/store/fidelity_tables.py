@@ -1,7 +1,7 @@
 """Replay fidelity per logged request: the last `ragtriage fidelity` measurement of each one.
 
 The queue and the case screen read `line` and `min_rbo`; `stages` keeps the per-stage figures
-(`logs.fidelity.StageFidelity` as JSON) so a report can be rebuilt without replaying.
+(`replay.fidelity.StageFidelity` as JSON) so a report can be rebuilt without replaying.
 """
 
 from __future__ import annotations

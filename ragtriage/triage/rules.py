@@ -586,7 +586,7 @@ def rule_no_answer_in_kb(facts: Facts) -> Finding | None:
 
 def _not_read_as_names(support: LexicalSupport) -> list[str]:
     """Why words the KB never holds did not veto a run that was not refused: markup and ordinary
-    English words of a pasted message are left out of lexical support (`pipeline.query_english`)."""
+    English words of a pasted message are left out of lexical support (`pipeline.lexical_support`)."""
     kinds = []
     if support.ordinary_words:
         many = len(support.ordinary_words) > 1

@@ -1,6 +1,5 @@
 """Ctrl-C while the default engine indexes a big batch (`kb add`/`kb import`/`kb reindex` of
-2,000+ chunks; a new index is written from term ids by segmenting and segment-writing processes,
-`whoosh_bulk`): the writing process stops with one line, its processes print nothing and are gone,
+2,000+ chunks, written by Whoosh's own writer processes): the writing process stops with one line, its processes print nothing and are gone,
 and nothing is committed."""
 
 from __future__ import annotations
