@@ -1,5 +1,6 @@
 """Ctrl-C while the default engine indexes a big batch (`kb add`/`kb import`/`kb reindex` of
-2,000+ chunks, written by Whoosh's own writer processes): the writing process stops with one line, its processes print nothing and are gone,
+2,000+ chunks, written by Whoosh's own writer processes): the writing process stops with one
+line, its processes print nothing and are gone,
 and nothing is committed."""
 
 from __future__ import annotations
