@@ -21,6 +21,7 @@ from whoosh.query import Or, Term
 from whoosh.scoring import BM25F
 from whoosh.searching import Searcher
 
+from ragtriage.errors import IndexStateError
 from ragtriage.index.analyzer import ChineseAnalyzer, terms
 from ragtriage.index.bm25_engine import (
     FLAG_INDEX_EMPTY,
@@ -85,9 +86,19 @@ class WhooshIndex(BM25Engine):
 
     def _open(self) -> None:
         folder = str(self.folder)
-        if whoosh_index.exists_in(folder, indexname=INDEX_NAME):
-            self._index = whoosh_index.open_dir(folder, indexname=INDEX_NAME)
-        else:
+        try:
+            exists = whoosh_index.exists_in(folder, indexname=INDEX_NAME)
+            if exists:
+                self._index = whoosh_index.open_dir(folder, indexname=INDEX_NAME)
+        except (ModuleNotFoundError, AttributeError) as error:
+            # Whoosh pickles the analyzer's class into the index; an index written before the
+            # analyzer moved (`ragtriage.pipeline.analyzer`) cannot name it any more.
+            raise IndexStateError(
+                f"the BM25 index in {folder} was written by an older ragtriage ({error}); "
+                "run `ragtriage kb reindex` to rebuild it (embeddings are cached: nothing is "
+                "embedded again)"
+            ) from None
+        if not exists:
             self._index = self._create()
         self._searcher: Searcher | None = None
         self._checked_at = 0.0

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
+from whoosh import index as whoosh_index
+from whoosh.fields import ID, TEXT, Schema
 
 from ragtriage.errors import IndexStateError
 from ragtriage.index import bm25 as bm25_module
@@ -111,3 +114,30 @@ def test_multiprocess_build_is_searchable(tmp_path: Path) -> None:
     index.apply([doc(f"c{n}", f"第{n}条 {line}") for n, line in enumerate(POEM * 5)])
     assert index.doc_count() == 20
     assert {h.chunk_id for h in index.search("故乡", 20)[0]} == {"c3", "c7", "c11", "c15", "c19"}
+
+
+def test_an_index_whose_pickled_analyzer_is_gone_says_to_reindex(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whoosh pickles the analyzer's class into the index: one written before the analyzer moved
+    (`ragtriage.pipeline.analyzer`) must give one line naming `kb reindex`, not a traceback."""
+    module_dir = tmp_path / "mods"
+    module_dir.mkdir()
+    (module_dir / "moved_analyzer.py").write_text(
+        "from whoosh.analysis import RegexTokenizer\n\n\nclass OldAnalyzer(RegexTokenizer):\n    pass\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(module_dir))
+    import moved_analyzer  # type: ignore[import-not-found]
+
+    folder = tmp_path / "whoosh"
+    folder.mkdir()
+    schema = Schema(
+        chunk_id=ID(stored=True, unique=True), content=TEXT(analyzer=moved_analyzer.OldAnalyzer())
+    )
+    whoosh_index.create_in(str(folder), schema, indexname=bm25_module.INDEX_NAME).writer().commit()
+    monkeypatch.delitem(sys.modules, "moved_analyzer")
+    monkeypatch.setattr(sys, "path", [entry for entry in sys.path if entry != str(module_dir)])
+
+    with pytest.raises(IndexStateError, match=r"older ragtriage .*run `ragtriage kb reindex`"):
+        WhooshIndex(folder)
