@@ -141,6 +141,10 @@ class FlaggingSettings(StrictModel):
     """Also flag requests the producer itself marked with `feedback.follow_up`."""
 
 
+#: `[logs.otel] stage_names` defaults; a settings file's entries are merged over them.
+DEFAULT_STAGE_NAMES: dict[str, list[str]] = {"reranked": ["rerank"]}
+
+
 class OtelSettings(StrictModel):
     """How OpenTelemetry/OpenInference spans (OTLP, Phoenix) and Langfuse observations map onto a
     request. An attribute *source* is `metadata.KEY` (a key inside the root span's `metadata`
@@ -181,9 +185,17 @@ class OtelSettings(StrictModel):
     """`reranker`: the reranker's output documents cut at `reranker.top_k`; `metadata.KEY`: a
     list of chunk ids in the root metadata; any other value: the name of the span whose output
     (or retrieved) documents are the final context."""
-    stage_names: dict[str, list[str]] = Field(default_factory=lambda: {"reranked": ["rerank"]})
+    stage_names: dict[str, list[str]] = Field(default_factory=lambda: dict(DEFAULT_STAGE_NAMES))
     """Langfuse: stage → observation names for observations without a telling type, e.g.
-    `reranked = ["rerank"]` (Langfuse has no RERANKER type); stages are `reranked` and `route`."""
+    `reranked = ["rerank"]` (Langfuse has no RERANKER type); stages are `reranked` and `route`.
+    An entry replaces that stage's default only: the other stages keep theirs (`reranked = []`
+    turns a default off)."""
+
+    @field_validator("stage_names")
+    @classmethod
+    def _keep_default_stage_names(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        # One entry in a settings file must not silently unmap the stages it does not name.
+        return {**DEFAULT_STAGE_NAMES, **value}
 
 
 class LogsSettings(StrictModel):

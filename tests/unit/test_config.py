@@ -120,3 +120,14 @@ def test_cli_reports_config_error_with_exit_code_2(tmp_path: Path) -> None:
     assert "config error:" in result.stderr
     assert "did you mean 'retrieval.bm25_k'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_one_stage_name_entry_keeps_the_other_stages_defaults(tmp_path: Path) -> None:
+    """Naming one Langfuse stage must not drop the defaults of the others (reranked, and with it
+    fused and the final context, went null for every request)."""
+    config = tmp_path / "config.toml"
+    config.write_text('[logs.otel.stage_names]\nroute = ["search_docs"]\n', encoding="utf-8")
+    stage_names = load_settings(config, environ={}).logs.otel.stage_names
+    assert stage_names == {"reranked": ["rerank"], "route": ["search_docs"]}
+    config.write_text("[logs.otel.stage_names]\nreranked = []\n", encoding="utf-8")
+    assert load_settings(config, environ={}).logs.otel.stage_names == {"reranked": []}
