@@ -29,6 +29,8 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     "dismissed": frozenset({"in_progress"}),
 }
 T = TypeVar("T")
+#: How both faces ask to label a closed case again.
+REOPEN = '--reopen (`ragtriage label REQUEST_ID LABEL --reopen`; REST: `"reopen": true` in the body)'
 
 
 def check_transition(record: TriageRecord, target: str) -> None:
@@ -37,8 +39,8 @@ def check_transition(record: TriageRecord, target: str) -> None:
         return
     hints = {
         ("new", "confirmed"): "label it first: `ragtriage label REQUEST_ID LABEL --primary --gold CHUNK_ID`",
-        ("confirmed", "dismissed"): "reopen it with `ragtriage label REQUEST_ID LABEL --reopen` first",
-        ("dismissed", "confirmed"): "reopen it with `ragtriage label REQUEST_ID LABEL --reopen` first",
+        ("confirmed", "dismissed"): f"reopen it first by labelling it again with {REOPEN}",
+        ("dismissed", "confirmed"): f"reopen it first by labelling it again with {REOPEN}",
     }
     hint = hints.get(
         (record.status, target),
@@ -165,7 +167,7 @@ def label_case(
     if record.status in ("confirmed", "dismissed") and not reopen:
         raise InputError(
             f"case {quoted(request_id)} is {record.status}; "
-            "add --reopen to label it again (it goes back to in_progress)"
+            f"label it again with {REOPEN} (it goes back to in_progress)"
         )
     revision = _revision(engine, record, expected_revision)
     labels = [*record.labels, label] if label not in record.labels else list(record.labels)

@@ -285,6 +285,13 @@ def test_label_confirm_promote_with_revisions(client: TestClient, built: EvalHom
     assert promoted.json()["created"] is True and promoted.json()["gold"] == {built.chunks["vpn"]: 1}
     again = client.post(f"{API}/requests/{request_id}/promote")
     assert again.status_code == 200 and again.json()["created"] is False
+    # A confirmed case labelled again is refused with the API's own way to reopen it, not a CLI flag.
+    closed = client.post(f"{API}/requests/{request_id}/label", json={"label": "rerank_error"})
+    assert closed.status_code == 422 and '"reopen": true' in closed.json()["message"]
+    reopened = client.post(
+        f"{API}/requests/{request_id}/label", json={"label": "rerank_error", "reopen": True}
+    )
+    assert reopened.status_code == 200 and reopened.json()["status"] == "in_progress"
 
 
 def test_request_ids_with_a_slash_reach_every_route(client: TestClient, built: EvalHome) -> None:

@@ -100,7 +100,7 @@ def test_label_gold_confirm_walks_the_statuses_with_an_audit_trail(
     code, _, err = run_cli(["dismiss", "r1"])
     assert code == 2 and "is confirmed; it cannot become dismissed" in err and "--reopen" in err
     code, _, err = run_cli(["label", "r1", "rerank_error"])
-    assert code == 2 and "add --reopen" in err
+    assert code == 2 and "label it again with --reopen" in err
     code, out, _ = run_cli(["label", "r1", "rerank_error", "--reopen"])
     assert code == 0 and "r1: in_progress" in out
 
