@@ -80,7 +80,13 @@ def read_queries(path: Path) -> list[QueryLine]:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help='JSONL file, one {"query": ..., "gold": [...]} per line.',
 )
-@click.option("--gold", "gold", multiple=True, metavar="CHUNK_ID", help="Mark a gold chunk (repeatable).")
+@click.option(
+    "--gold",
+    "gold",
+    multiple=True,
+    metavar="CHUNK_ID",
+    help="Mark a gold chunk (repeatable); with REQUEST_ID, instead of its stored gold.",
+)
 @click.option(
     "--use-logged-rewrite", is_flag=True, help="With REQUEST_ID: reuse the rewrite the request logged."
 )
@@ -112,7 +118,9 @@ def replay_command(
     if len(given) != 1:
         raise click.UsageError("give exactly one of REQUEST_ID, --query TEXT or --queries FILE.jsonl")
     if gold and queries_file is not None:
-        raise click.UsageError("--gold goes with --query; in a --queries file put 'gold' on each line")
+        raise click.UsageError(
+            "--gold goes with REQUEST_ID or --query; in a --queries file put 'gold' on each line"
+        )
     if use_logged_rewrite and request_id is None:
         raise click.UsageError("--use-logged-rewrite needs a REQUEST_ID")
     lines = read_queries(queries_file) if queries_file is not None else []
@@ -120,7 +128,8 @@ def replay_command(
     with where.open() as workspace:
         _warn_index_lag(workspace)
         if request_id is not None:
-            _replay_logged(workspace, request_id, use_logged_rewrite, as_json, profile)
+            _replay_logged(workspace, request_id, use_logged_rewrite, as_json, profile, list(gold) or None)
+            _warn_unretrievable_gold(workspace, list(gold))
             return
         resolved = resolve_profile(workspace.settings, None, profile)
         pipeline = workspace.pipeline_for(resolved)
@@ -172,10 +181,16 @@ def _warn_unretrievable_gold(workspace: Workspace, gold: list[str]) -> None:
 
 
 def _replay_logged(
-    workspace: Workspace, request_id: str, use_logged_rewrite: bool, as_json: bool, profile: str | None
+    workspace: Workspace,
+    request_id: str,
+    use_logged_rewrite: bool,
+    as_json: bool,
+    profile: str | None,
+    gold: list[str] | None,
 ) -> None:
-    """Show the logged request next to its replay, stage by stage (`ragtriage.replay.logged`)."""
-    comparison = compare_request(workspace, request_id, use_logged_rewrite, profile)
+    """Show the logged request next to its replay, stage by stage (`ragtriage.replay.logged`);
+    `gold` None: the gold stored on the request's triage record."""
+    comparison = compare_request(workspace, request_id, use_logged_rewrite, profile, gold)
     if as_json:
         echo_json(comparison)
         return

@@ -262,12 +262,17 @@ def _stored_gold(workspace: Workspace, request_id: str) -> list[str]:
 
 
 def compare_request(
-    workspace: Workspace, request_id: str, use_logged_rewrite: bool = False, profile: str | None = None
+    workspace: Workspace,
+    request_id: str,
+    use_logged_rewrite: bool = False,
+    profile: str | None = None,
+    gold: Sequence[str] | None = None,
 ) -> LoggedReplay:
     """Replay a stored request with its profile and diff every stage with the log.
 
     `profile` None: the profile `[replay.versions]` maps the request's pipeline_version to (or the
-    default profile, which `replayed.profile.matched_by == "default"` records).
+    default profile, which `replayed.profile.matched_by == "default"` records). `gold` None: the
+    gold stored on the request's triage record; else these chunk ids (`replay REQUEST_ID --gold`).
 
     Raises:
         NotFoundError: no such request_id in the store, or no such profile.
@@ -279,7 +284,8 @@ def compare_request(
     pipeline = workspace.pipeline_for(resolved)
     # Warm up first so the replay's timings show the query, not model loading.
     pipeline.warm_up()
-    replayed = pipeline.run(record.raw_query, options=options, gold=_stored_gold(workspace, request_id))
+    wanted_gold = list(gold) if gold is not None else _stored_gold(workspace, request_id)
+    replayed = pipeline.run(record.raw_query, options=options, gold=wanted_gold)
     replayed.profile = resolved.ref()
     logged = logged_trace(record)
     logged.gold = list(replayed.gold)

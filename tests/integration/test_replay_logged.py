@@ -110,3 +110,19 @@ def test_text_view_and_unknown_request(
     assert "1 logged chunk id unknown to the KB: errors/e1001#stale00000 (stale" in out
     code, _, err = run_cli(["--home", str(home), "replay", "no-such-id"])
     assert code == 2 and "'no-such-id'" in err and err.startswith("not found")
+
+
+def test_gold_given_on_the_command_line_is_used_for_a_logged_request(
+    built: tuple[Path, dict[str, list[str]]],
+    run_cli: RunCli,
+) -> None:
+    """`replay REQUEST_ID --gold X` marks X in both traces (it was ignored: `gold: unknown`), and a
+    gold id the KB lacks gets its note, as with --query."""
+    home, ids = built
+    gold = ids["errors/e1001"][0]
+    code, out, err = run_cli(["--home", str(home), "replay", "lg-1", "--gold", gold, "--json"])
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["replayed"]["gold"] == [gold] and result["logged"]["gold"] == [gold]
+    code, _, err = run_cli(["--home", str(home), "replay", "lg-1", "--gold", "no/such#chunk"])
+    assert code == 0 and "gold no/such#chunk is not in the KB" in " ".join(err.split())
