@@ -55,12 +55,19 @@ class CounterfactualResult(BaseModel):
 
 
 def describe_ranks(ranks: dict[str, int | None]) -> str:
-    """`gold c1 at final rank 2, c2 not in the final context` (words, not a dict)."""
-    parts = [
-        f"{chunk_id} {'at final rank ' + str(rank) if rank is not None else 'not in the final context'}"
-        for chunk_id, rank in ranks.items()
-    ]
-    return "gold " + ", ".join(parts) if parts else "no gold"
+    """`gold c1 at final rank 2; 3 of 4 gold chunks not in the final context` (words, not a dict):
+    the gold chunks that made it by rank, the others counted once, not repeated per chunk."""
+    if not ranks:
+        return "no gold"
+    found = [f"{chunk_id} at final rank {rank}" for chunk_id, rank in ranks.items() if rank is not None]
+    missing = [chunk_id for chunk_id, rank in ranks.items() if rank is None]
+    if not missing:
+        return "gold " + ", ".join(found)
+    if len(ranks) == 1:
+        return f"gold {missing[0]} not in the final context"
+    if not found:
+        return f"none of the {len(ranks)} gold chunks in the final context"
+    return f"gold {', '.join(found)}; {len(missing)} of {len(ranks)} gold chunks not in the final context"
 
 
 def _final_ranks(trace: Trace, gold: Sequence[str]) -> dict[str, int | None]:

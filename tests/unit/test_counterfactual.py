@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
+
 from ragtriage.pipeline.types import RunOptions, Trace
+from ragtriage.triage.counterfactual import describe_ranks
 from ragtriage.triage.diagnose import diagnose
 from tests.unit.triage_fakes import FakeContext, chunk, make_trace
 
@@ -139,3 +142,21 @@ def test_unknown_gold_says_what_is_needed_and_offers_likely_chunks() -> None:
     assert [c.chunk_id for c in diagnosis.needs.likeliest] == ["g", "h"]
     assert diagnosis.needs.likeliest[0].overlap_terms == ["差旅", "报销", "原件"]
     assert diagnosis.counterfactuals == [] and len(ctx.runs) == 1
+
+
+@pytest.mark.parametrize(
+    "ranks, words",
+    [
+        ({}, "no gold"),
+        ({"c1": 2, "c2": 4}, "gold c1 at final rank 2, c2 at final rank 4"),
+        ({"c1": None}, "gold c1 not in the final context"),
+        ({"c1": None, "c2": None, "c3": None}, "none of the 3 gold chunks in the final context"),
+        (
+            {"c1": 2, "c2": None, "c3": None, "c4": None},
+            "gold c1 at final rank 2; 3 of 4 gold chunks not in the final context",
+        ),
+    ],
+)
+def test_gold_ranks_are_summarised_not_repeated_per_chunk(ranks: dict[str, int | None], words: str) -> None:
+    """Any-of gold marks every chunk of a section: one line per missing chunk buried the one that counts."""
+    assert describe_ranks(ranks) == words
