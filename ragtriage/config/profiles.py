@@ -32,7 +32,7 @@ from ragtriage.pipeline.types import ProfileRef
 
 DEFAULT_PROFILE = "default"
 PRESET_SOURCE = "preset"
-OVERLAY_SECTIONS = ("rewrite", "retrieval", "rerank", "engines")
+OVERLAY_SECTIONS = ("rewrite", "retrieval", "rerank", "engines", "stages")
 MatchedBy = Literal["requested", "exact", "glob", "default"]
 
 

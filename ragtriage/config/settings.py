@@ -100,6 +100,37 @@ class HTTPEngine(StrictModel):
 EngineSettings = Annotated[ElasticsearchEngine | QdrantEngine | HTTPEngine, Field(discriminator="type")]
 
 
+#: Stages a team may replace with its own code (`[stages.NAME]`, `ragtriage.pipeline.stages`).
+StageName = Literal[
+    "rewrite",
+    "bm25_raw",
+    "dense_raw",
+    "bm25_rewritten",
+    "dense_rewritten",
+    "dense_sub",
+    "fusion",
+    "rerank",
+    "select",
+]
+
+
+class StageSpec(BaseModel):
+    """A team's own implementation of one stage: `use` names it, every other key is its settings.
+
+    `use` is an import string `"package.module:attribute"` (the uvicorn/pytest convention), or the
+    name of an entry point in the `ragtriage.stages` group. A class is instantiated with the other
+    keys as keyword arguments; a function gets them as keyword arguments on every call.
+    """
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    use: str = Field(min_length=1)
+
+    def options(self) -> dict[str, Any]:
+        """The stage's own settings: every key of its table except `use`."""
+        return dict(self.model_extra or {})
+
+
 class ProfileSettings(StrictModel):
     """One replay profile: an overlay of the retrieval sections on the settings (or on `extends`)."""
 
@@ -110,6 +141,7 @@ class ProfileSettings(StrictModel):
     retrieval: dict[str, Any] = Field(default_factory=dict)
     rerank: dict[str, Any] = Field(default_factory=dict)
     engines: dict[str, Any] = Field(default_factory=dict)
+    stages: dict[str, Any] = Field(default_factory=dict)
 
 
 class ReplaySettings(StrictModel):
@@ -553,6 +585,9 @@ class Settings(StrictModel):
     """TUI key overrides: binding id → keys, e.g. `replay-case = "ctrl+r"`."""
     engines: dict[str, EngineSettings] = Field(default_factory=dict)
     """Production engines a route can use (`[retrieval] route_engine`), by name."""
+    stages: dict[StageName, StageSpec] = Field(default_factory=dict)
+    """The team's own stages, by stage (`[stages.rerank] use = "prod_rag.search:rerank"`); a stage not
+    listed runs the built-in. Contracts: `ragtriage.pipeline.stages`."""
     profiles: dict[str, ProfileSettings] = Field(default_factory=dict)
     """Replay profiles defined in this file (`[profiles.NAME]`) and in `[replay] profile_dir`."""
     replay: ReplaySettings = Field(default_factory=ReplaySettings)
@@ -646,6 +681,7 @@ HASH_NEUTRAL_WHEN_DEFAULT: tuple[tuple[str, ...], ...] = (
     ("rerank", "min_n"),
     ("rerank", "min_score"),
     ("engines",),
+    ("stages",),
     ("index", "bm25_engine"),
     ("index", "query_stop_words"),
     ("rerank", "weights", "dense_score"),

@@ -17,6 +17,7 @@ from ragtriage.pipeline.engines import build_route_engines
 from ragtriage.pipeline.pipeline import Pipeline
 from ragtriage.pipeline.rerank import Reranker, build_scorer
 from ragtriage.pipeline.rewrite import AliasDictionary, LLMRewriter, RuleRewriter, load_aliases
+from ragtriage.pipeline.stage_loading import ROUTE_STAGES, load_stages, team_routes
 
 DEFAULT_PROFILE = "default"
 
@@ -46,7 +47,7 @@ def build_pipeline(
 
     Raises:
         IndexStateError: the indexes are missing, locked by another process, or built by another embedder.
-        PipelineError: the reranker or an optional backend cannot be loaded.
+        PipelineError: the reranker, an optional backend or a team stage (`[stages]`) cannot be loaded.
         InputError: the alias dictionary is not valid.
     """
     profile = profile or get_profile(settings, DEFAULT_PROFILE)
@@ -55,6 +56,9 @@ def build_pipeline(
     llm = LLMRewriter(settings.rewrite.llm, rules) if settings.rewrite.llm.url else None
     reranker = Reranker(settings.rerank, build_scorer(settings.rerank))
     engines = build_route_engines(settings)
+    # The team's own stages: its routes take the place of the local index (or an engine) for their route.
+    stages = load_stages(settings, profile.name)
+    engines.update(team_routes(stages))
     dense = indexes.dense
 
     def dense_search(vector: np.ndarray, k: int) -> list[ScoredChunk]:
@@ -78,4 +82,5 @@ def build_pipeline(
         indexes=indexes,
         engines=engines,
         profile=profile.ref(),
+        stages={name: stage for name, stage in stages.items() if name not in ROUTE_STAGES},
     )

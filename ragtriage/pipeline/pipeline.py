@@ -28,6 +28,8 @@ from ragtriage.pipeline.lexical_support import candidates_support, dense_gap, wi
 from ragtriage.pipeline.normalize import normalize_query, normalize_text
 from ragtriage.pipeline.rerank import Reranker, RerankItem, RerankOutcome, route_scores
 from ragtriage.pipeline.rewrite import RuleRewriter, extract_keywords, off_rewrite
+from ragtriage.pipeline.stage_loading import TeamRoute, TeamStage
+from ragtriage.pipeline.stages import Passage
 from ragtriage.pipeline.types import (
     ROUTE_BM25_RAW,
     ROUTE_BM25_REWRITTEN,
@@ -121,6 +123,7 @@ class Pipeline:
         indexes: Any = None,
         engines: dict[str, tuple[str, Retriever]] | None = None,
         profile: ProfileRef | None = None,
+        stages: Mapping[str, TeamStage] | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.settings = settings
@@ -139,6 +142,8 @@ class Pipeline:
         """Route name (`dense_sub` for every sub-query route) → (engine name, retriever)."""
         self.profile = profile
         """The replay profile these settings come from; every trace records it."""
+        self.stages = dict(stages or {})
+        """The team's own rewrite, fusion, rerank and select stages (`[stages]`); its routes are in `engines`."""
         self._clock = clock
 
     # ------------------------------------------------------------------ public API
@@ -259,6 +264,9 @@ class Pipeline:
         if options.rewrite_override is not None:
             override = options.rewrite_override
             return override.model_copy(update={"mode": "logged", "raw_query": raw_query})
+        team = self.stages.get("rewrite")
+        if team is not None and options.rewrite_mode != "off":
+            return self._team_rewrite(team, raw_query, normalized, options)
         mode = options.rewrite_mode
         if mode == "default":
             rewrite_settings = self.settings.rewrite
@@ -276,6 +284,34 @@ class Pipeline:
                 )
             return self.llm_rewriter.rewrite(raw_query, normalized, extra_aliases=options.extra_aliases)
         return self.rules.rewrite(raw_query, normalized, extra_aliases=options.extra_aliases)
+
+    def _team_rewrite(
+        self, team: TeamStage, raw_query: str, normalized: str, options: RunOptions
+    ) -> RewriteResult:
+        """The team's rewrite of the raw query; a one-off change it cannot take is said, not replaced."""
+        if options.rewrite_mode != "default":
+            raise team.cannot_take(
+                f"the {options.rewrite_mode} rewrite",
+                "the built-in rewrite is not production's; compare with rewrite off instead",
+            )
+        if options.extra_aliases and not team.accepts("aliases"):
+            raise team.cannot_take(
+                "extra aliases",
+                "give the function an `aliases` keyword (term → synonyms) to run the alias counterfactual",
+            )
+        extra = (
+            {"aliases": {t: list(s) for t, s in options.extra_aliases.items()}}
+            if options.extra_aliases
+            else {}
+        )
+        answer = team.rewrite(team(raw_query, **extra))
+        return RewriteResult(
+            raw_query=raw_query,
+            normalized_query=normalized,
+            rewritten_query=answer.query,
+            sub_queries=list(answer.sub_queries),
+            mode="stage",
+        )
 
     def _plan_routes(self, rewrite: RewriteResult, options: RunOptions) -> list[PlannedRoute]:
         enabled = set(options.routes if options.routes is not None else self.settings.retrieval.routes)
@@ -308,7 +344,9 @@ class Pipeline:
         checkpoint()
         tick = self._clock()
         top_n = options.top_n or self.settings.rerank.top_n
-        if options.rerank == "off" or not self.settings.rerank.enabled:
+        if (options.rerank == "off" or not self.settings.rerank.enabled) and "select" in self.stages:
+            ranked = self._team_select(self.stages["select"], item, fused, top_n)
+        elif options.rerank == "off" or not self.settings.rerank.enabled:
             ranked = _Ranked(final=[c.chunk_id for c in fused[:top_n]])
         else:
             ranked = self._rerank(item, routes, fused, top_n)
@@ -365,7 +403,13 @@ class Pipeline:
             else:
                 tick = self._clock()
                 k = route_k(self.settings.retrieval, planned, item.options)
-                result.hits, result.flags = self._search(planned, vectors, k)
+                team = engine_for(self.engines, planned.name)
+                if team is not None and isinstance(team[1], TeamRoute):
+                    # A team's route gets the text production's route got, not the normalised one.
+                    result.query = team_route_text(item.rewrite, planned)
+                    result.hits, result.flags = team[1].search(result.query, k)
+                else:
+                    result.hits, result.flags = self._search(planned, vectors, k)
                 result.ms = (self._clock() - tick) * 1000
                 stage_ms[planned.kind] += result.ms
             routes.append(result)
@@ -378,12 +422,21 @@ class Pipeline:
         """Rerank the candidate pool, then judge refusal (the final context is empty when it refuses)."""
         rerank = self.settings.rerank
         pool = fused[: item.options.candidate_pool or self.settings.retrieval.candidate_pool]
-        outcome = self.reranker.rerank(
-            item.rewrite.normalized_query,
-            self._keywords(item.rewrite),
-            rerank_items(pool, routes, self.chunks),
-            now=item.options.as_of,
-        )
+        items = rerank_items(pool, routes, self.chunks)
+        team = self.stages.get("rerank")
+        if team is not None:
+            outcome = RerankOutcome(
+                reranked=team.hits(team(stage_query(item.rewrite), self._passages(items, routes))),
+                pairs=[],
+                mode=f"stage:{team.use}",
+            )
+        else:
+            outcome = self.reranker.rerank(
+                item.rewrite.normalized_query, self._keywords(item.rewrite), items, now=item.options.as_of
+            )
+        select = self.stages.get("select")
+        if select is not None:
+            return self._team_select(select, item, outcome.reranked, top_n, pool, outcome)
         support = with_dense_gap(
             candidates_support(item.raw_query, outcome.reranked[:top_n], self.chunks, self.bm25),
             dense_gap(routes),
@@ -405,6 +458,53 @@ class Pipeline:
             refusal_value=value,
             support=support,
             not_judged=not_judged or refusal_rules.not_judged_note(threshold, kind, support),
+        )
+
+    def _passages(self, items: Sequence[RerankItem], routes: Sequence[RouteResult]) -> list[Passage]:
+        """The rerank stage's input: each pool chunk with its text, fused score and raw route scores."""
+        raw: dict[str, dict[str, float]] = {}
+        for route in routes:
+            for hit in route.hits:
+                raw.setdefault(hit.chunk_id, {})[route.name] = hit.score
+        passages = []
+        for entry in items:
+            meta = self.chunks.get(entry.chunk_id)
+            known = {
+                "doc_id": meta.doc_id if meta else None,
+                "updated_at": entry.updated_at,
+                "product_line": entry.product_line,
+            }
+            passages.append(
+                Passage(
+                    chunk_id=entry.chunk_id,
+                    text=entry.content,
+                    title=entry.title,
+                    fused_score=entry.rrf_score,
+                    route_scores=raw.get(entry.chunk_id, {}),
+                    metadata={k: v for k, v in known.items() if v is not None},
+                )
+            )
+        return passages
+
+    def _team_select(
+        self,
+        team: TeamStage,
+        item: _Prepared,
+        ranked: Sequence[ScoredChunk],
+        top_n: int,
+        pool: Sequence[ScoredChunk] = (),
+        outcome: RerankOutcome | None = None,
+    ) -> _Ranked:
+        """The final context (and refusal) as the team's select stage chose it."""
+        hits = [(c.chunk_id, c.score) for c in ranked]
+        chosen = team.selection(team(stage_query(item.rewrite), hits, top_n))
+        refusal = f"the team's select stage refused: {chosen.reason or 'no reason given'}"
+        return _Ranked(
+            final=[] if chosen.refused else [str(c) for c in chosen.final],
+            rerank_input=[c.chunk_id for c in pool],
+            outcome=outcome,
+            refusal=refusal if chosen.refused else None,
+            refusal_kind="stage" if chosen.refused else None,
         )
 
     def _search(
@@ -429,7 +529,12 @@ class Pipeline:
         return [], []
 
     def _fuse(self, routes: Sequence[RouteResult]) -> list[ScoredChunk]:
-        """The fused list by `[retrieval.fusion] method` (routes without hits take no part)."""
+        """The fused list by `[retrieval.fusion] method`, or by the team's fusion stage (routes
+        without hits take no part)."""
+        team = self.stages.get("fusion")
+        if team is not None:
+            lists = {r.name: [(h.chunk_id, h.score) for h in r.hits] for r in routes if r.hits}
+            return team.hits(team(lists))
         retrieval = self.settings.retrieval
         fusion = retrieval.fusion
         return fuse(
@@ -508,6 +613,22 @@ def plan_routes(
         if route.skip_flag is None and engine is None and not local.get(route.kind, False):
             route.skip_flag = SKIPPED_NO_INDEX
     return routes
+
+
+def stage_query(rewrite: RewriteResult) -> str:
+    """The query a team's rerank or select stage gets: the rewritten one, or the raw one as written
+    when nothing rewrote it."""
+    return rewrite.raw_query if rewrite.mode == "off" else rewrite.rewritten_query
+
+
+def team_route_text(rewrite: RewriteResult, route: PlannedRoute) -> str:
+    """The text a team's route searches: the raw query, the rewritten query or a sub-query, as written."""
+    if route.name.startswith(ROUTE_DENSE_SUB_PREFIX):
+        number = int(route.name[len(ROUTE_DENSE_SUB_PREFIX) :])
+        return rewrite.sub_queries[number - 1] if number <= len(rewrite.sub_queries) else route.query
+    if route.name.endswith("_rewritten"):
+        return stage_query(rewrite)
+    return rewrite.raw_query
 
 
 def fusion_weights(weights: Mapping[Any, float], routes: Sequence[RouteResult]) -> dict[str, float]:

@@ -50,7 +50,8 @@ class RewriteResult(BaseModel):
     aliases: dict[str, list[str]] = Field(default_factory=dict)
     """Query term → synonyms added from the alias dictionary (or the LLM)."""
     sub_queries: list[str] = Field(default_factory=list)
-    mode: Literal["off", "rules", "llm", "logged"] = "rules"
+    mode: Literal["off", "rules", "llm", "logged", "stage"] = "rules"
+    """`stage`: the team's own rewrite stage (`[stages.rewrite]`) wrote it."""
     fallback_reason: str | None = None
     """Set when the LLM rewrite failed (timeout, bad JSON) and the rules were used instead."""
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ragtriage.pipeline.stage_loading import StageCannotTake
 from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.triage.context import DiagnosisContext
 from ragtriage.triage.facts import Facts, chunk_text, covered
@@ -210,7 +211,12 @@ def run_counterfactuals(
         if as_of is not None:
             # The same moment as the baseline replay (a logged request's time), so only one thing changes.
             options = options.model_copy(update={"as_of": as_of})
-        trace = ctx.run(facts.query, options)
+        try:
+            trace = ctx.run(facts.query, options)
+        except StageCannotTake as error:
+            # A team stage that cannot take this change says so; it is never swapped for a built-in.
+            results.append(_unavailable(name, str(error)))
+            continue
         ranks = _final_ranks(trace, gold)
         reaches = any(rank is not None for rank in ranks.values())
         results.append(
