@@ -204,7 +204,7 @@ def _import(
         writer = writer or open_writer()
         writer.retag_rechunked([cid for cid, doc in state.retired.items() if doc in state.grown_docs])
         missing_docs = writer.mark_missing(missing, state.grown_docs)
-        writer.write_documents(state.touched_docs, missing_docs, source.name)
+        report.documents_removed = len(writer.write_documents(state.touched_docs, missing_docs, source.name))
         revision = bump_revision(writer.session, kb)
         report.write_seconds += time.perf_counter() - began
     return revision

@@ -48,6 +48,9 @@ class ImportReport(BaseModel):
     """With `--full`: imported chunks absent from the source, marked deleted (not rows, not in `read`)."""
     written: int = 0
     """Chunk rows written (0 for an unchanged source)."""
+    documents_removed: int = 0
+    """Documents removed because their chunks moved to other documents (a re-import that maps
+    `doc_id` differently) and left them with no chunk."""
     vectors: int = 0
     """Rows that brought a vector."""
     vector_dim: int | None = None
