@@ -138,6 +138,8 @@ def _summary(report: ImportReport) -> str:
         )
     if report.missing:
         lines.append(f"missing from the source (--full): {plural(report.missing, 'chunk')} marked deleted")
+    for warning in report.mapping_warnings:
+        lines.append(f"warning: {warning}")
     if report.suggested_map:
         pairs = ",".join(f"{field}={column}" for field, column in report.suggested_map.items())
         lines.append(

@@ -192,6 +192,8 @@ def _import(
                 report.write_seconds += time.perf_counter() - began
         if not columns_checked and source.columns is not None and not source.schemaless:
             mapper.check_columns(source.columns)
+        columns = sorted(mapper.seen_columns) if source.schemaless else (source.columns or [])
+        report.mapping_warnings = mapper.mapping_warnings(columns)
         if source.schemaless and report.read > report.rejected:
             mapper.check_seen()
             report.suggested_map = mapper.suggested_map(sorted(mapper.seen_columns))

@@ -63,6 +63,9 @@ class ImportReport(BaseModel):
     """Reading, mapping and checking every row (the import's one pass, SQL writes excluded)."""
     write_seconds: float = 0.0
     """Writing the rows that differ to SQL (inside the pass, in its one transaction)."""
+    mapping_warnings: list[str] = Field(default_factory=list)
+    """A mapping that looks wrong though every row was valid (content read from the title's column,
+    or equal to the title on most rows), each with its fix (`FieldMapper.mapping_warnings`)."""
     suggested_map: dict[str, str] = Field(default_factory=dict)
     """Optional fields left unmapped whose likely column was kept as metadata: field → column
     (`FieldMapper.suggested_map`)."""
