@@ -309,26 +309,28 @@ def _json_error(path: Path, text: str, error: ValueError, line: int = 1) -> Inpu
 def json_break(
     text: bytes | str, error: json.JSONDecodeError, what: str = "JSON document"
 ) -> tuple[bool, str, str]:
-    """`(cut, reason, fix)` for a JSON document (`what` names it) that does not parse (`error` from
-    `json` or orjson on `text`, the whole document): where it breaks as a byte offset (0-based, of the UTF-8 text
-    without its byte-order mark) and line, and whether it is cut short (the parser ran out of
-    text: a truncated download or export, to be fetched again) or holds a syntax error there."""
+    """`(cut, reason, fix)` for a JSON document (`what` names it) that does not parse: `error` from
+    `json` or orjson on `text`, the whole document. Cut short (the parser ran out of text: an
+    interrupted download or export, to be fetched again): where the text ends, in bytes and lines.
+    Else the byte offset (0-based, in the UTF-8 text without its byte-order mark), line and column
+    of the syntax error."""
     decoded = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
     position = min(error.pos, len(decoded))
-    offset = len(decoded[:position].encode("utf-8"))
-    size = len(decoded.encode("utf-8")) if isinstance(text, str) else len(text)
     cut = (
         "end of data" in error.msg
         or error.msg.startswith("Unterminated string")
         or not decoded[position:].strip()
     )
     if cut:
+        size = len(text) if isinstance(text, bytes) else len(decoded.encode("utf-8"))
+        lines = decoded.count("\n") + (not decoded.endswith("\n"))
         return (
             True,
-            f"the {what} is cut short: it breaks off at byte {offset:,} of {size:,} "
-            f"(line {error.lineno:,}) before its closing brackets",
+            f"the {what} is cut short: it breaks off at byte {size:,} (line {lines:,}) in the middle of "
+            "a value, its closing brackets missing",
             "the file is incomplete (an interrupted download or export); download or export it again",
         )
+    offset = len(decoded[:position].encode("utf-8"))
     return (
         False,
         f"not valid JSON at byte {offset:,} (line {error.lineno:,}, column {error.colno:,}): {error.msg}",

@@ -81,7 +81,7 @@ def test_a_cut_langfuse_page_is_one_error_and_the_intact_files_are_not_blamed(tm
     assert report.broken_documents == report.files_without_requests == [str(obs)]
     [cut] = [row for row in _quarantined(engine) if row.kind == "cut_document"]
     assert cut.source_file == str(obs.resolve()) and cut.line_no == 1
-    assert f"breaks off at byte {size:,} of {size:,}" in cut.reason and "export it again" in cut.reason
+    assert f"breaks off at byte {size:,} (line" in cut.reason and "export it again" in cut.reason
     # The traces that lack the observations say where those were.
     others = [row for row in _quarantined(engine) if row.kind != "cut_document"]
     assert others and all(f"was in {obs}, not read" in row.reason for row in others)
@@ -135,7 +135,7 @@ def test_every_document_format_cut_short_is_one_error(tmp_path: Path, make: Any)
     assert report.quarantined_by_kind == {"cut_document": 1}
     assert report.files_without_requests == [str(path)]
     [row] = _quarantined(engine)
-    assert f"breaks off at byte {size:,} of {size:,}" in row.reason
+    assert f"breaks off at byte {size:,} (line" in row.reason
 
 
 def test_a_syntax_error_inside_a_document_names_its_byte(tmp_path: Path) -> None:
@@ -201,7 +201,7 @@ def test_an_eval_set_cut_short_says_so(tmp_path: Path) -> None:
         InputError, match=r"cases.json:\d+: the JSON document is cut short: it breaks off"
     ) as caught:
         read_cases_json(path)
-    assert f"of {size:,}" in str(caught.value) and "export it again" in str(caught.value)
+    assert f"at byte {size:,} (line" in str(caught.value) and "export it again" in str(caught.value)
     path.write_text(json.dumps(cases, ensure_ascii=False)[:-1])  # only the closing bracket is missing
     with pytest.raises(InputError, match="cut short"):
         read_cases_json(path)
