@@ -29,7 +29,7 @@ import orjson
 
 from ragtriage.errors import InputError
 
-__all__ = ["Row", "TableFile", "open_parquet", "parquet_batches", "text_lines"]
+__all__ = ["Row", "TableFile", "json_break", "open_parquet", "parquet_batches", "text_lines"]
 
 BOM = b"\xef\xbb\xbf"
 # Vectors, stage lists and long chunks exceed the csv module's 128 KiB cell default.
@@ -154,6 +154,8 @@ class TableFile:
             position = _skip_space(text, position)
             if text.startswith(",", position):
                 position += 1
+            elif position >= len(text):
+                raise _json_error(self.path, text, json.JSONDecodeError("end of data", text, position))
             elif not text.startswith("]", position):
                 line = text.count("\n", 0, position) + 1
                 raise InputError(f"{self.path}:{line}: expected ',' or ']' after an item; fix the syntax")
@@ -299,11 +301,41 @@ def _reject_constant(name: str) -> float:
 
 def _json_error(path: Path, text: str, error: ValueError, line: int = 1) -> InputError:
     if isinstance(error, json.JSONDecodeError):
-        return InputError(
-            f"{path}:{error.lineno}: not valid JSON ({error.msg} at column {error.colno}); "
-            "fix the syntax (no trailing commas, double quotes only)"
-        )
+        _, reason, fix = json_break(text, error)
+        return InputError(f"{path}:{error.lineno}: {reason}; {fix}")
     return InputError(f"{path}:{line}: {error}")
+
+
+def json_break(
+    text: bytes | str, error: json.JSONDecodeError, what: str = "JSON document"
+) -> tuple[bool, str, str]:
+    """`(cut, reason, fix)` for a JSON document (`what` names it) that does not parse: `error` from
+    `json` or orjson on `text`, the whole document. Cut short (the parser ran out of text: an
+    interrupted download or export, to be fetched again): where the text ends, in bytes and lines.
+    Else the byte offset (0-based, in the UTF-8 text without its byte-order mark), line and column
+    of the syntax error."""
+    decoded = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+    position = min(error.pos, len(decoded))
+    cut = (
+        "end of data" in error.msg
+        or error.msg.startswith("Unterminated string")
+        or not decoded[position:].strip()
+    )
+    if cut:
+        size = len(text) if isinstance(text, bytes) else len(decoded.encode("utf-8"))
+        lines = decoded.count("\n") + (not decoded.endswith("\n"))
+        return (
+            True,
+            f"the {what} is cut short: it breaks off at byte {size:,} (line {lines:,}) in the middle of "
+            "a value, its closing brackets missing",
+            "the file is incomplete (an interrupted download or export); download or export it again",
+        )
+    offset = len(decoded[:position].encode("utf-8"))
+    return (
+        False,
+        f"not valid JSON at byte {offset:,} (line {error.lineno:,}, column {error.colno:,}): {error.msg}",
+        "fix the syntax there (no trailing commas, double quotes only) or export the file again",
+    )
 
 
 def _skip_space(text: str, position: int) -> int:

@@ -157,4 +157,7 @@ def print_doctor(report: DoctorReport) -> None:
             console.print(hanging_text(console, "  " + "; ".join(parts), indent=4))
         if len(finding.items) > 20:
             console.print(f"  … and {len(finding.items) - 20} more (see --json)")
+        if finding.ids:
+            more = f" … and {len(finding.ids) - 20:,} more (see --json)" if len(finding.ids) > 20 else ""
+            console.print(hanging_text(console, "  ids: " + " ".join(finding.ids[:20]) + more, indent=4))
         console.print(hanging_text(console, f"  fix: {finding.fix}", indent=4))

@@ -138,6 +138,8 @@ def _summary(report: ImportReport) -> str:
         )
     if report.missing:
         lines.append(f"missing from the source (--full): {plural(report.missing, 'chunk')} marked deleted")
+    for warning in report.mapping_warnings:
+        lines.append(f"warning: {warning}")
     if report.suggested_map:
         pairs = ",".join(f"{field}={column}" for field, column in report.suggested_map.items())
         lines.append(
@@ -145,6 +147,11 @@ def _summary(report: ImportReport) -> str:
             f"to use them add --map {pairs} (or [kb.import] map)"
         )
     lines.append(f"chunks written: {report.written:,}")
+    if report.documents_removed:
+        lines.append(
+            f"documents removed: {report.documents_removed:,}, left with no chunk when their chunks "
+            "moved to other documents (doc_id is mapped otherwise than before)"
+        )
     if report.vectors:
         lines.append(
             f"vectors: {report.vectors:,} given ({report.vector_dim}-d, recorded as {report.vector_embedder})"

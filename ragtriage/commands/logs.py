@@ -88,7 +88,17 @@ def ingest_command(
     else:
         print_ingest_report(report, *quarantine, conflicts)
     if report.files_without_requests:
+        for path in report.broken_documents:
+            others = len(report.files) > 1
+            err.print(
+                f"input error: {path}: nothing was read from it: a JSON document that does not parse "
+                "(where it breaks is above); fix: download or export it again, then run the same "
+                "ingest again" + (" (what was read from the other files stays stored)" if others else ""),
+                soft_wrap=True,
+            )
         for path in report.files_without_requests:
+            if path in report.broken_documents:
+                continue
             err.print(
                 f"input error: {path}: no request could be read from it (read as "
                 f"{report.formats.get(path, 'v1')}); fix: check that it is a request log "

@@ -5,7 +5,8 @@ granularity) or chunk ids (at doc granularity), unknown gold ids, gold refs (doc
 span) that map to no live chunk, gold chunks from another KB,
 unpublished gold, deleted gold, gold lost after re-chunking (with the live chunk of the same
 document whose content overlaps most), gold missing from the indexes, duplicate cases, conflicting
-gold for one query, and cases without gold; then the settings (`refusal_findings`).
+gold for one query, and cases without gold; then the KB (`empty_document_findings`: documents with
+no chunk) and the settings (`refusal_findings`).
 
 A `[rerank] refusal_threshold` is a value on the scale of the score it was calibrated for
 (`refusal_threshold_score`). When the configuration refuses by another kind (a cross-encoder was
@@ -27,12 +28,21 @@ from ragtriage.config.settings import RerankSettings
 from ragtriage.eval.gold_map import resolve_cases
 from ragtriage.index.manifest import read_manifest
 from ragtriage.store import eval_repo as eval_store
+from ragtriage.store.kb_repo import empty_documents
 from ragtriage.store.kb_tables import filtered_reason
 
 if TYPE_CHECKING:
     from ragtriage.workspace import Workspace
 
-__all__ = ["DoctorReport", "Finding", "FindingItem", "best_overlap", "refusal_findings", "run_doctor"]
+__all__ = [
+    "DoctorReport",
+    "Finding",
+    "FindingItem",
+    "best_overlap",
+    "empty_document_findings",
+    "refusal_findings",
+    "run_doctor",
+]
 
 DELETED = "deleted"
 #: `ChunkRow.deletion` of a chunk that went without a replacement in its (live) document.
@@ -58,6 +68,8 @@ class Finding(BaseModel):
     summary: str
     fix: str
     items: list[FindingItem] = Field(default_factory=list)
+    ids: list[str] = Field(default_factory=list)
+    """The KB's ids a finding about no case is about (`empty_documents`: document ids)."""
 
     @property
     def case_ids(self) -> list[str]:
@@ -226,8 +238,33 @@ def run_doctor(workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET) 
         if not stored.case.has_gold:
             add("no_gold", FindingItem(case_id=stored.case.case_id))
     report.findings = [findings[kind] for kind in _KINDS if kind in findings]
+    report.findings.extend(empty_document_findings(empty_documents(workspace.engine, kb), kb))
     report.findings.extend(refusal_findings(workspace.settings.rerank))
     return report
+
+
+def empty_document_findings(doc_ids: list[str], kb: str) -> list[Finding]:
+    """A warning naming the live documents of `kb` with no chunk (`doc_ids`); [] when there are none."""
+    if not doc_ids:
+        return []
+    count = len(doc_ids)
+    return [
+        Finding(
+            kind="empty_documents",
+            severity="warning",
+            summary=(
+                f"{count:,} live document{'' if count == 1 else 's'} of KB {kb} "
+                f"{'has' if count == 1 else 'have'} no chunk: `kb stats` counts them, nothing in them "
+                "can be retrieved (most often left by an import that moved their chunks to other "
+                "documents, e.g. a re-import with --map doc_id=… after one without)"
+            ),
+            fix=(
+                "mark them deleted: `ragtriage kb remove` followed by their ids (listed below, all of them "
+                "in `ragtriage doctor --json`); imports since this version remove such documents themselves"
+            ),
+            ids=doc_ids,
+        )
+    ]
 
 
 def _duplicates(cases: list[eval_store.StoredCase], add: Any) -> None:

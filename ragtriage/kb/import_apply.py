@@ -192,6 +192,8 @@ def _import(
                 report.write_seconds += time.perf_counter() - began
         if not columns_checked and source.columns is not None and not source.schemaless:
             mapper.check_columns(source.columns)
+        columns = sorted(mapper.seen_columns) if source.schemaless else (source.columns or [])
+        report.mapping_warnings = mapper.mapping_warnings(columns)
         if source.schemaless and report.read > report.rejected:
             mapper.check_seen()
             report.suggested_map = mapper.suggested_map(sorted(mapper.seen_columns))
@@ -204,7 +206,7 @@ def _import(
         writer = writer or open_writer()
         writer.retag_rechunked([cid for cid, doc in state.retired.items() if doc in state.grown_docs])
         missing_docs = writer.mark_missing(missing, state.grown_docs)
-        writer.write_documents(state.touched_docs, missing_docs, source.name)
+        report.documents_removed = len(writer.write_documents(state.touched_docs, missing_docs, source.name))
         revision = bump_revision(writer.session, kb)
         report.write_seconds += time.perf_counter() - began
     return revision

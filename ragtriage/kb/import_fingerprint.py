@@ -40,6 +40,7 @@ _KEPT = (
     "vector_embedder",
     "absent_mapped",
     "absent_mapped_first",
+    "mapping_warnings",
 )
 
 

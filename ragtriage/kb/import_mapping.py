@@ -39,6 +39,8 @@ from ragtriage.wording import quoted
 __all__ = ["FieldMapper", "check_field_name", "parse_map_option"]
 
 REQUIRED_FIELDS = ("chunk_id", "content")
+#: Share of the rows read whose content equals their title from which the mapping is suspect.
+CONTENT_AS_TITLE_SHARE = 0.5
 
 #: Column names production chunk tables commonly use for each field (compared without case, `-`,
 #: `_` or spaces), suggested when the field has no column: names from LlamaIndex, LangChain,
@@ -135,6 +137,9 @@ class FieldMapper:
         empty cell; JSONL writers often omit null keys)."""
         self.first_absent: str | None = None
         """The first such row and field: `chunks.jsonl:3: no column 'section_title' for title`."""
+        self.mapped_rows = 0
+        self.content_as_title = 0
+        """Rows mapped whose content equals their title (`mapping_warnings`)."""
         self.dim: int | None = expected_dim[0] if expected_dim else None
         self._dim_owner = f"the configured embedder {expected_dim[1]}" if expected_dim else "earlier rows"
 
@@ -304,7 +309,60 @@ class FieldMapper:
         )
         if self.explicit:
             self._note_absent(where, used)
+        self.mapped_rows += 1
+        self.content_as_title += bool(title) and content.strip() == title.strip()
         return chunk
+
+    def mapping_warnings(self, columns: Sequence[str]) -> list[str]:
+        """What makes the mapping look wrong though every row is valid, each with its fix: content
+        read from the same column as another field, from a column named like a title while one
+        named like the text is left as metadata, or equal to the title on at least
+        `CONTENT_AS_TITLE_SHARE` of the rows mapped (`--map content=section_title` imports the titles
+        as the text). Call after the last row; `columns`: the source's columns (seen columns for a
+        schemaless source)."""
+        source = self.column_for("content", columns)
+        if source is None:
+            return []
+        fix = self._content_fix(columns, source)
+        mapping = (
+            f"--map content={source}" if "content" in self.explicit else f"content (column {quoted(source)})"
+        )
+        warnings = []
+        shared = [
+            name for name in IMPORT_FIELDS if name != "content" and self.column_for(name, columns) == source
+        ]
+        if shared:
+            warnings.append(
+                f"{mapping} reads the same column as {' and '.join(shared)}: each chunk's text is its "
+                f"{shared[0]}; fix: {fix}"
+            )
+        named = next(
+            (
+                name
+                for name in ("title", "doc_title", "heading_path")
+                if _squeezed(source) in {_squeezed(c) for c in (name, *LIKELY_COLUMNS[name])}
+            ),
+            None,
+        )
+        text_column = self.likely_column("content", [c for c in columns if c != source])
+        if not shared and named is not None and text_column is not None:
+            warnings.append(
+                f"{mapping} reads a column named like a {named} while {quoted(text_column)}, named like "
+                f"the chunk text, is kept as metadata; fix: {fix}"
+            )
+        rows, same = self.mapped_rows, self.content_as_title
+        if not shared and rows and same >= CONTENT_AS_TITLE_SHARE * rows:
+            warnings.append(
+                f"{mapping}: the content equals the chunk's title on {same:,} of {rows:,} rows, so the "
+                f"text imported may be the titles; fix: {fix}"
+            )
+        return warnings
+
+    def _content_fix(self, columns: Sequence[str], source: str) -> str:
+        likely = self.likely_column("content", [c for c in columns if c != source])
+        if likely is not None:
+            return f"--map content={likely} (or the column that holds the chunk text)"
+        return "--map content=COLUMN naming the column that holds the chunk text"
 
     def _note_absent(self, where: str, used: Mapping[str, str]) -> None:
         absent = [name for name in self.explicit if name not in used]

@@ -48,6 +48,9 @@ class ImportReport(BaseModel):
     """With `--full`: imported chunks absent from the source, marked deleted (not rows, not in `read`)."""
     written: int = 0
     """Chunk rows written (0 for an unchanged source)."""
+    documents_removed: int = 0
+    """Documents removed because their chunks moved to other documents (a re-import that maps
+    `doc_id` differently) and left them with no chunk."""
     vectors: int = 0
     """Rows that brought a vector."""
     vector_dim: int | None = None
@@ -60,6 +63,9 @@ class ImportReport(BaseModel):
     """Reading, mapping and checking every row (the import's one pass, SQL writes excluded)."""
     write_seconds: float = 0.0
     """Writing the rows that differ to SQL (inside the pass, in its one transaction)."""
+    mapping_warnings: list[str] = Field(default_factory=list)
+    """A mapping that looks wrong though every row was valid (content read from the title's column,
+    or equal to the title on most rows), each with its fix (`FieldMapper.mapping_warnings`)."""
     suggested_map: dict[str, str] = Field(default_factory=dict)
     """Optional fields left unmapped whose likely column was kept as metadata: field → column
     (`FieldMapper.suggested_map`)."""

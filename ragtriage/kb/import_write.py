@@ -15,7 +15,7 @@ from sqlalchemy import Table, delete, func, insert, update
 from sqlmodel import Session, SQLModel, col, select
 
 from ragtriage.kb.import_rows import ImportedChunk
-from ragtriage.store.kb_repo import DELETED, RECHUNKED, REMOVED
+from ragtriage.store.kb_repo import DELETED, RECHUNKED, REMOVED, remove_empty_documents
 from ragtriage.store.kb_tables import FILTERED, ChunkRow, ChunkVectorRow, DocumentRow
 
 __all__ = ["DocFields", "ImportWriter", "PUBLISHED"]
@@ -52,6 +52,8 @@ class ImportWriter:
         self.kb = kb
         self.now = now
         self.embedder = embedder or ""
+        self.left_docs: set[str] = set()
+        """Documents a written chunk belonged to before it moved to another document."""
 
     def write(self, chunks: list[ImportedChunk], known: Sequence[str]) -> None:
         """Insert `chunks`, replacing the stored rows of the `known` ids (those the store held before).
@@ -60,21 +62,23 @@ class ImportWriter:
         known which documents gained chunks.
         """
         session = self.session
-        previous: dict[str, tuple[int, str]] = {}
+        previous: dict[str, tuple[int, str, str]] = {}
         for start in range(0, len(known), _IN_BATCH):
             part = list(known[start : start + _IN_BATCH])
             rows = session.exec(
-                select(ChunkRow.chunk_id, ChunkRow.version, ChunkRow.content_hash).where(
+                select(ChunkRow.chunk_id, ChunkRow.version, ChunkRow.content_hash, ChunkRow.doc_id).where(
                     col(ChunkRow.chunk_id).in_(part)
                 )
             ).all()
-            previous.update({chunk_id: (version, h) for chunk_id, version, h in rows})
+            previous.update({chunk_id: (version, h, doc) for chunk_id, version, h, doc in rows})
             session.execute(delete(ChunkRow).where(col(ChunkRow.chunk_id).in_(part)))
             session.execute(delete(ChunkVectorRow).where(col(ChunkVectorRow.chunk_id).in_(part)))
         chunk_rows: list[dict[str, Any]] = []
         vector_rows: list[dict[str, Any]] = []
         for chunk in chunks:
             old = previous.get(chunk.chunk_id)
+            if old is not None and old[2] != chunk.doc_id:
+                self.left_docs.add(old[2])
             # A new chunk version only when the text changed; metadata edits keep the version.
             version = 1 if old is None else old[0] + (old[1] != chunk.content_hash)
             retrievable = chunk.retrievable
@@ -151,10 +155,13 @@ class ImportWriter:
 
     def write_documents(
         self, touched: dict[str, DocFields], missing_docs: set[str], source_name: str
-    ) -> None:
-        """Insert or update the documents of written chunks; a document without live chunks is deleted."""
+    ) -> list[str]:
+        """Insert or update the documents of written chunks; a document without live chunks is
+        deleted, and one that written chunks left with no chunk at all is removed. Returns the
+        removed documents' ids."""
         session = self.session
-        doc_ids = sorted(set(touched) | missing_docs)
+        removed = remove_empty_documents(session, self.left_docs - set(touched))
+        doc_ids = sorted((set(touched) | missing_docs | self.left_docs) - set(removed))
         for start in range(0, len(doc_ids), _IN_BATCH):
             part = doc_ids[start : start + _IN_BATCH]
             live = dict(
@@ -200,3 +207,4 @@ class ImportWriter:
             if new_rows:
                 session.execute(insert(DocumentRow), new_rows)
             session.flush()
+        return removed

@@ -32,8 +32,8 @@ from ragtriage.logs.flagging import FlagRules, reason_key
 from ragtriage.logs.formats.detect import PlannedFile, plan_files
 from ragtriage.logs.formats.read import NumberedLine, trace_lines
 from ragtriage.logs.formats.tables import iter_csv_rows, iter_parquet_rows
-from ragtriage.logs.line_files import iter_raw_lines, open_bytes
-from ragtriage.logs.log_line import BadLine, LogLine
+from ragtriage.logs.line_files import iter_raw_lines, read_document
+from ragtriage.logs.log_line import BadLine, LogLine, document_error
 from ragtriage.logs.reader import parse_line, same_request
 from ragtriage.store import ingest_sql
 
@@ -63,6 +63,10 @@ class IngestReport(BaseModel):
     files_without_requests: list[str] = Field(default_factory=list)
     """Non-empty files that held no readable request (every line quarantined or blank; trace files
     are judged together): an ingest that read nothing usable from a file is a failure."""
+    broken_documents: list[str] = Field(default_factory=list)
+    """Files that start as one JSON document but do not parse (cut short, most often): each is one
+    quarantined line naming the byte where it breaks, nothing in it is read, and it is listed in
+    `files_without_requests` too (the trace files read with it are not blamed for it)."""
     stopped: bool = False
     seconds: float = 0.0
 
@@ -105,18 +109,23 @@ def ingest_files(
         engine, flagging or FlaggingSettings(), report, strict, batch_size, on_progress, should_stop
     )
     try:
-        traces = [p for p in planned if p.is_trace]
+        traces = [p for p in planned if p.is_trace and p.layout != "broken"]
+        broken_traces = [str(p.path) for p in planned if p.is_trace and p.layout == "broken"]
         requests = 0
         specs = [(p.path, p.format, p.layout) for p in traces]
         for path, numbered in trace_lines(specs, otel or OtelSettings()) if traces else ():
+            if broken_traces:
+                numbered = _missing_from(numbered, broken_traces)
             requests += writer.ingest(str(path.resolve()), str(path), numbered)
             if report.stopped:
                 return report
-        if traces and requests == 0:
-            # One trace's spans and scores may sit in different files: judged together.
+        report.broken_documents = [str(p.path) for p in planned if p.layout == "broken"]
+        if traces and requests == 0 and not any(p.is_trace for p in planned if p.layout == "broken"):
+            # One trace's spans and scores may sit in different files: judged together (when one
+            # of them is cut short, the traces missing its spans are its fault, not theirs).
             report.files_without_requests.extend(str(p.path) for p in traces if _non_empty(p.path))
         for plan in planned:
-            if plan.is_trace:
+            if plan.is_trace and plan.layout != "broken":
                 continue
             requests = writer.ingest(str(plan.path.resolve()), str(plan.path), _numbered_lines(plan))
             if report.stopped:
@@ -159,31 +168,42 @@ def _non_empty(path: Path) -> bool:
         return False
 
 
+def _missing_from(numbered: Iterable[NumberedLine], broken: list[str]) -> Iterator[NumberedLine]:
+    """`numbered` with each rejected trace's fix naming the trace files of the ingest that were not
+    read (`broken`): what the trace lacks may be in them."""
+    names = ", ".join(broken)
+    for line_no, raw, unterminated in numbered:
+        if isinstance(raw, BadLine) and raw.kind != "invalid_json":
+            raw.fix += (
+                f"; or what it lacks was in {names}, not read (see its error): ingest again once it is whole"
+            )
+        yield line_no, raw, unterminated
+
+
 def _numbered_lines(plan: PlannedFile) -> Iterator[NumberedLine]:
     """The records of a request-log or table file as numbered lines."""
     if plan.format == "parquet":
         return iter_parquet_rows(plan.path)
     if plan.format == "csv":
         return iter_csv_rows(plan.path)
-    if plan.layout == "document":
+    if plan.layout in ("document", "broken"):
         return _document_lines(plan.path)
     return iter_raw_lines(plan.path)
 
 
 def _document_lines(path: Path) -> Iterator[NumberedLine]:
     """A whole JSON document of request-log records (an object, an array, or a `{"data": [...]}`
-    page) as numbered lines: record N is line N.
+    page) as numbered lines: record N is line N. A document that does not parse is one bad line
+    (`document_error`).
 
     Raises:
         InputError: the file cannot be read.
     """
-    with open_bytes(path) as handle:
-        text = handle.read()
+    text = read_document(path)
     try:
-        document = orjson.loads(text.removeprefix(b"\xef\xbb\xbf"))
+        document = orjson.loads(text)
     except orjson.JSONDecodeError as error:
-        bad = BadLine(1, "invalid_json", f"not valid JSON: {error}", "fix the JSON document", text[:4096])
-        yield 1, bad, False
+        yield 1, document_error(text, error), False
         return
     if isinstance(document, dict) and isinstance(document.get("data"), list):
         document = document["data"]

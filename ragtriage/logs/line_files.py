@@ -73,10 +73,28 @@ def cut_message(path: Path, line_no: int, error: BaseException) -> str:
     )
 
 
+def read_document(path: Path) -> bytes:
+    """The whole text of a JSON document without its byte-order mark; of a gzip stream cut off,
+    what it held before the cut (the JSON parser then tells where the document breaks).
+
+    Raises:
+        InputError: the file cannot be opened.
+    """
+    pieces: list[bytes] = []
+    with open_bytes(path) as handle:
+        read = handle.read1 if isinstance(handle, gzip.GzipFile) else handle.read
+        try:
+            while piece := read(READ_CHUNK_BYTES):
+                pieces.append(piece)
+        except (EOFError, gzip.BadGzipFile, OSError):
+            pass
+    return b"".join(pieces).removeprefix(_BOM)
+
+
 def iter_records(path: Path, layout: str) -> Iterator[tuple[int, bytes]]:
     """`(line number, bytes)` of every non-blank line (`lines`), `(1, whole file)` for a
-    `document`, or each JSON value of a `stream` with the line it starts on; a leading byte-order
-    mark is dropped.
+    `document` (`read_document` for a `broken` one), or each JSON value of a `stream` with the line
+    it starts on; a leading byte-order mark is dropped.
 
     Raises:
         InputError: the file cannot be read, or its gzip stream is corrupt or cut off.
@@ -86,6 +104,9 @@ def iter_records(path: Path, layout: str) -> Iterator[tuple[int, bytes]]:
             raw = raw[len(_BOM) :] if line_no == 1 and raw.startswith(_BOM) else raw
             if raw.strip():
                 yield line_no, raw
+        return
+    if layout == "broken":
+        yield 1, read_document(path)
         return
     with open_bytes(path) as handle:
         try:

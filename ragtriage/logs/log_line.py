@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from ragtriage.logs.schema import RequestLog
+from ragtriage.tables import json_break
 
 
 def utc(moment: datetime) -> datetime:
@@ -96,3 +98,13 @@ class BadLine:
     def describe(self, source: str) -> str:
         """`file:line: reason — fix`, the strict-mode error and the quarantine reason."""
         return f"{source}:{self.line_no}: {self.message} — {self.fix}"
+
+
+def document_error(text: bytes, error: json.JSONDecodeError, what: str = "JSON document") -> BadLine:
+    """The one bad line of a JSON document that does not parse (`text`, the whole document; `error`
+    from parsing it): `cut_document` when it is cut short, else `invalid_json`, naming the byte and
+    line where it breaks; its bytes are the text around that place."""
+    cut, reason, fix = json_break(text, error, what)
+    decoded = text.decode("utf-8", errors="replace")
+    around = decoded[max(0, error.pos - 2048) : error.pos + 2048].encode("utf-8")
+    return BadLine(1, "cut_document" if cut else "invalid_json", reason, fix, around)

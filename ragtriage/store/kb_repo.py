@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal
 
+from sqlalchemy import delete, exists
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -246,6 +247,39 @@ def mark_deleted(engine: Engine, doc_ids: Iterable[str], kb: str) -> tuple[list[
         if changed:
             bump_revision(session, kb)
     return changed, len(chunk_rows)
+
+
+def remove_empty_documents(session: Session, doc_ids: Iterable[str]) -> list[str]:
+    """Delete the rows of those of `doc_ids` that have no chunk at all, live or deleted (inside the
+    caller's write transaction): documents a re-import left behind by moving their chunks to other
+    documents. Returns the ids removed, sorted."""
+    wanted = sorted(set(doc_ids))
+    removed: list[str] = []
+    for start in range(0, len(wanted), 500):  # well under SQLite's bound-parameter limit
+        part = wanted[start : start + 500]
+        has_chunk = exists().where(col(ChunkRow.doc_id) == col(DocumentRow.doc_id))
+        empty = session.exec(
+            select(DocumentRow.doc_id).where(col(DocumentRow.doc_id).in_(part), ~has_chunk)
+        ).all()
+        if empty:
+            session.execute(delete(DocumentRow).where(col(DocumentRow.doc_id).in_(empty)))
+            removed.extend(empty)
+    return removed
+
+
+def empty_documents(engine: Engine, kb: str) -> list[str]:
+    """Ids of the live documents of `kb` that have no chunk at all, sorted (what
+    `remove_empty_documents` removes when a re-import moves chunks; homes imported before it did
+    may hold them)."""
+    has_chunk = exists().where(col(ChunkRow.doc_id) == col(DocumentRow.doc_id))
+    with read_session(engine) as session:
+        return list(
+            session.exec(
+                select(DocumentRow.doc_id)
+                .where(DocumentRow.kb == kb, DocumentRow.status != DELETED, ~has_chunk)
+                .order_by(col(DocumentRow.doc_id))
+            ).all()
+        )
 
 
 def bump_revision(session: Session, kb: str) -> int:

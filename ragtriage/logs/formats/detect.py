@@ -2,9 +2,12 @@
 files of one ingest), and what one trace-format record is (`record_kind`).
 
 Layout: `lines` (JSONL, one record per line), `document` (one JSON object or array, perhaps
-pretty-printed over many lines; never read line by line) or `stream` (JSON values one after
+pretty-printed over many lines; never read line by line), `stream` (JSON values one after
 another, each perhaps over many lines, as OpenTelemetry's `ConsoleSpanExporter` prints spans;
-trace formats only). Format: one of `FORMATS`, from the keys of the first record that names one.
+trace formats only) or `broken` (a file that starts as one JSON document, its first line not a
+complete JSON value, and does not parse: usually cut short by an interrupted download; it is one
+error, never thousands of bad lines). Format: one of `FORMATS`, from the keys of the first record
+that names one (of a broken document: of the first complete record inside it).
 """
 
 from __future__ import annotations
@@ -53,7 +56,8 @@ class PlannedFile:
     path: Path
     format: str
     layout: str
-    """`lines` (JSONL), `document` (one JSON value) or `stream` (JSON values one after another)."""
+    """`lines` (JSONL), `document` (one JSON value), `stream` (JSON values one after another) or
+    `broken` (a JSON document that does not parse: nothing in it is read)."""
 
     @property
     def is_trace(self) -> bool:
@@ -188,7 +192,7 @@ def detect(path: Path) -> tuple[str, str]:
     if stripped[:1] not in (b"{", b"[") and csv_header(text.split(b"\n", 1)[0]) is not None:
         return "csv", "lines"
     if stripped[:1] == b"[":
-        return _document_format(path, text if complete else None), "document"
+        return _document_format(path, text if complete else None, text)
     lines = text.split(b"\n")
     if not complete:
         lines.pop()  # the last piece may be cut
@@ -212,9 +216,14 @@ def detect(path: Path) -> tuple[str, str]:
             if found is None:
                 raise InputError(_unknown(path, document))
             return found, "document"
-        found = sniff(first_stream_value(text))
+        first_value = first_stream_value(text)
+        found = sniff(first_value)
         if found in TRACE_FORMATS:
             return found, "stream"
+        opens = stripped[:1] == b"{"
+        if opens and first_value is None and not any(_names_format(line) for line in lines[:_SNIFF_LINES]):
+            # Not even its first value parses, and it is not JSONL with a bad first line.
+            return _partial_format(text), "broken"
     for line in lines[:_SNIFF_LINES]:
         try:
             found = sniff(orjson.loads(line))
@@ -261,18 +270,38 @@ def _load_document(path: Path, text: bytes | None) -> Any:
         return _NOT_JSON
 
 
-def _document_format(path: Path, text: bytes | None) -> str:
+def _document_format(path: Path, text: bytes | None, peek: bytes) -> tuple[str, str]:
     document = _load_document(path, text)
     if document is _NOT_JSON:
-        raise InputError(
-            f"{path}: starts like a JSON array but is not valid JSON; tried "
-            + ", ".join(_SNIFFED)
-            + " — fix the document, or give --format"
-        )
+        return _partial_format(peek), "broken"
     found = sniff(document)
     if found is None:
         raise InputError(_unknown(path, document))
-    return found
+    return found, "document"
+
+
+def _names_format(line: bytes) -> bool:
+    try:
+        return sniff(orjson.loads(line)) is not None
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _partial_format(peek: bytes) -> str:
+    """The format of a document that does not parse, from the first complete object inside it
+    that names one (a page's first item, an OTLP export's first span); `v1` when none does."""
+    text = peek.decode("utf-8", errors="replace")
+    decoder = json.JSONDecoder()
+    start = text.find("{", 1)
+    while start != -1:
+        try:
+            found = sniff(decoder.raw_decode(text, start)[0])
+        except json.JSONDecodeError:
+            found = None  # an object cut short (or a brace inside a string): look further in
+        if found is not None:
+            return found
+        start = text.find("{", start + 1)
+    return "v1"
 
 
 def _unknown(path: Path, record: Any) -> str:

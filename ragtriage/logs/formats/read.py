@@ -25,7 +25,7 @@ from ragtriage.logs.formats.detect import record_kind
 from ragtriage.logs.formats.otlp import SpanFormatError
 from ragtriage.logs.formats.spans import KIND_EVALUATOR, Note, Span
 from ragtriage.logs.line_files import iter_records
-from ragtriage.logs.log_line import BadLine
+from ragtriage.logs.log_line import BadLine, document_error
 
 _MISSING_FORMAT = {
     "otlp": (
@@ -116,7 +116,7 @@ def _records(files: Sequence[tuple[Path, str, str]]) -> Iterator[_Record]:
     for path, fmt, layout in files:
         display = str(path)
         for line_no, raw in iter_records(path, layout):
-            for number, record in records_of(raw, line_no, display, document=layout == "document"):
+            for number, record in records_of(raw, line_no, display, layout=layout):
                 yield fmt, display, number, record
 
 
@@ -183,27 +183,28 @@ def _orphan(trace_id: str, notes: list[Note]) -> Rejected:
     )
 
 
-def records_of(
-    raw: bytes, line_no: int, display: str, *, document: bool = False
-) -> Iterator[tuple[int, Any]]:
-    """`(line or record number, record)` of one line or document, or one `Rejected` for bad JSON.
+def records_of(raw: bytes, line_no: int, display: str, *, layout: str = "lines") -> Iterator[tuple[int, Any]]:
+    """`(line or record number, record)` of one line, document or stream value (`layout`, as
+    `iter_records` read it), or one `Rejected` for bad JSON (of a document or stream value: where
+    it breaks, `log_line.document_error`).
 
     A page (`{"data": [...], …}`, one line or a whole document) or a top-level array is its items
     (in a document, numbered from 1); anything else is one record.
     """
+    document = layout in ("document", "broken")
     try:
         record = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
+        if layout == "lines":
+            bad = BadLine(line_no, "invalid_json", f"not valid JSON: {error}", "fix the JSON syntax", raw)
+        else:
+            # A stream's value that does not parse is the rest of the stream: offsets count from its start.
+            bad = document_error(
+                raw, error, "JSON document" if document else "JSON value starting on this line"
+            )
         yield (
             line_no,
-            Rejected(
-                "invalid_json",
-                f"not valid JSON: {error}",
-                "fix the JSON syntax",
-                display,
-                line_no,
-                raw.rstrip(b"\n")[:65536],
-            ),
+            Rejected(bad.kind, bad.message, bad.fix, display, line_no, bad.raw.rstrip(b"\n")[:65536]),
         )
         return
     items = record["data"] if _is_page(record) else record
