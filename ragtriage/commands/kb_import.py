@@ -125,6 +125,12 @@ def _summary(report: ImportReport) -> str:
             "not read again: the same file and settings as the last import into this KB revision "
             "(the counts are that import's)"
         )
+    if report.recognised is not None:
+        read = ", ".join(f"{field} from {path}" for field, path in report.recognised_map.items())
+        lines.append(
+            f"recognised {report.recognised}: {read or 'no field read'}; "
+            "to read a field from elsewhere, --map FIELD=COLUMN (or a path into one)"
+        )
     if report.deleted_by:
         reasons = ", ".join(f"{reason} {count:,}" for reason, count in sorted(report.deleted_by.items()))
         lines.append(
