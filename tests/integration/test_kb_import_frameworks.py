@@ -237,13 +237,19 @@ def test_a_langchain_collection_imports_with_no_map(tmp_path: Path, home: Path, 
         assert np.allclose(stored[point_id], np.asarray(dense, dtype=np.float32), atol=1e-6)
 
 
-def test_langchain_documents_as_jsonl_import_with_no_map(tmp_path: Path) -> None:
-    """`Document.model_dump()` per line, as a team dumps its split documents (ids set by the team)."""
-    path = tmp_path / "documents.jsonl"
-    with path.open("w", encoding="utf-8") as out:
-        for n, (doc, _, _, title, text) in enumerate(ROWS):
-            document = Document(id=f"faq-{n}", page_content=text, metadata={"source": doc, "title": title})
-            out.write(json.dumps(document.model_dump(), ensure_ascii=False) + "\n")
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_langchain_documents_as_jsonl_import_with_no_map(tmp_path: Path, suffix: str) -> None:
+    """`Document.model_dump()` per line (or in one JSON array), as a team dumps its split documents
+    (ids set by the team)."""
+    path = tmp_path / f"documents{suffix}"
+    dumps = [
+        Document(id=f"faq-{n}", page_content=text, metadata={"source": doc, "title": title}).model_dump()
+        for n, (doc, _, _, title, text) in enumerate(ROWS)
+    ]
+    if suffix == ".json":
+        path.write_text(json.dumps(dumps, ensure_ascii=False, indent=2), encoding="utf-8")
+    else:
+        path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in dumps), encoding="utf-8")
 
     result = _run("kb", "import", str(path), "--no-index")
 
@@ -275,3 +281,107 @@ def test_langchain_documents_without_ids_name_the_fix(tmp_path: Path) -> None:
     result = _run("kb", "import", str(path), "--no-index", "--map", "chunk_id=metadata.chunk")
     assert result.exit_code == 0, result.output
     assert _show("7")["content"] == ROWS[0][4]
+
+
+def _node_json(n: int) -> str:
+    """A serialised LlamaIndex node, as `_node_content` holds it: a JSON string."""
+    doc, anchor, _, title, text = ROWS[n]
+    node = TextNode(id_=f"n{n}", text=text, metadata={"title": title})
+    node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=doc)
+    return node.model_dump_json()
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_a_map_path_steps_into_a_json_string_column(tmp_path: Path, suffix: str) -> None:
+    """A team's own export keeps the node as a JSON string in one column (JSONL value or CSV cell)."""
+    rows = [{"uid": f"faq-{n}", "node": _node_json(n), "lang": "zh"} for n in range(len(ROWS))]
+    path = tmp_path / f"chunks{suffix}"
+    if suffix == ".jsonl":
+        path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    else:
+        import csv
+
+        with path.open("w", encoding="utf-8", newline="") as out:
+            writer = csv.DictWriter(out, fieldnames=["uid", "node", "lang"])
+            writer.writeheader()
+            writer.writerows(rows)
+    mapping = "chunk_id=uid,content=node.text,title=node.metadata.title,doc_id=node.relationships.1.node_id"
+
+    result = _run("kb", "import", str(path), "--map", mapping, "--no-index")
+
+    assert result.exit_code == 0, result.output
+    shown = _show("faq-2")
+    assert (shown["content"], shown["title"], shown["doc_id"]) == (ROWS[2][4], ROWS[2][3], ROWS[2][0])
+    # The column a path steps into stays metadata (only part of it is a field); `lang` too.
+    assert shown["meta"]["lang"] == "zh" and json.loads(shown["meta"]["node"])["id_"] == "n2"
+
+
+def test_a_map_path_that_finds_nothing_on_a_row_names_the_row_and_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "chunks.jsonl"
+    rows = [
+        {"uid": "a", "node": _node_json(0)},
+        {"uid": "b", "node": json.dumps({"id_": "n1", "content": ROWS[1][4]})},  # another writer: no "text"
+        {"uid": "c", "node": '{"id_": "n2", "text": '},  # cut short
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+    result = _run("kb", "import", str(path), "--map", "chunk_id=uid,content=node.text", "--no-index")
+
+    assert isinstance(result.exception, InputError)
+    assert str(result.exception) == (
+        f"{path}:2: chunk b: the required field content (path 'node.text') is missing or null; fix: give "
+        "every row a value in path 'node.text' or map content to another column (--map content=COLUMN, "
+        "or a path into one: COLUMN.KEY)"
+    )
+    result = _run("kb", "import", str(path), "--map", "chunk_id=uid,content=node.text", "--skip-bad-rows",
+                  "--no-index", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["read"], report["added"], report["rejected"]) == (3, 1, 2)
+    assert report["rejected_rows"][1] == {
+        "where": f"{path}:3",
+        "reason": "'node' starts like JSON but is not valid JSON, so 'node.text' cannot be read",
+        "fix": "repair that value in the export, or map the field to another column",
+    }
+
+
+def test_a_llamaindex_docstore_imports_with_no_map(tmp_path: Path) -> None:
+    """`storage_context.persist()` writes the nodes to docstore.json; its vectors live apart (in the
+    vector store), so these chunks are embedded by the configured embedder when indexed."""
+    nodes = _nodes()
+    index = VectorStoreIndex(nodes, embed_model=_LlamaIndexE5())
+    index.storage_context.persist(str(tmp_path / "storage"))
+
+    result = _run("kb", "import", str(tmp_path / "storage" / "docstore.json"), "--no-index", "--json")
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["added"], report["recognised"]) == (4, "LlamaIndex nodes (a docstore)")
+    assert report["recognised_map"] == {
+        "chunk_id": "id_",
+        "content": "text",
+        "doc_id": "relationships.1.node_id",
+        "doc_title": "metadata.file_name",
+        "title": "metadata.title",
+    }
+    for node in nodes:
+        shown = _show(node.node_id)
+        assert (shown["content"], shown["title"], shown["doc_id"]) == (
+            node.text,
+            node.metadata["title"],
+            node.ref_doc_id,
+        )
+        assert set(shown["meta"]) == {"metadata", "start_char_idx", "end_char_idx"}
+
+
+def test_a_json_file_that_is_neither_an_array_nor_a_docstore_names_both(tmp_path: Path) -> None:
+    path = tmp_path / "export.json"
+    path.write_text('{"data": [{"id": 1, "text": "x"}]}', encoding="utf-8")
+
+    result = _run("kb", "import", str(path))
+
+    assert isinstance(result.exception, InputError)
+    assert str(result.exception) == (
+        f"{path}: a JSON file must be an array of chunk objects or a LlamaIndex docstore (docstore.json, "
+        "with 'docstore/data'); fix: export one of them, or JSONL (one chunk per line)"
+    )
