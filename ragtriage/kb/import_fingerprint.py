@@ -40,6 +40,8 @@ _KEPT = (
     "vector_embedder",
     "absent_mapped",
     "absent_mapped_first",
+    "recognised",
+    "recognised_map",
 )
 
 

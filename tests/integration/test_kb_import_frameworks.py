@@ -259,6 +259,8 @@ def test_langchain_documents_as_jsonl_import_with_no_map(tmp_path: Path, suffix:
     )
     shown = _show("faq-3")
     assert (shown["content"], shown["title"], shown["doc_id"]) == (ROWS[3][4], ROWS[3][3], ROWS[3][0])
+    again = json.loads(_run("kb", "import", str(path), "--no-index", "--json").stdout)
+    assert (again["same_source_as_last"], again["recognised"]) == (True, "LangChain documents")
     # The metadata object is kept (with the keys read as fields); LangChain's `type` is not.
     assert shown["meta"] == {"metadata": {"source": ROWS[3][0], "title": ROWS[3][3]}}
 
