@@ -141,6 +141,8 @@ class _Shape:
     used: dict[str, tuple[ColumnPath, ...]]
     skip: frozenset[str]
     flags: dict[str, str]
+    direct: dict[str, str]
+    """Fields read from one column as it is (most of them): field → column, read without `_read`."""
 
 
 class FieldMapper:
@@ -308,12 +310,18 @@ class FieldMapper:
         values = row.values
         where = row.where
         shape = self._shapes.get(tuple(values)) or self._shape(values)
-        used = shape.used
+        used, direct = shape.used, shape.direct
         parsed: dict[str, Any] = {}
         nothing_at: list[str] = []
 
         def get(name: str) -> Any:
-            value, path = self._read(where, values, used.get(name, ()), parsed)
+            column = direct.get(name)
+            if column is not None:
+                return values[column]
+            paths = used.get(name)
+            if paths is None:
+                return None
+            value, path = self._read(where, values, paths, parsed)
             if path is None:
                 if name in self.explicit and name in used and used[name][0].keys:
                     nothing_at.append(name)  # a path into a value that does not hold it
@@ -466,7 +474,13 @@ class FieldMapper:
             if name in used and not used[name][0].keys
         }
         skip |= self._preset_dropped
-        shape = _Shape(used, frozenset(skip | ({self.vector_field} if self.vector_field else set())), flags)
+        direct = {
+            name: paths[0].column
+            for name, paths in used.items()
+            if len(paths) == 1 and not paths[0].keys and name not in self._preset_paths
+        }
+        skip |= {self.vector_field} if self.vector_field else set()
+        shape = _Shape(used, frozenset(skip), flags, direct)
         if len(self._shapes) < 64:
             self._shapes[tuple(values)] = shape
         return shape
