@@ -18,7 +18,15 @@ __all__ = ["POINT_ID", "PRESETS", "Preset", "recognise"]
 POINT_ID = "id"
 _ROOTS = ("payload", "")
 
-_TITLE_KEYS = ("title", "section_title", "header", "heading", "section")
+#: The deepest of LangChain's MarkdownHeaderTextSplitter keys (as its docs name them) is the section.
+_TITLE_KEYS = (
+    "title",
+    "section_title",
+    "header",
+    "heading",
+    "section",
+    *(f"Header {n}" for n in range(6, 0, -1)),
+)
 _DOC_TITLE_KEYS = ("document_title", "doc_title", "file_name", "filename")
 
 

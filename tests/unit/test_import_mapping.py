@@ -173,3 +173,18 @@ def test_known_shapes_are_recognised_by_their_marks_only() -> None:
     assert recognise({"id", "payload.page_content", "payload.metadata.source"}) == (LANGCHAIN, "payload")
     assert recognise({"page_content", "metadata"}) == (LANGCHAIN, "")
     assert recognise({"id", "payload.page_content", "payload.text"}) is None
+
+
+def test_langchain_markdown_header_keys_give_the_deepest_header_as_title() -> None:
+    mapper = FieldMapper(KBImportSettings(), {}, source_name="docs.jsonl", vector_field=None)
+    metadata = {"source": "faq.md", "Header 1": "Debian FAQ", "Header 2": "7.12. 保留软件包"}
+
+    chunk = mapper.map_row(
+        SourceRow("docs.jsonl:1", {"id": "c1", "page_content": "正文", "metadata": metadata})
+    )
+
+    assert (chunk.title, chunk.doc_id, mapper.recognised["title"]) == (
+        "7.12. 保留软件包",
+        "faq.md",
+        "metadata.Header 2",
+    )
