@@ -143,6 +143,9 @@ class _Shape:
     flags: dict[str, str]
     direct: dict[str, str]
     """Fields read from one column as it is (most of them): field → column, read without `_read`."""
+    dropped_inside: dict[str, frozenset[str]]
+    """A recognised shape's bookkeeping keys inside an object column (a JSON dump of Qdrant points:
+    `payload` → `_node_content`, …), left out of its metadata."""
 
 
 class FieldMapper:
@@ -213,12 +216,12 @@ class FieldMapper:
                 return paths
         return next(((ColumnPath(c, c),) for c in self._defaults[name] if c in present), ())
 
-    def recognise(self, columns: Collection[str]) -> None:
-        """Look once, on the first row's columns (or a file's header), for a known framework shape."""
+    def recognise(self, columns: Collection[str], row: Mapping[str, Any] | None = None) -> None:
+        """Look once, on the first row (or a file's header), for a known framework shape."""
         if self._looked:
             return
         self._looked = True
-        found = recognise(columns)
+        found = recognise(columns, row)
         if found is not None:
             self.preset, root = found
             self._preset_paths = self.preset.paths(root)
@@ -372,6 +375,9 @@ class FieldMapper:
                 "to embed them all with the configured embedder",
             )
         meta = {key: json_safe(value) for key, value in values.items() if key not in shape.skip}
+        for column, keys in shape.dropped_inside.items():
+            if isinstance(meta.get(column), dict):
+                meta[column] = {key: value for key, value in meta[column].items() if key not in keys}
         chunk = ImportedChunk(
             where=where,
             chunk_id=chunk_id,
@@ -458,7 +464,7 @@ class FieldMapper:
         leaves out (columns mapped whole but the status ones, the vector, a recognised shape's
         bookkeeping), and the status columns read as true/false (column → `published`/`deleted`).
         Rows of one source nearly always share their columns: this runs once per shape."""
-        self.recognise(values.keys())
+        self.recognise(values.keys(), values)
         self.seen_columns.update(values)
         used = {name: paths for name in IMPORT_FIELDS if (paths := self._paths(name, values))}
         # Status columns stay in the metadata too: the stored status (published/deleted) drops their
@@ -473,6 +479,11 @@ class FieldMapper:
             for name in ("published", "deleted")
             if name in used and not used[name][0].keys
         }
+        dropped_inside: dict[str, frozenset[str]] = {}
+        for dropped in self._preset_dropped:
+            found = split_path(dropped, values)
+            if found is not None and len(found.keys) == 1:
+                dropped_inside[found.column] = dropped_inside.get(found.column, frozenset()) | {found.keys[0]}
         skip |= self._preset_dropped
         direct = {
             name: paths[0].column
@@ -480,7 +491,7 @@ class FieldMapper:
             if len(paths) == 1 and not paths[0].keys and name not in self._preset_paths
         }
         skip |= {self.vector_field} if self.vector_field else set()
-        shape = _Shape(used, frozenset(skip), flags, direct)
+        shape = _Shape(used, frozenset(skip), flags, direct, dropped_inside)
         if len(self._shapes) < 64:
             self._shapes[tuple(values)] = shape
         return shape

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["POINT_ID", "PRESETS", "Preset", "recognise"]
 
@@ -111,21 +112,26 @@ LANGCHAIN = Preset(
 PRESETS = (LLAMAINDEX_STORE, LLAMAINDEX_NODE, LANGCHAIN)
 
 
-def recognise(columns: Collection[str]) -> tuple[Preset, str] | None:
+def recognise(columns: Collection[str], row: Mapping[str, Any] | None = None) -> tuple[Preset, str] | None:
     """The known shape the columns of a row carry and its root (`payload` or `""`), or None.
 
-    A mark is there as a column or as the prefix of flattened columns (`payload.metadata.source`).
+    A mark is there as a column, as the prefix of flattened columns (`payload.metadata.source`),
+    or as a key of an object column of `row` (a JSON dump of Qdrant points: `{"id", "payload": {…}}`).
     """
     for preset in PRESETS:
         for root in _ROOTS:
-            if all(_has(_join(root, mark), columns) for mark in preset.marks):
+            if all(_has(_join(root, mark), columns, row) for mark in preset.marks):
                 return preset, root
     return None
 
 
-def _has(path: str, columns: Collection[str]) -> bool:
+def _has(path: str, columns: Collection[str], row: Mapping[str, Any] | None) -> bool:
     prefix = f"{path}."
-    return path in columns or any(column.startswith(prefix) for column in columns)
+    if path in columns or any(column.startswith(prefix) for column in columns):
+        return True
+    head, _, key = path.partition(".")
+    value = row.get(head) if row is not None and key else None
+    return isinstance(value, Mapping) and key in value
 
 
 def _join(root: str, path: str) -> str:

@@ -387,3 +387,44 @@ def test_a_json_file_that_is_neither_an_array_nor_a_docstore_names_both(tmp_path
         f"{path}: a JSON file must be an array of chunk objects or a LlamaIndex docstore (docstore.json, "
         "with 'docstore/data'); fix: export one of them, or JSONL (one chunk per line)"
     )
+
+
+@pytest.mark.parametrize("llamaindex_written", [False], ids=["plain"], indirect=True)
+def test_a_json_dump_of_llamaindex_points_imports_with_no_map(
+    llamaindex_written: tuple[Path, list[TextNode]], tmp_path: Path, home: Path
+) -> None:
+    """Points scrolled out of the collection and written one per line (`id`, `payload`, `vector`)."""
+    folder, nodes = llamaindex_written
+    client = QdrantClient(path=str(folder))
+    points, _ = client.scroll("debian_faq", limit=10, with_payload=True, with_vectors=True)
+    client.close()
+    path = tmp_path / "points.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"id": str(p.id), "payload": p.payload, "vector": p.vector}, ensure_ascii=False) + "\n"
+            for p in points
+        ),
+        encoding="utf-8",
+    )
+
+    result = _run("kb", "import", str(path), "--vector-field", "vector", "--no-index", "--json")
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["added"], report["vectors"], report["recognised"]) == (
+        4,
+        4,
+        "a LlamaIndex vector-store collection",
+    )
+    assert report["recognised_map"]["content"] == "payload._node_content.text"
+    stored = _stored_vectors(home)
+    for node in nodes:
+        shown = _show(node.node_id)
+        # The payload object stays as metadata, without LlamaIndex's bookkeeping (the text twice, …).
+        assert set(shown["meta"]["payload"]) == {"title", "file_name", "anchor", "part"}
+        assert (shown["content"], shown["title"], shown["doc_id"]) == (
+            node.text,
+            node.metadata["title"],
+            node.ref_doc_id,
+        )
+        assert np.allclose(stored[node.node_id], np.asarray(node.embedding, dtype=np.float32), atol=1e-6)
