@@ -37,7 +37,8 @@ from ragtriage.wording import plural
     "--map",
     "map_values",
     multiple=True,
-    help="field=column pairs, comma-separated, e.g. chunk_id=id,content=text (payload.x for Qdrant).",
+    help="field=column pairs, comma-separated, e.g. chunk_id=id,content=text (payload.x for Qdrant); "
+    "a column may be a path into an object or JSON string, e.g. content=node.text.",
 )
 @click.option(
     "--vector-field", default=None, help="Column holding each chunk's vector (Qdrant: the vector name)."
@@ -73,6 +74,7 @@ def import_command(
     """Import production's chunks from a JSONL/CSV/Parquet FILE, a SQL query or a Qdrant collection.
 
     Ids are kept verbatim; columns not mapped to a chunk field are kept as chunk metadata.
+    Collections and dumps written by LlamaIndex or LangChain (also a docstore.json) need no --map.
     Re-importing an unchanged source writes and embeds nothing. Vectors given with --vector-field
     (or scrolled from Qdrant) go into the dense index as given. A bad row stops the import before
     anything is written (exit 2), unless --skip-bad-rows.
@@ -124,6 +126,12 @@ def _summary(report: ImportReport) -> str:
         lines.append(
             "not read again: the same file and settings as the last import into this KB revision "
             "(the counts are that import's)"
+        )
+    if report.recognised is not None:
+        read = ", ".join(f"{field} from {path}" for field, path in report.recognised_map.items())
+        lines.append(
+            f"recognised {report.recognised}: {read or 'no field read'}; "
+            "to read a field from elsewhere, --map FIELD=COLUMN (or a path into one)"
         )
     if report.deleted_by:
         reasons = ", ".join(f"{reason} {count:,}" for reason, count in sorted(report.deleted_by.items()))

@@ -127,6 +127,8 @@ def import_chunks(
     report.kb_revision = kb_revision(engine, kb)
     report.read_seconds = time.perf_counter() - started - report.write_seconds
     report.vector_dim = mapper.dim if report.vectors else None
+    if mapper.preset is not None:
+        report.recognised, report.recognised_map = mapper.preset.name, dict(mapper.recognised)
     if not report.vectors:
         report.vector_embedder = None
     record_import(home, kb, fingerprint, report)

@@ -1,5 +1,6 @@
 """`kb import FILE`: chunk rows of a JSONL, CSV/TSV (both optionally gzipped) or Parquet export,
-read by `ragtriage.tables` in batches (constant memory).
+read by `ragtriage.tables` in batches (constant memory), or of a JSON document: an array of chunk
+objects, or a LlamaIndex docstore persist file (`docstore.json`, one row per node), read whole.
 
 CSV cells are text in the given `--encoding` (UTF-8 by default), an empty cell is null; a Parquet
 vector column is decoded straight into float32 rows. Progress is in bytes for text files and in
@@ -8,6 +9,7 @@ rows for Parquet.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ ProgressCallback = Callable[[int, int], None]
 _FORMATS = {
     ".jsonl": "jsonl",
     ".ndjson": "jsonl",
+    ".json": "json",
     ".csv": "csv",
     ".tsv": "csv",
     ".parquet": "parquet",
@@ -35,7 +38,7 @@ _FORMATS = {
 
 
 def file_format(path: Path) -> str:
-    """`jsonl`, `csv` or `parquet` from the file name (a `.gz` suffix is looked through).
+    """`jsonl`, `json`, `csv` or `parquet` from the file name (a `.gz` suffix is looked through).
 
     Raises:
         InputError: the suffix is none of these.
@@ -46,7 +49,7 @@ def file_format(path: Path) -> str:
     fmt = _FORMATS.get(suffixes[-1]) if suffixes else None
     if fmt is None:
         raise InputError(
-            f"{path}: kb import reads .jsonl, .csv, .tsv or .parquet files (optionally .gz); "
+            f"{path}: kb import reads .jsonl, .json, .csv, .tsv or .parquet files (optionally .gz); "
             "rename the file or convert it"
         )
     if fmt == "parquet" and path.suffix.lower() == ".gz":
@@ -73,7 +76,7 @@ class FileSource:
         self.encoding = encoding
         self.vector_field = vector_field
         self.batch_size = batch_size
-        self.schemaless = self.format == "jsonl"
+        self.schemaless = self.format in ("jsonl", "json")
         self.columns: list[str] | None = None
         """Known before the first row for CSV and Parquet."""
         if encoding is not None:
@@ -97,6 +100,8 @@ class FileSource:
         with TableFile(self.path) as table:
             if self.format == "csv":
                 rows = self._csv_rows(table)
+            elif self.format == "json":
+                rows = self._json_rows(table)
             else:
                 rows = (self._jsonl_row(row) for row in table.jsonl(self.encoding))
             total = self.path.stat().st_size
@@ -127,6 +132,38 @@ class FileSource:
                 'fix: write one {"chunk_id": …, "content": …} object per line'
             )
         return SourceRow(where, row.values)
+
+    def _json_rows(self, table: TableFile) -> Iterable[SourceRow]:
+        """The objects of a JSON array, or the nodes of a LlamaIndex docstore (`docstore/data` →
+        node id → `__data__`), each named by its line or its node id."""
+        if table.head().startswith(b"["):
+            for row in table.json_array(hint="; fix: write a JSON array of chunk objects, or JSONL"):
+                yield self._jsonl_row(row)
+            return
+        try:
+            text = table.binary.read().decode(self.encoding or "utf-8-sig")
+            document = json.loads(text)
+        except UnicodeDecodeError:
+            raise InputError(
+                f"{self.name}: not {self.encoding or 'UTF-8'}; fix: pass --encoding or re-export as UTF-8"
+            ) from None
+        except json.JSONDecodeError as error:
+            raise InputError(
+                f"{self.name}:{error.lineno}: not valid JSON ({error.msg} at column {error.colno}, "
+                f"character {error.pos}); fix: repair the file or export it again"
+            ) from None
+        nodes = document.get("docstore/data") if isinstance(document, dict) else None
+        if not isinstance(nodes, dict):
+            raise InputError(
+                f"{self.name}: a JSON file must be an array of chunk objects or a LlamaIndex docstore "
+                "(docstore.json, with 'docstore/data'); fix: export one of them, or JSONL (one chunk per line)"
+            )
+        for node_id, entry in nodes.items():
+            node = entry.get("__data__") if isinstance(entry, dict) else None
+            where = f"{self.name}: docstore/data {node_id}"
+            if not isinstance(node, dict):
+                raise InputError(f"{where}: no node object under '__data__'; fix: persist the docstore again")
+            yield SourceRow(where, node)
 
     def _csv_rows(self, table: TableFile) -> Iterable[SourceRow]:
         delimiter = "\t" if ".tsv" in [s.lower() for s in self.path.suffixes] else ","

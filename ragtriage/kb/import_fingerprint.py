@@ -41,6 +41,8 @@ _KEPT = (
     "absent_mapped",
     "absent_mapped_first",
     "mapping_warnings",
+    "recognised",
+    "recognised_map",
 )
 
 

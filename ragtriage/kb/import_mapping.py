@@ -2,16 +2,23 @@
 
 Every source module (`import_files`, `import_sql`, `import_qdrant`) yields `SourceRow`s; the
 `FieldMapper` resolves which column feeds each chunk field (`[kb.import] map`, then `--map`, then a
-column of the same name), checks each row and keeps every column it did not map as chunk metadata.
-A bad row raises `RowError` naming the source, the row, the field and the fix.
+known framework shape's path (`import_presets`), then a column of the same name), checks each row
+and keeps every column it did not map as chunk metadata. A bad row raises `RowError` naming the
+source, the row, the field and the fix.
+
+A mapped column may be a path into a column's value: `metadata.source` steps into an object,
+`payload._node_content.text` into a JSON string holding one (LlamaIndex's node), `tags.0` into a
+list. A JSON string is parsed once per row.
 """
 
 from __future__ import annotations
 
 import difflib
 import hashlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+import json
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -19,6 +26,7 @@ from ragtriage.config.settings import IMPORT_FIELDS, KBImportSettings
 from ragtriage.errors import InputError
 from ragtriage.kb.chunking import content_hash
 from ragtriage.kb.import_compare import compared_meta
+from ragtriage.kb.import_presets import Preset, recognise
 from ragtriage.kb.import_rows import (
     ImportedChunk,
     RowError,
@@ -36,11 +44,14 @@ from ragtriage.kb.import_rows import (
 )
 from ragtriage.wording import quoted
 
-__all__ = ["FieldMapper", "check_field_name", "parse_map_option"]
+__all__ = ["FieldMapper", "check_field_name", "parse_map_option", "split_path"]
 
 REQUIRED_FIELDS = ("chunk_id", "content")
 #: Share of the rows read whose content equals their title from which the mapping is suspect.
 CONTENT_AS_TITLE_SHARE = 0.5
+_STATUS_FIELDS = ("status", "published", "deleted")
+_NOTHING = object()
+"""A path whose key is not in the row's value (as against a key holding null)."""
 
 #: Column names production chunk tables commonly use for each field (compared without case, `-`,
 #: `_` or spaces), suggested when the field has no column: names from LlamaIndex, LangChain,
@@ -102,12 +113,50 @@ def check_field_name(name: str, where: str) -> None:
         )
 
 
+class ColumnPath(NamedTuple):
+    """A mapped path on rows of one shape: the column it starts at and the keys below it."""
+
+    path: str
+    column: str
+    keys: tuple[str, ...] = ()
+
+
+def split_path(path: str, columns: Collection[str]) -> ColumnPath | None:
+    """Where `path` starts among `columns`: the column itself, else the longest column it goes
+    into (`payload._node_content.text` → column `payload._node_content`, keys `("text",)`); None
+    when no column starts it. Column names may hold dots (Qdrant's `payload.metadata.source`)."""
+    if path in columns:
+        return ColumnPath(path, path)
+    parts = path.split(".")
+    for end in range(len(parts) - 1, 0, -1):
+        column = ".".join(parts[:end])
+        if column in columns:
+            return ColumnPath(path, column, tuple(parts[end:]))
+    return None
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What rows with one set of columns read: the paths of each field (tried in order), the
+    columns the metadata leaves out, and the status columns read as true/false."""
+
+    used: dict[str, tuple[ColumnPath, ...]]
+    skip: frozenset[str]
+    flags: dict[str, str]
+    direct: dict[str, str]
+    """Fields read from one column as it is (most of them): field → column, read without `_read`."""
+    dropped_inside: dict[str, frozenset[str]]
+    """A recognised shape's bookkeeping keys inside an object column (a JSON dump of Qdrant points:
+    `payload` → `_node_content`, …), left out of its metadata."""
+
+
 class FieldMapper:
     """Turns `SourceRow`s of one source into `ImportedChunk`s.
 
-    `explicit` is the merged mapping (settings, then `--map`); a field it does not name is read from
-    a column of the same name when the source has one (for Qdrant also `payload.<field>`, and `id`
-    for `chunk_id`).
+    `explicit` is the merged mapping (settings, then `--map`); a field it does not name is read
+    from the paths of the framework shape the first row shows (`import_presets`, reported in
+    `recognised`), else from a column of the same name when the source has one (for Qdrant also
+    `payload.<field>`, and `id` for `chunk_id`).
     """
 
     def __init__(
@@ -130,7 +179,14 @@ class FieldMapper:
         self._retrievable = {status.casefold() for status in settings.retrievable_statuses}
         self._ordinals: dict[str, int] = {}
         self.seen_columns: set[str] = set()
-        self._shapes: dict[tuple[str, ...], tuple[dict[str, str], frozenset[str], dict[str, str]]] = {}
+        self._shapes: dict[tuple[str, ...], _Shape] = {}
+        self.preset: Preset | None = None
+        """The framework shape recognised on the first row (None: none, or not looked yet)."""
+        self._preset_paths: dict[str, list[str]] = {}
+        self._preset_dropped: frozenset[str] = frozenset()
+        self._looked = False
+        self.recognised: dict[str, str] = {}
+        """With a `preset`: field → the path its first value was read from (the import report's line)."""
         self._vector_rows = 0
         self.absent_rows = 0
         """Rows that lack the column of an explicitly mapped optional field (read as null, as CSV's
@@ -146,11 +202,35 @@ class FieldMapper:
     # ------------------------------------------------------------ columns
 
     def column_for(self, name: str, columns: Iterable[str]) -> str | None:
-        """The column that feeds chunk field `name` among `columns` (None: the field is unmapped)."""
-        present = set(columns)
+        """The column (or path) that feeds chunk field `name` among `columns` (None: unmapped)."""
+        paths = self._paths(name, set(columns))
+        return paths[0].path if paths else None
+
+    def _paths(self, name: str, present: Collection[str]) -> tuple[ColumnPath, ...]:
+        """The paths field `name` is read from on rows with these columns, tried in order: the
+        explicit one, else the recognised shape's that start at a column, else the first default
+        column there is."""
         if name in self.explicit:
-            return self.explicit[name] if self.explicit[name] in present else None
-        return next((column for column in self._defaults[name] if column in present), None)
+            found = split_path(self.explicit[name], present)
+            return (found,) if found is not None else ()
+        if name in self._preset_paths:
+            paths = tuple(
+                found for path in self._preset_paths[name] if (found := split_path(path, present)) is not None
+            )
+            if paths:
+                return paths
+        return next(((ColumnPath(c, c),) for c in self._defaults[name] if c in present), ())
+
+    def recognise(self, columns: Collection[str], row: Mapping[str, Any] | None = None) -> None:
+        """Look once, on the first row (or a file's header), for a known framework shape."""
+        if self._looked:
+            return
+        self._looked = True
+        found = recognise(columns, row)
+        if found is not None:
+            self.preset, root = found
+            self._preset_paths = self.preset.paths(root)
+            self._preset_dropped = self.preset.dropped_columns(root)
 
     def check_columns(self, columns: Sequence[str]) -> None:
         """For a source with a fixed schema: every mapped column exists and the required fields are there.
@@ -159,9 +239,10 @@ class FieldMapper:
             InputError: names the missing column, the field it was mapped to, and the columns there are.
         """
         present = set(columns)
+        self.recognise(present)
         listed = ", ".join(columns[:30]) + (" …" if len(columns) > 30 else "")
         for name, column in self.explicit.items():
-            if column not in present:
+            if split_path(column, present) is None:
                 raise InputError(
                     f"{self.source_name}: column {quoted(column)} (mapped to {name}) is not in the source; "
                     f"fix: --map {name}=<one of: {listed}>"
@@ -211,7 +292,7 @@ class FieldMapper:
         seen = sorted(self.seen_columns)
         listed = ", ".join(seen[:30]) + (" …" if len(seen) > 30 else "")
         for name, column in self.explicit.items():
-            if column not in self.seen_columns:
+            if split_path(column, self.seen_columns) is None:
                 raise InputError(
                     f"{self.source_name}: column {quoted(column)} (mapped to {name}) occurs in no row; "
                     f"fix: --map {name}=<one of: {listed}>"
@@ -235,29 +316,43 @@ class FieldMapper:
             RowError: a required field is missing or empty, or a value or the vector is unusable.
         """
         values = row.values
-        used, skip, flag_columns = self._shapes.get(tuple(values)) or self._shape(values)
+        where = row.where
+        shape = self._shapes.get(tuple(values)) or self._shape(values)
+        used, direct = shape.used, shape.direct
+        parsed: dict[str, Any] = {}
+        nothing_at: list[str] = []
 
         def get(name: str) -> Any:
-            column = used.get(name)
-            return None if column is None else values[column]
+            column = direct.get(name)
+            if column is not None:
+                return values[column]
+            paths = used.get(name)
+            if paths is None:
+                return None
+            value, path = self._read(where, values, paths, parsed)
+            if path is None:
+                if name in self.explicit and name in used and used[name][0].keys:
+                    nothing_at.append(name)  # a path into a value that does not hold it
+            elif name in self._preset_paths and name not in self.explicit and name not in self.recognised:
+                self.recognised[name] = path.path
+            return value
 
-        where = row.where
         chunk_id = id_text(get("chunk_id"))
         if chunk_id is None:
             raise self._missing(where, "chunk_id", used)
         content = get("content")
-        if content is None and "content" not in used:
+        if content is None and ("content" not in used or used["content"][0].keys):
             raise self._missing(where, "content", used, f"chunk {chunk_id}: ")
         if content is None or (isinstance(content, str) and not content.strip()):
             raise RowError(
                 where,
-                f"chunk {chunk_id}: field content ({self._column_label('content', used)}) is empty",
+                f"chunk {chunk_id}: field content ({self._label('content', used)}) is empty",
                 "drop the row from the export or fill its text (empty chunks cannot be retrieved)",
             )
         if not isinstance(content, str):
             raise RowError(
                 where,
-                f"chunk {chunk_id}: field content ({self._column_label('content', used)}) is not text "
+                f"chunk {chunk_id}: field content ({self._label('content', used)}) is not text "
                 f"(got {type_name(content)})",
                 "map content to the column holding the chunk text",
             )
@@ -284,7 +379,10 @@ class FieldMapper:
                 "export a vector for every retrievable chunk, or import without --vector-field "
                 "to embed them all with the configured embedder",
             )
-        meta = {key: json_safe(value) for key, value in values.items() if key not in skip}
+        meta = {key: json_safe(value) for key, value in values.items() if key not in shape.skip}
+        for column, keys in shape.dropped_inside.items():
+            if isinstance(meta.get(column), dict):
+                meta[column] = {key: value for key, value in meta[column].items() if key not in keys}
         chunk = ImportedChunk(
             where=where,
             chunk_id=chunk_id,
@@ -303,12 +401,12 @@ class FieldMapper:
             excluded_by=excluded_by,
             filtered_by=filtered_by,
             meta=meta,
-            compared_meta=compared_meta(values, skip, flag_columns),
+            compared_meta=compared_meta(values, shape.skip, shape.flags),
             vector=vector,
             vector_hash=vector_hash,
         )
         if self.explicit:
-            self._note_absent(where, used)
+            self._note_absent(where, used, nothing_at)
         self.mapped_rows += 1
         self.content_as_title += bool(title) and content.strip() == title.strip()
         return chunk
@@ -364,46 +462,130 @@ class FieldMapper:
             return f"--map content={likely} (or the column that holds the chunk text)"
         return "--map content=COLUMN naming the column that holds the chunk text"
 
-    def _note_absent(self, where: str, used: Mapping[str, str]) -> None:
-        absent = [name for name in self.explicit if name not in used]
+    def _note_absent(self, where: str, used: Mapping[str, object], nothing_at: list[str]) -> None:
+        absent = [name for name in self.explicit if name not in used or name in nothing_at]
         if absent:
             self.absent_rows += 1
             if self.first_absent is None:
                 name = absent[0]
-                self.first_absent = f"{where}: no column {quoted(self.explicit[name])} for {name}"
+                what = "column" if name not in used else "value at"
+                self.first_absent = f"{where}: no {what} {quoted(self.explicit[name])} for {name}"
 
-    def _shape(self, values: Mapping[str, Any]) -> tuple[dict[str, str], frozenset[str], dict[str, str]]:
-        """For rows with these columns: the column of each mapped field, the columns the metadata
-        leaves out (mapped fields but the status ones, and the vector), and the status columns read
-        as true/false (column → `published`/`deleted`). Rows of one source nearly always share
-        their columns: this runs once per shape."""
+    def _read(
+        self, where: str, values: Mapping[str, Any], paths: Sequence[ColumnPath], parsed: dict[str, Any]
+    ) -> tuple[Any, ColumnPath | None]:
+        """The first value (not null) the paths find in the row, and its path; (None, None) when
+        none finds one. A JSON string on the way is parsed (once per row: `parsed`).
+
+        Raises:
+            RowError: a value on the way starts like a JSON object or list but is not one.
+        """
+        for path in paths:
+            value = values[path.column]
+            for depth, key in enumerate(path.keys):
+                if isinstance(value, str):
+                    if depth == 0 and path.column in parsed:
+                        value = parsed[path.column]
+                    else:
+                        value = self._parsed(where, path, depth, value)
+                        if depth == 0:
+                            parsed[path.column] = value
+                if isinstance(value, Mapping):
+                    value = value.get(key, _NOTHING)
+                elif isinstance(value, (list, tuple)) and key.isdigit() and int(key) < len(value):
+                    value = value[int(key)]
+                else:
+                    value = _NOTHING
+                if value is None or value is _NOTHING:
+                    break
+            if value is not None and value is not _NOTHING:
+                return value, path
+        return None, None
+
+    @staticmethod
+    def _parsed(where: str, path: ColumnPath, depth: int, text: str) -> Any:
+        """A string a path steps into, parsed as JSON (text that is not JSON stays text)."""
+        if text.lstrip()[:1] not in ("{", "["):
+            return text
+        try:
+            return json.loads(text)
+        except ValueError:
+            inside = ".".join((path.column, *path.keys[:depth]))
+            raise RowError(
+                where,
+                f"{quoted(inside)} starts like JSON but is not valid JSON, so {quoted(path.path)} cannot be read",
+                "repair that value in the export, or map the field to another column",
+            ) from None
+
+    def _shape(self, values: Mapping[str, Any]) -> _Shape:
+        """For rows with these columns: the paths of each mapped field, the columns the metadata
+        leaves out (columns mapped whole but the status ones, the vector, a recognised shape's
+        bookkeeping), and the status columns read as true/false (column → `published`/`deleted`).
+        Rows of one source nearly always share their columns: this runs once per shape."""
+        self.recognise(values.keys(), values)
         self.seen_columns.update(values)
-        used = {
-            name: column for name in IMPORT_FIELDS if (column := self.column_for(name, values)) is not None
+        used = {name: paths for name in IMPORT_FIELDS if (paths := self._paths(name, values))}
+        # Status columns stay in the metadata too: the stored status (published/deleted) drops their
+        # values. A column a path steps into stays: only part of it is a field.
+        skip = {
+            paths[0].column
+            for name, paths in used.items()
+            if name not in _STATUS_FIELDS and not paths[0].keys
         }
-        # Status columns stay in the metadata too: the stored status (published/deleted) drops their values.
-        skip = {column for name, column in used.items() if name not in ("status", "published", "deleted")}
-        flags: dict[str, str] = {used[name]: name for name in ("published", "deleted") if name in used}
-        shape = (used, frozenset(skip | ({self.vector_field} if self.vector_field else set())), flags)
+        flags: dict[str, str] = {
+            used[name][0].column: name
+            for name in ("published", "deleted")
+            if name in used and not used[name][0].keys
+        }
+        dropped_inside: dict[str, frozenset[str]] = {}
+        for dropped in self._preset_dropped:
+            found = split_path(dropped, values)
+            if found is not None and len(found.keys) == 1:
+                dropped_inside[found.column] = dropped_inside.get(found.column, frozenset()) | {found.keys[0]}
+        skip |= self._preset_dropped
+        direct = {
+            name: paths[0].column
+            for name, paths in used.items()
+            if len(paths) == 1 and not paths[0].keys and name not in self._preset_paths
+        }
+        skip |= {self.vector_field} if self.vector_field else set()
+        shape = _Shape(used, frozenset(skip), flags, direct, dropped_inside)
         if len(self._shapes) < 64:
             self._shapes[tuple(values)] = shape
         return shape
 
     def chunk_id_of(self, row: SourceRow) -> str | None:
         """The row's chunk id if it has a usable one (to keep a rejected row's chunk as it was)."""
-        column = self.column_for("chunk_id", row.values)
-        return None if column is None else id_text(row.values[column])
+        shape = self._shapes.get(tuple(row.values)) or self._shape(row.values)
+        try:
+            value, _ = self._read(row.where, row.values, shape.used.get("chunk_id", ()), {})
+        except RowError:
+            return None
+        return id_text(value)
 
-    def _column_label(self, name: str, used: Mapping[str, str]) -> str:
-        return f"column {quoted(used.get(name, self.explicit.get(name, name)))}"
+    def _label(self, name: str, used: Mapping[str, Sequence[ColumnPath]]) -> str:
+        """`column 'text'`, or `path 'payload._node_content.text'` for a path into a column's value."""
+        paths = used.get(name)
+        if paths:
+            return f"{'path' if paths[0].keys else 'column'} {quoted(paths[0].path)}"
+        return f"column {quoted(self.explicit.get(name, name))}"
 
-    def _missing(self, where: str, name: str, used: Mapping[str, str], prefix: str = "") -> RowError:
-        column = used.get(name) or self.explicit.get(name) or name
+    def _missing(
+        self, where: str, name: str, used: Mapping[str, Sequence[ColumnPath]], prefix: str = ""
+    ) -> RowError:
+        how = f"(--map {name}=COLUMN, or a path into one: COLUMN.KEY)"
+        if self.preset is not None and name in self._preset_paths and name not in self.explicit:
+            paths = ", ".join(quoted(path) for path in self._preset_paths[name])
+            return RowError(
+                where,
+                f"{prefix}the required field {name} (read as {self.preset.name}: {paths}) is missing or null",
+                f"map {name} to the column or path that holds it {how}",
+            )
+        label = self._label(name, used)
         return RowError(
             where,
-            f"{prefix}the required field {name} (column {quoted(column)}) is missing or null",
-            f"give every row a value in column {quoted(column)} or map {name} to another column "
-            f"(--map {name}=COLUMN)",
+            f"{prefix}the required field {name} ({label}) is missing or null",
+            f"give every row a value in {label} or map {name} to another column {how}",
         )
 
     def _ordinal(self, where: str, value: Any, doc_id: str) -> int:
@@ -426,13 +608,15 @@ class FieldMapper:
         return None
 
     @staticmethod
-    def _filter_detail(excluded_by: str, used: Mapping[str, str], get: Callable[[str], Any]) -> str:
+    def _filter_detail(
+        excluded_by: str, used: Mapping[str, Sequence[ColumnPath]], get: Callable[[str], Any]
+    ) -> str:
         """`excluded_by` in words with the source column and its value, as `kb show` says it:
         `not published (status=DRAFT)`, `deleted at the source (is_deleted=1)`."""
         if excluded_by == "deleted":
-            return f"deleted at the source ({used['deleted']}={get('deleted')})"
+            return f"deleted at the source ({used['deleted'][0].path}={get('deleted')})"
         field_name = "published" if excluded_by == "not published" else "status"
-        return f"not published ({used[field_name]}={str(get(field_name)).strip()})"
+        return f"not published ({used[field_name][0].path}={str(get(field_name)).strip()})"
 
     def _check_vector(self, where: str, chunk_id: str, vector: np.ndarray) -> np.ndarray:
         vector = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)

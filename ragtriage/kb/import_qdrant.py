@@ -105,7 +105,8 @@ class QdrantSource:
                 values.update(_payload_columns(point.payload or {}, "payload"))
                 vector: Any = point.vector
                 if isinstance(vector, dict):
-                    vector = vector.get(self._vector_name) if self._vector_name else None
+                    # LangChain names its dense vector "" (beside `langchain-sparse` when hybrid).
+                    vector = vector.get(self._vector_name or "")
                 rows.append(
                     SourceRow(
                         f"{self.name}: point {point.id}",

@@ -69,6 +69,12 @@ class ImportReport(BaseModel):
     suggested_map: dict[str, str] = Field(default_factory=dict)
     """Optional fields left unmapped whose likely column was kept as metadata: field → column
     (`FieldMapper.suggested_map`)."""
+    recognised: str | None = None
+    """The framework shape the rows were read as with no `--map` (`import_presets`): `a LlamaIndex
+    vector-store collection`, `LangChain documents`, `LlamaIndex nodes (a docstore)`; None: none."""
+    recognised_map: dict[str, str] = Field(default_factory=dict)
+    """With `recognised`: field → the path its first value came from, e.g.
+    `content` → `payload._node_content.text` (an explicit `--map` field is not listed)."""
     index: dict[str, Any] | None = None
     """The indexer's report, when indexing ran."""
     index_skipped: str | None = None

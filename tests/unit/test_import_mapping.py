@@ -13,7 +13,8 @@ import pytest
 from ragtriage.config.loading import load_settings
 from ragtriage.config.settings import KBImportSettings
 from ragtriage.errors import ConfigError, InputError
-from ragtriage.kb.import_mapping import FieldMapper, parse_map_option
+from ragtriage.kb.import_mapping import FieldMapper, parse_map_option, split_path
+from ragtriage.kb.import_presets import LANGCHAIN, LLAMAINDEX_STORE, recognise
 from ragtriage.kb.import_rows import RowError, SourceRow, heading_path, id_text, json_safe, timestamp
 
 
@@ -98,7 +99,15 @@ def test_unmapped_ordinals_count_within_each_document_and_vectors_decode() -> No
     mapper = FieldMapper(KBImportSettings(), {}, source_name="t", vector_field="v")
     rows = [
         SourceRow("r1", {"chunk_id": 1, "doc_id": "a", "content": "x", "v": "[1, 0, 0]"}),
-        SourceRow("r2", {"chunk_id": 2, "doc_id": "b", "content": "y", "v": np.float32([0, 1, 0]).tobytes()}),
+        SourceRow(
+            "r2",
+            {
+                "chunk_id": 2,
+                "doc_id": "b",
+                "content": "y",
+                "v": np.asarray([0, 1, 0], dtype=np.float32).tobytes(),
+            },
+        ),
         SourceRow("r3", {"chunk_id": 3, "doc_id": "a", "content": "z", "v": [0, 0, 2]}),
     ]
     chunks = [mapper.map_row(row) for row in rows]
@@ -119,3 +128,63 @@ def test_import_settings_are_strict(tmp_path: Path) -> None:
         load_settings(config, environ={})
     environ = {"RAGTRIAGE__KB__IMPORT__VECTOR_FIELD": "emb"}
     assert load_settings(None, environ=environ).kb.import_.vector_field == "emb"
+
+
+def test_a_map_path_steps_into_objects_json_strings_and_lists() -> None:
+    mapper = FieldMapper(
+        KBImportSettings(),
+        {
+            "chunk_id": "payload.metadata.id",
+            "content": "payload.node.text",
+            "title": "payload.node.headings.1",
+        },
+        source_name="t",
+        vector_field=None,
+    )
+    # Qdrant flattens nested payload objects into dotted columns; the node is a JSON string.
+    row = SourceRow(
+        "t: point 7",
+        {"payload.metadata.id": 7, "payload.node": '{"text": "正文", "headings": ["指南", "安装"]}'},
+    )
+
+    chunk = mapper.map_row(row)
+
+    assert (chunk.chunk_id, chunk.content, chunk.title) == ("7", "正文", "安装")
+    assert chunk.meta == {"payload.node": row.values["payload.node"]}  # only part of it is a field
+
+
+def test_split_path_takes_the_longest_column_a_path_starts_at() -> None:
+    columns = {"payload", "payload.metadata.source", "node"}
+    assert split_path("payload.metadata.source", columns) == (
+        "payload.metadata.source",
+        "payload.metadata.source",
+        (),
+    )
+    assert split_path("node.a.b", columns) == ("node.a.b", "node", ("a", "b"))
+    assert split_path("payload.x", columns) == ("payload.x", "payload", ("x",))
+    assert split_path("nodes.a", columns) is None
+
+
+def test_known_shapes_are_recognised_by_their_marks_only() -> None:
+    assert recognise({"id", "payload._node_content", "payload._node_type", "payload.title"}) == (
+        LLAMAINDEX_STORE,
+        "payload",
+    )
+    assert recognise({"id", "payload.page_content", "payload.metadata.source"}) == (LANGCHAIN, "payload")
+    assert recognise({"page_content", "metadata"}) == (LANGCHAIN, "")
+    assert recognise({"id", "payload.page_content", "payload.text"}) is None
+
+
+def test_langchain_markdown_header_keys_give_the_deepest_header_as_title() -> None:
+    mapper = FieldMapper(KBImportSettings(), {}, source_name="docs.jsonl", vector_field=None)
+    metadata = {"source": "faq.md", "Header 1": "Debian FAQ", "Header 2": "7.12. 保留软件包"}
+
+    chunk = mapper.map_row(
+        SourceRow("docs.jsonl:1", {"id": "c1", "page_content": "正文", "metadata": metadata})
+    )
+
+    assert (chunk.title, chunk.doc_id, mapper.recognised["title"]) == (
+        "7.12. 保留软件包",
+        "faq.md",
+        "metadata.Header 2",
+    )
