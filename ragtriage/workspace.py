@@ -80,8 +80,12 @@ class Workspace:
         """The retrieval pipeline built from the settings as they are (profile `default`)."""
         if self._pipeline is None:
             from ragtriage.pipeline.factory import build_pipeline
+            from ragtriage.replay.framework import whole_pipeline
 
-            self._pipeline = build_pipeline(self.settings, self.indexes, self.engine, self.resolve_path)
+            whole = whole_pipeline(self.settings, "default")
+            self._pipeline = build_pipeline(
+                self.settings, self.indexes, self.engine, self.resolve_path, whole=whole
+            )
         return self._pipeline
 
     def pipeline_for(self, profile: ResolvedProfile) -> Pipeline:
@@ -91,9 +95,15 @@ class Workspace:
             return self.pipeline
         if key not in self._profile_pipelines:
             from ragtriage.pipeline.factory import build_pipeline
+            from ragtriage.replay.framework import whole_pipeline
 
             self._profile_pipelines[key] = build_pipeline(
-                self.settings, self.indexes, self.engine, self.resolve_path, profile
+                self.settings,
+                self.indexes,
+                self.engine,
+                self.resolve_path,
+                profile,
+                whole=whole_pipeline(profile.settings, profile.name),
             )
         return self._profile_pipelines[key]
 

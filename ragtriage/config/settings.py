@@ -111,6 +111,7 @@ StageName = Literal[
     "fusion",
     "rerank",
     "select",
+    "pipeline",
 ]
 
 
@@ -587,7 +588,8 @@ class Settings(StrictModel):
     """Production engines a route can use (`[retrieval] route_engine`), by name."""
     stages: dict[StageName, StageSpec] = Field(default_factory=dict)
     """The team's own stages, by stage (`[stages.rerank] use = "prod_rag.search:rerank"`); a stage not
-    listed runs the built-in. Contracts: `ragtriage.pipeline.stages`."""
+    listed runs the built-in. Contracts: `ragtriage.pipeline.stages`. `[stages.pipeline]` names the
+    factory of a whole LlamaIndex or LangChain pipeline, run in process (`ragtriage.replay.framework`)."""
     profiles: dict[str, ProfileSettings] = Field(default_factory=dict)
     """Replay profiles defined in this file (`[profiles.NAME]`) and in `[replay] profile_dir`."""
     replay: ReplaySettings = Field(default_factory=ReplaySettings)

@@ -14,7 +14,7 @@ from ragtriage.index.indexer import Indexes
 from ragtriage.index.types import ScoredChunk
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
 from ragtriage.pipeline.engines import build_route_engines
-from ragtriage.pipeline.pipeline import Pipeline
+from ragtriage.pipeline.pipeline import Pipeline, WholeRun
 from ragtriage.pipeline.rerank import Reranker, build_scorer
 from ragtriage.pipeline.rewrite import AliasDictionary, LLMRewriter, RuleRewriter, load_aliases
 from ragtriage.pipeline.stage_loading import ROUTE_STAGES, load_stages, team_routes
@@ -39,11 +39,13 @@ def build_pipeline(
     engine: Engine,
     resolve_path: PathResolver,
     profile: ResolvedProfile | None = None,
+    whole: WholeRun | None = None,
 ) -> Pipeline:
     """Wire the opened indexes, and the rewrite, engines and reranker a profile names, into a `Pipeline`.
 
     `profile` None: `settings` as they are (profile `default`). The indexes are shared by every
-    profile's pipeline; their owner closes them.
+    profile's pipeline; their owner closes them. `whole`: the team's whole pipeline
+    (`[stages.pipeline]`, built by `ragtriage.replay.framework`), run instead of every stage.
 
     Raises:
         IndexStateError: the indexes are missing, locked by another process, or built by another embedder.
@@ -83,4 +85,5 @@ def build_pipeline(
         engines=engines,
         profile=profile.ref(),
         stages={name: stage for name, stage in stages.items() if name not in ROUTE_STAGES},
+        whole=whole,
     )

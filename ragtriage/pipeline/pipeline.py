@@ -68,6 +68,8 @@ class PlannedRoute:
 
 
 DenseSearch = Callable[[np.ndarray, int], list[ScoredChunk]]
+#: A team's whole pipeline run in process (`ragtriage.replay.framework`): query, run options → its trace.
+WholeRun = Callable[[str, RunOptions], Trace]
 StopCheck = Callable[[], bool]
 
 
@@ -124,6 +126,7 @@ class Pipeline:
         engines: dict[str, tuple[str, Retriever]] | None = None,
         profile: ProfileRef | None = None,
         stages: Mapping[str, TeamStage] | None = None,
+        whole: WholeRun | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.settings = settings
@@ -144,6 +147,8 @@ class Pipeline:
         """The replay profile these settings come from; every trace records it."""
         self.stages = dict(stages or {})
         """The team's own rewrite, fusion, rerank and select stages (`[stages]`); its routes are in `engines`."""
+        self.whole = whole
+        """The team's whole pipeline (`[stages.pipeline]`): when set, it runs instead of every stage."""
         self._clock = clock
 
     # ------------------------------------------------------------------ public API
@@ -236,6 +241,12 @@ class Pipeline:
                 raise RunCancelled("stopped by the caller")
 
         self.chunks.refresh()
+        if self.whole is not None:
+            traces = []
+            for query, option, gold in zip(queries, options, golds, strict=True):
+                checkpoint()
+                traces.append(self._whole_trace(self.whole, query, option, gold))
+            return traces
         prepared = [self._prepare(q, o, g) for q, o, g in zip(queries, options, golds, strict=True)]
         checkpoint()
         vectors, embed_ms = self._embed(prepared)
@@ -248,6 +259,22 @@ class Pipeline:
             item.timings["embed"] = embed_ms * own_texts / total_texts if total_texts else 0.0
             traces.append(self._finish(item, vectors, checkpoint))
         return traces
+
+    def _whole_trace(self, whole: WholeRun, query: str, options: RunOptions, gold: list[str]) -> Trace:
+        """The trace of the team's whole pipeline, with the candidate pool and what this run was."""
+        started = self._clock()
+        trace = whole(query, options)
+        outcome = RerankOutcome(list(trace.reranked), [], trace.rerank_mode) if trace.reranked else None
+        trace.candidates = build_candidates(
+            trace.routes, trace.fused, trace.rerank_input, outcome, trace.final, self.chunks
+        )
+        trace.timings_ms["total"] = (self._clock() - started) * 1000
+        trace.config_hash = self.settings.config_hash()
+        trace.kb_version = self._kb_version() if self._kb_version else None
+        trace.gold = gold
+        trace.run_options = options if options != RunOptions() else None
+        trace.profile = self.profile
+        return trace
 
     def _prepare(self, raw_query: str, options: RunOptions, gold: list[str]) -> _Prepared:
         started = self._clock()

@@ -29,6 +29,8 @@ from ragtriage.pipeline.types import Retriever
 
 ENTRY_POINT_GROUP = "ragtriage.stages"
 ROUTE_STAGES = ("bm25_raw", "dense_raw", "bm25_rewritten", "dense_rewritten", "dense_sub")
+#: The whole pipeline of a framework, loaded by `ragtriage.replay.framework`, not here.
+WHOLE_PIPELINE = "pipeline"
 
 
 class StageCannotTake(PipelineError):
@@ -66,7 +68,7 @@ class TeamStage:
             raise
         except Exception as error:
             raise PipelineError(
-                f"{self.label} raised {type(error).__name__}: {_first_line(error)}; fix the stage, "
+                f"{self.label} raised {type(error).__name__}: {first_line(error)}; fix the stage, "
                 f"or replay with a profile that does not use it"
             ) from error
 
@@ -147,13 +149,14 @@ def load_stages(settings: Settings, profile: str) -> dict[str, TeamStage]:
     return {
         stage: load_stage(stage, spec, profile=profile, search_path=search_path)
         for stage, spec in settings.stages.items()
+        if stage != WHOLE_PIPELINE
     }
 
 
 def load_stage(stage: str, spec: StageSpec, *, profile: str, search_path: Path | None = None) -> TeamStage:
     """Import `spec.use` and build the stage with its options (see the module docstring)."""
     label = f'profile {profile}, stage {stage} ("{spec.use}")'
-    target = _resolve(spec.use, label, search_path)
+    target = resolve_import(spec.use, label, search_path)
     options = spec.options()
     if inspect.isclass(target):
         try:
@@ -161,7 +164,7 @@ def load_stage(stage: str, spec: StageSpec, *, profile: str, search_path: Path |
         except Exception as error:
             raise PipelineError(
                 f"{label}: building it with {_keys(options)} raised {type(error).__name__}: "
-                f"{_first_line(error)}; fix the [stages.{stage}] keys or the class"
+                f"{first_line(error)}; fix the [stages.{stage}] keys or the class"
             ) from error
         call = built
     else:
@@ -173,7 +176,12 @@ def load_stage(stage: str, spec: StageSpec, *, profile: str, search_path: Path |
     return TeamStage(stage=stage, use=spec.use, profile=profile, call=call)
 
 
-def _resolve(use: str, label: str, search_path: Path | None) -> Any:
+def resolve_import(use: str, label: str, search_path: Path | None) -> Any:
+    """The object `use` names: `package.module:attribute`, or an entry point of `ragtriage.stages`.
+
+    Raises:
+        PipelineError: it cannot be imported (the line starts with `label` and says how to fix it).
+    """
     if ":" not in use:
         found = entry_points(group=ENTRY_POINT_GROUP, name=use)
         if not found:
@@ -185,7 +193,7 @@ def _resolve(use: str, label: str, search_path: Path | None) -> Any:
             return next(iter(found)).load()
         except Exception as error:
             raise PipelineError(
-                f"{label}: loading the entry point raised {type(error).__name__}: {_first_line(error)}"
+                f"{label}: loading the entry point raised {type(error).__name__}: {first_line(error)}"
             ) from error
     module_name, _, attribute = use.partition(":")
     if search_path is not None and str(search_path) not in sys.path:
@@ -194,12 +202,12 @@ def _resolve(use: str, label: str, search_path: Path | None) -> Any:
         module = importlib.import_module(module_name)
     except ImportError as error:
         raise PipelineError(
-            f"{label}: cannot import {module_name} ({_first_line(error)}); install the package or put it "
+            f"{label}: cannot import {module_name} ({first_line(error)}); install the package or put it "
             f"beside the settings file, or fix [stages] use"
         ) from error
     except Exception as error:
         raise PipelineError(
-            f"{label}: importing {module_name} raised {type(error).__name__}: {_first_line(error)}"
+            f"{label}: importing {module_name} raised {type(error).__name__}: {first_line(error)}"
         ) from error
     target: Any = module
     for part in attribute.split("."):
@@ -225,6 +233,6 @@ def _keys(options: Mapping[str, Any]) -> str:
     return ", ".join(sorted(options)) if options else "no keys"
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return text[0] if text else type(error).__name__
