@@ -64,10 +64,13 @@ class TruthRequest:
 @dataclass(frozen=True)
 class LlamaIndexProduction:
     """The production's chunk rows (one per node: `id`, `document_id`, `anchor`, `section_title`,
-    `chunk_index`, `text`, `embedding`), its OTLP/JSON lines file, and the truth per request."""
+    `chunk_index`, `text`, `embedding` as Qdrant stored it), its traces (OTLP/JSON lines, and a
+    Phoenix spans page), and the truth per request."""
 
     rows: list[dict[str, Any]]
     otlp: Path
+    phoenix: Path
+    """The same spans as a Phoenix `GET /v1/projects/{id}/spans` page."""
     truth: list[TruthRequest]
 
     def by_request(self) -> dict[str, TruthRequest]:
@@ -226,7 +229,7 @@ def build_llamaindex_production(folder: Path) -> LlamaIndexProduction:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from qdrant_client import QdrantClient
 
-    from tests.trace_producers import SeededIds, otlp_lines
+    from tests.trace_producers import SeededIds, otlp_lines, phoenix_page
 
     parts = _components()
     Settings.tokenizer = list  # a plain callable: tiktoken would download its vocabulary
@@ -314,6 +317,8 @@ def build_llamaindex_production(folder: Path) -> LlamaIndexProduction:
     spans = exporter.get_finished_spans()
     otlp = folder / "llamaindex.otlp.jsonl"
     otlp.write_text(otlp_lines(spans, per_line=20), encoding="utf-8")
+    phoenix = folder / "llamaindex.phoenix.json"
+    phoenix.write_text(json.dumps(phoenix_page(spans), ensure_ascii=False), encoding="utf-8")
     points = client.retrieve("debian_faq", ids=[row["id"] for row in rows], with_vectors=True)
     vectors = {str(point.id): point.vector for point in points}
     for row in rows:
@@ -321,4 +326,4 @@ def build_llamaindex_production(folder: Path) -> LlamaIndexProduction:
         assert isinstance(vector, list)
         row["embedding"] = [float(x) for x in vector if isinstance(x, float)]
     client.close()
-    return LlamaIndexProduction(rows=rows, otlp=otlp, truth=truth)
+    return LlamaIndexProduction(rows=rows, otlp=otlp, phoenix=phoenix, truth=truth)

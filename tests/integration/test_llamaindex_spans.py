@@ -1,7 +1,8 @@
 """LlamaIndex's span tree read as it is (issue 26 item 6): the OTLP export of a real LlamaIndex
 production (`tests.llamaindex_production`: QueryFusionRetriever over a Qdrant vector retriever and
 a bm25s retriever, a reranking postprocessor, a query transform, the OpenInference instrumentor)
-ingested with `ragtriage logs ingest`, each stored request compared with what production did."""
+ingested with `ragtriage logs ingest` (and the same spans as a Phoenix page), each stored request
+compared with what production did."""
 
 from __future__ import annotations
 
@@ -20,10 +21,14 @@ from tests.conftest import RunCli
 from tests.llamaindex_production import PIPELINE_VERSION, LlamaIndexProduction
 
 
-@pytest.fixture
-def stored(llamaindex_production: LlamaIndexProduction, home: Path, run_cli: RunCli) -> dict[str, RequestLog]:
-    """Request id → the request `logs ingest` stored from the production's OTLP file."""
-    code, out, err = run_cli(["logs", "ingest", str(llamaindex_production.otlp), "--home", str(home)])
+@pytest.fixture(params=["otlp", "phoenix"])
+def stored(
+    llamaindex_production: LlamaIndexProduction, home: Path, run_cli: RunCli, request: pytest.FixtureRequest
+) -> dict[str, RequestLog]:
+    """Request id → the request `logs ingest` stored from the production's OTLP file, or from the
+    same spans as a Phoenix page."""
+    path = getattr(llamaindex_production, request.param)
+    code, out, err = run_cli(["logs", "ingest", str(path), "--home", str(home)])
     assert code == 0, err
     workspace = Workspace.open(home)
     try:
