@@ -104,3 +104,49 @@ def test_configured_route_names_still_win_under_a_fusion(tmp_path: Path) -> None
     routes = (record.model_extra or {})["routes"]
     assert [(r["name"], r["kind"]) for r in routes] == [("bm25_raw", "bm25"), ("dense_raw", "dense")]
     assert stage_ids(record.stages.bm25) == ["b", "c"] and stage_ids(record.stages.fused) == ["b", "a", "c"]
+
+
+def test_without_a_reranker_the_final_context_is_what_the_query_engine_answered_from(tmp_path: Path) -> None:
+    # A real LlamaIndex query engine (mock embedding and LLM, nothing downloaded) whose postprocessor
+    # emits no rerank events: the nodes it kept are only in the engine's output (`source_nodes`).
+    from llama_index.core import Settings, VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.postprocessor.types import BaseNodePostprocessor
+    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+    from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    class KeepTwo(BaseNodePostprocessor):
+        def _postprocess_nodes(
+            self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+        ) -> list[NodeWithScore]:
+            return nodes[1:3]
+
+    Settings.tokenizer = list  # tiktoken would download its vocabulary
+    index = VectorStoreIndex(
+        [TextNode(id_=f"faq/apt#{i}", text=f"apt 第 {i} 段") for i in range(6)],
+        embed_model=MockEmbedding(embed_dim=8),
+    )
+    engine = index.as_query_engine(
+        similarity_top_k=4, node_postprocessors=[KeepTwo()], llm=MockLLM(max_tokens=4)
+    )
+    provider = TracerProvider()
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    instrumentor = LlamaIndexInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        response = engine.query("apt 怎么用")
+    finally:
+        instrumentor.uninstrument()
+    path = tmp_path / "li.otlp.jsonl"
+    path.write_text(otlp_lines(memory.get_finished_spans()), encoding="utf-8")
+    [item] = read_traces([(path, *detect(path))], OtelSettings())
+    assert isinstance(item, Assembled)
+    record = RequestLog.model_validate_json(item.body)
+    assert record.stages is not None and len(stage_ids(record.stages.dense)) == 4
+    served = [n.node.node_id for n in response.source_nodes]
+    assert stage_ids(record.stages.final_context) == served == stage_ids(record.stages.dense)[1:3]

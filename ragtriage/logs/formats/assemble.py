@@ -21,6 +21,7 @@ The mapping (OpenInference conventions; every default is a `[logs.otel]` setting
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
@@ -520,12 +521,13 @@ def final_context(
     otel: OtelSettings,
 ) -> list[Any] | None:
     """The final context by `[logs.otel] final_context`: the reranker's output cut at
-    `reranker.top_k`, a chunk-id list in the root metadata, or a named span's documents; None
-    when the rule finds nothing (the stage was not logged)."""
+    `reranker.top_k` (without a RERANKER span, the nodes a LlamaIndex query engine answered
+    from: `served_nodes`), a chunk-id list in the root metadata, or a named span's documents;
+    None when the rule finds nothing (the stage was not logged)."""
     rule = otel.final_context
     if rule == "reranker":
         if reranker is None:
-            return None
+            return served_nodes(spans)
         top_k = reranker.attributes.get("reranker.top_k")
         if isinstance(top_k, str) and top_k.isdigit():
             top_k = int(top_k)  # Langfuse keeps OTel attributes as text
@@ -543,6 +545,34 @@ def final_context(
         return None
     prefix = "reranker.output_documents" if named.kind == KIND_RERANKER else "retrieval.documents"
     return documents(named, prefix, otel)
+
+
+#: How openinference-instrumentation-llama-index writes a node in a JSON output (`_show_repr_str`).
+_NODE_REPR = re.compile(r"<\w+\(node=\w+\(id_=(?P<id>.+)\), score=(?P<score>[^()]*)\)>", re.S)
+
+
+def served_nodes(spans: list[Span]) -> list[Any] | None:
+    """The `source_nodes` of the first span (in start order: the outermost query engine) whose
+    JSON `output.value` lists them, as stage items; these are the nodes the synthesizer answered
+    from, after every postprocessor. None when no span has them in the instrumentor's form."""
+    for span in spans:
+        value = span.attributes.get("output.value")
+        if not isinstance(value, str) or '"source_nodes"' not in value:
+            continue
+        nodes = (json_object(value) or {}).get("source_nodes")
+        if not isinstance(nodes, list):
+            continue
+        hits: list[Any] = []
+        for node in nodes:
+            match = _NODE_REPR.fullmatch(node) if isinstance(node, str) else None
+            if match is None:
+                return None
+            score = match["score"]
+            hits.append(
+                {"chunk_id": match["id"], "score": float(score)} if _is_number(score) else match["id"]
+            )
+        return hits
+    return None
 
 
 # Feedback from annotations, evaluations and scores: which are user feedback, which are bad, which
