@@ -150,3 +150,55 @@ def test_without_a_reranker_the_final_context_is_what_the_query_engine_answered_
     assert record.stages is not None and len(stage_ids(record.stages.dense)) == 4
     served = [n.node.node_id for n in response.source_nodes]
     assert stage_ids(record.stages.final_context) == served == stage_ids(record.stages.dense)[1:3]
+
+
+def test_a_langchain_ensemble_retriever_is_the_fusion_of_its_retrievers(tmp_path: Path) -> None:
+    # The same rule on LangChain (real EnsembleRetriever, real OpenInference instrumentor): the
+    # ensemble's span parents its retrievers' spans, so its documents are the fused list.
+    from langchain_classic.retrievers import EnsembleRetriever
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    class Listed(BaseRetriever):
+        ids: list[str]
+
+        def _get_relevant_documents(
+            self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        ) -> list[Document]:
+            return [Document(page_content=f"第 {i} 段", metadata={"chunk_id": i}) for i in self.ids]
+
+    class KeywordRetriever(Listed):
+        pass
+
+    class VectorRetriever(Listed):
+        pass
+
+    ensemble = EnsembleRetriever(
+        retrievers=[KeywordRetriever(ids=["a", "b"]), VectorRetriever(ids=["b", "c"])]
+    )
+    provider = TracerProvider()
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        served = [d.metadata["chunk_id"] for d in ensemble.invoke("补签 申请")]
+    finally:
+        instrumentor.uninstrument()
+    path = tmp_path / "lc.otlp.jsonl"
+    path.write_text(otlp_lines(memory.get_finished_spans()), encoding="utf-8")
+    [item] = read_traces([(path, *detect(path))], OtelSettings())
+    assert isinstance(item, Assembled)
+    record = RequestLog.model_validate_json(item.body)
+    assert record.stages is not None and record.raw_query == "补签 申请"
+    assert stage_ids(record.stages.fused) == served == ["b", "a", "c"]
+    assert (stage_ids(record.stages.bm25), stage_ids(record.stages.dense)) == (["a", "b"], ["b", "c"])
+    assert [r["span_name"] for r in (record.model_extra or {})["routes"]] == [
+        "KeywordRetriever",
+        "VectorRetriever",
+    ]
