@@ -18,8 +18,12 @@ jieba cannot be given to it; the team's choice here is bm25s's regex `token_patt
 Chinese character a token and Latin words whole (its default pattern would make every run of
 Chinese characters one token).
 
-`build_llamaindex_production(folder)` builds it and returns the chunk rows, the OTLP file and
-the per-request truth, taken from the pipeline's own objects (not from the spans).
+`build_llamaindex_production(folder)` builds it and returns the chunk rows, the traces (OTLP file
+and Phoenix page) and the per-request truth, taken from the pipeline's own objects (not from the
+spans). Queries are the Debian query set's FAQ cases answered in those pages (19, with their
+gold); three requests share a session, so `logs ingest` flags the first two of each as follow-ups.
+It sets LlamaIndex's global `Settings` (llm, embed_model, tokenizer): a test that relies on other
+globals sets its own.
 """
 
 from __future__ import annotations

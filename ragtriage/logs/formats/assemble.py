@@ -428,7 +428,7 @@ def retriever_tree(spans: list[Span]) -> RetrieverTree:
     twins = _public_of(spans)
     by_id = {s.span_id: s for s in spans}
     owner: dict[str, str | None] = {}
-    """Span id → id of the nearest public RETRIEVER span above it (None: none)."""
+    """Span id → id of the nearest public RETRIEVER span at or above it (None: none), memoised."""
 
     def retriever_above(span: Span) -> str | None:
         chain: list[str] = []
@@ -447,7 +447,7 @@ def retriever_tree(spans: list[Span]) -> RetrieverTree:
                 found = parent_id
                 break
             parent_id = parent.parent_id
-        for visited in chain:  # every span walked has the same retriever above it, or is it
+        for visited in chain:  # each span walked has `found` above it, or is that retriever
             owner[visited] = (
                 visited if by_id[visited].kind == KIND_RETRIEVER and visited not in twins else found
             )
