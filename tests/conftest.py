@@ -102,6 +102,18 @@ def eval_home(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-unty
         return build_eval_home(root)
 
 
+@pytest.fixture(scope="session")
+def llamaindex_production(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A team's LlamaIndex production over Debian FAQ pages, traced by OpenInference
+    (`tests.llamaindex_production`), built once per session (about 20 s); skipped, saying so, when
+    the Debian packages are not in ../shared/data."""
+    from tests.llamaindex_production import FAQ_DEB, build_llamaindex_production, faq_available
+
+    if not faq_available():
+        pytest.skip(f"real data absent: no {FAQ_DEB} (the LlamaIndex production is built over it)")
+    return build_llamaindex_production(tmp_path_factory.mktemp("llamaindex-production"))
+
+
 class CliOutcome(NamedTuple):
     """What one run of the console entry point gave."""
 

@@ -215,7 +215,8 @@ class OtelSettings(StrictModel):
     """Spans whose name contains one of these are the rewrite stage: their `output.value` is the
     rewritten query."""
     final_context: str = "reranker"
-    """`reranker`: the reranker's output documents cut at `reranker.top_k`; `metadata.KEY`: a
+    """`reranker`: the reranker's output documents cut at `reranker.top_k` (without a RERANKER
+    span: the `source_nodes` a LlamaIndex query engine answered from); `metadata.KEY`: a
     list of chunk ids in the root metadata; any other value: the name of the span whose output
     (or retrieved) documents are the final context."""
     stage_names: dict[str, list[str]] = Field(default_factory=lambda: dict(DEFAULT_STAGE_NAMES))

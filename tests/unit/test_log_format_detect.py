@@ -42,6 +42,23 @@ def test_format_and_layout_come_from_the_content(
     assert detect(_write(tmp_path / name, data)) == expected
 
 
+def test_a_one_line_document_longer_than_the_peek_is_still_a_document(tmp_path: Path) -> None:
+    # A compact API page (Phoenix spans with LlamaIndex's prompts and embeddings) past the 1 MB
+    # looked at first: read whole, not as one JSONL line cut in the middle.
+    attributes = {"openinference.span.kind": "RETRIEVER", "input.value": "怎么补卡" * 40_000}
+    span = {"name": "r", "context": {"trace_id": "a" * 32, "span_id": "b" * 16}, "span_kind": "RETRIEVER"}
+    page = {"data": [{**span, "attributes": attributes}] * 3, "next_cursor": None}
+    assert detect(_write(tmp_path / "spans.json", json.dumps(page, ensure_ascii=False).encode())) == (
+        "phoenix",
+        "document",
+    )
+    v1_page = {"data": [{**V1, "answer": "长" * 400_000}], "meta": {}}
+    assert detect(_write(tmp_path / "v1.json", json.dumps(v1_page, ensure_ascii=False).encode())) == (
+        "v1",
+        "document",
+    )
+
+
 def test_gzip_csv_is_looked_through(tmp_path: Path) -> None:
     path = _write(tmp_path / "x.bin", gzip.compress(b"raw_query,request_id\nq,r1\n"))
     assert detect(path) == ("csv", "lines")

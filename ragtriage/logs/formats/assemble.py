@@ -3,10 +3,16 @@
 The mapping (OpenInference conventions; every default is a `[logs.otel]` setting):
 - the root span is the request: `input.value` the query, `output.value` the answer, `session.id`
   and `user.id` the session and user, its start the request time, its duration `latency_ms`;
-- each RETRIEVER span is a route (named by `routes`, else lexical `bm25` / dense `dense`), its
+- a private twin span (`X._retrieve` under or beside `X.retrieve`) is the same step as its public
+  span: its children are the public span's, and it is never a route of its own;
+- a RETRIEVER span that parents RETRIEVER spans is a fusion: the outermost one's documents are
+  `stages.fused`. Each leaf RETRIEVER span is a route (named by `routes`; else lexical `bm25`
+  by name, dense `dense` when it has an EMBEDDING child or no lexical name), its
   `retrieval.documents.N.document.{id,score}` the route's hits;
-- the first RERANKER span's input documents are `stages.fused`, its output `stages.reranked`,
-  and the output cut at `reranker.top_k` the final context;
+- a JSON `input.value` (LlamaIndex's QueryBundle `{"query_str": …}`, also one level down) gives
+  its query text; the retrievers' query, when it differs from the root's, is the rewritten query;
+- the first RERANKER span's input documents are `stages.fused` when no fusion span gave them,
+  its output `stages.reranked`, and the output cut at `reranker.top_k` the final context;
 - annotations and evaluations on the root span, on EVALUATOR spans linked to it, and notes
   (Phoenix annotations, Langfuse scores) give the feedback;
 - span durations become `stage_latency_ms`; attributes the mapping does not read are kept under
@@ -15,15 +21,24 @@ The mapping (OpenInference conventions; every default is a `[logs.otel]` setting
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from ragtriage.config.settings import OtelSettings
-from ragtriage.logs.formats.spans import KIND_EVALUATOR, KIND_RERANKER, KIND_RETRIEVER, Note, Span
+from ragtriage.logs.formats.spans import (
+    KIND_EMBEDDING,
+    KIND_EVALUATOR,
+    KIND_RERANKER,
+    KIND_RETRIEVER,
+    Note,
+    Span,
+)
 from ragtriage.wording import plural, quoted
 
 #: Root `metadata` keys that fill the v1 field of the same name.
@@ -156,16 +171,22 @@ def _assemble(trace_id: str, spans: list[Span], notes: list[Note], otel: OtelSet
 
     latencies: dict[str, float] = {}
     stages: dict[str, Any] = {}
-    route_list = routes(retrievers, otel, latencies)
+    tree = retriever_tree(spans)
+    route_list = routes(tree.leaves, otel, latencies, tree.embedding)
     for kind in ("bm25", "dense"):
         first = next((r for r in route_list if r["kind"] == kind), None)
         if first is not None:
             stages[kind] = first["hits"]
             first["stage"] = kind
+    if tree.fusion is not None:
+        stages["fused"] = documents(tree.fusion, "retrieval.documents", otel)
+        if (duration := tree.fusion.duration_ms) is not None:
+            latencies["fusion"] = duration
     rerankers = [s for s in spans if s.kind == KIND_RERANKER]
     reranker = rerankers[0] if rerankers else None
     if reranker is not None:
-        stages["fused"] = documents(reranker, "reranker.input_documents", otel)
+        if tree.fusion is None:
+            stages["fused"] = documents(reranker, "reranker.input_documents", otel)
         stages["reranked"] = documents(reranker, "reranker.output_documents", otel)
         if (duration := reranker.duration_ms) is not None:
             latencies["rerank"] = duration
@@ -174,7 +195,7 @@ def _assemble(trace_id: str, spans: list[Span], notes: list[Note], otel: OtelSet
         stages["final_context"] = final
     body["stages"] = stages
     body["routes"] = [{k: v for k, v in r.items() if k != "hits" or "stage" not in r} for r in route_list]
-    rewrite = _rewrite(spans, body, otel, latencies)
+    rewrite = _rewrite(spans, body, otel, latencies, tree)
     if rewrite:
         body["rewrite"] = rewrite
     annotations = root_annotations(root, carriers, notes)
@@ -217,8 +238,14 @@ def _resolve(path: str, root: Span, metadata: dict[str, Any], tags: list[Any], c
 
 
 def _rewrite(
-    spans: list[Span], body: dict[str, Any], otel: OtelSettings, latencies: dict[str, float]
+    spans: list[Span],
+    body: dict[str, Any],
+    otel: OtelSettings,
+    latencies: dict[str, float],
+    tree: RetrieverTree,
 ) -> dict[str, Any]:
+    """The rewrite: logged in the root metadata, else a rewrite span's output, else the query the
+    retrievers searched when it is not the raw query (a query transform ran between them)."""
     rewrite = dict(body.pop("rewrite", None) or {})
     markers = [m.lower() for m in otel.rewrite_spans if m]
     for span in spans:
@@ -230,6 +257,11 @@ def _rewrite(
         if (duration := span.duration_ms) is not None:
             latencies["rewrite"] = duration
         break
+    searched = tree.fusion or (tree.leaves[0] if tree.leaves else None)
+    if "rewritten_query" not in rewrite and searched is not None:
+        query = text_value(searched.attributes, "input", QUERY_KEYS)
+        if query is not None and query.strip() != str(body["raw_query"]).strip():
+            rewrite["rewritten_query"] = query
     return rewrite
 
 
@@ -361,8 +393,94 @@ def _id_from_metadata(span: Span, prefix: str, position: int, doc: dict[str, Any
     return str(chunk_id)
 
 
-def routes(retrievers: list[Span], otel: OtelSettings, latencies: dict[str, float]) -> list[dict[str, Any]]:
-    """One route per retriever span: name and kind from `[logs.otel]`, query, latency, hits."""
+@dataclass(slots=True)
+class RetrieverTree:
+    """A trace's RETRIEVER spans by role, private twins left out."""
+
+    fusion: Span | None
+    """The outermost retriever span that parents retriever spans (its documents are the fused list)."""
+    leaves: list[Span]
+    """Retriever spans that parent none: the routes, in start order."""
+    embedding: set[str]
+    """Span ids of the leaves with an EMBEDDING span below them (they embed the query: dense)."""
+
+
+def _public_of(spans: list[Span]) -> dict[str, str]:
+    """Private twin span id → its public span's id: `X._m` whose parent, or a sibling, is `X.m`."""
+    by_id = {s.span_id: s for s in spans}
+    named = {(s.parent_id, s.name): s.span_id for s in spans}
+    twins: dict[str, str] = {}
+    for span in spans:
+        component, dot, method = span.name.rpartition(".")
+        if not dot or not method.startswith("_") or method.startswith("__") or not component:
+            continue
+        public = f"{component}.{method.lstrip('_')}"
+        parent = by_id.get(span.parent_id or "")
+        if parent is not None and parent.name == public:
+            twins[span.span_id] = parent.span_id
+        elif (sibling := named.get((span.parent_id, public))) is not None:
+            twins[span.span_id] = sibling
+    return twins
+
+
+def retriever_tree(spans: list[Span]) -> RetrieverTree:
+    """The roles of a trace's retriever spans (`spans` in start order)."""
+    twins = _public_of(spans)
+    by_id = {s.span_id: s for s in spans}
+    owner: dict[str, str | None] = {}
+    """Span id → id of the nearest public RETRIEVER span at or above it (None: none), memoised."""
+
+    def retriever_above(span: Span) -> str | None:
+        chain: list[str] = []
+        found: str | None = None
+        parent_id = span.parent_id
+        while parent_id is not None and parent_id in by_id and len(chain) <= len(by_id):
+            if parent_id in owner:
+                found = owner[parent_id]
+                break
+            chain.append(parent_id)
+            parent = by_id[parent_id]
+            if parent_id in twins:  # a twin's children are its public span's
+                parent_id = twins[parent_id]
+                continue
+            if parent.kind == KIND_RETRIEVER:
+                found = parent_id
+                break
+            parent_id = parent.parent_id
+        for visited in chain:  # each span walked has `found` above it, or is that retriever
+            owner[visited] = (
+                visited if by_id[visited].kind == KIND_RETRIEVER and visited not in twins else found
+            )
+        return found
+
+    public = [s for s in spans if s.kind == KIND_RETRIEVER and s.span_id not in twins]
+    parents: set[str] = set()
+    above: dict[str, str | None] = {}
+    embedding: set[str] = set()
+    for span in spans:
+        if span.kind == KIND_RETRIEVER and span.span_id not in twins:
+            above[span.span_id] = owner_id = retriever_above(span)
+            if owner_id is not None:
+                parents.add(owner_id)
+        elif span.kind == KIND_EMBEDDING and (owner_id := retriever_above(span)) is not None:
+            embedding.add(owner_id)
+    fusions = [s for s in public if s.span_id in parents and above[s.span_id] is None]
+    return RetrieverTree(
+        fusion=fusions[0] if fusions else None,
+        leaves=[s for s in public if s.span_id not in parents],
+        embedding=embedding,
+    )
+
+
+def routes(
+    retrievers: list[Span],
+    otel: OtelSettings,
+    latencies: dict[str, float],
+    embedding: AbstractSet[str] = frozenset(),
+) -> list[dict[str, Any]]:
+    """One route per retriever span: name from `[logs.otel] routes`, else kind by the span (lexical
+    by name unless it embeds the query: `embedding` holds the ids of those that do); query,
+    latency, hits."""
     routes: list[dict[str, Any]] = []
     taken: dict[str, int] = {}
     lexical = [k.lower() for k in otel.lexical_keywords]
@@ -377,7 +495,8 @@ def routes(retrievers: list[Span], otel: OtelSettings, latencies: dict[str, floa
             None,
         )
         if name is None:
-            name = "bm25" if any(k in lower for k in lexical) else "dense"
+            lexical_name = span.span_id not in embedding and any(k in lower for k in lexical)
+            name = "bm25" if lexical_name else "dense"
         kind = "bm25" if any(k in name.lower() for k in lexical) else "dense"
         taken[name] = taken.get(name, 0) + 1
         if taken[name] > 1:
@@ -402,12 +521,13 @@ def final_context(
     otel: OtelSettings,
 ) -> list[Any] | None:
     """The final context by `[logs.otel] final_context`: the reranker's output cut at
-    `reranker.top_k`, a chunk-id list in the root metadata, or a named span's documents; None
-    when the rule finds nothing (the stage was not logged)."""
+    `reranker.top_k` (without a RERANKER span, the nodes a LlamaIndex query engine answered
+    from: `served_nodes`), a chunk-id list in the root metadata, or a named span's documents;
+    None when the rule finds nothing (the stage was not logged)."""
     rule = otel.final_context
     if rule == "reranker":
         if reranker is None:
-            return None
+            return served_nodes(spans)
         top_k = reranker.attributes.get("reranker.top_k")
         if isinstance(top_k, str) and top_k.isdigit():
             top_k = int(top_k)  # Langfuse keeps OTel attributes as text
@@ -425,6 +545,34 @@ def final_context(
         return None
     prefix = "reranker.output_documents" if named.kind == KIND_RERANKER else "retrieval.documents"
     return documents(named, prefix, otel)
+
+
+#: How openinference-instrumentation-llama-index writes a node in a JSON output (`_show_repr_str`).
+_NODE_REPR = re.compile(r"<\w+\(node=\w+\(id_=(?P<id>.+)\), score=(?P<score>[^()]*)\)>", re.S)
+
+
+def served_nodes(spans: list[Span]) -> list[Any] | None:
+    """The `source_nodes` of the first span (in start order: the outermost query engine) whose
+    JSON `output.value` lists them, as stage items; these are the nodes the synthesizer answered
+    from, after every postprocessor. None when no span has them in the instrumentor's form."""
+    for span in spans:
+        value = span.attributes.get("output.value")
+        if not isinstance(value, str) or '"source_nodes"' not in value:
+            continue
+        nodes = (json_object(value) or {}).get("source_nodes")
+        if not isinstance(nodes, list):
+            continue
+        hits: list[Any] = []
+        for node in nodes:
+            match = _NODE_REPR.fullmatch(node) if isinstance(node, str) else None
+            if match is None:
+                return None
+            score = match["score"]
+            hits.append(
+                {"chunk_id": match["id"], "score": float(score)} if _is_number(score) else match["id"]
+            )
+        return hits
+    return None
 
 
 # Feedback from annotations, evaluations and scores: which are user feedback, which are bad, which
@@ -589,8 +737,10 @@ def text_value(attrs: dict[str, Any], prefix: str, keys: tuple[str, ...]) -> str
         except orjson.JSONDecodeError:
             return value
         if isinstance(parsed, dict):
-            for key in keys:
-                text = parsed.get(key)
-                if isinstance(text, str):
-                    return text
+            # LlamaIndex nests its QueryBundle: `{"query_bundle": {"query_str": …}}`.
+            for candidate in (parsed, *(v for v in parsed.values() if isinstance(v, dict))):
+                for key in keys:
+                    text = candidate.get(key)
+                    if isinstance(text, str):
+                        return text
     return str(value)

@@ -202,6 +202,8 @@ def detect(path: Path) -> tuple[str, str]:
         first_parses = True
     except orjson.JSONDecodeError:
         first_record, first_parses = None, False
+    if not first and not complete:
+        first_parses = False  # one line longer than the peek: an API page on one line, read whole
     if first_parses and isinstance(first_record, (dict, list)):
         found = sniff(first_record)
         if found is not None:

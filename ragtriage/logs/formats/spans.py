@@ -19,6 +19,7 @@ import orjson
 KIND_RETRIEVER = "RETRIEVER"
 KIND_RERANKER = "RERANKER"
 KIND_EVALUATOR = "EVALUATOR"
+KIND_EMBEDDING = "EMBEDDING"
 
 
 def openinference_kind(attributes: dict[str, Any]) -> str:
