@@ -213,27 +213,36 @@ def rewrite(query: str) -> str:
     return " ".join(query.split())
 
 
-def build_llamaindex_production(folder: Path) -> LlamaIndexProduction:
-    """Build the production in `folder`, run every query through it traced, and return its rows,
-    its OTLP file (`folder/llamaindex.otlp.jsonl`) and the truth. About 15-25 s on 2 cores
-    (embedding the chunks is most of it)."""
+@dataclass
+class Built:
+    """The production's query engine and its parts (the truth is read from the parts)."""
+
+    engine: Any
+    dense: Any
+    bm25: Any
+    fusion: Any
+    rerank: Any
+    client: Any
+
+
+def build_query_engine(nodes: str) -> Any:
+    """The team's factory, as a replay profile names it (`[stages.pipeline] use =
+    "tests.llamaindex_production:build_query_engine"`): the query engine over the node rows of the
+    JSONL file `nodes`."""
+    return build_parts(nodes).engine
+
+
+def build_parts(nodes: str) -> Built:
+    """The query engine and the parts the truth is read from."""
     from llama_index.core import Settings, StorageContext, VectorStoreIndex
     from llama_index.core.llms import MockLLM
     from llama_index.core.query_engine import RetrieverQueryEngine, TransformQueryEngine
     from llama_index.core.retrievers import QueryFusionRetriever
     from llama_index.core.retrievers.fusion_retriever import FUSION_MODES
-    from llama_index.core.schema import BaseNode, QueryBundle, TextNode
+    from llama_index.core.schema import BaseNode, TextNode
     from llama_index.retrievers.bm25 import BM25Retriever
     from llama_index.vector_stores.qdrant import QdrantVectorStore
-    from openinference.instrumentation import using_attributes
-    from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from qdrant_client import QdrantClient
-
-    from tests.trace_producers import SeededIds, otlp_lines, phoenix_page
 
     parts = _components()
     Settings.tokenizer = list  # a plain callable: tiktoken would download its vocabulary
@@ -241,9 +250,8 @@ def build_llamaindex_production(folder: Path) -> LlamaIndexProduction:
     Settings.llm = llm
     embed = parts["embedding"]()
     Settings.embed_model = embed
-
-    rows = _sections(folder / "html")
-    nodes: list[BaseNode] = [
+    rows = [json.loads(line) for line in Path(nodes).read_text(encoding="utf-8").splitlines()]
+    text_nodes: list[BaseNode] = [
         TextNode(
             id_=row["id"],
             text=row["text"],
@@ -260,11 +268,11 @@ def build_llamaindex_production(folder: Path) -> LlamaIndexProduction:
     client = QdrantClient(location=":memory:")
     store = QdrantVectorStore(client=client, collection_name="debian_faq")
     index = VectorStoreIndex(
-        nodes, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed
+        text_nodes, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed
     )
     dense = index.as_retriever(similarity_top_k=TOP_K)
     bm25 = BM25Retriever.from_defaults(
-        nodes=nodes, similarity_top_k=TOP_K, token_pattern=TOKEN_PATTERN, skip_stemming=True
+        nodes=text_nodes, similarity_top_k=TOP_K, token_pattern=TOKEN_PATTERN, skip_stemming=True
     )
     fusion = QueryFusionRetriever(
         [dense, bm25],
@@ -279,6 +287,29 @@ def build_llamaindex_production(folder: Path) -> LlamaIndexProduction:
         RetrieverQueryEngine.from_args(fusion, llm=llm, node_postprocessors=[rerank]),
         query_transform=parts["transform"](),
     )
+    return Built(engine, dense, bm25, fusion, rerank, client)
+
+
+def build_llamaindex_production(folder: Path) -> LlamaIndexProduction:
+    """Build the production in `folder`, run every query through it traced, and return its rows,
+    its OTLP file (`folder/llamaindex.otlp.jsonl`) and the truth. About 15-25 s on 2 cores
+    (embedding the chunks is most of it)."""
+    from llama_index.core.schema import QueryBundle
+    from openinference.instrumentation import using_attributes
+    from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tests.trace_producers import SeededIds, otlp_lines, phoenix_page
+
+    rows = _sections(folder / "html")
+    nodes_file = folder / "nodes.jsonl"
+    nodes_file.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    built = build_parts(str(nodes_file))
+    engine, dense, bm25, fusion, rerank = built.engine, built.dense, built.bm25, built.fusion, built.rerank
+    client = built.client
 
     truth: list[TruthRequest] = []
     queries = _queries()

@@ -68,10 +68,8 @@ class _FrameworkRun:
                 f"{self.label} is not a function or a class; name the factory that builds the pipeline"
             )
         framework = wanted
-        # Instrument before the factory runs: LangChain callbacks attach to what is built afterwards too,
-        # but a framework told by the built object is instrumented before its first query.
         if framework is not None:
-            self.exporter = _exporter(framework, self.label)
+            self.tracing = _tracing(framework, self.label)
         try:
             self.built = factory(**options)
         except Exception as error:
@@ -80,7 +78,7 @@ class _FrameworkRun:
             ) from error
         if framework is None:
             framework = _framework_of(self.built, self.label)
-            self.exporter = _exporter(framework, self.label)
+            self.tracing = _tracing(framework, self.label)
         self.framework = framework
 
     def __call__(self, query: str, options: RunOptions) -> Trace:
@@ -90,14 +88,24 @@ class _FrameworkRun:
                 f"{self.label} cannot take {', '.join(sorted(changed))}: the team's {self.framework} pipeline "
                 f"runs as it was built; compare with another profile instead"
             )
-        self.exporter.clear()
+        instrumentor, provider, exporter = self.tracing
+        if instrumentor.is_instrumented_by_opentelemetry:
+            raise PipelineError(
+                f"{self.label}: the {self.framework} instrumentor is already on in this process (another tracer "
+                f"provider records it), so the replay cannot read its spans; replay from a process of its own"
+            )
+        exporter.clear()
+        # Instrumented for this run only: the process's other users of the framework stay as they were.
+        instrumentor.instrument(tracer_provider=provider)
         try:
             self._run(query)
         except Exception as error:
             raise PipelineError(
                 f"{self.label} raised {type(error).__name__} on the query: {first_line(error)}"
             ) from error
-        return self._trace(query)
+        finally:
+            instrumentor.uninstrument()
+        return self._trace(query, exporter.get_finished_spans())
 
     def _run(self, query: str) -> Any:
         built = self.built
@@ -111,8 +119,7 @@ class _FrameworkRun:
             f"invoke method and cannot be called; return the query engine or retriever"
         )
 
-    def _trace(self, query: str) -> Trace:
-        finished = self.exporter.get_finished_spans()
+    def _trace(self, query: str, finished: Any) -> Trace:
         spans = [
             span_from_sdk(json.loads(span.to_json(indent=None)), _SOURCE, number)
             for number, span in enumerate(finished, start=1)
@@ -152,9 +159,9 @@ def _framework_of(built: Any, label: str) -> str:
     )
 
 
-def _exporter(framework: str, label: str) -> Any:
+def _tracing(framework: str, label: str) -> tuple[Any, Any, Any]:
     try:
-        return _instrumented(framework)
+        return _instrumentor(framework)
     except ImportError as error:
         raise PipelineError(
             f"{label}: replaying a {framework} pipeline needs openinference-instrumentation-{framework} "
@@ -163,8 +170,9 @@ def _exporter(framework: str, label: str) -> Any:
 
 
 @functools.cache
-def _instrumented(framework: str) -> Any:
-    """The in-memory exporter the framework's OpenInference instrumentor writes to (once per process).
+def _instrumentor(framework: str) -> tuple[Any, Any, Any]:
+    """The framework's OpenInference instrumentor, and the tracer provider and in-memory exporter
+    each replayed query is recorded with (made once per process).
 
     Raises:
         ImportError: the instrumentor (or the SDK) is not installed.
@@ -185,5 +193,4 @@ def _instrumented(framework: str) -> Any:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    instrumentor.instrument(tracer_provider=provider)
-    return exporter
+    return instrumentor, provider, exporter

@@ -197,7 +197,7 @@ def test_fidelity_replays_the_teams_llamaindex_pipeline_exactly(
 
     assert report["replayed"] == len(QUERIES)
     stages = {row["stage"]: row for row in report["by_stage"]}
-    assert {"bm25", "dense"} <= set(stages), report["by_stage"]
+    assert {"bm25", "dense", "fused", "final_context"} <= set(stages), report["by_stage"]
     assert report["unexplained_requests"] == 0
     assert all(row["exact_share"] == 1.0 for row in report["by_stage"]), report["by_stage"]
 
@@ -223,3 +223,53 @@ def test_a_change_the_framework_pipeline_cannot_take_is_said_not_run_on_built_in
         'profile li, stage pipeline ("prod_li.app:build_query_engine") cannot take bm25_k, rerank: the team\'s '
         "llama-index pipeline runs as it was built; compare with another profile instead"
     )
+
+
+def test_the_teams_llamaindex_production_replays_exactly_through_its_factory(
+    llamaindex_production: Any, tmp_path: Path, run_cli: RunCli
+) -> None:
+    """The Debian FAQ production of `tests.llamaindex_production` (a query transform, a fused vector
+    and BM25 retrieval, a reranking postprocessor), replayed by naming its factory in a profile."""
+    nodes = llamaindex_production.otlp.parent / "nodes.jsonl"
+    rows = tmp_path / "chunks.jsonl"
+    rows.write_text(
+        "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in llamaindex_production.rows),
+        encoding="utf-8",
+    )
+    config = tmp_path / "config.toml"
+    config.write_text(
+        textwrap.dedent(
+            f"""
+            [kb.import]
+            vector_field = "embedding"
+
+            [kb.import.map]
+            chunk_id = "id"
+            doc_id = "document_id"
+            title = "section_title"
+            anchor = "anchor"
+            content = "text"
+
+            [profiles.faq-bot]
+            stages.pipeline = {{ use = "tests.llamaindex_production:build_query_engine", nodes = "{nodes}" }}
+
+            [replay.versions]
+            "li-1.0" = "faq-bot"
+            """
+        ),
+        encoding="utf-8",
+    )
+    base = ["--home", str(tmp_path / "home"), "--config", str(config)]
+    for args in (["kb", "import", str(rows)], ["logs", "ingest", str(llamaindex_production.otlp)]):
+        code, _, err = run_cli([*args, *base])
+        assert code == 0, err
+
+    report = _json(run_cli, base, "fidelity", "--no-store")
+
+    assert report["replayed"] == len(llamaindex_production.truth) and report["profiles"] == {
+        "faq-bot": report["replayed"]
+    }
+    stages = {row["stage"]: row for row in report["by_stage"]}
+    assert {"dense", "bm25", "fused", "reranked", "final_context"} <= set(stages), report["by_stage"]
+    assert stages["final_context"]["exact_share"] >= 0.95, report["by_stage"]
+    assert report["unexplained_requests"] == 0, report["least_faithful"]
