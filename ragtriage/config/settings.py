@@ -511,7 +511,9 @@ class IndexSettings(StrictModel):
 
 class EvalSettings(StrictModel):
     ks: list[int] = Field(default_factory=lambda: [1, 3, 5, 10, 20])
-    coverage_n: int = Field(default=30, gt=0)
+    coverage_n: int | None = Field(default=None, gt=0)
+    """N of candidate coverage@N; None (the default): the candidate pool the run used (its profile's
+    `retrieval.candidate_pool`), so the label names the pool that was measured."""
     redact_pii: bool = True
 
 
@@ -585,6 +587,9 @@ class Settings(StrictModel):
         }
         excluded["kb"] = {"import_"}
         payload = self.model_dump(mode="json", exclude=excluded)
+        # coverage@N follows the run's candidate pool when unset; it hashed as 30, its old default.
+        if payload["eval"].get("coverage_n") is None:
+            payload["eval"]["coverage_n"] = 30
         # The clock of the freshness feature is the replay's, not the configuration's.
         payload["rerank"].pop("freshness_now", None)
         # The aliases change retrieval, so their file's contents count, not only its path.

@@ -22,7 +22,7 @@ from ragtriage.tui.messages import ComparisonReady, EvalFinished, EvalProgress, 
 from ragtriage.tui.screens.worker_failures import WorkerFailures
 from ragtriage.tui.widgets.metric_plot import MetricPlot
 
-SUMMARY_METRICS = ("recall@5", "mrr", "ndcg@10", "hit@5", "coverage@30")
+SUMMARY_METRICS = ("recall@5", "mrr", "ndcg@10")
 PLOT_METRICS = ("recall@5", "mrr", "ndcg@10", "hit@1", "hit@5")
 
 
