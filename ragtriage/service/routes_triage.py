@@ -109,7 +109,9 @@ def get_diagnosis(
 ) -> Diagnosis:
     """Replay the request and diagnose it: gold journeys, suggested root cause, counterfactual replays.
 
-    This replays through the pipeline (seconds, not milliseconds); nothing is written.
+    This replays through the pipeline (seconds, not milliseconds). Diagnosed with the stored gold (no
+    `gold` given), its suggested root cause is stored as the queue's `suggested_label`, as the CLI and
+    the TUI store it; nothing else is written.
     """
     workspace = state.fresh_workspace()
     context = WorkspaceContext(workspace)

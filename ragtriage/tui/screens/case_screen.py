@@ -25,8 +25,9 @@ from ragtriage.pipeline.factory import build_rule_rewriter
 from ragtriage.pipeline.pipeline import RunCancelled
 from ragtriage.pipeline.types import Trace
 from ragtriage.store import triage_repo
-from ragtriage.store.triage_repo import ConflictError, TriageRecord, save_suggested_labels
+from ragtriage.store.triage_repo import ConflictError, TriageRecord
 from ragtriage.triage.alias_mining import DEFAULT_ALIAS_FILE, add_aliases
+from ragtriage.triage.diagnose import save_suggestions
 from ragtriage.triage.journey import gold_journey
 from ragtriage.triage.promote import promote_request
 from ragtriage.triage.rules import LABELS
@@ -239,9 +240,7 @@ class CaseScreen(WorkerFailures, Screen[None]):
             self.post_message(ReplayCancelled(case.request_id))
             return
 
-        save_suggested_labels(
-            app.workspace.engine, {case.request_id: diagnosis.suggestion.label or "unknown"}
-        )
+        save_suggestions(app.workspace.engine, [diagnosis])
         self.post_message(ReplayFinished(case.request_id, trace, diagnosis, chunks))
 
     @on(ReplayProgress)
