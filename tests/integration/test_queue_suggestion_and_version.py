@@ -100,3 +100,54 @@ def test_every_face_that_diagnoses_stores_the_suggestion(home: Path, run_cli: Ru
         queue = client.get("/api/v1/queue").json()
     assert {item["request_id"]: item["suggested_label"] for item in queue["items"]}[REST_ID] == label
     assert _suggested(run_cli)[CANARY_ID] is None  # never diagnosed
+
+
+def test_queue_filters_and_shows_the_pipeline_version(home: Path, run_cli: RunCli) -> None:
+    canary = _queue(run_cli, "--version", CANARY)
+    assert list(canary) == [CANARY_ID] and canary[CANARY_ID]["pipeline_version"] == CANARY
+    assert {item["pipeline_version"] for item in _queue(run_cli).values()} == {STABLE, CANARY}
+    code, out, err = run_cli(["queue", "--json", "--version", STABLE])
+    assert code == 0, err
+    assert json.loads(out)["total"] == 4
+
+    code, out, err = run_cli(["queue"])
+    assert code == 0, err
+    assert "version" in out.splitlines()[0] and CANARY in out and STABLE in out
+    code, out, err = run_cli(["queue", "--version", "2026.12"])
+    assert code == 0, err
+    assert "no flagged requests match --version 2026.12" in out
+    assert f"pipeline_version values of flagged requests: {STABLE} (4), {CANARY} (1)" in " ".join(out.split())
+
+    with TestClient(create_app(home)) as client:
+        page = client.get("/api/v1/queue", params={"version": CANARY}).json()
+    assert [item["request_id"] for item in page["items"]] == [CANARY_ID] and page["total"] == 1
+
+
+async def test_tui_queue_cycles_the_logged_versions(home: Path) -> None:
+    from ragtriage.tui.app import TriageApp
+    from ragtriage.tui.screens.queue_screen import QueueScreen
+    from ragtriage.workspace import Workspace
+
+    workspace = Workspace.open(home)
+    try:
+        app = TriageApp(workspace, warm_up=False)
+        async with app.run_test(size=(160, 30)) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, QueueScreen)
+            assert screen.queue_table.row_count == 5
+            assert [str(c.label) for c in screen.queue_table.columns.values()][-1] == "version"
+            await pilot.press("v")  # the version with the most flagged requests comes first
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert screen.version == STABLE and screen.queue_table.row_count == 4
+            await pilot.press("v")
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert screen.version == CANARY and screen.queue_table.row_count == 1
+            assert screen.queue_table.highlighted_request_id == CANARY_ID
+            assert f"version {CANARY}" in str(screen.query_one("#queue-preview").render())
+            assert f"version={CANARY}" in screen.filters_text()
+    finally:
+        workspace.close()
