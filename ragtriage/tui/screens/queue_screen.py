@@ -23,7 +23,7 @@ from ragtriage.logs.queue import (
 from ragtriage.store.log_tables import TRIAGE_STATUSES
 from ragtriage.triage.rules import LABELS
 from ragtriage.triage.sampling import SAMPLED_REASON
-from ragtriage.tui.host import host
+from ragtriage.tui.host import QUIT, host
 from ragtriage.tui.messages import QueueLoaded
 from ragtriage.tui.screens.case_screen import CaseScreen
 from ragtriage.tui.screens.worker_failures import WorkerFailures
@@ -57,6 +57,7 @@ class QueueScreen(WorkerFailures, Screen[None]):
     """Opens first. Pages are read in a worker and shown with one clear + batch add."""
 
     BINDINGS = [
+        QUIT,
         Binding("enter", "open_case", "Open", id="open-case", tooltip="Open the highlighted request"),
         Binding("slash", "filter_text", "Filter", id="filter-text", tooltip="Filter by query text"),
         Binding("s", "cycle_status", "Status", id="filter-status", tooltip="Cycle the status filter"),
