@@ -318,7 +318,8 @@ def diagnose_request(
 
     `gold` overrides the triage record's gold (None: use the stored gold, itself maybe unknown). A
     logged request diagnosed with its stored gold gets its suggestion stored (`save_suggestions`);
-    one tried with other gold does not, since the queue shows what the stored gold gives.
+    one tried with other gold or `must_have` terms does not: the queue shows what the case screen's
+    replay would give.
 
     Raises:
         NotFoundError: an unknown request_id. InputError: neither a request_id nor a query.
@@ -348,6 +349,6 @@ def diagnose_request(
         counterfactuals=counterfactuals,
         as_of=as_of,
     )
-    if request_id is not None and gold is None:
+    if request_id is not None and gold is None and not must_have:
         save_suggestions(workspace.engine, [result])
     return result, confirmed_label

@@ -85,6 +85,10 @@ def test_every_face_that_diagnoses_stores_the_suggestion(home: Path, run_cli: Ru
     # Trying another gold is a what-if: the queue keeps what the stored gold gives.
     code, _, err = run_cli(["diagnose", TRIED_ID, "--gold", ANSWER, "--no-counterfactuals", "--json"])
     assert code == 0, err
+    code, _, err = run_cli(
+        ["diagnose", TRIED_ID, "--must-have", "电子发票", "--no-counterfactuals", "--json"]
+    )
+    assert code == 0, err
     assert _suggested(run_cli)[TRIED_ID] is None
 
     code, out, err = run_cli(["diagnose", "--all", "--no-counterfactuals", "--json"])
