@@ -210,9 +210,9 @@ def diagnose_flagged(
     """
     from ragtriage.logs.requests import get_requests
     from ragtriage.logs.schema import to_trace
-    from ragtriage.store.triage_repo import save_suggested_labels, undiagnosed_request_ids
+    from ragtriage.store.triage_repo import undiagnosed_request_ids
     from ragtriage.triage.context import WorkspaceContext
-    from ragtriage.triage.diagnose import diagnose
+    from ragtriage.triage.diagnose import Diagnosis, diagnose, save_suggestions
 
     request_ids = undiagnosed_request_ids(workspace.engine, limit)
     records = get_requests(workspace.engine, request_ids)
@@ -222,7 +222,7 @@ def diagnose_flagged(
         [records[r].raw_query for r in request_ids], should_stop=should_stop
     )
     context = WorkspaceContext(workspace)
-    suggestions: dict[str, str | None] = {}
+    diagnoses: list[Diagnosis] = []
     try:
         for request_id, replay in zip(request_ids, replays, strict=False):
             if should_stop is not None and should_stop():
@@ -238,11 +238,11 @@ def diagnose_flagged(
                 counterfactuals=counterfactuals,
                 should_stop=should_stop,
             )
-            suggestions[request_id] = result.suggestion.label or "unknown"
+            diagnoses.append(result)
     finally:
         context.close()
-        save_suggested_labels(workspace.engine, suggestions)
-    return len(suggestions)
+        save_suggestions(workspace.engine, diagnoses)
+    return len(diagnoses)
 
 
 def ensure_eval_run(

@@ -26,6 +26,7 @@ from ragtriage.logs.queue import (
     list_queue,
     parse_since,
     queue_counts,
+    queue_versions,
 )
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.text import page_range
@@ -62,6 +63,12 @@ from ragtriage.store.log_tables import TRIAGE_STATUSES
     default=None,
     help="Only replays measured exact, diverged, diverged for no documented reason, or unmeasured.",
 )
+@click.option(
+    "--version",
+    "version",
+    default=None,
+    help="Only requests production logged with this pipeline_version (e.g. a canary's).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the page as JSON.")
 @workspace_options
 def queue_command(
@@ -74,6 +81,7 @@ def queue_command(
     offset: int,
     sort: str,
     fidelity: str | None,
+    version: str | None,
     as_json: bool,
     where: WorkspaceAt,
 ) -> None:
@@ -91,6 +99,7 @@ def queue_command(
         "suggested": suggested,
         "since": since,
         "fidelity": fidelity,
+        "version": version,
         "sort": None if sort == "newest" else sort,
     }
     with where.open() as workspace:
@@ -106,12 +115,15 @@ def queue_command(
             offset=offset,
             sort=sort,
             fidelity=fidelity,
+            version=version,
         )
         counts = queue_counts(workspace.engine) if not page.items and suggested else None
+        versions = queue_versions(workspace.engine) if not page.items and version is not None else None
     if as_json:
         echo_json(page)
         return
-    _print_queue(page, {name: value for name, value in filters.items() if value is not None}, counts)
+    chosen = {name: value for name, value in filters.items() if value is not None}
+    _print_queue(page, chosen, counts, versions)
 
 
 #: The line under a queue with the fidelity column (`QueueItem.fidelity_cell`).
@@ -122,7 +134,12 @@ FIDELITY_LEGEND = (
 )
 
 
-def _print_queue(page: QueuePage, filters: dict[str, str], counts: QueueCounts | None) -> None:
+def _print_queue(
+    page: QueuePage,
+    filters: dict[str, str],
+    counts: QueueCounts | None,
+    versions: dict[str, int] | None = None,
+) -> None:
     console = stdout_console()
     if not page.items:
         searched = ", ".join(f"--{name} {value}" for name, value in filters.items()) or "no filters"
@@ -143,10 +160,15 @@ def _print_queue(page: QueuePage, filters: dict[str, str], counts: QueueCounts |
                     for name, count in sorted(counts.by_suggested.items(), key=lambda kv: -kv[1])
                 )
                 console.print(f"--suggested values in this home: {present or 'none yet'}")
+            if versions is not None:
+                logged = ", ".join(f"{name} ({count:,})" for name, count in versions.items())
+                console.print(Text(f"pipeline_version values of flagged requests: {logged or 'none logged'}"))
         else:
             console.print("no flagged requests in this home; ingest logs with `ragtriage logs ingest FILE`")
         return
     with_fidelity = any(item.fidelity for item in page.items)
+    # Appears once production logged a pipeline_version for a request on the page.
+    with_version = any(item.pipeline_version for item in page.items)
     # Asked for by --fidelity or --sort fidelity: the column stays however narrow the terminal.
     fidelity_asked = "fidelity" in filters or filters.get("sort") == "fidelity"
     table = FitTable(
@@ -160,6 +182,11 @@ def _print_queue(page: QueuePage, filters: dict[str, str], counts: QueueCounts |
             Col("suggested", "label"),
             # Appears once `ragtriage fidelity` has measured a request on the page.
             *([Col("fidelity", "label", drop_order=None if fidelity_asked else 3)] if with_fidelity else []),
+            *(
+                [Col("version", "label", drop_order=None if "version" in filters else 4)]
+                if with_version
+                else []
+            ),
         ],
         show_edge=False,
     )
@@ -176,6 +203,8 @@ def _print_queue(page: QueuePage, filters: dict[str, str], counts: QueueCounts |
         ]
         if with_fidelity:
             cells.append(Text(item.fidelity_cell))
+        if with_version:
+            cells.append(Text(item.pipeline_version or "—"))
         table.add_row(*cells)
     legend = [Text(FIDELITY_LEGEND, style="dim")] if with_fidelity else []
     print_trimmed(console, Group(table, *legend))

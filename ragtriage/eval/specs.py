@@ -136,3 +136,14 @@ def default_specs(ks: Sequence[int] = DEFAULT_KS, *, coverage_n: int | None = No
     if coverage_n is not None:
         specs.append(MetricSpec("coverage", coverage_n))
     return specs
+
+
+#: Stands for the run's own coverage@N in lists of headline metrics (N is the pool that run used).
+COVERAGE = "coverage"
+
+
+def headline_labels(names: Iterable[str], present: Iterable[str]) -> list[str]:
+    """`names` with `COVERAGE` replaced by the coverage@N labels among `present` (a run's metric
+    names), since N is the candidate pool of that run; left out when the run has none."""
+    coverage = [label for label in present if label.startswith(f"{COVERAGE}@")]
+    return [label for name in names for label in (coverage if name == COVERAGE else [name])]

@@ -35,6 +35,8 @@ class QueueItem(BaseModel):
     labels: list[str] = Field(default_factory=list)
     assignee: str | None = None
     revision: int
+    pipeline_version: str | None = None
+    """The logged request's pipeline_version (None: the log carried none)."""
     suggested_label: str | None = None
     """Root cause suggested by diagnosis, when one ran."""
     fidelity: str | None = None
@@ -124,6 +126,7 @@ def list_queue(
     undiagnosed: bool = False,
     sort: str = "newest",
     fidelity: str | None = None,
+    version: str | None = None,
 ) -> QueuePage:
     """One page of triage records (newest request first) joined with their query text.
 
@@ -134,7 +137,8 @@ def list_queue(
     diagnosis' suggested label, `undiagnosed` keeps the records no diagnosis has run on; `sort` is a
     key of `QUEUE_SORTS` (request_id breaks ties); `fidelity` keeps replays measured `exact` (every
     logged stage reproduced), `diverged` (some stage differs), `unexplained` (a stage differs for no
-    documented reason) or `unmeasured`.
+    documented reason) or `unmeasured`; `version` keeps the requests production logged with that
+    pipeline_version (exact match: a canary's cases).
 
     Raises:
         InputError: an unknown status, sort or fidelity filter, or a negative limit/offset.
@@ -158,6 +162,8 @@ def list_queue(
         conditions.append(triage.c.suggested_label == suggested)
     if undiagnosed:
         conditions.append(triage.c.suggested_label.is_(None))
+    if version is not None:
+        conditions.append(requests.c.pipeline_version == version)
     if text:
         escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         conditions.append(requests.c.raw_query.like(f"%{escaped}%", escape="\\"))
@@ -172,7 +178,7 @@ def list_queue(
     order.append(triage.c.request_id.desc() if descending else triage.c.request_id.asc())
     with read_session(engine) as session:
         counted = select(func.count()).select_from(triage)
-        if text:
+        if text or version is not None:
             counted = counted.join(requests, requests.c.request_id == triage.c.request_id)
         if joins_fidelity:
             counted = counted.outerjoin(measured, measured.c.request_id == triage.c.request_id)
@@ -188,6 +194,7 @@ def list_queue(
                 triage.c.labels,
                 triage.c.assignee,
                 triage.c.revision,
+                requests.c.pipeline_version,
                 triage.c.suggested_label,
                 measured.c.line,
                 measured.c.min_rbo,
@@ -211,6 +218,7 @@ def list_queue(
             labels=list(row.labels or []),
             assignee=row.assignee,
             revision=row.revision,
+            pipeline_version=row.pipeline_version,
             suggested_label=row.suggested_label,
             fidelity=row.line,
             fidelity_rbo=row.min_rbo,
@@ -245,3 +253,19 @@ def queue_counts(engine: Engine) -> QueueCounts:
                 target[NOT_DIAGNOSED if value is None else str(value)] = int(count)
     counts.total = sum(counts.by_status.values())
     return counts
+
+
+def queue_versions(engine: Engine) -> dict[str, int]:
+    """Flagged requests per logged pipeline_version, most first (requests without one are left out)."""
+    triage = TriageRow.__table__  # type: ignore[attr-defined]
+    requests = RequestLogRow.__table__  # type: ignore[attr-defined]
+    version = requests.c.pipeline_version
+    statement = (
+        select(version, func.count())
+        .select_from(triage.join(requests, requests.c.request_id == triage.c.request_id))
+        .where(version.is_not(None))
+        .group_by(version)
+        .order_by(func.count().desc(), version)
+    )
+    with read_session(engine) as session:
+        return {str(name): int(count) for name, count in session.execute(statement)}

@@ -4,8 +4,9 @@ score = w_ce · p_ce + w_rrf · rrf + w_title · title_hit + w_fresh · freshnes
         + w_pl · product_line + w_key · key_terms + w_bm25 · bm25_score + w_dense · dense_score
 (`bm25_score`, `dense_score`: the chunk's min-max normalised route scores, `route_scores`.)
 Without a cross-encoder (`backend = "none"`) the p_ce term is absent and the trace says
-`features-only`. The business features are pure functions, each in [0, 1]. The cross-encoder scorers
-live in `rerank_backends.py`.
+`features-only`. The business features are pure functions, each in [0, 1]; their formulas, units
+and settings are documented in docs/settings.md#rerank-features. The cross-encoder scorers live in
+`rerank_backends.py`.
 """
 
 from __future__ import annotations

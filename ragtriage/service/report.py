@@ -26,6 +26,7 @@ from ragtriage.errors import InputError
 from ragtriage.eval.compare import DEFAULT_TEST_METRICS, Comparison, compare_runs
 from ragtriage.eval.gate import GateResult
 from ragtriage.eval.run_view import CaseResult, RunDetail, RunListItem, case_results, run_detail
+from ragtriage.eval.specs import COVERAGE, headline_labels
 from ragtriage.service import charts
 from ragtriage.store import eval_repo as eval_store
 from ragtriage.store.eval_tables import EvalRunRow
@@ -35,7 +36,7 @@ from ragtriage.wording import quoted
 __all__ = ["render_health", "render_index", "render_report", "write_health", "write_report"]
 
 #: Metrics in the main table (every metric is in the "all metrics" table below it).
-HEADLINE_METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10", "hit@1", "hit@5", "p@5", "coverage@30")
+HEADLINE_METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10", "hit@1", "hit@5", "p@5", COVERAGE)
 #: Metrics charted and tabled per bucket.
 BUCKET_METRICS = ("recall@5", "mrr", "ndcg@10")
 #: Worst cases shown with their gold journey.
@@ -206,6 +207,7 @@ def build_context(engine: Engine, run_ref: str | int, compare: str | int | None 
         series[label_b] = _shifts(cases_b)
     if any(shifts or dropped for shifts, dropped in series.values()):
         figures["rank_shift"] = Markup(charts.rank_shift_chart(series))
+    means_a = (detail_a.aggregates or {}).get("means", {})
     config_a = _flatten(detail_a.config)
     config_b = _flatten(detail_b.config) if detail_b is not None else {}
     config_keys = sorted(set(config_a) | set(config_b))
@@ -216,8 +218,13 @@ def build_context(engine: Engine, run_ref: str | int, compare: str | int | None 
         "comparison": comparison,
         "primary": primary,
         "alpha": ALPHA,
-        "means_a": (detail_a.aggregates or {}).get("means", {}),
-        "headline": HEADLINE_METRICS,
+        "means_a": means_a,
+        "headline": headline_labels(
+            HEADLINE_METRICS,
+            [*means_a, *(delta.metric for delta in comparison.overall)]
+            if comparison is not None
+            else means_a,
+        ),
         "bucket_names": bucket_names,
         "bucket_metrics": bucket_metrics,
         "bucket_values_a": values_a,

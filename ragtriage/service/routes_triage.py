@@ -72,6 +72,9 @@ def queue(
     since: Annotated[str | None, Query(description="30m, 12h, 7d, 2w or an ISO date/time.")] = None,
     text: Annotated[str | None, Query(description="Keep queries containing this text.")] = None,
     suggested: str | None = None,
+    version: Annotated[
+        str | None, Query(description="Keep requests logged with this pipeline_version (e.g. a canary's).")
+    ] = None,
     sort: Annotated[str, Query(description=f"One of {', '.join(QUEUE_SORTS)}.")] = "newest",
     limit: Annotated[int, Query(ge=0, le=1000)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
@@ -89,6 +92,7 @@ def queue(
         text=text,
         suggested=suggested,
         sort=sort,
+        version=version,
     )
 
 
@@ -109,7 +113,9 @@ def get_diagnosis(
 ) -> Diagnosis:
     """Replay the request and diagnose it: gold journeys, suggested root cause, counterfactual replays.
 
-    This replays through the pipeline (seconds, not milliseconds); nothing is written.
+    This replays through the pipeline (seconds, not milliseconds). Diagnosed with the stored gold (no
+    `gold` given), its suggested root cause is stored as the queue's `suggested_label`, as the CLI and
+    the TUI store it; nothing else is written.
     """
     workspace = state.fresh_workspace()
     context = WorkspaceContext(workspace)

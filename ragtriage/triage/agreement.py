@@ -22,7 +22,7 @@ from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.replay.logged import logged_trace
 from ragtriage.store.triage_repo import diagnosable_cases, list_records
 from ragtriage.triage.context import DiagnosisContext
-from ragtriage.triage.diagnose import Diagnosis, diagnose
+from ragtriage.triage.diagnose import Diagnosis, diagnose, save_suggestions
 from ragtriage.triage.workflow import confirm_case, label_case
 
 
@@ -146,7 +146,8 @@ def diagnose_all(
     on_progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> AgreementReport:
-    """Diagnose every case (logged trace + one replay each) and report agreement."""
+    """Diagnose every case (logged trace + one replay each), store each suggestion as the queue's
+    `suggested` (`save_suggestions`), and report agreement."""
     started = time.perf_counter()
     cases = load_cases(engine, no_gold_labels)
     replays, profiles = _replay_cases(ctx, cases, should_stop)
@@ -183,6 +184,7 @@ def diagnose_all(
         )
         if on_progress is not None:
             on_progress(done, len(cases))
+    save_suggestions(engine, diagnoses)
     seconds = time.perf_counter() - started
     return AgreementReport(
         diagnoses=diagnoses,

@@ -3,17 +3,19 @@ the counterfactual replays that confirm it; when gold is unknown, what is needed
 
 `diagnose_request` loads a logged request's trace and stored gold first: the CLI's `diagnose`,
 `aliases suggest` and the REST API's diagnosis view all go through it, so the same request gets the
-same diagnosis on every face.
+same diagnosis on every face. A diagnosis made with the stored gold is stored as the request's
+suggested root cause (`save_suggestions`, which the TUI's replay and `diagnose --all` call too).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
+from sqlalchemy.engine import Engine
 
 from ragtriage.config.profiles import resolve_profile
 from ragtriage.errors import InputError, NotFoundError
@@ -21,7 +23,7 @@ from ragtriage.logs.requests import find_request
 from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.replay.logged import logged_trace
 from ragtriage.store.gold import gold_ids
-from ragtriage.store.triage_repo import find_record
+from ragtriage.store.triage_repo import find_record, save_suggested_labels
 from ragtriage.triage.context import DiagnosisContext
 from ragtriage.triage.counterfactual import CounterfactualResult, run_counterfactuals
 from ragtriage.triage.facts import AliasPair, Facts, collect_facts, covered, fidelity_evidence
@@ -31,6 +33,9 @@ from ragtriage.wording import quoted
 
 if TYPE_CHECKING:
     from ragtriage.workspace import Workspace
+
+#: Suggested label stored for a diagnosed request whose diagnosis named no cause (None: not diagnosed).
+NO_CAUSE = "unknown"
 
 #: Confidence added when a counterfactual confirms the label, removed when every one that ran failed.
 CONFIRM_BONUS = 0.1
@@ -247,6 +252,16 @@ def diagnose(
     return diagnosis
 
 
+def save_suggestions(engine: Engine, diagnoses: Iterable[Diagnosis]) -> int:
+    """Store each diagnosis' suggested label as its request's `suggested_label` (the queue's
+    `suggested` column), `NO_CAUSE` when it named none; diagnoses of a bare query are skipped.
+    Every face calls this after diagnosing with the stored gold. Returns the records updated."""
+    return save_suggested_labels(
+        engine,
+        {d.request_id: d.suggestion.label or NO_CAUSE for d in diagnoses if d.request_id is not None},
+    )
+
+
 class LoggedCase(BaseModel):
     """A logged request as diagnosis sees it."""
 
@@ -301,7 +316,10 @@ def diagnose_request(
 ) -> tuple[Diagnosis, str | None]:
     """(diagnosis, confirmed label) of a logged request, or of `query` alone.
 
-    `gold` overrides the triage record's gold (None: use the stored gold, itself maybe unknown).
+    `gold` overrides the triage record's gold (None: use the stored gold, itself maybe unknown). A
+    logged request diagnosed with its stored gold gets its suggestion stored (`save_suggestions`);
+    one tried with other gold or `must_have` terms does not: the queue shows what the case screen's
+    replay would give.
 
     Raises:
         NotFoundError: an unknown request_id. InputError: neither a request_id nor a query.
@@ -331,4 +349,6 @@ def diagnose_request(
         counterfactuals=counterfactuals,
         as_of=as_of,
     )
+    if request_id is not None and gold is None and not must_have:
+        save_suggestions(workspace.engine, [result])
     return result, confirmed_label

@@ -24,7 +24,7 @@ class TriageApp(App[None]):
     SUB_TITLE = ""
     """Each screen names itself in the header (`queue`, `case REQUEST_ID`, `eval runs`)."""
     BINDINGS = [
-        Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
+        Binding("ctrl+q", "quit", "Quit", id="quit", priority=True, show=False),  # screens show q
         Binding("f1,question_mark", "help", "Help", id="help", tooltip="Show every key and its binding id"),
         Binding("e", "open_eval", "Eval", id="open-eval", tooltip="Runs, metrics and comparisons"),
         Binding(

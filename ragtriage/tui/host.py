@@ -1,10 +1,13 @@
-"""What the screens need of the app (its workspace, the pipeline-ready event), as a Protocol: screens
-reach `TriageApp` through `self.app` without importing the app module that imports them."""
+"""What the screens need of the app (its workspace, the pipeline-ready event, the quit key), as a
+Protocol and a binding: screens reach `TriageApp` through `self.app` without importing the app
+module that imports them."""
 
 from __future__ import annotations
 
 import threading
 from typing import Protocol, cast
+
+from textual.binding import Binding
 
 from ragtriage.workspace import Workspace
 
@@ -20,3 +23,8 @@ class TriageHost(Protocol):
 def host(app: object) -> TriageHost:
     """`app` (a screen's `self.app`) as the `TriageApp` it is."""
     return cast(TriageHost, app)
+
+
+#: First in every screen's bindings, so the footer shows it even at 80 columns (app bindings come
+#: last there, and a modal screen hides them). A focused text input types the q instead.
+QUIT = Binding("q", "app.quit", "Quit", id="quit-q", tooltip="Quit ragtriage (ctrl+q also quits)")

@@ -18,10 +18,11 @@ from ragtriage.tui.case_data import CaseData
 
 @dataclass(eq=False)
 class QueueLoaded(Message):
-    """One page of the queue and the counts per status and label."""
+    """One page of the queue, the counts per status and label, and the logged pipeline versions."""
 
     page: QueuePage
     counts: QueueCounts
+    versions: tuple[str, ...] = ()
 
 
 @dataclass(eq=False)

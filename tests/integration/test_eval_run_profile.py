@@ -24,6 +24,8 @@ description = "production's old shape: BM25 on the raw query, three chunks"
 routes = ["bm25_raw"]
 [profiles.bm25-only.rerank]
 top_n = 3
+[profiles.pool-10.retrieval]
+candidate_pool = 10
 """
 CHUNK_IDS = {doc: f"c0ffee00-0000-4000-8000-{n:012d}" for n, doc in enumerate(TINY_DOCS, start=1)}
 QUERIES = {"travel": "出差发票多久内交", "invoice": "红字发票怎么开", "vpn": "VPN 连不上"}
@@ -107,3 +109,18 @@ def test_an_unknown_profile_is_refused_before_any_run_is_stored(
     assert exited.value.code == 2 and err.count("\n") == 1
     assert "no profile 'bm25only'; did you mean 'bm25-only'?" in err  # the nearest profile
     assert json.loads(_run("eval", "runs", "--json").stdout) == []
+
+
+def test_coverage_is_labelled_with_the_pool_the_run_used(home: Path) -> None:
+    """A profile whose candidate pool is 10 reports coverage@10, never the default pool's coverage@30."""
+    small = _run("eval", "run", "--name", "pool-10", "--profile", "pool-10", "--json")
+    assert small.exit_code == 0, small.output
+    base = _run("eval", "run", "--name", "base", "--json")
+    assert base.exit_code == 0, base.output
+    shown = {name: json.loads(_run("eval", "show", name, "--json").stdout) for name in ("pool-10", "base")}
+    assert "coverage@10" in shown["pool-10"]["aggregates"]["means"], shown["pool-10"]["aggregates"]
+    assert "coverage@30" not in shown["pool-10"]["aggregates"]["means"]
+    assert "coverage@30" in shown["base"]["aggregates"]["means"]
+    means = {r["name"]: r["means"] for r in json.loads(_run("eval", "runs", "--json").stdout)}
+    assert "coverage@10" in means["pool-10"] and "coverage@30" not in means["pool-10"]
+    assert "coverage@30" in means["base"]

@@ -202,7 +202,8 @@ async def test_a_narrow_terminal_puts_the_preview_under_the_table_so_chunk_ids_f
         assert screen.has_class("-narrow")
         # Beside the table it got about a quarter of 80 columns; under it, the whole width.
         assert preview.region.width >= 70 and preview.region.y > screen.candidate_table.region.y
-        await pilot.resize_terminal(120, 36)
+        await pilot.resize_terminal(160, 45)
         await pilot.pause()
         assert not screen.has_class("-narrow")
-        assert preview.region.x > screen.candidate_table.region.x
+        # Beside the table: wide enough for a UUID after its label (ids start their own line).
+        assert preview.region.x > screen.candidate_table.region.x and preview.region.width >= 46

@@ -29,6 +29,15 @@ async def _case(pilot: Any) -> None:
     await _queue(pilot)
 
 
+async def _case_replayed(pilot: Any) -> None:
+    await _case(pilot)
+    await pilot.press("r")
+    await _queue(pilot)
+    await _queue(pilot)
+    pilot.app.clear_notifications()  # the "replayed" toast would cover the diagnosis
+    await pilot.pause()
+
+
 async def _eval(pilot: Any) -> None:
     await _queue(pilot)
     await pilot.press("e")
@@ -56,3 +65,13 @@ def test_queue_snapshot_at_width(workspace: Workspace, snap_compare: Callable[..
     """The queue's columns at 80 columns, a narrow and a wide terminal (query gets the spare width)."""
     app = TriageApp(workspace, warm_up=False)
     assert snap_compare(app, run_before=_queue, terminal_size=(width, SIZE[1]))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
+def test_case_snapshot_at_size(
+    workspace: Workspace, snap_compare: Callable[..., bool], size: tuple[int, int]
+) -> None:
+    """The replayed case: at least 8 candidate rows and the whole first evidence line at 80×24; the
+    preview beside the table at 160×45 with each id on its own line; `q Quit` first in the footer."""
+    app = TriageApp(workspace, warm_up=False)
+    assert snap_compare(app, run_before=_case_replayed, terminal_size=size)

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import httpx
 import pytest
 
-from ragtriage.config.settings import RerankSettings
+from ragtriage.config.settings import FeatureWeights, RerankSettings
 from ragtriage.errors import PipelineError
 from ragtriage.pipeline.rerank import (
+    FEATURE_NAMES,
     Reranker,
     RerankItem,
     build_scorer,
@@ -22,6 +25,7 @@ from ragtriage.pipeline.rerank import (
     title_hit,
 )
 from ragtriage.pipeline.rerank_backends import HTTPRerankScorer, estimate_tokens, sigmoid
+from tests.conftest import REPO_ROOT
 
 NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
 
@@ -227,3 +231,46 @@ def test_score_features_are_weighted_and_shown_in_the_pair() -> None:
     top = outcome.pairs[0]
     assert top.features["bm25_score"] == 1.0 and top.features["dense_score"] == 0.0
     assert top.score == pytest.approx(10.0 / 61 + 0.2 * 1.0)
+
+
+def _attribute_docstrings(cls: type) -> dict[str, str]:
+    """Field name → the docstring written under it in the class body."""
+    body = ast.parse(inspect.getsource(cls)).body[0]
+    assert isinstance(body, ast.ClassDef)
+    found: dict[str, str] = {}
+    for field, doc in zip(body.body, body.body[1:], strict=False):
+        if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name):
+            if isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant):
+                found[field.target.id] = str(doc.value.value)
+    return found
+
+
+def test_every_rerank_feature_is_documented_with_its_formula_and_settings() -> None:
+    text = (REPO_ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
+    section = text.split("\n## Rerank features\n", 1)[1].split("\n## ", 1)[0]
+    rows = {line.split("|")[1].strip(): line for line in section.splitlines() if line.startswith("| `")}
+    weights = FeatureWeights()
+    for name in FEATURE_NAMES:
+        assert f"`{name}`" in rows, f"docs/settings.md#rerank-features has no row for {name}"
+        assert f"`[rerank.weights] {name}` ({getattr(weights, name)})" in rows[f"`{name}`"], name
+    defaults = RerankSettings()
+    assert (
+        f"`[rerank] freshness_half_life_days` ({defaults.freshness_half_life_days} days)"
+        in rows["`freshness`"]
+    )
+    assert "0.5 ^ (age_days ÷ `freshness_half_life_days`)" in rows["`freshness`"]
+    # The worked example is the code's own arithmetic.
+    aged = freshness(NOW - timedelta(days=90), NOW, defaults.freshness_half_life_days)
+    assert f"0.5 ^ (90 ÷ 180) = {aged:.3f}" in " ".join(section.split())
+    assert f"0.02 × {aged:.3f} = {weights.freshness * aged:.3f}" in " ".join(section.split())
+    assert title_hit(["a", "b", "c", "d"], "a b") == 0.5  # "2 of the query's 4 keywords"
+    # The settings a reader meets first point at the formulas.
+    anchor = "docs/settings.md#rerank-features"
+    assert anchor in (FeatureWeights.__doc__ or "")
+    for cls, names in (
+        (FeatureWeights, ("title_hit", "freshness")),
+        (RerankSettings, ("freshness_half_life_days", "freshness_now")),
+    ):
+        docs = _attribute_docstrings(cls)
+        for name in names:
+            assert anchor in " ".join(docs.get(name, "").split()), (cls.__name__, name)

@@ -25,13 +25,14 @@ from ragtriage.pipeline.factory import build_rule_rewriter
 from ragtriage.pipeline.pipeline import RunCancelled
 from ragtriage.pipeline.types import Trace
 from ragtriage.store import triage_repo
-from ragtriage.store.triage_repo import ConflictError, TriageRecord, save_suggested_labels
+from ragtriage.store.triage_repo import ConflictError, TriageRecord
 from ragtriage.triage.alias_mining import DEFAULT_ALIAS_FILE, add_aliases
+from ragtriage.triage.diagnose import save_suggestions
 from ragtriage.triage.journey import gold_journey
 from ragtriage.triage.promote import promote_request
 from ragtriage.triage.rules import LABELS
 from ragtriage.tui.case_data import CaseData, load_case, replay_case
-from ragtriage.tui.host import host
+from ragtriage.tui.host import QUIT, host
 from ragtriage.tui.messages import (
     ActionFinished,
     CaseLoaded,
@@ -71,14 +72,20 @@ def label_bindings() -> list[Binding]:
     ]
 
 
-#: Below this many columns the chunk preview sits under the candidate table, not beside it.
-NARROW_WIDTH = 100
+#: Below this many columns the chunk preview sits under the candidate table, not beside it: beside
+#: it, the preview is at least 46 cells wide (app.tcss), so ids of up to 43 cells (a UUID is 36)
+#: start their own line and never break, and the table keeps its chunk id and rank columns.
+NARROW_WIDTH = 130
+#: Below this many rows (an 80×24 terminal) the panels drop their rules, the journey cells take one
+#: line and the query panel three, so the candidate table keeps at least 8 rows.
+SHORT_HEIGHT = 32
 
 
 class CaseScreen(WorkerFailures, Screen[None]):
     """One flagged request. Workers load, replay and save; handlers update the widgets."""
 
     BINDINGS = [
+        QUIT,
         Binding("escape", "cancel_or_back", "Back/cancel", id="back-or-cancel", priority=True),
         Binding("r", "replay", "Replay", id="replay-case", tooltip="Replay and diagnose in the background"),
         Binding("t", "toggle_source", "Logged/replayed", id="toggle-source"),
@@ -133,6 +140,7 @@ class CaseScreen(WorkerFailures, Screen[None]):
     def on_mount(self) -> None:
         self.progress.display = False
         self.set_class(self.app.size.width < NARROW_WIDTH, "-narrow")
+        self.set_class(self.app.size.height < SHORT_HEIGHT, "-short")
         self.candidate_table.focus()
         self.load()
 
@@ -140,6 +148,7 @@ class CaseScreen(WorkerFailures, Screen[None]):
         # Side by side, a narrow terminal leaves the preview too few cells for a chunk id
         # (a UUID is 36): below NARROW_WIDTH the preview goes under the candidate table.
         self.set_class(event.size.width < NARROW_WIDTH, "-narrow")
+        self.set_class(event.size.height < SHORT_HEIGHT, "-short")
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="cases")
     def load(self) -> None:
@@ -239,9 +248,7 @@ class CaseScreen(WorkerFailures, Screen[None]):
             self.post_message(ReplayCancelled(case.request_id))
             return
 
-        save_suggested_labels(
-            app.workspace.engine, {case.request_id: diagnosis.suggestion.label or "unknown"}
-        )
+        save_suggestions(app.workspace.engine, [diagnosis])
         self.post_message(ReplayFinished(case.request_id, trace, diagnosis, chunks))
 
     @on(ReplayProgress)

@@ -8,11 +8,14 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label
 
+from ragtriage.tui.host import QUIT
+
 
 class ConfirmModal(ModalScreen[bool]):
     """Shows what will change; dismisses with True on enter, False on escape."""
 
     BINDINGS = [
+        QUIT,
         Binding("enter", "confirm", "Confirm", id="confirm"),
         Binding("escape", "cancel", "Cancel", id="cancel-confirm"),
     ]

@@ -17,12 +17,12 @@ from textual.worker import Worker, get_current_worker
 from ragtriage.eval.compare import Comparison, compare_runs
 from ragtriage.eval.runner import effective_status, run_eval
 from ragtriage.store import eval_repo as eval_store
-from ragtriage.tui.host import host
+from ragtriage.tui.host import QUIT, host
 from ragtriage.tui.messages import ComparisonReady, EvalFinished, EvalProgress, EvalRunsLoaded
 from ragtriage.tui.screens.worker_failures import WorkerFailures
 from ragtriage.tui.widgets.metric_plot import MetricPlot
 
-SUMMARY_METRICS = ("recall@5", "mrr", "ndcg@10", "hit@5", "coverage@30")
+SUMMARY_METRICS = ("recall@5", "mrr", "ndcg@10")
 PLOT_METRICS = ("recall@5", "mrr", "ndcg@10", "hit@1", "hit@5")
 
 
@@ -74,6 +74,7 @@ class EvalScreen(WorkerFailures, Screen[None]):
     """`space` marks run A, `c` compares it with the highlighted run, `n` starts a run, `m` changes the plot."""
 
     BINDINGS = [
+        QUIT,
         Binding("escape", "cancel_or_back", "Back/cancel", id="eval-back-or-cancel", priority=True),
         Binding("space", "mark_run", "Mark A", id="mark-run"),
         Binding("c", "compare", "Compare", id="compare-runs"),

@@ -12,6 +12,7 @@ from textual.widgets import DataTable, Input, Label
 from textual.worker import get_current_worker
 
 from ragtriage.tui.case_data import search_kb
+from ragtriage.tui.host import QUIT
 from ragtriage.tui.messages import KBSearchFinished
 from ragtriage.tui.screens.worker_failures import WorkerFailures
 from ragtriage.workspace import Workspace
@@ -20,7 +21,7 @@ from ragtriage.workspace import Workspace
 class GoldSearchModal(WorkerFailures, ModalScreen[str | None]):
     """Type words, enter searches; enter on a result (or `g`) chooses it; escape returns None."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="cancel-search", priority=True)]
+    BINDINGS = [QUIT, Binding("escape", "cancel", "Cancel", id="cancel-search", priority=True)]
 
     def __init__(self, workspace: Workspace, query: str = "") -> None:
         super().__init__()

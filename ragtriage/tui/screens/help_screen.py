@@ -10,6 +10,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from ragtriage.tui.host import QUIT
+
 
 def bindings_table(rows: list[tuple[str, str, str]]) -> Table:
     """Key, action description and binding id per row."""
@@ -23,9 +25,9 @@ def bindings_table(rows: list[tuple[str, str, str]]) -> Table:
 
 
 class HelpScreen(ModalScreen[None]):
-    """Modal list of keys; escape, q or ? closes it."""
+    """Modal list of keys; escape or ? closes it, q quits."""
 
-    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close", id="close-help")]
+    BINDINGS = [QUIT, Binding("escape,question_mark,f1", "dismiss", "Close", id="close-help")]
 
     def __init__(self, rows: list[tuple[str, str, str]]) -> None:
         super().__init__()

@@ -15,7 +15,7 @@ from textual.worker import get_current_worker
 
 from ragtriage.logs.requests import span_days, stored_request_span
 from ragtriage.triage.monitor import MonitorReport, compute_monitor
-from ragtriage.tui.host import host
+from ragtriage.tui.host import QUIT, host
 from ragtriage.tui.screens.worker_failures import WorkerFailures
 from ragtriage.tui.widgets.monitor_panel import MonitorPanel
 from ragtriage.wording import plural
@@ -43,6 +43,7 @@ class MonitorScreen(WorkerFailures, Screen[None]):
     """Figures table and charts; `g` groups by day or version, `t` changes the window."""
 
     BINDINGS = [
+        QUIT,
         Binding("escape", "app.pop_screen", "Back", id="close-monitor"),
         Binding(
             "g", "toggle_by", "Day/version", id="monitor-group-by", tooltip="Group by day or pipeline_version"

@@ -8,6 +8,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
+from ragtriage.tui.host import QUIT
+
 
 def clean_note(text: str) -> str | None:
     """The note to save: stripped text, None when there is nothing to save."""
@@ -18,7 +20,7 @@ def clean_note(text: str) -> str | None:
 class NoteModal(ModalScreen[str | None]):
     """`n` on the case screen: enter saves, escape cancels."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="cancel-note")]
+    BINDINGS = [QUIT, Binding("escape", "cancel", "Cancel", id="cancel-note")]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="note-dialog", classes="dialog"):

@@ -1,4 +1,5 @@
-"""The queue: flagged requests, filtered by status, label, reason, suggestion and free text, paged."""
+"""The queue: flagged requests, filtered by status, label, reason, suggestion, pipeline version and
+free text, paged."""
 
 from __future__ import annotations
 
@@ -11,11 +12,18 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 from textual.worker import get_current_worker
 
 from ragtriage.logs.flagging import REASONS
-from ragtriage.logs.queue import FIDELITY_FILTERS, QUEUE_SORTS, QueueCounts, list_queue, queue_counts
+from ragtriage.logs.queue import (
+    FIDELITY_FILTERS,
+    QUEUE_SORTS,
+    QueueCounts,
+    list_queue,
+    queue_counts,
+    queue_versions,
+)
 from ragtriage.store.log_tables import TRIAGE_STATUSES
 from ragtriage.triage.rules import LABELS
 from ragtriage.triage.sampling import SAMPLED_REASON
-from ragtriage.tui.host import host
+from ragtriage.tui.host import QUIT, host
 from ragtriage.tui.messages import QueueLoaded
 from ragtriage.tui.screens.case_screen import CaseScreen
 from ragtriage.tui.screens.worker_failures import WorkerFailures
@@ -30,6 +38,7 @@ LETTER_ACTIONS = {
     "cycle_reason",
     "cycle_suggested",
     "cycle_fidelity",
+    "cycle_version",
     "cycle_sort",
     "next_page",
     "previous_page",
@@ -48,6 +57,7 @@ class QueueScreen(WorkerFailures, Screen[None]):
     """Opens first. Pages are read in a worker and shown with one clear + batch add."""
 
     BINDINGS = [
+        QUIT,
         Binding("enter", "open_case", "Open", id="open-case", tooltip="Open the highlighted request"),
         Binding("slash", "filter_text", "Filter", id="filter-text", tooltip="Filter by query text"),
         Binding("s", "cycle_status", "Status", id="filter-status", tooltip="Cycle the status filter"),
@@ -68,6 +78,14 @@ class QueueScreen(WorkerFailures, Screen[None]):
             tooltip="Cycle the replay-fidelity filter (exact, diverged, unexplained, unmeasured)",
             show=False,  # the footer is full at 100 columns; the help screen lists it
         ),
+        Binding(
+            "v",
+            "cycle_version",
+            "Version",
+            id="filter-version",
+            tooltip="Cycle the pipeline_version filter over the versions production logged (a canary's cases)",
+            show=False,  # the footer is full at 100 columns; the help screen lists it
+        ),
         Binding("o", "cycle_sort", "Sort", id="sort-queue", tooltip="Cycle the sort order"),
         Binding("right_square_bracket,pagedown", "next_page", "Next page", id="next-page"),
         Binding("left_square_bracket,pageup", "previous_page", "Prev page", id="previous-page"),
@@ -84,6 +102,9 @@ class QueueScreen(WorkerFailures, Screen[None]):
         self.reason: str | None = None
         self.suggested: str | None = None
         self.fidelity: str | None = None
+        self.version: str | None = None
+        self.versions: tuple[str, ...] = ()
+        """The pipeline versions of flagged requests, most requests first (`v` cycles them)."""
         self.text_filter: str | None = None
         self.sort = "newest"
         self.page_offset = 0
@@ -133,6 +154,7 @@ class QueueScreen(WorkerFailures, Screen[None]):
                 ("reason", self.reason),
                 ("suggested", self.suggested),
                 ("fidelity", self.fidelity),
+                ("version", self.version),
                 ("text", self.text_filter),
             )
             if value
@@ -160,17 +182,20 @@ class QueueScreen(WorkerFailures, Screen[None]):
             text=self.text_filter,
             sort=self.sort,
             fidelity=self.fidelity,
+            version=self.version,
             limit=PAGE_SIZE,
             offset=offset,
         )
         counts = queue_counts(engine) if with_counts else self.counts
+        versions = tuple(queue_versions(engine)) if with_counts else self.versions
         if not get_current_worker().is_cancelled:
-            self.post_message(QueueLoaded(page, counts))
+            self.post_message(QueueLoaded(page, counts, versions))
 
     @on(QueueLoaded)
     def _show_page(self, message: QueueLoaded) -> None:
         page = message.page
         self.total, self.counts, self.page_offset = page.total, message.counts, page.offset
+        self.versions = message.versions
         self.queue_table.show_page(page.items)
         self.show_preview(self.queue_table.highlighted_request_id)
         self.query_one(CountsBar).show(
@@ -192,6 +217,8 @@ class QueueScreen(WorkerFailures, Screen[None]):
         line = Text(f"{item.request_id}: ", style="bold")
         line.append(item.raw_query)
         details = [f"flagged: {', '.join(item.reasons)}"]
+        if item.pipeline_version:
+            details.append(f"version {item.pipeline_version}")
         if item.suggested_label:
             details.append(f"suggested {item.suggested_label}")
         details.append(f"label {item.primary_label}" if item.primary_label else "no label")
@@ -224,7 +251,8 @@ class QueueScreen(WorkerFailures, Screen[None]):
         self.reload(0)
 
     def action_clear_filters(self) -> None:
-        self.status = self.label = self.reason = self.suggested = self.fidelity = self.text_filter = None
+        self.status = self.label = self.reason = self.suggested = self.fidelity = None
+        self.version = self.text_filter = None
         self.filter_input.value = ""
         self.filter_input.display = False
         self.queue_table.focus()
@@ -249,6 +277,13 @@ class QueueScreen(WorkerFailures, Screen[None]):
 
     def action_cycle_fidelity(self) -> None:
         self.fidelity = cycle((None, *FIDELITY_FILTERS), self.fidelity)
+        self.reload(0)
+
+    def action_cycle_version(self) -> None:
+        if not self.versions and self.version is None:
+            self.notify("no flagged request logged a pipeline_version", markup=False)
+            return
+        self.version = cycle((None, *self.versions), self.version)
         self.reload(0)
 
     def action_cycle_sort(self) -> None:

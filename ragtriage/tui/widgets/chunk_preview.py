@@ -1,4 +1,5 @@
-"""Preview of one chunk: title path, ids, and its literal text with the query terms highlighted."""
+"""Preview of one chunk: title path, ids (each on its own line), and its literal text with the query
+terms highlighted."""
 
 from __future__ import annotations
 
@@ -25,9 +26,11 @@ def preview_text(
         text.append(f"{chunk_id or '(no chunk)'}: not in the KB (stale index or another KB)", style="red")
         return text
     text.append(" › ".join([chunk.title, *chunk.heading_path]) + "\n", style="bold")
+    # Each id starts its own line after a one-word label: a narrow pane folds before the id, and
+    # the pane is as wide as a UUID (app.tcss), so an id is never broken.
+    text.append(f"chunk {chunk.chunk_id}\n", style="dim")
     text.append(
-        f"{chunk.chunk_id}  ·  {chunk.doc_id}  ·  {chunk.status}  ·  {chunk.updated_at or '—'}\n\n",
-        style="dim",
+        f"doc {chunk.doc_id}  ·  {chunk.status}  ·  updated {chunk.updated_at or '—'}\n\n", style="dim"
     )
     body = Text(chunk.content)
     words = [term for term in dict.fromkeys(terms) if term.strip()]

@@ -5,7 +5,8 @@ recomputed whenever either changes, so the layout is the same whether the data a
 after the first resize. The time, the request id (whole: a UUID is 36 cells) and the status always
 show; headers are never cut. On a narrow terminal the suggested cause, the label and then the flag
 reasons are left out and the query (then the reasons) is cut with `…`, counted in cells; the
-preview line under the table shows all of them whole.
+preview line under the table shows all of them whole. Once production logged a pipeline_version for
+a request on the page, a `version` column follows (left out first when the row does not fit).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ SPEC = (
     Col("status", kind="label"),
     Col("label", kind="label", drop_order=2),
 )
+#: After `SPEC` while a request of the page has a pipeline_version; the first column left out.
+VERSION = Col("version", kind="label", drop_order=0)
 COLUMNS = tuple(c.header for c in SPEC)
 QUERY = COLUMNS.index("query")
 REASONS = COLUMNS.index("flag reasons")
@@ -44,10 +47,16 @@ CHROME = 3
 TIME_FORMAT = "%m-%d %H:%M"
 
 
-def queue_row(item: QueueItem) -> tuple[Text, ...]:
+def columns_for(items: Sequence[QueueItem]) -> tuple[Col, ...]:
+    """`SPEC`, plus `VERSION` when a request of `items` logged a pipeline_version."""
+    return (*SPEC, VERSION) if any(item.pipeline_version for item in items) else SPEC
+
+
+def queue_row(item: QueueItem, *, with_version: bool = False) -> tuple[Text, ...]:
     """Cells of one queue item at full length; every value is literal `Text` (logged queries may
-    contain markup)."""
+    contain markup). `with_version` adds the pipeline_version cell."""
     when = item.ts.strftime(TIME_FORMAT) if item.ts is not None else "—"
+    version = (Text(item.pipeline_version or "—", style="" if item.pipeline_version else "dim"),)
     return (
         Text(when, style="dim"),
         Text(item.request_id),
@@ -56,6 +65,7 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
         Text(item.suggested_label or "—", style="italic"),
         Text(item.status),
         Text(item.primary_label or "—", style="bold" if item.primary_label else "dim"),
+        *(version if with_version else ()),
     )
 
 
@@ -72,9 +82,11 @@ class Layout:
         return tuple(i for i, w in enumerate(self.widths) if w)
 
 
-def plan_widths(rows: Sequence[Sequence[Text]], available: int, padding: int) -> Layout:
-    """The widths `fit_columns` gives `SPEC` for these rows in `available` cells (less `CHROME`)."""
-    widths = fit_columns(SPEC, rows, available - CHROME, per_column=2 * padding)
+def plan_widths(
+    rows: Sequence[Sequence[Text]], available: int, padding: int, spec: Sequence[Col] = SPEC
+) -> Layout:
+    """The widths `fit_columns` gives `spec` for these rows in `available` cells (less `CHROME`)."""
+    widths = fit_columns(spec, rows, available - CHROME, per_column=2 * padding)
     return Layout(tuple(w or 0 for w in widths))
 
 
@@ -113,13 +125,14 @@ class QueueTable(DataTable[Text]):
         if self._laid_out_for == key and self.columns:
             return
         self._laid_out_for = key
-        rows = [queue_row(item) for item in self.items]
-        layout = plan_widths(rows, width, self.cell_padding)
+        spec = columns_for(self.items)
+        rows = [queue_row(item, with_version=len(spec) > len(SPEC)) for item in self.items]
+        layout = plan_widths(rows, width, self.cell_padding, spec)
         self.layout_widths = layout.widths
         keep = self.highlighted_request_id if self.columns else None
         self.clear(columns=True)
         for index in layout.shown:
-            self.add_column(COLUMNS[index], width=layout.widths[index], key=COLUMNS[index])
+            self.add_column(spec[index].header, width=layout.widths[index], key=spec[index].header)
         for item, row in zip(self.items, rows, strict=True):
             cells = [cut_cells(row[i], layout.widths[i]) for i in layout.shown]
             self.add_row(*cells, key=item.request_id)
