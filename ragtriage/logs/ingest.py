@@ -41,7 +41,7 @@ from ragtriage.logs.line_files import iter_raw_lines, open_bytes
 from ragtriage.logs.log_line import BadLine, LogLine
 from ragtriage.logs.merge import Merge, merge_request
 from ragtriage.logs.reader import parse_line
-from ragtriage.logs.schema import RequestLog
+from ragtriage.logs.schema import map_flat_form
 from ragtriage.store import ingest_sql
 
 ProgressCallback = Callable[[int, int | None], None]
@@ -304,11 +304,18 @@ class _Writer:
         """Store one batch in one transaction and count it; then report progress."""
         if batch:
             with ingest_sql.ingest_transaction(self.engine) as connection:
-                self._store(connection, source, batch)
+                refused = self._store(connection, source, batch)
+            if refused is not None:
+                raise LogFormatError(
+                    refused.describe(source) + " (the batch without it was stored; ingest is idempotent: "
+                    "fix it and re-run)"
+                )
         if self.on_progress is not None:
             self.on_progress(self.report.read, None)
 
-    def _store(self, connection: Connection, source: str, batch: _Batch) -> None:
+    def _store(self, connection: Connection, source: str, batch: _Batch) -> BadLine | None:
+        """Store one batch and count it; in strict mode, the first late feedback that names no
+        stored request is left out and returned (the caller raises once the batch is committed)."""
         report = self.report
         now = datetime.now(timezone.utc)
         keys = {key for item in batch.late for key in item.keys}
@@ -330,6 +337,9 @@ class _Writer:
         renames = _renames(lines, traced, stored)
         late_lines, orphans = _late_lines(batch.late, owners, stored)
         self.late_merged += len(late_lines)
+        refused = orphans[0] if self.strict and orphans else None
+        if refused is not None:
+            orphans = []
         bad = batch.bad + orphans
         found = self._classify(lines + late_lines, stored, {new for _, new in renames})
         merged = [line for rid, line in found.merged.items() if rid not in found.new]
@@ -360,6 +370,7 @@ class _Writer:
         report.flagged += len(flagged)
         _add_counts(report.flagged_by_reason, [reason_key(r) for r in flagged])
         _add_counts(report.quarantined_by_kind, [b.kind for b in bad])
+        return refused
 
     def _classify(self, lines: list[LogLine], stored: Mapping[str, str], renamed: set[str]) -> _Classified:
         """Each line against the stored request of its id, or the one earlier in the batch
@@ -463,11 +474,11 @@ def _late_lines(
         if request_id is None:
             orphans.append(BadLine(orphan.line_no, orphan.kind, orphan.message, orphan.fix, orphan.raw))
             continue
-        record = RequestLog.model_validate_json(stored[request_id])
-        otel = (record.model_extra or {}).get("otel")
+        record = map_flat_form(orjson.loads(stored[request_id]))
+        otel = record.get("otel")
         root = otel.get("root_span_id") if isinstance(otel, dict) else None
         annotations = [{"span_id": root, **a} if root and "span_id" not in a else a for a in item.annotations]
-        body: dict[str, Any] = {"request_id": request_id, "raw_query": record.raw_query}
+        body: dict[str, Any] = {"request_id": request_id, "raw_query": record.get("raw_query")}
         if annotations:
             body["otel"] = {"annotations": annotations}
         if item.feedback:
@@ -475,6 +486,8 @@ def _late_lines(
         line = parse_line(orjson.dumps(body), item.line_no)
         if isinstance(line, LogLine):
             lines.append(line)
+        elif line is not None:  # the stored request no longer validates: say so, count it
+            orphans.append(line)
     return lines, orphans
 
 

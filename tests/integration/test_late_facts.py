@@ -16,8 +16,9 @@ from sqlalchemy import func, select, text
 from sqlalchemy.engine import Engine
 from sqlmodel import col
 
+from ragtriage.errors import LogFormatError
 from ragtriage.logs.ingest import IngestReport, ingest_files
-from ragtriage.logs.requests import conflicting_lines, find_request, get_request
+from ragtriage.logs.requests import conflicting_lines, find_request, get_request, quarantined_lines
 from ragtriage.logs.schema import STAGE_NAMES
 from ragtriage.store import ingest_sql
 from ragtriage.store.db import read_session
@@ -226,3 +227,19 @@ def test_a_merge_is_written_in_the_batch_transaction(tmp_path: Path, monkeypatch
     assert report.merged == report.read
     with engine.connect() as connection:
         assert connection.execute(text("SELECT count(*) FROM log_merge")).scalar() == report.merged
+
+
+def test_feedback_for_a_trace_never_stored_is_orphan_feedback(tmp_path: Path) -> None:
+    _, feedback = _traces_and_feedback(tmp_path, "otlp")
+    engine = _store(tmp_path, "orphans")
+    report = ingest_files(engine, feedback)
+    assert (report.quarantined, report.merged) == (report.read, 0) and report.quarantined_by_kind == {
+        "orphan_feedback": report.read
+    }
+    assert report.files_without_requests == [str(feedback[0])]
+    [line] = quarantined_lines(engine, limit=1)[1]
+    assert (
+        line.source_file == str(feedback[0].resolve()) and "neither in this ingest nor stored" in line.reason
+    )
+    with pytest.raises(LogFormatError, match="orphan|neither in this ingest nor stored"):
+        ingest_files(_store(tmp_path, "strict"), feedback, strict=True)
