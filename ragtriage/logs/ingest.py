@@ -32,6 +32,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from ragtriage.config.settings import FlaggingSettings, OtelSettings
 from ragtriage.errors import InputError, LogFormatError
+from ragtriage.logs import owners
 from ragtriage.logs.flagging import FlagRules, reason_key
 from ragtriage.logs.formats.assemble import Late
 from ragtriage.logs.formats.detect import PlannedFile, plan_files
@@ -41,7 +42,6 @@ from ragtriage.logs.line_files import iter_raw_lines, open_bytes
 from ragtriage.logs.log_line import BadLine, LogLine
 from ragtriage.logs.merge import Merge, merge_request
 from ragtriage.logs.reader import parse_line
-from ragtriage.logs.schema import map_flat_form
 from ragtriage.store import ingest_sql
 
 ProgressCallback = Callable[[int, int | None], None]
@@ -321,21 +321,21 @@ class _Writer:
         keys = {key for item in batch.late for key in item.keys}
         keys |= {key for line in batch.lines for key in line.trace_keys if key.startswith("trace:")}
         traced = ingest_sql.requests_of_traces(connection, sorted(keys)) if keys else {}
-        owners = _late_owners(traced, batch.late)
-        lines = [_known_as(line, traced) for line in batch.lines]
+        candidates = owners.late_owners(traced, batch.late)
+        lines = [owners.known_as(line, traced) for line in batch.lines]
         timed = [
             (line.session, line.ts) for line in lines if line.session is not None and line.ts is not None
         ]
         stored, neighbours = ingest_sql.stored_for_batch(
             connection,
             [line.request_id for line in lines]
-            + [rid for ids in owners for rid in ids]
+            + [rid for ids in candidates for rid in ids]
             + [traced[key] for line in lines for key in line.trace_keys if key in traced],
             sorted({session for session, _ in timed}),
             _windows([ts for _, ts in timed], self.flagging.follow_up_minutes),
         )
-        renames = _renames(lines, traced, stored)
-        late_lines, orphans = _late_lines(batch.late, owners, stored)
+        renames = owners.renames(lines, traced, stored)
+        late_lines, orphans = owners.late_lines(batch.late, candidates, stored)
         self.late_merged += len(late_lines)
         refused = orphans[0] if self.strict and orphans else None
         if refused is not None:
@@ -407,88 +407,6 @@ class _Writer:
                 found.provenance.append((line.request_id, line.line_no, merge.added))
                 self.report.merged += 1
         return found
-
-
-def _known_as(line: LogLine, traced: Mapping[str, str]) -> LogLine:
-    """`line` under the id its trace is stored by, when the line has no request id of its own
-    (its trace id stands in: a part of a trace, a Langfuse export without its traces file)."""
-    owner = traced.get(f"trace:{line.request_id}")
-    if owner is None or owner == line.request_id:
-        return line
-    body = orjson.loads(line.body)
-    body["request_id"] = owner
-    renamed = parse_line(orjson.dumps(body), line.line_no)
-    return renamed if isinstance(renamed, LogLine) else line
-
-
-def _renames(
-    lines: list[LogLine], traced: Mapping[str, str], stored: dict[str, str]
-) -> list[tuple[str, str]]:
-    """`(stored id, line's id)` for stored requests known by their trace id only, whose trace
-    a line now gives its own request id: the stored request is renamed (`stored` updated to match)."""
-    renames: dict[str, str] = {}
-    for line in lines:
-        for key in line.trace_keys:
-            owner = traced.get(key)
-            if (
-                owner is None
-                or key != f"trace:{owner}"
-                or owner == line.request_id
-                or owner in renames
-                or owner not in stored
-                or line.request_id in stored
-            ):
-                continue
-            body = orjson.loads(stored.pop(owner))
-            body["request_id"] = line.request_id
-            stored[line.request_id] = orjson.dumps(body).decode("utf-8")
-            renames[owner] = line.request_id
-    return list(renames.items())
-
-
-def _late_owners(found: Mapping[str, str], late: list[Late]) -> list[list[str]]:
-    """For each late feedback item, the request ids it may belong to, best first: the stored
-    requests of its trace and span keys (`found`), then its trace id itself (the request id of a
-    trace ingested without one of its own)."""
-    return [
-        list(
-            dict.fromkeys(
-                [found[key] for key in item.keys if key in found]
-                + [key[len("trace:") :] for key in item.keys if key.startswith("trace:")]
-            )
-        )
-        for item in late
-    ]
-
-
-def _late_lines(
-    late: list[Late], owners: list[list[str]], stored: Mapping[str, str]
-) -> tuple[list[LogLine], list[BadLine]]:
-    """Late feedback as lines that add its feedback and annotations to the stored request it names;
-    the items naming no stored request as `orphan_feedback` quarantine entries."""
-    lines: list[LogLine] = []
-    orphans: list[BadLine] = []
-    for item, ids in zip(late, owners, strict=True):
-        request_id = next((rid for rid in ids if rid in stored), None)
-        orphan = item.orphan
-        if request_id is None:
-            orphans.append(BadLine(orphan.line_no, orphan.kind, orphan.message, orphan.fix, orphan.raw))
-            continue
-        record = map_flat_form(orjson.loads(stored[request_id]))
-        otel = record.get("otel")
-        root = otel.get("root_span_id") if isinstance(otel, dict) else None
-        annotations = [{"span_id": root, **a} if root and "span_id" not in a else a for a in item.annotations]
-        body: dict[str, Any] = {"request_id": request_id, "raw_query": record.get("raw_query")}
-        if annotations:
-            body["otel"] = {"annotations": annotations}
-        if item.feedback:
-            body["feedback"] = item.feedback
-        line = parse_line(orjson.dumps(body), item.line_no)
-        if isinstance(line, LogLine):
-            lines.append(line)
-        elif line is not None:  # the stored request no longer validates: say so, count it
-            orphans.append(line)
-    return lines, orphans
 
 
 def _merged_row(line: LogLine) -> dict[str, Any]:
