@@ -10,7 +10,8 @@ UTC, unset fields left out):
 - a field only the stored one has is kept;
 - a field both have must be equal (times and `*_ms` durations within `TIMING_TOLERANCE_MS`);
   lists must have the same length, item by item, a chunk id and a `{chunk_id, score}` object with
-  the same id being the same item; `annotations` lists are united instead;
+  the same id being the same item; `annotations` lists are united instead, and a trace's `spans`
+  are merged by span id (a span the stored reading lacked is added);
 - anything else is a true conflict: two different requests under one id.
 
 One exception: a trace read without its root span (a part of a trace, a Langfuse export without its
@@ -42,6 +43,9 @@ FIELDS_NAMED_FIRST = ("raw_query", "ts", "pipeline_version", "stages", "rewrite"
 
 #: Lists whose items accumulate (annotations from several runs) instead of being compared by rank.
 UNITED_LISTS = frozenset(("annotations",))
+#: Lists of items keyed by a field (a trace's spans): an item of a new key is added, items of the
+#: same key are merged.
+KEYED_LISTS = {"spans": "span_id"}
 
 Outcome = Literal["duplicate", "merged", "conflict"]
 
@@ -170,7 +174,11 @@ def _merge(old: Any, new: Any, path: str, timing: bool, added: list[str], confli
             out[key] = _merge(old.get(key), new[key], inner, timed, added, conflicts)
         return out
     if isinstance(old, list) and isinstance(new, list):
-        if path.rsplit(".", 1)[-1] in UNITED_LISTS:
+        name = path.rsplit(".", 1)[-1]
+        key = KEYED_LISTS.get(name)
+        if key is not None and all(isinstance(item, dict) and key in item for item in (*old, *new)):
+            return _merge_keyed(old, new, key, path, timing, added, conflicts)
+        if name in UNITED_LISTS:
             extra = [item for item in new if item not in old]
             if extra:
                 added.append(path)
@@ -197,6 +205,28 @@ def _merge(old: Any, new: Any, path: str, timing: bool, added: list[str], confli
     if old != new:
         conflicts.append(path)
     return old
+
+
+def _merge_keyed(
+    old: list[dict[str, Any]],
+    new: list[dict[str, Any]],
+    key: str,
+    path: str,
+    timing: bool,
+    added: list[str],
+    conflicts: list[str],
+) -> list[dict[str, Any]]:
+    """`old` with the items of `new` merged by `key` (a span id): new keys appended, in their order."""
+    out = list(old)
+    at = {item[key]: index for index, item in enumerate(old)}
+    for item in new:
+        index = at.get(item[key])
+        if index is None:
+            added.append(f"{path}[]")
+            out.append(item)
+        else:
+            out[index] = _merge(old[index], item, f"{path}[{index}]", timing, added, conflicts)
+    return out
 
 
 def _number(value: Any) -> bool:

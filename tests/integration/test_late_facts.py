@@ -47,6 +47,17 @@ def _traces_and_feedback(tmp_path: Path, fmt: str) -> tuple[list[Path], list[Pat
         trs.write_text("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in traces))
         sco.write_text(json.dumps(langfuse_page(scores), ensure_ascii=False, indent=2))
         return [obs, trs], [sco]
+    if fmt == "otlp-root-annotations":  # the same traces exported again once rated, on the root span
+        tracer, exporter = make_tracer(seed=5)
+        for request in requests:
+            record_request(tracer, {**request, "feedback": None})
+        rated_tracer, rated = make_tracer(seed=5)
+        for request in requests:
+            record_request(rated_tracer, request)
+        trace, again = tmp_path / "traces.jsonl", tmp_path / "traces-rated.jsonl"
+        trace.write_text(otlp_lines(exporter.get_finished_spans()))
+        again.write_text(otlp_lines(rated.get_finished_spans()))
+        return [trace], [again]
     tracer, exporter = make_tracer(seed=5)
     for request in requests:
         record_request(tracer, request, feedback_as="evaluator")
@@ -75,17 +86,19 @@ def _bodies(engine: Engine) -> dict[str, str]:
         return {request_id: body for request_id, body in rows}
 
 
-@pytest.mark.parametrize("fmt", ["otlp", "phoenix", "langfuse"])
+@pytest.mark.parametrize("fmt", ["otlp", "otlp-root-annotations", "phoenix", "langfuse"])
 def test_feedback_after_its_trace_gives_the_queue_of_one_run(tmp_path: Path, fmt: str) -> None:
     traces, feedback = _traces_and_feedback(tmp_path, fmt)
     one = _store(tmp_path, "one")
-    ingest_files(one, traces + feedback)
+    # One run: the traces with their feedback (the rated export alone, when it is a whole export).
+    ingest_files(one, feedback if fmt == "otlp-root-annotations" else traces + feedback)
     two = _store(tmp_path, "two")
     first = ingest_files(two, traces)
     late = ingest_files(two, feedback)
-    assert (
-        (late.merged, late.conflicts, late.quarantined, late.ingested) == (late.read, 0, 0, 0) > (0, 0, 0, 0)
-    )
+    # Every feedback merges in (a whole trace exported again: the rated ones; the rest add nothing).
+    rated = late.read if fmt != "otlp-root-annotations" else late.read - late.duplicates
+    assert (late.merged, late.conflicts, late.quarantined, late.ingested) == (rated, 0, 0, 0)
+    assert late.merged > 0
     assert late.reconciles() and late.files_without_requests == []
     # The late negative feedback flags its requests: the same queue, ratings and escalations.
     assert first.flagged + late.flagged == _rows(one, TriageRow) > first.flagged
@@ -95,11 +108,12 @@ def test_feedback_after_its_trace_gives_the_queue_of_one_run(tmp_path: Path, fmt
         merge = session.execute(select(LogMergeRow)).scalars().first()
     assert merge is not None and merge.source_file == str(feedback[0].resolve())
     assert "feedback" in merge.added
-    # The same feedback again changes nothing.
+    # The same feedback again, or everything in one run, changes nothing.
     bodies, merges = _bodies(two), _rows(two, LogMergeRow)
-    again = ingest_files(two, feedback)
-    assert (again.duplicates, again.merged, again.flagged) == (again.read, 0, 0)
-    assert (_bodies(two), _rows(two, LogMergeRow)) == (bodies, merges)
+    for files in (feedback, traces + feedback):
+        again = ingest_files(two, files)
+        assert (again.duplicates, again.merged, again.flagged) == (again.read, 0, 0)
+        assert (_bodies(two), _rows(two, LogMergeRow)) == (bodies, merges)
 
 
 def test_langfuse_observations_first_then_all_three_files_is_one_run(tmp_path: Path) -> None:

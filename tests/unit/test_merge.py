@@ -66,3 +66,14 @@ def test_annotations_accumulate_and_a_rootless_reading_yields() -> None:
     record = RequestLog.model_validate_json(merge.body)
     assert (record.raw_query, record.answer, record.session) == ("年假几天", "每年 5 天", "s-1")
     assert merge_request(whole, partial).outcome == "duplicate"
+
+
+def test_a_trace_read_again_with_a_span_more_adds_the_span() -> None:
+    spans = [{"span_id": "s1", "name": "query"}, {"span_id": "s2", "name": "bm25", "duration_ms": 3.0}]
+    first = _body(otel={"trace_id": "t1", "root_span_id": "s1", "spans": spans[:1]})
+    later = _body(otel={"trace_id": "t1", "root_span_id": "s1", "spans": [spans[1], spans[0]]})
+    merge = merge_request(first, later)
+    assert merge.outcome == "merged" and merge.added == ["otel.spans[]"] and merge.body is not None
+    assert json.loads(merge.body)["otel"]["spans"] == spans
+    other = _body(otel={"trace_id": "t1", "spans": [{"span_id": "s1", "name": "other"}]})
+    assert merge_request(first, other).conflicts == ["otel.spans[0].name"]

@@ -8,7 +8,8 @@ The mapping (OpenInference conventions; every default is a `[logs.otel]` setting
 - the first RERANKER span's input documents are `stages.fused`, its output `stages.reranked`,
   and the output cut at `reranker.top_k` the final context;
 - annotations and evaluations on the root span, on EVALUATOR spans linked to it, and notes
-  (Phoenix annotations, Langfuse scores) give the feedback;
+  (Phoenix annotations, Langfuse scores) give the feedback (the linked EVALUATOR spans themselves are
+  not kept: feedback that comes with the trace and feedback that comes later are stored alike);
 - span durations become `stage_latency_ms`; attributes the mapping does not read are kept under
   `otel.spans[].attributes`, unread root `metadata` keys under `otel.metadata`.
 """
@@ -245,7 +246,11 @@ def _assemble(trace_id: str, spans: list[Span], notes: list[Note], otel: OtelSet
         body["latency_ms"] = duration
     if latencies:
         body["stage_latency_ms"] = latencies
-    body["otel"] = _kept(trace_id, root, spans, metadata, consumed_metadata, annotations)
+    # A feedback carrier is not part of the request's run: its annotations (with its span id) are
+    # kept, not the span, so feedback read with the trace or after it is stored alike.
+    judged = {c.span_id for c in carriers if any(sid == root.span_id for _, sid in c.links)}
+    ran = [s for s in spans if s.span_id not in judged]
+    body["otel"] = _kept(trace_id, root, ran, metadata, consumed_metadata, annotations)
     return Assembled(
         str(request_id), orjson.dumps(body, option=orjson.OPT_SORT_KEYS), root.source, root.line_no
     )
