@@ -103,6 +103,12 @@ def test_feedback_after_its_trace_gives_the_queue_of_one_run(tmp_path: Path, fmt
     # The late negative feedback flags its requests: the same queue, ratings and escalations.
     assert first.flagged + late.flagged == _rows(one, TriageRow) > first.flagged
     assert _stored(two, ms=fmt == "langfuse") == _stored(one, ms=fmt == "langfuse")
+    # The traces, then everything again in a second run (the user's second ingest had both).
+    three = _store(tmp_path, "three")
+    ingest_files(three, traces)
+    both = ingest_files(three, traces + feedback)
+    assert both.conflicts == 0 and both.merged > 0 and both.reconciles()
+    assert _stored(three, ms=fmt == "langfuse") == _stored(one, ms=fmt == "langfuse")
     # Where each fact came from.
     with read_session(two) as session:
         merge = session.execute(select(LogMergeRow)).scalars().first()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -122,11 +122,16 @@ class Reject(Exception):
 def assemble(
     trace_id: str, spans: Iterable[Span], notes: Iterable[Note], otel: OtelSettings
 ) -> Assembled | Rejected | Late:
-    """The request one trace describes (spans of any order; a span seen twice counts once), or
+    """The request one trace describes (spans of any order; a span seen twice counts once, with the
+    attributes either copy has), or
     its late feedback when its only spans are EVALUATOR carriers."""
     unique: dict[str, Span] = {}
     for span in spans:
-        unique.setdefault(span.span_id, span)
+        seen = unique.setdefault(span.span_id, span)
+        if seen is not span and not span.attributes.keys() <= seen.attributes.keys():
+            # The same span exported again with more (feedback added on it later): absence is not
+            # difference, so the first copy's attributes stay and the later one's new keys join.
+            unique[span.span_id] = replace(seen, attributes={**span.attributes, **seen.attributes})
     ordered = sorted(unique.values(), key=lambda s: (s.start_ns or 0, s.span_id))
     note_list = list(notes)
     if ordered and all(s.kind == KIND_EVALUATOR and s.links for s in ordered):
