@@ -341,7 +341,7 @@ class _Writer:
         if refused is not None:
             orphans = []
         bad = batch.bad + orphans
-        found = self._classify(lines + late_lines, stored, {new for _, new in renames})
+        found = self._classify(lines + late_lines, stored, {new for _, new, _ in renames})
         merged = [line for rid, line in found.merged.items() if rid not in found.new]
         new = list(found.new.values())
         reasons, earlier = self.rules.flags(new + merged, neighbours)

@@ -32,10 +32,13 @@ def known_as(line: LogLine, traced: Mapping[str, str]) -> LogLine:
     return renamed if isinstance(renamed, LogLine) else line
 
 
-def renames(lines: list[LogLine], traced: Mapping[str, str], stored: dict[str, str]) -> list[tuple[str, str]]:
-    """`(stored id, line's id)` for stored requests known by their trace id only, whose trace
-    a line now gives its own request id: the stored request is renamed (`stored` updated to match)."""
-    renames: dict[str, str] = {}
+def renames(
+    lines: list[LogLine], traced: Mapping[str, str], stored: dict[str, str]
+) -> list[tuple[str, str, str]]:
+    """`(stored id, line's id, body under the line's id)` for stored requests known by their trace
+    id only, whose trace a line now gives its own request id: the stored request is to be renamed
+    (`stored` is updated to match)."""
+    found: dict[str, tuple[str, str]] = {}
     for line in lines:
         for key in line.trace_keys:
             owner = traced.get(key)
@@ -43,7 +46,7 @@ def renames(lines: list[LogLine], traced: Mapping[str, str], stored: dict[str, s
                 owner is None
                 or key != f"trace:{owner}"
                 or owner == line.request_id
-                or owner in renames
+                or owner in found
                 or owner not in stored
                 or line.request_id in stored
             ):
@@ -51,8 +54,8 @@ def renames(lines: list[LogLine], traced: Mapping[str, str], stored: dict[str, s
             body = orjson.loads(stored.pop(owner))
             body["request_id"] = line.request_id
             stored[line.request_id] = orjson.dumps(body).decode("utf-8")
-            renames[owner] = line.request_id
-    return list(renames.items())
+            found[owner] = (line.request_id, stored[line.request_id])
+    return [(old, new, body) for old, (new, body) in found.items()]
 
 
 def late_owners(found: Mapping[str, str], late: list[Late]) -> list[list[str]]:

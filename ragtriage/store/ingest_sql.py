@@ -137,25 +137,25 @@ def requests_of_traces(connection: Connection, keys: Sequence[str]) -> dict[str,
     return found
 
 
-def rename_requests(connection: Connection, renames: Sequence[tuple[str, str]]) -> None:
-    """Store each request `(old, new)` under `new` instead, with every row that names it (triage
-    record and audit, conflicts, merges, trace keys, fidelity). For a trace stored under its trace
-    id before its own request id was known (a Langfuse export without its traces file); `new` is
-    not stored yet."""
+def rename_requests(connection: Connection, renames: Sequence[tuple[str, str, str]]) -> None:
+    """Store each request `(old id, new id, new body)` under the new id instead, with the body
+    given, and move every row that names it (triage record and audit, conflicts, merges, trace
+    keys, fidelity). For a trace stored under its trace id before its own request id was known (a
+    Langfuse export without its traces file); the new id is not stored yet."""
     if not renames:
         return
-    rest = [column for column in _REQUESTS.c if column.name != "request_id"]
+    rest = [column for column in _REQUESTS.c if column.name not in ("request_id", "body")]
     naming = [_TRIAGE, _AUDIT, _CONFLICTS, _MERGES, _TRACES]
     naming += [
         table
         for table in _REQUESTS.metadata.sorted_tables
         if table not in naming and any(fk.column is _REQUESTS.c.request_id for fk in table.foreign_keys)
     ]
-    for old, new in renames:
+    for old, new, body in renames:
         connection.execute(
             _REQUESTS.insert().from_select(
-                ["request_id", *(column.name for column in rest)],
-                select(literal(new), *rest).where(_REQUESTS.c.request_id == old),
+                ["request_id", "body", *(column.name for column in rest)],
+                select(literal(new), literal(body), *rest).where(_REQUESTS.c.request_id == old),
             )
         )
         for table in naming:
@@ -179,7 +179,7 @@ def write_batch(
     merged: Sequence[Merged] = (),
     reflagged: Sequence[Flag] = (),
     trace_keys: Sequence[tuple[str, str]] = (),
-    renames: Sequence[tuple[str, str]] = (),
+    renames: Sequence[tuple[str, str, str]] = (),
 ) -> list[list[str]]:
     """Store one batch; returns the reasons of every triage record it created.
 
@@ -188,7 +188,7 @@ def write_batch(
     they have none. `merged` stored requests a later line added to: their columns are updated and
     a `log_merge` row says which line added what; `reflagged` the reasons of merged requests,
     added to their triage record (with an audit row), or a record made when they have none.
-    `trace_keys` are `(trace:ID or span:ID, request_id)`; `renames` `(old, new)` request ids
+    `trace_keys` are `(trace:ID or span:ID, request_id)`; `renames` `(old id, new id, body)`
     (`rename_requests`), done before the merges. `conflicts` are
     `(request_id, file, line, body)`, `quarantine` `(file, line, kind, reason, raw bytes)`; both
     are stored once per file, line and bytes.

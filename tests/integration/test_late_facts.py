@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col
 
 from ragtriage.errors import LogFormatError
-from ragtriage.logs.ingest import IngestReport, ingest_files
+from ragtriage.logs.ingest import IngestReport, ingest_files, ingest_lines
 from ragtriage.logs.requests import conflicting_lines, find_request, get_request, quarantined_lines
 from ragtriage.logs.schema import STAGE_NAMES
 from ragtriage.store import ingest_sql
@@ -263,3 +263,21 @@ def test_feedback_for_a_trace_never_stored_is_orphan_feedback(tmp_path: Path) ->
     )
     with pytest.raises(LogFormatError, match="orphan|neither in this ingest nor stored"):
         ingest_files(_store(tmp_path, "strict"), feedback, strict=True)
+
+
+def test_renaming_a_stored_request_moves_everything_that_names_it(tmp_path: Path) -> None:
+    engine = _store(tmp_path, "rename")
+    line = {"request_id": "trace-1", "raw_query": "q", "feedback": {"rating": "down"}}
+    ingest_lines(engine, [json.dumps(line)])
+    ingest_lines(engine, [json.dumps({**line, "raw_query": "other"})])  # a conflict row
+    with ingest_sql.ingest_transaction(engine) as connection:
+        body = json.dumps({**line, "request_id": "REQ-1"})
+        ingest_sql.rename_requests(connection, [("trace-1", "REQ-1", body)])
+    renamed = get_request(engine, "REQ-1")
+    assert (renamed.request_id, renamed.raw_query) == ("REQ-1", "q") and find_request(
+        engine, "trace-1"
+    ) is None
+    with read_session(engine) as session:
+        [record] = session.execute(select(TriageRow)).scalars().all()
+        [conflict] = session.execute(select(LogConflictRow)).scalars().all()
+    assert (record.request_id, record.reasons, conflict.request_id) == ("REQ-1", ["bad_rating"], "REQ-1")
