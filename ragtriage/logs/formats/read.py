@@ -4,9 +4,11 @@ All files of one ingest are read together: a trace's spans may be spread over th
 rotates its files), a Langfuse export comes as observations, traces and scores files, and feedback
 may come long after its trace. So no trace is complete before the input ends: spans are grouped by
 trace in memory, without their bulky attributes (`otlp.BULKY_*`, document contents), and each trace
-becomes one `Assembled` request body or one `Rejected` quarantine entry. A record that cannot be
-read at all (bad JSON, not a span) is a `Rejected` of its own. So the unit counted as read is a
-trace or an unreadable record, and `read = assembled + rejected`.
+becomes one `Assembled` request body, one `Rejected` quarantine entry, or, when only its feedback
+is in the input (EVALUATOR carrier spans, annotations, scores), one `Late` item that ingest merges
+into the stored request. A record that cannot be read at all (bad JSON, not a span) is a
+`Rejected` of its own. So the unit counted as read is a trace or an unreadable record, and
+`read = assembled + rejected + late`.
 """
 
 from __future__ import annotations
