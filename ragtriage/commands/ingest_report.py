@@ -7,7 +7,17 @@ from ragtriage.logs.ingest import IngestReport
 from ragtriage.logs.requests import ConflictLine, QuarantinedLine
 from ragtriage.render.text import hanging_text, plural
 
-COUNT_NAMES = ("read", "ingested", "flagged", "duplicates", "conflicts", "quarantined", "blank", "recovered")
+COUNT_NAMES = (
+    "read",
+    "ingested",
+    "merged",
+    "flagged",
+    "duplicates",
+    "conflicts",
+    "quarantined",
+    "blank",
+    "recovered",
+)
 
 #: Quarantined lines named on stderr after an ingest; `ragtriage logs quarantine` lists them all.
 QUARANTINE_SHOWN = 10
@@ -54,9 +64,10 @@ def print_ingest_report(
         total, lines = conflicts
         err.print(
             f"{plural(report.conflicts, 'line')} carried a request_id already stored with a different "
-            "request: the stored one is kept and the line set aside. If these are different "
-            "requests, log a unique request_id ([logs.otel] request_id_from for traces); "
-            "`ragtriage show REQUEST_ID` counts a request's conflicts",
+            "value in a field both have (a field only one has is merged in, not a conflict): the "
+            "stored one is kept and the line set aside. If these are different requests, log a "
+            "unique request_id ([logs.otel] request_id_from for traces); `ragtriage show REQUEST_ID` "
+            "counts a request's conflicts",
             soft_wrap=True,
         )
         for conflict in lines:

@@ -53,9 +53,11 @@ def ingest_command(
 
     The files of one ingest are read together: a trace's spans may be spread over several, and a
     Langfuse export is given as its observations, traces and scores files. A trace counts as one
-    line. Parquet and CSV exports of schema v1 or the flat form are read row by row. Idempotent:
-    ingesting the same files again changes nothing. Always
-    read = ingested + duplicates + conflicts + quarantined + blank.
+    line. Parquet and CSV exports of schema v1 or the flat form are read row by row. A line for a
+    stored request that adds facts (feedback, annotations, scores, stages it lacked; feedback
+    that names only its trace or span) is merged in and flagging runs again; one that differs in a
+    field both have is a conflict. Idempotent: ingesting the same files again changes nothing.
+    Always read = ingested + merged + duplicates + conflicts + quarantined + blank.
 
     Exit status 2 (the counts are still printed) when a non-empty file held no readable request:
     every line quarantined or blank. A file of no known format stops the ingest before anything

@@ -82,6 +82,8 @@ def _print_view(view: RequestView) -> None:
         "source",
         f"{stored.source_file}:{stored.source_line}" + (" (GB18030, recovered)" if stored.recovered else ""),
     )
+    for merge in stored.merges:
+        _field("merged from", merge)
     if stored.conflicts:
         _field("conflicts", f"{plural(stored.conflicts, 'later line')} had a different body under this id")
     triage = view.triage

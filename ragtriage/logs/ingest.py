@@ -5,12 +5,16 @@ assembled into one request line per trace, `formats.read`) and written in batche
 `batch_size` lines, each in one short `BEGIN IMMEDIATE` transaction, so memory stays constant
 and a triager can write in between. Every line read is counted exactly once:
 
-    read = ingested + duplicates + conflicts + quarantined + blank
+    read = ingested + merged + duplicates + conflicts + quarantined + blank
 
-A request_id seen again with the same request is a duplicate (nothing changes); with a different
-one it is a conflict (the stored request is kept, the new body goes to `log_conflict`). Ctrl-C
-rolls back the batch being written: the batches before it are stored, and ingesting the same
-files again finishes the job.
+A request_id seen again is combined with the stored request by `merge.merge_request`: a line that
+adds facts (feedback, annotations, scores, a stage the stored one lacks) is merged in (`log_merge`
+keeps which line added what) and the flagging rules run again on the merged request; a line that
+adds nothing is a duplicate (nothing changes); a line that differs in a field both have is a
+conflict (the stored request is kept, the line goes to `log_conflict`). Feedback whose trace is
+not in the ingest (`formats.assemble.Late`) is merged into the stored request its trace or root
+span id names, or quarantined as `orphan_feedback`. Ctrl-C rolls back the batch being written: the
+batches before it are stored, and ingesting the same files again finishes the job.
 """
 
 from __future__ import annotations
@@ -28,20 +32,23 @@ from sqlalchemy.engine import Connection, Engine
 
 from ragtriage.config.settings import FlaggingSettings, OtelSettings
 from ragtriage.errors import InputError, LogFormatError
+from ragtriage.logs import owners
 from ragtriage.logs.flagging import FlagRules, reason_key
+from ragtriage.logs.formats.assemble import Late
 from ragtriage.logs.formats.detect import PlannedFile, plan_files
 from ragtriage.logs.formats.read import NumberedLine, trace_lines
 from ragtriage.logs.formats.tables import iter_csv_rows, iter_parquet_rows
 from ragtriage.logs.line_files import iter_raw_lines, read_document
 from ragtriage.logs.log_line import BadLine, LogLine, document_error
-from ragtriage.logs.reader import parse_line, same_request
+from ragtriage.logs.merge import Merge, merge_request
+from ragtriage.logs.reader import parse_line
 from ragtriage.store import ingest_sql
 
 ProgressCallback = Callable[[int, int | None], None]
 
 
 class IngestReport(BaseModel):
-    """What one ingest did. `read` always equals the sum of the five outcomes."""
+    """What one ingest did. `read` always equals the sum of the six outcomes."""
 
     files: list[str] = Field(default_factory=list)
     formats: dict[str, str] = Field(default_factory=dict)
@@ -53,6 +60,9 @@ class IngestReport(BaseModel):
     flagged_by_reason: dict[str, int] = Field(default_factory=dict)
     """`flagged` by why: each request under its reasons joined with `+` in `flagging.REASONS` order
     (`bad_rating`, `bad_rating+escalated`, `empty_citations`, …), so the counts add up to `flagged`."""
+    merged: int = 0
+    """Lines that added facts to a request already stored (or read earlier in this ingest):
+    feedback, annotations, scores, stages it lacked."""
     duplicates: int = 0
     conflicts: int = 0
     quarantined: int = 0
@@ -72,7 +82,9 @@ class IngestReport(BaseModel):
 
     def reconciles(self) -> bool:
         """True when every line read is accounted for exactly once."""
-        return self.read == self.ingested + self.duplicates + self.conflicts + self.quarantined + self.blank
+        return self.read == (
+            self.ingested + self.merged + self.duplicates + self.conflicts + self.quarantined + self.blank
+        )
 
 
 def ingest_files(
@@ -218,9 +230,22 @@ class _Batch:
 
     lines: list[LogLine] = field(default_factory=list)
     bad: list[BadLine] = field(default_factory=list)
+    late: list[Late] = field(default_factory=list)
 
     def __len__(self) -> int:
-        return len(self.lines) + len(self.bad)
+        return len(self.lines) + len(self.bad) + len(self.late)
+
+
+@dataclass
+class _Classified:
+    """A batch's lines against the store: new requests, merged ones, conflicting lines."""
+
+    new: dict[str, LogLine] = field(default_factory=dict)
+    merged: dict[str, LogLine] = field(default_factory=dict)
+    """Stored requests (by id) with what later lines added, as the line of the merged body."""
+    provenance: list[tuple[str, int, list[str]]] = field(default_factory=list)
+    """`(request_id, line, paths added)` of every merging line."""
+    conflicts: list[LogLine] = field(default_factory=list)
 
 
 @dataclass
@@ -235,6 +260,8 @@ class _Writer:
     on_progress: ProgressCallback | None
     should_stop: Callable[[], bool] | None
     rules: FlagRules = field(init=False)
+    late_merged: int = 0
+    """Late feedback items merged into a stored request so far."""
 
     def __post_init__(self) -> None:
         self.rules = FlagRules(self.flagging)
@@ -251,9 +278,16 @@ class _Writer:
         report = self.report
         batch = _Batch()
         requests = 0
+        late_before = self.late_merged
         try:
             for line_no, raw, unterminated in numbered:
                 report.read += 1
+                if isinstance(raw, Late):
+                    batch.late.append(raw)
+                    if len(batch) >= self.batch_size:
+                        self._write(source, batch)
+                        batch = _Batch()
+                    continue
                 parsed = (
                     raw if isinstance(raw, BadLine) else parse_line(raw, line_no, unterminated=unterminated)
                 )
@@ -279,75 +313,128 @@ class _Writer:
                     batch = _Batch()
                     if self.should_stop is not None and self.should_stop():
                         report.stopped = True
-                        return requests
+                        return requests + self.late_merged - late_before
         except InputError:
             self._write(source, batch)  # a corrupt gzip tail must not lose the lines before it
             raise
         self._write(source, batch)
-        return requests
+        return requests + self.late_merged - late_before
 
     def _write(self, source: str, batch: _Batch) -> None:
         """Store one batch in one transaction and count it; then report progress."""
         if batch:
             with ingest_sql.ingest_transaction(self.engine) as connection:
-                self._store(connection, source, batch)
+                refused = self._store(connection, source, batch)
+            if refused is not None:
+                raise LogFormatError(
+                    refused.describe(source) + " (the batch without it was stored; ingest is idempotent: "
+                    "fix it and re-run)"
+                )
         if self.on_progress is not None:
             self.on_progress(self.report.read, None)
 
-    def _store(self, connection: Connection, source: str, batch: _Batch) -> None:
+    def _store(self, connection: Connection, source: str, batch: _Batch) -> BadLine | None:
+        """Store one batch and count it; in strict mode, the first late feedback that names no
+        stored request is left out and returned (the caller raises once the batch is committed)."""
         report = self.report
         now = datetime.now(timezone.utc)
+        keys = {key for item in batch.late for key in item.keys}
+        keys |= {key for line in batch.lines for key in line.trace_keys if key.startswith("trace:")}
+        traced = ingest_sql.requests_of_traces(connection, sorted(keys)) if keys else {}
+        candidates = owners.late_owners(traced, batch.late)
+        lines = [owners.known_as(line, traced) for line in batch.lines]
         timed = [
-            (line.session, line.ts)
-            for line in batch.lines
-            if line.session is not None and line.ts is not None
+            (line.session, line.ts) for line in lines if line.session is not None and line.ts is not None
         ]
         stored, neighbours = ingest_sql.stored_for_batch(
             connection,
-            [line.request_id for line in batch.lines],
+            [line.request_id for line in lines]
+            + [rid for ids in candidates for rid in ids]
+            + [traced[key] for line in lines for key in line.trace_keys if key in traced],
             sorted({session for session, _ in timed}),
             _windows([ts for _, ts in timed], self.flagging.follow_up_minutes),
         )
-        new, conflicts = self._classify(batch.lines, stored)
-        reasons, earlier = self.rules.flags(new, neighbours)
-        ts_of = {line.request_id: line.ts for line in new}
+        renames = owners.renames(lines, traced, stored)
+        late_lines, orphans = owners.late_lines(batch.late, candidates, stored)
+        self.late_merged += len(late_lines)
+        refused = orphans[0] if self.strict and orphans else None
+        if refused is not None:
+            orphans = []
+        bad = batch.bad + orphans
+        found = self._classify(lines + late_lines, stored, {new for _, new, _ in renames})
+        merged = [line for rid, line in found.merged.items() if rid not in found.new]
+        new = list(found.new.values())
+        reasons, earlier = self.rules.flags(new + merged, neighbours)
+        ts_of = {line.request_id: line.ts for line in new + merged}
+        new_ids = set(found.new)
         flagged = ingest_sql.write_batch(
             connection,
             requests=[_request_row(line, source, now) for line in new],
-            flags=[(request_id, r, ts_of[request_id]) for request_id, r in reasons.items() if r],
+            flags=[(rid, r, ts_of[rid]) for rid, r in reasons.items() if r and rid in new_ids],
             followed_up=dict(earlier),
-            conflicts=[(line.request_id, source, line.line_no, line.body) for line in conflicts],
-            quarantine=[(source, b.line_no, b.kind, f"{b.message} — {b.fix}", b.raw) for b in batch.bad],
+            conflicts=[(line.request_id, source, line.line_no, line.body) for line in found.conflicts],
+            quarantine=[(source, b.line_no, b.kind, f"{b.message} — {b.fix}", b.raw) for b in bad],
             now=now,
+            merged=[
+                (_merged_row(found.merged[rid]), source, line_no, added)
+                for rid, line_no, added in found.provenance
+            ],
+            reflagged=[(rid, r, ts_of[rid]) for rid, r in reasons.items() if r and rid not in new_ids],
+            trace_keys=[(key, line.request_id) for line in new + merged for key in line.trace_keys],
+            renames=renames,
         )
         report.ingested += len(new)
         report.recovered += sum(line.recovered for line in new)
-        report.conflicts += len(conflicts)
-        report.quarantined += len(batch.bad)
+        report.conflicts += len(found.conflicts)
+        report.quarantined += len(bad)
         report.flagged += len(flagged)
         _add_counts(report.flagged_by_reason, [reason_key(r) for r in flagged])
-        _add_counts(report.quarantined_by_kind, [b.kind for b in batch.bad])
+        _add_counts(report.quarantined_by_kind, [b.kind for b in bad])
+        return refused
 
-    def _classify(
-        self, lines: list[LogLine], stored: Mapping[str, str]
-    ) -> tuple[list[LogLine], list[LogLine]]:
-        """`(new lines, conflicting lines)`; duplicates are counted in the report. A request_id
-        already stored, or earlier in the batch, with the same request is a duplicate; with a
-        different one it is a conflict."""
+    def _classify(self, lines: list[LogLine], stored: Mapping[str, str], renamed: set[str]) -> _Classified:
+        """Each line against the stored request of its id, or the one earlier in the batch
+        (`merge.merge_request`): new, merged, a duplicate (counted in the report) or a conflict."""
         # Bytes on both sides: the same line ingested again is equal without being parsed.
         known = {request_id: body.encode("utf-8") for request_id, body in stored.items()}
-        new: list[LogLine] = []
-        conflicts: list[LogLine] = []
+        found = _Classified()
+        renamed = set(renamed)
         for line in lines:
             body = known.get(line.request_id)
             if body is None:
                 known[line.request_id] = line.body
-                new.append(line)
-            elif same_request(body, line.body):
+                found.new[line.request_id] = line
+                continue
+            merge = merge_request(body, line.body)
+            if line.request_id in renamed and merge.outcome == "duplicate":
+                # The stored request now under its own id: its body says so too.
+                merge = Merge("merged", body=body, added=["request_id"])
+            renamed.discard(line.request_id)
+            if merge.outcome == "duplicate":
                 self.report.duplicates += 1
+            elif merge.outcome == "conflict" or merge.body is None:
+                found.conflicts.append(line)
             else:
-                conflicts.append(line)
-        return new, conflicts
+                merged = parse_line(merge.body, line.line_no)
+                if not isinstance(merged, LogLine):  # a merge of two valid requests validates
+                    found.conflicts.append(line)
+                    continue
+                merged.recovered = line.recovered
+                known[line.request_id] = merge.body
+                if line.request_id in found.new:
+                    found.new[line.request_id] = merged
+                found.merged[line.request_id] = merged
+                found.provenance.append((line.request_id, line.line_no, merge.added))
+                self.report.merged += 1
+        return found
+
+
+def _merged_row(line: LogLine) -> dict[str, Any]:
+    """The `request_log` columns a merge may change (not where the request was first read)."""
+    row = _request_row(line, None, datetime.now(timezone.utc))
+    for kept in ("source_file", "source_line", "recovered", "ingested_at"):
+        row.pop(kept)
+    return row
 
 
 def _windows(times: list[datetime], minutes: float) -> list[tuple[datetime, datetime]]:
@@ -365,7 +452,7 @@ def _windows(times: list[datetime], minutes: float) -> list[tuple[datetime, date
     return [(low, high) for low, high in stretches]
 
 
-def _request_row(line: LogLine, source: str, now: datetime) -> dict[str, Any]:
+def _request_row(line: LogLine, source: str | None, now: datetime) -> dict[str, Any]:
     return {
         "request_id": line.request_id,
         "ts": line.ts,

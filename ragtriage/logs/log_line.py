@@ -23,6 +23,15 @@ NO_STAGE_LOGGED = -1
 RESULT_STAGES = ("final_context", "reranked", "fused", "dense", "bm25")
 
 
+def trace_keys(extra: dict[str, Any] | None) -> tuple[str, ...]:
+    """`trace:ID` and `span:ROOT_SPAN_ID` of a request's `otel` section (`extra`: its unknown fields)."""
+    otel = (extra or {}).get("otel")
+    if not isinstance(otel, dict):
+        return ()
+    keys = (("trace:", otel.get("trace_id")), ("span:", otel.get("root_span_id")))
+    return tuple(prefix + value for prefix, value in keys if isinstance(value, str) and value)
+
+
 def request_facts(raw_query: str, rewrite: Any, stages: Any) -> tuple[int, bool | None]:
     """`(result_count, rewrite_fired)` of a parsed request (a `RequestLog`).
 
@@ -79,6 +88,9 @@ class LogLine:
     """Chunks in the last logged stage (see `request_facts`); `NO_STAGE_LOGGED` when none was logged."""
     rewrite_fired: bool | None = None
     """The logged rewrite changed the query (see `request_facts`); None when no rewrite was logged."""
+    trace_keys: tuple[str, ...] = ()
+    """`trace:ID` and `span:ROOT_SPAN_ID` of a request read from a trace (its `otel` section):
+    what feedback arriving later names."""
 
     def record(self) -> RequestLog:
         """The line as a validated `RequestLog`."""

@@ -1,5 +1,5 @@
-"""Request-log lines in: the one parser of a line (orjson, then the `RequestLog` model), and how two
-stored bodies compare.
+"""Request-log lines in: the one parser of a line (orjson, then the `RequestLog` model). How a later
+line combines with a stored request is `logs.merge`.
 
 Records are split on `\\n` only (a U+2028 inside a value is not a line break), in constant memory
 (`line_files`). orjson parses a line and pydantic validates it; a line orjson refuses (non-UTF-8
@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from pydantic import ValidationError
 
 from ragtriage.errors import LogFormatError
 from ragtriage.logs.line_files import iter_raw_lines
-from ragtriage.logs.log_line import BadLine, LogLine, request_facts, utc
+from ragtriage.logs.log_line import BadLine, LogLine, request_facts, trace_keys, utc
 from ragtriage.logs.schema import RequestLog
 from ragtriage.wording import quoted
 
@@ -194,82 +193,5 @@ def parse_line(raw: bytes, line_no: int, *, unterminated: bool = False) -> LogLi
         pipeline_version=record.pipeline_version,
         result_count=result_count,
         rewrite_fired=rewrite_fired,
+        trace_keys=trace_keys(record.model_extra),
     )
-
-
-TIMING_TOLERANCE_MS = 1.0
-"""Times and `*_ms` values this close are the same: exporters of one trace keep different
-precisions (the OpenTelemetry SDK's console JSON has microseconds, OTLP nanoseconds)."""
-
-
-FIELDS_NAMED_FIRST = ("raw_query", "ts", "pipeline_version", "stages", "rewrite", "feedback", "answer")
-"""The fields that tell two requests apart best, named first when they differ."""
-
-
-def same_request(body: bytes | str, other: bytes | str) -> bool:
-    """True when two stored bodies are the same request: equal bytes, or equal once both are
-    validated (flat form mapped, times compared in UTC, key order and spacing ignored, times and
-    `*_ms` durations within `TIMING_TOLERANCE_MS`)."""
-    return body == other or not request_differences(body, other, limit=1)
-
-
-def request_differences(body: bytes | str, other: bytes | str, *, limit: int = 3) -> list[str]:
-    """Up to `limit` fields in which two bodies differ as requests, the first difference under
-    each top-level field (`raw_query`, `stages.bm25[2].chunk_id`; `body` when one does not
-    validate); empty when they are the same request (see `same_request`)."""
-    try:
-        first, second = RequestLog.model_validate_json(body), RequestLog.model_validate_json(other)
-    except ValidationError:
-        return ["body"]
-    for record in (first, second):
-        if record.ts is not None:
-            record.ts = utc(record.ts)
-    one, two = first.model_dump(), second.model_dump()
-    found: list[str] = []
-    first_named = {name: index for index, name in enumerate(FIELDS_NAMED_FIRST)}
-    keys = sorted(one.keys() | two.keys(), key=lambda k: (first_named.get(str(k), len(first_named)), str(k)))
-    for key in keys:
-        if key not in one or key not in two:
-            difference: str | None = str(key)
-        else:
-            difference = _difference(one[key], two[key], str(key), timing=str(key).endswith("_ms"))
-        if difference is not None:
-            found.append(difference)
-            if len(found) >= limit:
-                break
-    return found
-
-
-def _difference(first: Any, second: Any, path: str, *, timing: bool) -> str | None:
-    """Path of the first difference; datetimes, and numbers under a `*_ms` key, may differ by the
-    tolerance."""
-    if isinstance(first, dict) and isinstance(second, dict):
-        for key in sorted(first.keys() | second.keys(), key=str):
-            inner = f"{path}.{key}" if path else str(key)
-            if key not in first or key not in second:
-                return inner
-            found = _difference(first[key], second[key], inner, timing=timing or str(key).endswith("_ms"))
-            if found is not None:
-                return found
-        return None
-    if isinstance(first, list) and isinstance(second, list):
-        if len(first) != len(second):
-            return f"{path} (length {len(first)} vs {len(second)})"
-        for index, (a, b) in enumerate(zip(first, second, strict=True)):
-            found = _difference(a, b, f"{path}[{index}]", timing=timing)
-            if found is not None:
-                return found
-        return None
-    if isinstance(first, datetime) and isinstance(second, datetime):
-        close = abs(utc(first) - utc(second)) <= timedelta(milliseconds=TIMING_TOLERANCE_MS)
-        return None if close else path
-    numbers = (int, float)
-    if (
-        timing
-        and isinstance(first, numbers)
-        and isinstance(second, numbers)
-        and not isinstance(first, bool)
-        and not isinstance(second, bool)
-    ):
-        return None if abs(first - second) <= TIMING_TOLERANCE_MS else path
-    return None if first == second else path

@@ -13,10 +13,10 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col
 
 from ragtriage.errors import NotFoundError, StoreError
-from ragtriage.logs.reader import request_differences
+from ragtriage.logs.merge import request_differences
 from ragtriage.logs.schema import RequestLog
 from ragtriage.store.db import read_session
-from ragtriage.store.log_tables import LogConflictRow, QuarantinedLineRow, RequestLogRow
+from ragtriage.store.log_tables import LogConflictRow, LogMergeRow, QuarantinedLineRow, RequestLogRow
 from ragtriage.store.triage_repo import TriageRecord, find_record
 from ragtriage.wording import quoted
 
@@ -33,6 +33,8 @@ class StoredRequest(BaseModel):
     ingested_at: datetime | None = None
     conflicts: int = 0
     """Lines seen later with the same request_id and a different body (kept in `log_conflict`)."""
+    merges: list[str] = []
+    """Lines that added to it later, oldest first: `file:line: paths added`."""
 
 
 class RequestView(BaseModel):
@@ -62,6 +64,11 @@ def find_request(engine: Engine, request_id: str) -> StoredRequest | None:
             .select_from(LogConflictRow)
             .where(col(LogConflictRow.request_id) == request_id)
         ).scalar_one()
+        merges = session.execute(
+            select(col(LogMergeRow.source_file), col(LogMergeRow.line_no), col(LogMergeRow.added))
+            .where(col(LogMergeRow.request_id) == request_id)
+            .order_by(col(LogMergeRow.id))
+        ).all()
         return StoredRequest(
             record=_parse(row.body, request_id),
             source_file=row.source_file,
@@ -69,6 +76,7 @@ def find_request(engine: Engine, request_id: str) -> StoredRequest | None:
             recovered=row.recovered,
             ingested_at=row.ingested_at,
             conflicts=conflicts,
+            merges=[f"{source or '(no file)'}:{line_no}: {added}" for source, line_no, added in merges],
         )
 
 

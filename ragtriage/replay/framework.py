@@ -24,7 +24,7 @@ from typing import Any
 
 from ragtriage.config.settings import OtelSettings, Settings, StageSpec
 from ragtriage.errors import PipelineError
-from ragtriage.logs.formats.assemble import Rejected, assemble
+from ragtriage.logs.formats.assemble import Assembled, Rejected, assemble
 from ragtriage.logs.formats.otel_sdk import span_from_sdk
 from ragtriage.logs.schema import RequestLog, to_trace
 from ragtriage.pipeline.pipeline import WholeRun
@@ -135,6 +135,10 @@ class _FrameworkRun:
         if isinstance(assembled, Rejected):
             raise PipelineError(
                 f"{self.label}: its spans cannot be read as a request: {assembled.message}; {assembled.fix}"
+            )
+        if not isinstance(assembled, Assembled):
+            raise PipelineError(
+                f"{self.label}: its spans hold no retrieval, only feedback; is the factory's object traced?"
             )
         trace = to_trace(RequestLog.model_validate_json(assembled.body))
         trace.query = query

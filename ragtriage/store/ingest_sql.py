@@ -1,9 +1,10 @@
 """The SQL of log ingest, as functions of an open connection (SQLite or PostgreSQL, SQLAlchemy Core).
 
 `stored_for_batch` reads what the store already holds that a batch touches (the bodies of its
-request ids, the requests of its sessions near its times); `write_batch` stores the batch's new
-requests, triage flags, conflicts and quarantined lines. Rows are plain values: the rules that
-decide them live in `logs.ingest`.
+request ids, the requests of its sessions near its times), `requests_of_traces` which stored
+requests later feedback names; `write_batch` stores the batch's new requests, the merged bodies of
+stored ones, triage flags, conflicts and quarantined lines, in the caller's transaction. Rows are
+plain values: the rules that decide them live in `logs.ingest` and `logs.merge`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, and_, inspect, select, text, update
+from sqlalchemy import Table, and_, bindparam, delete, inspect, literal, select, text, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine
@@ -25,8 +26,10 @@ from ragtriage.store.log_tables import (
     OLD_REQUEST_LOG_SESSION_INDEX,
     REQUEST_LOG_TS_INDEX,
     LogConflictRow,
+    LogMergeRow,
     QuarantinedLineRow,
     RequestLogRow,
+    RequestTraceRow,
     TriageAuditRow,
     TriageRow,
 )
@@ -42,6 +45,8 @@ _TRIAGE: Table = TriageRow.__table__  # type: ignore[attr-defined]
 _AUDIT: Table = TriageAuditRow.__table__  # type: ignore[attr-defined]
 _CONFLICTS: Table = LogConflictRow.__table__  # type: ignore[attr-defined]
 _QUARANTINE: Table = QuarantinedLineRow.__table__  # type: ignore[attr-defined]
+_MERGES: Table = LogMergeRow.__table__  # type: ignore[attr-defined]
+_TRACES: Table = RequestTraceRow.__table__  # type: ignore[attr-defined]
 
 Flag = tuple[str, list[str], datetime | None]
 """`(request_id, reasons, request time or None for the ingest time)` of a new triage record."""
@@ -123,6 +128,45 @@ def stored_for_batch(
     return bodies, neighbours
 
 
+def requests_of_traces(connection: Connection, keys: Sequence[str]) -> dict[str, str]:
+    """`trace:ID` / `span:ID` keys → the stored request they belong to (unknown keys are absent)."""
+    found: dict[str, str] = {}
+    for chunk in _chunks(keys):
+        query = select(_TRACES.c.key, _TRACES.c.request_id).where(_TRACES.c.key.in_(chunk))
+        found.update((row[0], row[1]) for row in connection.execute(query))
+    return found
+
+
+def rename_requests(connection: Connection, renames: Sequence[tuple[str, str, str]]) -> None:
+    """Store each request `(old id, new id, new body)` under the new id instead, with the body
+    given, and move every row that names it (triage record and audit, conflicts, merges, trace
+    keys, fidelity). For a trace stored under its trace id before its own request id was known (a
+    Langfuse export without its traces file); the new id is not stored yet."""
+    if not renames:
+        return
+    rest = [column for column in _REQUESTS.c if column.name not in ("request_id", "body")]
+    naming = [_TRIAGE, _AUDIT, _CONFLICTS, _MERGES, _TRACES]
+    naming += [
+        table
+        for table in _REQUESTS.metadata.sorted_tables
+        if table not in naming and any(fk.column is _REQUESTS.c.request_id for fk in table.foreign_keys)
+    ]
+    for old, new, body in renames:
+        connection.execute(
+            _REQUESTS.insert().from_select(
+                ["request_id", "body", *(column.name for column in rest)],
+                select(literal(new), literal(body), *rest).where(_REQUESTS.c.request_id == old),
+            )
+        )
+        for table in naming:
+            connection.execute(update(table).where(table.c.request_id == old).values(request_id=new))
+        connection.execute(delete(_REQUESTS).where(_REQUESTS.c.request_id == old))
+
+
+Merged = tuple[dict[str, Any], str | None, int, list[str]]
+"""`(request_log columns to set incl. request_id, file, line, paths added)` of a merged request."""
+
+
 def write_batch(
     connection: Connection,
     *,
@@ -132,19 +176,54 @@ def write_batch(
     conflicts: list[tuple[str, str | None, int, bytes]],
     quarantine: list[tuple[str, int, str, str, bytes]],
     now: datetime,
+    merged: Sequence[Merged] = (),
+    reflagged: Sequence[Flag] = (),
+    trace_keys: Sequence[tuple[str, str]] = (),
+    renames: Sequence[tuple[str, str, str]] = (),
 ) -> list[list[str]]:
     """Store one batch; returns the reasons of every triage record it created.
 
     `requests` are `request_log` rows; `flags` new triage records; `followed_up` stored requests
     (with their time) a new one follows up: `follow_up` is added to their triage record, made when
-    they have none. `conflicts` are `(request_id, file, line, body)`, `quarantine`
-    `(file, line, kind, reason, raw bytes)`; both are stored once per file, line and bytes.
+    they have none. `merged` stored requests a later line added to: their columns are updated and
+    a `log_merge` row says which line added what; `reflagged` the reasons of merged requests,
+    added to their triage record (with an audit row), or a record made when they have none.
+    `trace_keys` are `(trace:ID or span:ID, request_id)`; `renames` `(old id, new id, body)`
+    (`rename_requests`), done before the merges. `conflicts` are
+    `(request_id, file, line, body)`, `quarantine` `(file, line, kind, reason, raw bytes)`; both
+    are stored once per file, line and bytes.
     """
     insert_ignoring_existing(connection, _REQUESTS, requests)
+    rename_requests(connection, renames)
+    if merged:
+        columns = [name for name in merged[0][0] if name != "request_id"]
+        connection.execute(
+            update(_REQUESTS)
+            .where(_REQUESTS.c.request_id == bindparam("merged_id"))
+            .values({name: bindparam(f"new_{name}") for name in columns}),
+            [
+                {"merged_id": row["request_id"], **{f"new_{name}": row[name] for name in columns}}
+                for row, _, _, _ in merged
+            ],
+        )
+        connection.execute(
+            _MERGES.insert(),
+            [
+                dict(request_id=row["request_id"], source_file=source, line_no=line_no, added=", ".join(added),
+                     merged_at=now)
+                for row, source, line_no, added in merged
+            ],
+        )  # fmt: skip
+    insert_ignoring_existing(connection, _TRACES, [dict(key=key, request_id=rid) for key, rid in trace_keys])
     created = list(flags)
-    if followed_up:
-        unflagged = _flag_stored(connection, list(followed_up), now)
-        created += [(request_id, [FOLLOW_UP], followed_up[request_id]) for request_id in unflagged]
+    wanted: dict[str, list[str]] = {request_id: [FOLLOW_UP] for request_id in followed_up}
+    times = dict(followed_up)
+    for request_id, reasons, ts in reflagged:
+        wanted[request_id] = list(dict.fromkeys([*reasons, *wanted.get(request_id, [])]))
+        times[request_id] = ts
+    if wanted:
+        unflagged = _flag_stored(connection, wanted, now)
+        created += [(request_id, wanted[request_id], times[request_id]) for request_id in unflagged]
     triage = [
         dict(
             request_id=request_id,
@@ -190,8 +269,10 @@ def write_batch(
     return [reasons for _, reasons, _ in created]
 
 
-def _flag_stored(connection: Connection, ids: list[str], now: datetime) -> list[str]:
-    """Add `follow_up` to the triage records of `ids` (with an audit row); the ids that have none."""
+def _flag_stored(connection: Connection, wanted: dict[str, list[str]], now: datetime) -> list[str]:
+    """Add the reasons `wanted` by request id to their triage records (with an audit row) when
+    missing; the ids that have no record."""
+    ids = list(wanted)
     existing: dict[str, tuple[list[str], int]] = {}
     for chunk in _chunks(ids):
         query = select(_TRIAGE.c.request_id, _TRIAGE.c.reasons, _TRIAGE.c.revision).where(
@@ -201,9 +282,10 @@ def _flag_stored(connection: Connection, ids: list[str], now: datetime) -> list[
             existing[request_id] = (list(reasons or []), revision)
     audit = []
     for request_id, (reasons, revision) in existing.items():
-        if FOLLOW_UP in reasons:
+        missing = [reason for reason in wanted[request_id] if reason not in reasons]
+        if not missing:
             continue
-        after = [*reasons, FOLLOW_UP]
+        after = [*reasons, *missing]
         connection.execute(
             update(_TRIAGE)
             .where(_TRIAGE.c.request_id == request_id)

@@ -1,7 +1,8 @@
 """Request-log and triage tables: logged requests, quarantined lines, conflicts, triage records, audit.
 
 `request_log.body` holds the request as JSON text (schema v1, flat form mapped, unknown fields
-kept), serialized once at ingest; the other columns are the fields queries filter on.
+kept), serialized at ingest and again when a later line adds to it (`log_merge` says which line
+added what); the other columns are the fields queries filter on.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ __all__ = [
     "RequestLogRow",
     "QuarantinedLineRow",
     "LogConflictRow",
+    "LogMergeRow",
+    "RequestTraceRow",
     "TriageRow",
     "TriageAuditRow",
 ]
@@ -119,6 +122,32 @@ class LogConflictRow(SQLModel, table=True):
     body: str = Field(sa_column=Column(Text, nullable=False))
     body_hash: str
     detected_at: datetime = Field(default_factory=utcnow)
+
+
+class LogMergeRow(SQLModel, table=True):
+    """A later line that added to a stored request (feedback, scores, a stage it lacked): where it
+    was read and what it added (`logs.merge`)."""
+
+    __tablename__ = "log_merge"
+
+    id: int | None = Field(default=None, primary_key=True)
+    request_id: str = Field(index=True)
+    source_file: str | None = None
+    line_no: int | None = None
+    added: str = Field(sa_column=Column(Text, nullable=False))
+    """The paths it added, comma-separated (`feedback, stages.bm25[].score`)."""
+    merged_at: datetime = Field(default_factory=utcnow)
+
+
+class RequestTraceRow(SQLModel, table=True):
+    """Where a stored request's trace is known by: `trace:ID` and `span:ROOT_SPAN_ID` → request_id.
+
+    Feedback that arrives after its trace (annotations, scores, EVALUATOR spans) names only these."""
+
+    __tablename__ = "request_trace"
+
+    key: str = Field(primary_key=True)
+    request_id: str = Field(index=True)
 
 
 class TriageRow(SQLModel, table=True):

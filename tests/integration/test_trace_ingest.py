@@ -229,10 +229,11 @@ def test_cli_format_override_and_unknown_shape(tmp_path: Path, home: Path) -> No
     result = runner.invoke(cli, ["logs", "ingest", str(plain), "--format", "otlp", "--json"])
     assert result.exit_code == 0, result.stderr
     counts = json.loads(result.stdout)
-    outcomes = ("ingested", "duplicates", "conflicts", "quarantined", "blank")
+    outcomes = ("ingested", "merged", "duplicates", "conflicts", "quarantined", "blank")
     assert counts["read"] == sum(counts[k] for k in outcomes) > 0
-    # Part of a trace already stored whole is another body for the same request: a conflict.
-    assert counts["conflicts"] > 0
+    # Part of a trace already stored whole adds nothing, even where it lacks the root span (whose
+    # metadata names the request): duplicates, stored under the request's id.
+    assert counts["duplicates"] == counts["read"] and counts["conflicts"] == 0
 
 
 def test_otel_settings_rename_routes(tmp_path: Path) -> None:

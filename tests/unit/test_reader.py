@@ -12,13 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragtriage.errors import InputError, LogFormatError
+from ragtriage.logs.merge import merge_request
 from ragtriage.logs.reader import (
     BadLine,
     LogLine,
     iter_raw_lines,
     parse_line,
     read_log,
-    same_request,
 )
 from ragtriage.logs.schema import RequestLog
 
@@ -270,10 +270,10 @@ def test_same_request_ignores_spacing_key_order_time_zone_and_flat_form() -> Non
     reformatted = (
         b'{"raw_query": "q", "request_id": "a", "ts": "2026-11-02T00:00:00Z", "stages": {"bm25": ["c1"]}}'
     )
-    assert same_request(logged, reformatted)
-    assert same_request(logged, logged.decode())
-    assert not same_request(logged, logged.replace(b'"q"', b'"other"'))
-    assert not same_request(logged, logged.replace(b"08:00:00+08:00", b"08:00:00Z"))
+    assert merge_request(logged, reformatted).outcome == "duplicate"
+    assert merge_request(logged, logged.decode()).outcome == "duplicate"
+    assert merge_request(logged, logged.replace(b'"q"', b'"other"')).conflicts == ["raw_query"]
+    assert merge_request(logged, logged.replace(b"08:00:00+08:00", b"08:00:00Z")).conflicts == ["ts"]
 
 
 def test_the_body_is_the_line_with_unknown_fields_nested_or_not() -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from ragtriage.config.settings import OtelSettings
 from ragtriage.errors import InputError
-from ragtriage.logs.formats.assemble import Assembled, Rejected
+from ragtriage.logs.formats.assemble import Assembled, Late, Rejected
 from ragtriage.logs.formats.detect import detect
 from ragtriage.logs.formats.otlp import SpanFormatError, normalize_id
 from ragtriage.logs.formats.read import read_traces
@@ -416,7 +416,11 @@ def test_gen_ai_evaluation_events_and_orphan_feedback(tmp_path: Path) -> None:
     [request_item] = [i for i in items if isinstance(i, Assembled)]
     feedback = _record(request_item.body).feedback
     assert feedback is not None and feedback.rating == "down" and feedback.model_extra["label"] == "negative"
-    [orphan] = [i for i in items if isinstance(i, Rejected)]
+    # Feedback for a trace not in this ingest is late: ingest merges it into the stored request it
+    # names, or quarantines it as this orphan.
+    [late] = [i for i in items if isinstance(i, Late)]
+    assert late.keys == ("span:00000000000000aa",) and late.feedback["rating"] == "down"
+    orphan = late.orphan
     assert (
         orphan.kind == "orphan_feedback"
         and orphan.source == str(notes)

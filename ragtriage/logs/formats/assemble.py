@@ -14,7 +14,8 @@ The mapping (OpenInference conventions; every default is a `[logs.otel]` setting
 - the first RERANKER span's input documents are `stages.fused` when no fusion span gave them,
   its output `stages.reranked`, and the output cut at `reranker.top_k` the final context;
 - annotations and evaluations on the root span, on EVALUATOR spans linked to it, and notes
-  (Phoenix annotations, Langfuse scores) give the feedback;
+  (Phoenix annotations, Langfuse scores) give the feedback (the linked EVALUATOR spans themselves are
+  not kept: feedback that comes with the trace and feedback that comes later are stored alike);
 - span durations become `stage_latency_ms`; attributes the mapping does not read are kept under
   `otel.spans[].attributes`, unread root `metadata` keys under `otel.metadata`.
 """
@@ -25,7 +26,7 @@ import re
 import time
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -68,6 +69,63 @@ class Rejected:
     raw: bytes
 
 
+@dataclass(slots=True)
+class Late:
+    """Feedback for a trace none of whose spans is in this ingest (annotations, scores, EVALUATOR
+    carrier spans, arriving after the trace): ingest merges it into the stored request it names."""
+
+    keys: tuple[str, ...]
+    """`trace:ID` / `span:ID` it names, as the store keys requests (`RequestTraceRow`)."""
+    feedback: dict[str, Any]
+    """The v1 `feedback` section the annotations give (`feedback_of`); may be empty."""
+    annotations: list[dict[str, Any]]
+    """The annotations, each with the `span_id` it was on when known."""
+    orphan: Rejected
+    """The quarantine entry when no stored request has one of `keys`."""
+
+    @property
+    def source(self) -> str:
+        return self.orphan.source
+
+    @property
+    def line_no(self) -> int:
+        return self.orphan.line_no
+
+
+def late_feedback(trace_id: str, carriers: list[Span], notes: list[Note], otel: OtelSettings) -> Late:
+    """The feedback of a trace whose spans are not in this ingest: the annotations of EVALUATOR
+    `carriers` linked to it and the `notes` naming it (`trace_id`, or `span:ID` for notes that name
+    only a span)."""
+    annotations = [a for span in carriers for a in span_annotations(span)]
+    annotations += [
+        {**note.as_annotation(), **({"span_id": note.span_id} if note.span_id else {})} for note in notes
+    ]
+    keys = [trace_id if trace_id.startswith("span:") else f"trace:{trace_id}"]
+    for span in carriers:
+        keys += [f"span:{span.links[0][1]}", f"trace:{span.links[0][0]}"]
+    keys += [f"span:{note.span_id}" for note in notes if note.span_id]
+    keys += [f"trace:{note.trace_id}" for note in notes if note.trace_id]
+    first = carriers[0] if carriers else notes[0]
+    raw = (
+        b"["
+        + b",".join([*(s.to_bytes() for s in carriers), *(orjson.dumps(n.as_annotation()) for n in notes)])
+        + b"]"
+    )
+    named = f"span {trace_id[5:]}" if trace_id.startswith("span:") else f"trace {trace_id}"
+    count = len(annotations)
+    orphan = Rejected(
+        "orphan_feedback",
+        f"{count} {'annotation or score' if count == 1 else 'annotations or scores'} for {named} "
+        f"({quoted(annotations[0].get('name', '')) if annotations else 'no name'}), which is neither in "
+        "this ingest nor stored",
+        "ingest the trace's spans first (or together with its feedback)",
+        first.source,
+        first.line_no,
+        raw,
+    )
+    return Late(tuple(dict.fromkeys(keys)), feedback_of(annotations, otel), annotations, orphan)
+
+
 class Reject(Exception):
     """A trace that cannot be a request: quarantine kind, message, fix, and the span it names."""
 
@@ -78,13 +136,21 @@ class Reject(Exception):
 
 def assemble(
     trace_id: str, spans: Iterable[Span], notes: Iterable[Note], otel: OtelSettings
-) -> Assembled | Rejected:
-    """The request one trace describes (spans of any order; a span seen twice counts once)."""
+) -> Assembled | Rejected | Late:
+    """The request one trace describes (spans of any order; a span seen twice counts once, with the
+    attributes either copy has), or
+    its late feedback when its only spans are EVALUATOR carriers."""
     unique: dict[str, Span] = {}
     for span in spans:
-        unique.setdefault(span.span_id, span)
+        seen = unique.setdefault(span.span_id, span)
+        if seen is not span and not span.attributes.keys() <= seen.attributes.keys():
+            # The same span exported again with more (feedback added on it later): absence is not
+            # difference, so the first copy's attributes stay and the later one's new keys join.
+            unique[span.span_id] = replace(seen, attributes={**span.attributes, **seen.attributes})
     ordered = sorted(unique.values(), key=lambda s: (s.start_ns or 0, s.span_id))
     note_list = list(notes)
+    if ordered and all(s.kind == KIND_EVALUATOR and s.links for s in ordered):
+        return late_feedback(trace_id, ordered, note_list, otel)
     try:
         return _assemble(trace_id, ordered, note_list, otel)
     except Reject as reject:
@@ -206,7 +272,11 @@ def _assemble(trace_id: str, spans: list[Span], notes: list[Note], otel: OtelSet
         body["latency_ms"] = duration
     if latencies:
         body["stage_latency_ms"] = latencies
-    body["otel"] = _kept(trace_id, root, spans, metadata, consumed_metadata, annotations)
+    # A feedback carrier is not part of the request's run: its annotations (with its span id) are
+    # kept, not the span, so feedback read with the trace or after it is stored alike.
+    judged = {c.span_id for c in carriers if any(sid == root.span_id for _, sid in c.links)}
+    ran = [s for s in spans if s.span_id not in judged]
+    body["otel"] = _kept(trace_id, root, ran, metadata, consumed_metadata, annotations)
     return Assembled(
         str(request_id), orjson.dumps(body, option=orjson.OPT_SORT_KEYS), root.source, root.line_no
     )
@@ -594,18 +664,25 @@ def root_annotations(root: Span, carriers: list[Span], notes: list[Note]) -> lis
     carrier spans linked to it, and notes on the root span or the whole trace."""
     found: list[dict[str, Any]] = []
     for span in [root, *(c for c in carriers if any(sid == root.span_id for _, sid in c.links))]:
-        listed = {k: v for k, v in span.attributes.items() if k.startswith(_LIST_STARTS)}
-        if not listed:
-            continue
-        for prefix, suffix in _LISTS:
-            for item in indexed(listed, prefix):
-                fields = {k[len(suffix) :]: v for k, v in item.items() if k.startswith(suffix)}
-                if "name" in fields:
-                    fields.pop("metadata", None)
-                    found.append({**fields, "span_id": span.span_id})
+        found += span_annotations(span)
     for note in notes:
         if note.span_id is None or note.span_id == root.span_id:
             found.append({**note.as_annotation(), "span_id": root.span_id})
+    return found
+
+
+def span_annotations(span: Span) -> list[dict[str, Any]]:
+    """The annotations and evaluations flattened on one span, each with the span's id."""
+    found: list[dict[str, Any]] = []
+    listed = {k: v for k, v in span.attributes.items() if k.startswith(_LIST_STARTS)}
+    if not listed:
+        return found
+    for prefix, suffix in _LISTS:
+        for item in indexed(listed, prefix):
+            fields = {k[len(suffix) :]: v for k, v in item.items() if k.startswith(suffix)}
+            if "name" in fields:
+                fields.pop("metadata", None)
+                found.append({**fields, "span_id": span.span_id})
     return found
 
 

@@ -4,9 +4,11 @@ All files of one ingest are read together: a trace's spans may be spread over th
 rotates its files), a Langfuse export comes as observations, traces and scores files, and feedback
 may come long after its trace. So no trace is complete before the input ends: spans are grouped by
 trace in memory, without their bulky attributes (`otlp.BULKY_*`, document contents), and each trace
-becomes one `Assembled` request body or one `Rejected` quarantine entry. A record that cannot be
-read at all (bad JSON, not a span) is a `Rejected` of its own. So the unit counted as read is a
-trace or an unreadable record, and `read = assembled + rejected`.
+becomes one `Assembled` request body, one `Rejected` quarantine entry, or, when only its feedback
+is in the input (EVALUATOR carrier spans, annotations, scores), one `Late` item that ingest merges
+into the stored request. A record that cannot be read at all (bad JSON, not a span) is a
+`Rejected` of its own. So the unit counted as read is a trace or an unreadable record, and
+`read = assembled + rejected + late`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import orjson
 
 from ragtriage.config.settings import OtelSettings
 from ragtriage.logs.formats import langfuse, otel_sdk, otlp, phoenix
-from ragtriage.logs.formats.assemble import Assembled, Rejected, assemble
+from ragtriage.logs.formats.assemble import Assembled, Late, Rejected, assemble, late_feedback
 from ragtriage.logs.formats.detect import record_kind
 from ragtriage.logs.formats.otlp import SpanFormatError
 from ragtriage.logs.formats.spans import KIND_EVALUATOR, Note, Span
@@ -36,8 +38,9 @@ _MISSING_FORMAT = {
     "langfuse": ("not_langfuse", "a Langfuse observation, trace or score"),
 }
 
-NumberedLine = tuple[int, "bytes | BadLine", bool]
-"""`(line_no, raw line or an already rejected record, unterminated)`: what the line parser takes."""
+NumberedLine = tuple[int, "bytes | BadLine | Late", bool]
+"""`(line_no, raw line, an already rejected record or late feedback, unterminated)`: what the
+line parser takes."""
 
 
 def trace_lines(
@@ -45,7 +48,8 @@ def trace_lines(
 ) -> Iterator[tuple[Path, Iterator[NumberedLine]]]:
     """The requests of all trace-format `files` (`(path, format, layout)`), as runs of numbered
     lines per file: each assembled request as a schema-v1 line, each rejected trace or record as a
-    `BadLine`. A request's line is the line of its root span; a rejected trace's is the line of the
+    `BadLine`, feedback for a trace not in `files` as `Late` (ingest merges it into the stored
+    request). A request's line is the line of its root span; a rejected trace's is the line of the
     span the rejection names. Consume each run before asking for the next.
 
     Raises:
@@ -58,6 +62,8 @@ def trace_lines(
             (
                 (item.line_no, item.body, False)
                 if isinstance(item, Assembled)
+                else (item.line_no, item, False)
+                if isinstance(item, Late)
                 else (item.line_no, BadLine(item.line_no, item.kind, item.message, item.fix, item.raw), False)
                 for item in group
             ),
@@ -76,11 +82,11 @@ _Record = tuple[str, str, int, Any]
 
 def read_traces(
     files: Sequence[tuple[Path, str, str]], otel: OtelSettings, *, single_pass_bytes: int = SINGLE_PASS_BYTES
-) -> Iterator[Assembled | Rejected]:
-    """Every trace of `files` (`(path, format, layout)`) as a request body or a rejection, each
-    once its last span or note is read (inputs of `single_pass_bytes` or less: at the end, in the
-    order their first span was read); unreadable records as they are met; then feedback whose
-    trace is not in the input.
+) -> Iterator[Assembled | Rejected | Late]:
+    """Every trace of `files` (`(path, format, layout)`) as a request body, a rejection, or `Late`
+    feedback when its only spans are EVALUATOR carriers, each once its last span or note is read
+    (inputs of `single_pass_bytes` or less: at the end, in the order their first span was read);
+    unreadable records as they are met; then, as `Late`, notes whose trace is not in the input.
 
     Raises:
         InputError: a file cannot be read.
@@ -109,7 +115,7 @@ def read_traces(
         trace_id = next(iter(traces))
         yield _assembled(trace_id, traces.pop(trace_id), noted, otel)
     for trace_id in sorted(noted):
-        yield _orphan(trace_id, [note for _, note in noted[trace_id]])
+        yield late_feedback(trace_id, [], [note for _, note in noted[trace_id]], otel)
 
 
 def _records(files: Sequence[tuple[Path, str, str]]) -> Iterator[_Record]:
@@ -160,27 +166,13 @@ def _trace_of(span: Span) -> str:
 
 def _assembled(
     trace_id: str, spans: list[Span], noted: dict[str, list[tuple[int, Note]]], otel: OtelSettings
-) -> Assembled | Rejected:
+) -> Assembled | Rejected | Late:
     """Assemble one trace with the notes naming it or one of its spans (in the order read)."""
     notes = noted.pop(trace_id, [])
     if noted:
         for span in spans:
             notes += noted.pop(f"span:{span.span_id}", [])
     return assemble(trace_id, spans, [note for _, note in sorted(notes, key=lambda item: item[0])], otel)
-
-
-def _orphan(trace_id: str, notes: list[Note]) -> Rejected:
-    first = notes[0]
-    return Rejected(
-        "orphan_feedback",
-        f"{len(notes)} {'annotation or score' if len(notes) == 1 else 'annotations or scores'} for "
-        + (f"span {trace_id[5:]}" if trace_id.startswith("span:") else f"trace {trace_id}")
-        + f" ('{first.name}'), which is not in this ingest",
-        "ingest the feedback together with the trace's spans",
-        first.source,
-        first.line_no,
-        orjson.dumps([n.as_annotation() for n in notes]),
-    )
 
 
 def records_of(raw: bytes, line_no: int, display: str, *, layout: str = "lines") -> Iterator[tuple[int, Any]]:
