@@ -271,7 +271,14 @@ def describe_shape(settings: Settings) -> str:
         fused = f"rrf k={retrieval.rrf_k}"
     else:
         weights = ", ".join(f"{r} {w:g}" for r, w in sorted(fusion.weights.items()))
-        fused = f"{fusion.method} ({fusion.normalization}{'; ' + weights if weights else ''})"
+        normalization = (
+            fusion.normalization
+            if isinstance(fusion.normalization, str)
+            else ", ".join(f"{r} {m}" for r, m in fusion.normalization.items()) or "min-max"
+        )
+        fused = f"{fusion.method} ({normalization}{'; ' + weights if weights else ''})"
+    if fusion.keep is not None:
+        fused += f" → keep {fusion.keep}"
     if not rerank.enabled:
         return f"{', '.join(routes)} → {fused} → no rerank → top {rerank.top_n}"
     scorer = "features only" if rerank.backend == "none" else rerank.backend

@@ -35,6 +35,10 @@ class StrictModel(BaseModel):
 RouteName = Literal["bm25_raw", "dense_raw", "bm25_rewritten", "dense_rewritten", "dense_sub"]
 
 
+#: Score normalisation methods of score-based fusion (`ragtriage.pipeline.fusion.normalize_scores`).
+NormalizationName = Literal["none", "min-max", "max", "z-score"]
+
+
 class FusionSettings(StrictModel):
     """How the routes' lists are fused (`ragtriage.pipeline.fusion`)."""
 
@@ -42,10 +46,21 @@ class FusionSettings(StrictModel):
     """`rrf` uses ranks only ([retrieval] rrf_k); the others combine normalised scores."""
     weights: dict[RouteName, float] = Field(default_factory=dict)
     """Per-route weights of `weighted` fusion, e.g. {dense_raw = 0.7, bm25_raw = 0.3}; unlisted routes weigh 1.0."""
-    normalization: Literal["none", "min-max", "max", "z-score"] = "min-max"
-    """Per-list score normalisation of the score-based methods."""
+    normalization: NormalizationName | dict[RouteName, NormalizationName] = "min-max"
+    """Per-list score normalisation of the score-based methods: one method for every route, or a
+    table route → method for a production that rescales its routes differently, e.g.
+    `{dense_raw = "none", bm25_raw = "max"}` (raw cosine, BM25 ÷ its list's max); a route the
+    table does not name is min-max normalised (`dense_sub` names every sub-query route). Methods:
+    `none` s, `min-max` (s − min) ÷ (max − min), `max` s ÷ max, `z-score` (s − mean) ÷ σ."""
     missing: Literal["zero", "min"] = "zero"
     """What a chunk missing from a route's list scores there in `weighted` fusion: 0 or that list's lowest score."""
+    keep: int | None = Field(default=None, gt=0)
+    """Fused chunks kept, best first: production's own cut of its fused list (e.g. 10, when it
+    hands its top 10 to the reranker and logs them as the reranker's input); None keeps every chunk
+    any route found. The reranker still takes at most `[retrieval] candidate_pool` of them.
+    Fidelity compares the replayed fused list with the logged one: set `keep` to the logged
+    length when production cut its fused list (the report says `the profile keeps 18 where
+    production kept 10`)."""
 
 
 class ElasticsearchEngine(StrictModel):
@@ -647,9 +662,10 @@ class Settings(StrictModel):
         for path in HASH_NEUTRAL_WHEN_DEFAULT:
             node, default = payload, defaults
             for part in path[:-1]:
-                node, default = node[part], default[part]
-            if node.get(path[-1]) == default.get(path[-1]):
-                node.pop(path[-1], None)
+                # A section an earlier, shorter path dropped whole (at its default) has nothing left.
+                node, default = node.get(part, {}), default[part]
+            if path[-1] in node and node[path[-1]] == default.get(path[-1]):
+                node.pop(path[-1])
         for path, neutral in HASH_NEUTRAL_AT.items():
             node = payload
             for part in path[:-1]:
@@ -694,6 +710,7 @@ HASH_NEUTRAL_WHEN_DEFAULT: tuple[tuple[str, ...], ...] = (
     ("retrieval", "route_k"),
     ("retrieval", "route_engine"),
     ("retrieval", "fusion"),
+    ("retrieval", "fusion", "keep"),
     ("rerank", "enabled"),
     ("rerank", "min_n"),
     ("rerank", "min_score"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -68,6 +68,7 @@ class PlannedRoute:
 
 
 DenseSearch = Callable[[np.ndarray, int], list[ScoredChunk]]
+_Value = TypeVar("_Value")
 #: A team's whole pipeline run in process (`ragtriage.replay.framework`): query, run options → its trace.
 WholeRun = Callable[[str, RunOptions], Trace]
 StopCheck = Callable[[], bool]
@@ -569,8 +570,13 @@ class Pipeline:
             {r.name: [(h.chunk_id, h.score) for h in r.hits] for r in routes if r.hits},
             rrf_k=retrieval.rrf_k,
             weights=fusion_weights(fusion.weights, routes),
-            normalization=fusion.normalization,
+            normalization=(
+                fusion.normalization
+                if isinstance(fusion.normalization, str)
+                else fusion_weights(fusion.normalization, routes)
+            ),
             missing=fusion.missing,
+            top_n=fusion.keep,
         )
 
     def _keywords(self, rewrite: RewriteResult) -> list[str]:
@@ -658,8 +664,9 @@ def team_route_text(rewrite: RewriteResult, route: PlannedRoute) -> str:
     return rewrite.raw_query
 
 
-def fusion_weights(weights: Mapping[Any, float], routes: Sequence[RouteResult]) -> dict[str, float]:
-    """`[retrieval.fusion] weights` per route name: a `dense_sub` weight weighs every sub-query route."""
+def fusion_weights(weights: Mapping[Any, _Value], routes: Sequence[RouteResult]) -> dict[str, _Value]:
+    """`[retrieval.fusion] weights` (or a `normalization` table) per route name: a `dense_sub`
+    entry holds for every sub-query route."""
     by_route = {str(route): weight for route, weight in weights.items()}
     for route in routes:
         if route.name.startswith(ROUTE_DENSE_SUB_PREFIX) and "dense_sub" in by_route:
