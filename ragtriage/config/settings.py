@@ -431,6 +431,14 @@ class RerankSettings(StrictModel):
     """Half precision for a local cross-encoder; ignored on CPU (forced float32, the trace says so)."""
     http_scores: Literal["probability", "logit"] = "probability"
     """What an HTTP rerank service returns: calibrated [0, 1] scores (kept) or logits (sigmoid applied)."""
+    title_match: Literal["substring", "tokens"] = "substring"
+    """How the `title_hit` feature finds a query word in the chunk title (its share of the query's
+    words, in [0, 1]; docs/settings.md#rerank-features). `substring`: each keyword of the rewrite
+    (question words and particles dropped) found anywhere in the NFKC-folded, lower-cased title.
+    `tokens`: the distinct terms the BM25 route searches for the query (`[index]
+    query_segmentation`, `query_stop_words`) found among the title's BM25 terms, the common
+    production variant `len(set(q) & set(t)) / len(set(q))` over one tokenizer; a query without
+    terms scores 0."""
     freshness_half_life_days: float = Field(default=180.0, gt=0)
     """Freshness feature = 0.5 ** (age in days / this); a chunk without `updated_at` scores 0
     (docs/settings.md#rerank-features)."""
@@ -719,6 +727,7 @@ HASH_NEUTRAL_WHEN_DEFAULT: tuple[tuple[str, ...], ...] = (
     ("index", "bm25_engine"),
     ("index", "query_stop_words"),
     ("rerank", "weights", "dense_score"),
+    ("rerank", "title_match"),
 )
 
 

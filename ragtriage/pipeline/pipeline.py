@@ -20,6 +20,8 @@ import numpy as np
 
 from ragtriage.config.settings import RetrievalSettings, Settings
 from ragtriage.errors import RagtriageError
+from ragtriage.index.analyzer import normalize_text as analyzed
+from ragtriage.index.analyzer import query_terms
 from ragtriage.index.types import Embedder, ScoredChunk
 from ragtriage.pipeline import refusal as refusal_rules
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
@@ -580,6 +582,15 @@ class Pipeline:
         )
 
     def _keywords(self, rewrite: RewriteResult) -> list[str]:
+        """The query words `title_hit` looks for: the rewrite's keywords, or with `[rerank]
+        title_match = "tokens"` the terms the BM25 route searches for the (rewritten) query."""
+        if self.settings.rerank.title_match == "tokens":
+            index = self.settings.index
+            return query_terms(
+                normalize_text(rewrite.rewritten_query) or rewrite.normalized_query,
+                segmentation=index.query_segmentation,
+                stop_words=frozenset(analyzed(w) for w in index.query_stop_words),
+            )
         return rewrite.keywords or extract_keywords(rewrite.normalized_query, self.rules.tokenize)
 
 

@@ -330,6 +330,14 @@ def test_the_production_knobs_are_hash_neutral_at_their_default() -> None:
     assert Settings(retrieval={"fusion": {**weighted, "keep": 10}}).config_hash() != "7e5c3060aae9"  # type: ignore[arg-type]
     per_route = {**weighted, "normalization": {"dense_raw": "none", "bm25_raw": "max"}}
     assert Settings(retrieval={"fusion": per_route}).config_hash() != "7e5c3060aae9"  # type: ignore[arg-type]
+    assert (
+        Settings(rerank={"weights": {"title_hit": 0.2}, "title_match": "substring"}).config_hash()
+        == "7aba9a9bc671"
+    )  # type: ignore[arg-type]
+    assert (
+        Settings(rerank={"weights": {"title_hit": 0.2}, "title_match": "tokens"}).config_hash()
+        != "7aba9a9bc671"
+    )  # type: ignore[arg-type]
 
 
 def test_the_shape_line_names_per_route_normalisation_and_the_fused_cut() -> None:
