@@ -158,6 +158,20 @@ class ProfileSettings(StrictModel):
     rerank: dict[str, Any] = Field(default_factory=dict)
     engines: dict[str, Any] = Field(default_factory=dict)
     stages: dict[str, Any] = Field(default_factory=dict)
+    index: dict[str, Any] = Field(default_factory=dict)
+    """The query-time `[index]` keys (`QUERY_TIME_INDEX_KEYS`: title_boost, bm25_k1, bm25_b,
+    query_segmentation, query_stop_words); the index itself is one for every profile."""
+
+    @field_validator("index")
+    @classmethod
+    def _query_time_only(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            if key not in QUERY_TIME_INDEX_KEYS:
+                raise ValueError(
+                    f"index.{key} cannot differ per profile: one index serves every profile, so set it in "
+                    f"[index]; a profile may set {', '.join(QUERY_TIME_INDEX_KEYS)}"
+                )
+        return value
 
 
 class ReplaySettings(StrictModel):
@@ -548,10 +562,21 @@ class IndexSettings(StrictModel):
     the config hashes of requests logged with it."""
     qdrant_api_key_env: str = "RAGTRIAGE_QDRANT_API_KEY"
     collection: str = "ragtriage_chunks"
-    title_boost: float = Field(default=0.3, gt=0)
-    """BM25F field boost of the chunk title over its content. A title is a short field, so its term
-    scores are already high; 0.3 was chosen on the Debian query set's tune split (2.0 before:
-    Hit@5 0.812 → 0.848, MRR@10 0.642 → 0.724; docs/benchmarks.md)."""
+    title_boost: float = Field(default=0.3, ge=0)
+    """BM25F field boost of the chunk title over its content (a multiplier of the title field's
+    BM25; 0: the title is not searched, the content alone scores). A title is a short field, so its
+    term scores are already high; 0.3 was chosen on the Debian query set's tune split (2.0 before:
+    Hit@5 0.812 → 0.848, MRR@10 0.642 → 0.724; docs/benchmarks.md). Query time: a profile may
+    set it (`[profiles.NAME] index = { title_boost = 0 }`)."""
+    bm25_k1: float = Field(default=1.2, ge=0)
+    """BM25's term-frequency saturation k1 (0: a term counts once, however often it occurs; the
+    larger, the more each further occurrence adds). Whoosh takes it at search time, so a profile may
+    set it; bm25s bakes k1 and b into the index it builds (with 1.2 and 0.75), so with
+    `bm25_engine = "bm25s"` any other value is refused: use `whoosh` to replay other values."""
+    bm25_b: float = Field(default=0.75, ge=0, le=1)
+    """BM25's length normalisation b, 0–1 (0: a long chunk scores as a short one; 1: fully
+    normalised by its length over the average). Query time with Whoosh, fixed at 0.75 with bm25s
+    (see `bm25_k1`)."""
     bm25_engine: Literal["whoosh", "bm25s"] = "whoosh"
     """The local BM25 index: `whoosh` (BM25F through Whoosh's own writer, incremental writes; minutes
     at 100k chunks) or `bm25s` (Lucene BM25 per field through bm25s's API, for big KBs; rebuilt from
@@ -565,7 +590,10 @@ class IndexSettings(StrictModel):
     query_stop_words: list[str] = Field(default_factory=list)
     """Extra words dropped from queries (not documents) before the local BM25 search, e.g. spoken
     question fillers such as `["啥", "咋", "到底", "一下"]`; the analyzer's own function words go
-    always. No rebuild needed."""
+    always. No rebuild needed, so a profile may set them (with `query_segmentation`, `title_boost`,
+    `bm25_k1`, `bm25_b`). Documents are always analysed by the analyzer (jieba search mode, its
+    own stop words): a production whose documents were tokenised otherwise needs another analyzer
+    and a reindex, which no setting gives."""
     bm25_procs: int = Field(default=2, ge=1)
     """Processes for big builds: Whoosh writers (one segment each) or bm25s segmenters."""
     bm25_multiproc_min_docs: int = Field(default=2000, ge=1)
@@ -573,6 +601,22 @@ class IndexSettings(StrictModel):
     bm25s forks its segmenters before its pass, whatever its size)."""
     writer_timeout_s: float = Field(default=5.0, ge=0)
     """How long to wait for another process's Whoosh write lock before giving up."""
+
+    @model_validator(mode="after")
+    def _bm25s_k1_b(self) -> IndexSettings:
+        if self.bm25_engine == "bm25s" and (self.bm25_k1, self.bm25_b) != (1.2, 0.75):
+            raise ValueError(
+                f"bm25_k1 = {self.bm25_k1:g}, bm25_b = {self.bm25_b:g} cannot be used with "
+                'bm25_engine = "bm25s": bm25s bakes k1 and b into the index it builds (k1 1.2, b 0.75); '
+                'set bm25_engine = "whoosh" (it takes k1 and b at search time, then run `ragtriage kb '
+                "reindex`) or leave bm25_k1 and bm25_b unset"
+            )
+        return self
+
+
+#: `[index]` keys a replay profile may overlay: they change how a query is analysed and scored,
+#: not what the index holds. Every other `[index]` key is one for all profiles.
+QUERY_TIME_INDEX_KEYS = ("title_boost", "bm25_k1", "bm25_b", "query_segmentation", "query_stop_words")
 
 
 class EvalSettings(StrictModel):
@@ -726,6 +770,8 @@ HASH_NEUTRAL_WHEN_DEFAULT: tuple[tuple[str, ...], ...] = (
     ("stages",),
     ("index", "bm25_engine"),
     ("index", "query_stop_words"),
+    ("index", "bm25_k1"),
+    ("index", "bm25_b"),
     ("rerank", "weights", "dense_score"),
     ("rerank", "title_match"),
 )

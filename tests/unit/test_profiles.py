@@ -330,6 +330,10 @@ def test_the_production_knobs_are_hash_neutral_at_their_default() -> None:
     assert Settings(retrieval={"fusion": {**weighted, "keep": 10}}).config_hash() != "7e5c3060aae9"  # type: ignore[arg-type]
     per_route = {**weighted, "normalization": {"dense_raw": "none", "bm25_raw": "max"}}
     assert Settings(retrieval={"fusion": per_route}).config_hash() != "7e5c3060aae9"  # type: ignore[arg-type]
+    bm25s = {"title_boost": 1.0, "bm25_engine": "bm25s"}
+    assert Settings(index=bm25s).config_hash() == "7d706bac6b46"  # type: ignore[arg-type]
+    assert Settings(index={**bm25s, "bm25_k1": 1.2, "bm25_b": 0.75}).config_hash() == "7d706bac6b46"  # type: ignore[arg-type]
+    assert Settings(index={"bm25_k1": 0.9}).config_hash() != Settings().config_hash()  # type: ignore[arg-type]
     assert (
         Settings(rerank={"weights": {"title_hit": 0.2}, "title_match": "substring"}).config_hash()
         == "7aba9a9bc671"
