@@ -94,3 +94,35 @@ def test_bm25s_refuses_k1_and_b_it_cannot_take() -> None:
     same = {"bm25_k1": 1.2, "bm25_b": 0.75, "title_boost": 0, "query_segmentation": "search"}
     ok = Settings.model_validate({"index": {"bm25_engine": "bm25s"}, "profiles": {"prod": {"index": same}}})
     assert get_profile(ok, "prod").settings.index.title_boost == 0
+
+
+def test_each_profiles_pipeline_searches_with_its_own_bm25_settings(tmp_path: Path) -> None:
+    from contextlib import closing
+
+    from ragtriage.workspace import Workspace
+    from tests.tiny_kb import add_tiny_kb
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        "[profiles.titleless]\nindex = { title_boost = 0 }\n"
+        '[profiles.saturated]\nindex = { bm25_k1 = 0.1, query_stop_words = ["红字"] }\n',
+        encoding="utf-8",
+    )
+    with closing(Workspace.open(home, None)) as workspace:
+        chunks = add_tiny_kb(workspace, tmp_path / "docs")
+
+        def hits(profile: str, query: str) -> dict[str, float]:
+            pipeline = workspace.pipeline_for(get_profile(workspace.settings, profile))
+            assert pipeline.bm25 is not None
+            return _scores(pipeline.bm25.search(query, 5)[0])
+
+        default = hits("default", "差旅 红字发票")
+        assert {chunks["travel"], chunks["invoice"]} <= set(default)
+        # Without the title field the travel chunk keeps its content's score only.
+        titleless = hits("titleless", "差旅 红字发票")
+        assert titleless[chunks["travel"]] < default[chunks["travel"]]
+        saturated = hits("saturated", "差旅 红字发票")
+        assert saturated[chunks["travel"]] != default[chunks["travel"]]
+        # The profile's query stop words: 红字 no longer searched, so the invoice scores less.
+        assert saturated[chunks["invoice"]] < default[chunks["invoice"]]
