@@ -57,7 +57,8 @@ class FusionSettings(StrictModel):
     keep: int | None = Field(default=None, gt=0)
     """Fused chunks kept, best first: production's own cut of its fused list (e.g. 10, when it
     hands its top 10 to the reranker and logs them as the reranker's input); None keeps every chunk
-    any route found. The reranker still takes at most `[retrieval] candidate_pool` of them.
+    any route found. The reranker still takes at most `[retrieval] candidate_pool` of them; a
+    one-off larger pool (the larger-k counterfactual) widens the cut to that pool.
     Fidelity compares the replayed fused list with the logged one: set `keep` to the logged
     length when production cut its fused list (the report says `the profile keeps 18 where
     production kept 10`)."""

@@ -369,7 +369,7 @@ class Pipeline:
         routes = self._recall(item, vectors)
         checkpoint()
         tick = self._clock()
-        fused = self._fuse(routes)
+        fused = self._fuse(routes, options.candidate_pool)
         item.timings["fusion"] = (self._clock() - tick) * 1000
         checkpoint()
         tick = self._clock()
@@ -558,9 +558,10 @@ class Pipeline:
             return list(self.dense_search(vector, k)), []
         return [], []
 
-    def _fuse(self, routes: Sequence[RouteResult]) -> list[ScoredChunk]:
-        """The fused list by `[retrieval.fusion] method`, or by the team's fusion stage (routes
-        without hits take no part)."""
+    def _fuse(self, routes: Sequence[RouteResult], pool: int | None = None) -> list[ScoredChunk]:
+        """The fused list by `[retrieval.fusion] method`, cut at `[retrieval.fusion] keep` (a one-off
+        larger candidate `pool`, the larger-k counterfactual, widens that cut to the pool), or by
+        the team's fusion stage (routes without hits take no part)."""
         team = self.stages.get("fusion")
         if team is not None:
             lists = {r.name: [(h.chunk_id, h.score) for h in r.hits] for r in routes if r.hits}
@@ -578,7 +579,7 @@ class Pipeline:
                 else fusion_weights(fusion.normalization, routes)
             ),
             missing=fusion.missing,
-            top_n=fusion.keep,
+            top_n=max(fusion.keep, pool or 0) if fusion.keep is not None else None,
         )
 
     def _keywords(self, rewrite: RewriteResult) -> list[str]:

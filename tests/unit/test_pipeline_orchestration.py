@@ -288,3 +288,15 @@ def test_weighted_fusion_per_route_normalisation_and_keep_from_the_settings() ->
     assert trace.rerank_input == ["c4", "c1"]
     c2 = trace.candidate("c2")
     assert c2 is not None and c2.fused.rank is None and "bm25_raw" in c2.routes
+
+
+def test_a_larger_candidate_pool_widens_the_fused_cut() -> None:
+    # The larger-k counterfactual asks for a bigger pool: production's cut must not hide it.
+    settings = Settings(
+        rewrite={"enabled": False},  # type: ignore[arg-type]
+        retrieval={"routes": ["bm25_raw", "dense_raw"], "fusion": {"method": "weighted", "keep": 2}},  # type: ignore[arg-type]
+    )
+    pipeline, _, _ = _build({"q": ["c1", "c2", "c3"]}, {"q": ["c4", "c1"]}, settings)
+    assert len(pipeline.run("q").fused) == 2
+    wider = pipeline.run("q", options=RunOptions(candidate_pool=3))
+    assert len(wider.fused) == 3 and len(wider.rerank_input) == 3
