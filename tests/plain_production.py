@@ -184,6 +184,62 @@ stages.rerank = { use = "prod_rag.search:TitleRerank", title_weight = -1.0 }
 """
 
 
+#: ragtriage's settings for a team that cannot import its code: knobs only, each mirroring what
+#: `prod_rag.search` does (docs/benchmarks.md "Issue 25: knobs only vs the team's stages").
+#: What no knob expresses: production's document-side BM25 analysis (title + body as one field,
+#: its own stop words; ragtriage's analyzer indexes title and content apart and drops its own).
+KNOBS_CONFIG = (
+    CONFIG.split("[profiles.main]")[0].replace(
+        "[logs.otel]",
+        """[index]
+bm25_engine = "bm25s"                     # production's engine (k1 1.2, b 0.75: bm25s's own)
+
+[logs.otel]""",
+    )
+    + """[profiles.main]
+description = "faq-1.4 with knobs only"
+rewrite = { enabled = false }
+[profiles.main.index]
+title_boost = 1.0                         # production indexes title + body: title words count as body words
+query_segmentation = "search"             # jieba.lcut_for_search
+query_stop_words = [                      # prod_rag.search.STOP_WORDS
+    "的", "了", "是", "吗", "呢", "啊", "吧", "我", "你", "怎么", "如何",
+    "什么", "啥", "一个", "有", "在", "和", "要", "想", "能", "会",
+]
+[profiles.main.retrieval]
+routes = ["bm25_raw", "dense_raw"]
+candidate_pool = 10
+[profiles.main.retrieval.fusion]
+method = "weighted"
+weights = { dense_raw = 0.7, bm25_raw = 0.3 }
+normalization = { dense_raw = "none", bm25_raw = "max" }   # 0.7 × cosine + 0.3 × bm25 / max(bm25)
+missing = "zero"
+keep = 10                                 # fuse(...)[:10], logged as the reranker's input
+[profiles.main.rerank]
+top_n = 3
+refusal_threshold = "off"
+title_match = "tokens"                    # len(words & set(tokens(title))) / len(words)
+[profiles.main.rerank.weights]            # score = fused + title_weight × title share
+rrf = 1.0
+title_hit = 0.2
+freshness = 0.0
+product_line = 0.0
+key_terms = 0.0
+bm25_score = 0.0
+dense_score = 0.0
+
+[profiles.canary]
+description = "faq-1.5-canary with knobs only"
+extends = "main"
+rerank = { weights = { title_hit = -1.0 } }
+
+[replay.versions]
+"faq-1.4" = "main"
+"faq-1.5-canary" = "canary"
+"""
+)
+
+
 @dataclass(frozen=True)
 class Production:
     root: Path
@@ -254,6 +310,7 @@ def build(root: Path) -> Production:
             )
     (root / "chunks.jsonl").write_bytes((package / "chunks.jsonl").read_bytes())
     (root / "config.toml").write_text(CONFIG, encoding="utf-8")
+    (root / "knobs.toml").write_text(KNOBS_CONFIG, encoding="utf-8")
 
     sys.path.insert(0, str(root))
     try:

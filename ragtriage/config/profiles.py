@@ -1,7 +1,8 @@
 """Replay profiles: named overlays of the retrieval settings, one per production `pipeline_version`.
 
-A profile overlays the `rewrite`, `retrieval`, `rerank` and `engines` sections on the settings
-file (or on the profile or preset it `extends`). Profiles come from `[profiles.NAME]` tables of the
+A profile overlays the `rewrite`, `retrieval`, `rerank`, `engines` and `stages` sections, and the
+query-time keys of `index` (`QUERY_TIME_INDEX_KEYS`), on the settings file (or on the profile or
+preset it `extends`). Profiles come from `[profiles.NAME]` tables of the
 settings file, from `<settings folder>/profiles/NAME.toml` files, and from the presets shipped in
 `ragtriage/config/presets/`. `default` is the settings file as it is. `[replay.versions]` maps
 logged `pipeline_version` values to profiles: an exact key wins, then the matching glob with the
@@ -32,7 +33,7 @@ from ragtriage.pipeline.types import ProfileRef
 
 DEFAULT_PROFILE = "default"
 PRESET_SOURCE = "preset"
-OVERLAY_SECTIONS = ("rewrite", "retrieval", "rerank", "engines", "stages")
+OVERLAY_SECTIONS = ("rewrite", "retrieval", "rerank", "engines", "stages", "index")
 MatchedBy = Literal["requested", "exact", "glob", "default"]
 
 
@@ -271,7 +272,14 @@ def describe_shape(settings: Settings) -> str:
         fused = f"rrf k={retrieval.rrf_k}"
     else:
         weights = ", ".join(f"{r} {w:g}" for r, w in sorted(fusion.weights.items()))
-        fused = f"{fusion.method} ({fusion.normalization}{'; ' + weights if weights else ''})"
+        normalization = (
+            fusion.normalization
+            if isinstance(fusion.normalization, str)
+            else ", ".join(f"{r} {m}" for r, m in fusion.normalization.items()) or "min-max"
+        )
+        fused = f"{fusion.method} ({normalization}{'; ' + weights if weights else ''})"
+    if fusion.keep is not None:
+        fused += f" → keep {fusion.keep}"
     if not rerank.enabled:
         return f"{', '.join(routes)} → {fused} → no rerank → top {rerank.top_n}"
     scorer = "features only" if rerank.backend == "none" else rerank.backend

@@ -35,6 +35,10 @@ class StrictModel(BaseModel):
 RouteName = Literal["bm25_raw", "dense_raw", "bm25_rewritten", "dense_rewritten", "dense_sub"]
 
 
+#: Score normalisation methods of score-based fusion (`ragtriage.pipeline.fusion.normalize_scores`).
+NormalizationName = Literal["none", "min-max", "max", "z-score"]
+
+
 class FusionSettings(StrictModel):
     """How the routes' lists are fused (`ragtriage.pipeline.fusion`)."""
 
@@ -42,10 +46,22 @@ class FusionSettings(StrictModel):
     """`rrf` uses ranks only ([retrieval] rrf_k); the others combine normalised scores."""
     weights: dict[RouteName, float] = Field(default_factory=dict)
     """Per-route weights of `weighted` fusion, e.g. {dense_raw = 0.7, bm25_raw = 0.3}; unlisted routes weigh 1.0."""
-    normalization: Literal["none", "min-max", "max", "z-score"] = "min-max"
-    """Per-list score normalisation of the score-based methods."""
+    normalization: NormalizationName | dict[RouteName, NormalizationName] = "min-max"
+    """Per-list score normalisation of the score-based methods: one method for every route, or a
+    table route → method for a production that rescales its routes differently, e.g.
+    `{dense_raw = "none", bm25_raw = "max"}` (raw cosine, BM25 ÷ its list's max); a route the
+    table does not name is min-max normalised (`dense_sub` names every sub-query route). Methods:
+    `none` s, `min-max` (s − min) ÷ (max − min), `max` s ÷ max, `z-score` (s − mean) ÷ σ."""
     missing: Literal["zero", "min"] = "zero"
     """What a chunk missing from a route's list scores there in `weighted` fusion: 0 or that list's lowest score."""
+    keep: int | None = Field(default=None, gt=0)
+    """Fused chunks kept, best first: production's own cut of its fused list (e.g. 10, when it
+    hands its top 10 to the reranker and logs them as the reranker's input); None keeps every chunk
+    any route found. The reranker still takes at most `[retrieval] candidate_pool` of them; a
+    one-off larger pool (the larger-k counterfactual) widens the cut to that pool.
+    Fidelity compares the replayed fused list with the logged one: set `keep` to the logged
+    length when production cut its fused list (the report says `the profile keeps 18 where
+    production kept 10`)."""
 
 
 class ElasticsearchEngine(StrictModel):
@@ -143,6 +159,20 @@ class ProfileSettings(StrictModel):
     rerank: dict[str, Any] = Field(default_factory=dict)
     engines: dict[str, Any] = Field(default_factory=dict)
     stages: dict[str, Any] = Field(default_factory=dict)
+    index: dict[str, Any] = Field(default_factory=dict)
+    """The query-time `[index]` keys (`QUERY_TIME_INDEX_KEYS`: title_boost, bm25_k1, bm25_b,
+    query_segmentation, query_stop_words); the index itself is one for every profile."""
+
+    @field_validator("index")
+    @classmethod
+    def _query_time_only(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            if key not in QUERY_TIME_INDEX_KEYS:
+                raise ValueError(
+                    f"index.{key} cannot differ per profile: one index serves every profile, so set it in "
+                    f"[index]; a profile may set {', '.join(QUERY_TIME_INDEX_KEYS)}"
+                )
+        return value
 
 
 class ReplaySettings(StrictModel):
@@ -416,6 +446,14 @@ class RerankSettings(StrictModel):
     """Half precision for a local cross-encoder; ignored on CPU (forced float32, the trace says so)."""
     http_scores: Literal["probability", "logit"] = "probability"
     """What an HTTP rerank service returns: calibrated [0, 1] scores (kept) or logits (sigmoid applied)."""
+    title_match: Literal["substring", "tokens"] = "substring"
+    """How the `title_hit` feature finds a query word in the chunk title (its share of the query's
+    words, in [0, 1]; docs/settings.md#rerank-features). `substring`: each keyword of the rewrite
+    (question words and particles dropped) found anywhere in the NFKC-folded, lower-cased title.
+    `tokens`: the distinct terms the BM25 route searches for the query (`[index]
+    query_segmentation`, `query_stop_words`) found among the title's BM25 terms, the common
+    production variant `len(set(q) & set(t)) / len(set(q))` over one tokenizer; a query without
+    terms scores 0."""
     freshness_half_life_days: float = Field(default=180.0, gt=0)
     """Freshness feature = 0.5 ** (age in days / this); a chunk without `updated_at` scores 0
     (docs/settings.md#rerank-features)."""
@@ -525,10 +563,21 @@ class IndexSettings(StrictModel):
     the config hashes of requests logged with it."""
     qdrant_api_key_env: str = "RAGTRIAGE_QDRANT_API_KEY"
     collection: str = "ragtriage_chunks"
-    title_boost: float = Field(default=0.3, gt=0)
-    """BM25F field boost of the chunk title over its content. A title is a short field, so its term
-    scores are already high; 0.3 was chosen on the Debian query set's tune split (2.0 before:
-    Hit@5 0.812 → 0.848, MRR@10 0.642 → 0.724; docs/benchmarks.md)."""
+    title_boost: float = Field(default=0.3, ge=0)
+    """BM25F field boost of the chunk title over its content (a multiplier of the title field's
+    BM25; 0: the title is not searched, the content alone scores). A title is a short field, so its
+    term scores are already high; 0.3 was chosen on the Debian query set's tune split (2.0 before:
+    Hit@5 0.812 → 0.848, MRR@10 0.642 → 0.724; docs/benchmarks.md). Query time: a profile may
+    set it (`[profiles.NAME] index = { title_boost = 0 }`)."""
+    bm25_k1: float = Field(default=1.2, ge=0)
+    """BM25's term-frequency saturation k1 (0: a term counts once, however often it occurs; the
+    larger, the more each further occurrence adds). Whoosh takes it at search time, so a profile may
+    set it; bm25s bakes k1 and b into the index it builds (with 1.2 and 0.75), so with
+    `bm25_engine = "bm25s"` any other value is refused: use `whoosh` to replay other values."""
+    bm25_b: float = Field(default=0.75, ge=0, le=1)
+    """BM25's length normalisation b, 0–1 (0: a long chunk scores as a short one; 1: fully
+    normalised by its length over the average). Query time with Whoosh, fixed at 0.75 with bm25s
+    (see `bm25_k1`)."""
     bm25_engine: Literal["whoosh", "bm25s"] = "whoosh"
     """The local BM25 index: `whoosh` (BM25F through Whoosh's own writer, incremental writes; minutes
     at 100k chunks) or `bm25s` (Lucene BM25 per field through bm25s's API, for big KBs; rebuilt from
@@ -542,7 +591,10 @@ class IndexSettings(StrictModel):
     query_stop_words: list[str] = Field(default_factory=list)
     """Extra words dropped from queries (not documents) before the local BM25 search, e.g. spoken
     question fillers such as `["啥", "咋", "到底", "一下"]`; the analyzer's own function words go
-    always. No rebuild needed."""
+    always. No rebuild needed, so a profile may set them (with `query_segmentation`, `title_boost`,
+    `bm25_k1`, `bm25_b`). Documents are always analysed by the analyzer (jieba search mode, its
+    own stop words): a production whose documents were tokenised otherwise needs another analyzer
+    and a reindex, which no setting gives."""
     bm25_procs: int = Field(default=2, ge=1)
     """Processes for big builds: Whoosh writers (one segment each) or bm25s segmenters."""
     bm25_multiproc_min_docs: int = Field(default=2000, ge=1)
@@ -550,6 +602,22 @@ class IndexSettings(StrictModel):
     bm25s forks its segmenters before its pass, whatever its size)."""
     writer_timeout_s: float = Field(default=5.0, ge=0)
     """How long to wait for another process's Whoosh write lock before giving up."""
+
+    @model_validator(mode="after")
+    def _bm25s_k1_b(self) -> IndexSettings:
+        if self.bm25_engine == "bm25s" and (self.bm25_k1, self.bm25_b) != (1.2, 0.75):
+            raise ValueError(
+                f"bm25_k1 = {self.bm25_k1:g}, bm25_b = {self.bm25_b:g} cannot be used with "
+                'bm25_engine = "bm25s": bm25s bakes k1 and b into the index it builds (k1 1.2, b 0.75); '
+                'set bm25_engine = "whoosh" (it takes k1 and b at search time, then run `ragtriage kb '
+                "reindex`) or leave bm25_k1 and bm25_b unset"
+            )
+        return self
+
+
+#: `[index]` keys a replay profile may overlay: they change how a query is analysed and scored,
+#: not what the index holds. Every other `[index]` key is one for all profiles.
+QUERY_TIME_INDEX_KEYS = ("title_boost", "bm25_k1", "bm25_b", "query_segmentation", "query_stop_words")
 
 
 class EvalSettings(StrictModel):
@@ -647,9 +715,10 @@ class Settings(StrictModel):
         for path in HASH_NEUTRAL_WHEN_DEFAULT:
             node, default = payload, defaults
             for part in path[:-1]:
-                node, default = node[part], default[part]
-            if node.get(path[-1]) == default.get(path[-1]):
-                node.pop(path[-1], None)
+                # A section an earlier, shorter path dropped whole (at its default) has nothing left.
+                node, default = node.get(part, {}), default[part]
+            if path[-1] in node and node[path[-1]] == default.get(path[-1]):
+                node.pop(path[-1])
         for path, neutral in HASH_NEUTRAL_AT.items():
             node = payload
             for part in path[:-1]:
@@ -694,6 +763,7 @@ HASH_NEUTRAL_WHEN_DEFAULT: tuple[tuple[str, ...], ...] = (
     ("retrieval", "route_k"),
     ("retrieval", "route_engine"),
     ("retrieval", "fusion"),
+    ("retrieval", "fusion", "keep"),
     ("rerank", "enabled"),
     ("rerank", "min_n"),
     ("rerank", "min_score"),
@@ -701,7 +771,10 @@ HASH_NEUTRAL_WHEN_DEFAULT: tuple[tuple[str, ...], ...] = (
     ("stages",),
     ("index", "bm25_engine"),
     ("index", "query_stop_words"),
+    ("index", "bm25_k1"),
+    ("index", "bm25_b"),
     ("rerank", "weights", "dense_score"),
+    ("rerank", "title_match"),
 )
 
 

@@ -103,7 +103,11 @@ def describe_error(error: dict[str, Any], source: str, model: type[BaseModel]) -
         close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.5)
         hint = f"; did you mean '{'.'.join([*map(str, shown[:-1]), close[0]])}'?" if close else ""
         return f"{source}: unknown key '{dotted}'{hint} (valid here: {', '.join(valid)})"
-    return f"{source}: '{dotted}': {error['msg']} (got {quoted(error.get('input'))})"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if isinstance(error.get("input"), dict):
+        # A rule over a whole table (a validator of the section): its message names the keys.
+        return f"{source}: [{dotted}] {message}"
+    return f"{source}: '{dotted}': {message} (got {quoted(error.get('input'))})"
 
 
 def read_profile_files(path: Path, data: dict[str, Any], sources: dict[str, str]) -> None:

@@ -28,6 +28,7 @@ from ragtriage.index.bm25_engine import (
     FLAG_TOKENIZES_TO_NOTHING,
     BM25Document,
     BM25Engine,
+    BM25Query,
     words_within_edits,
 )
 from ragtriage.interrupts import children_ignore_interrupts
@@ -188,17 +189,21 @@ class WhooshIndex(BM25Engine):
                 self._searcher = self._searcher.refresh()
         return self._searcher
 
-    def _top(self, terms: Sequence[str], k: int) -> list[tuple[str, float]] | None:
-        """Whoosh's BM25F of the OR group: every term in `content`, and in `title` with the boost;
+    def _top(self, terms: Sequence[str], k: int, settings: BM25Query) -> list[tuple[str, float]] | None:
+        """Whoosh's BM25F (`settings.k1`, `settings.b`, taken at search time) of the OR group: every
+        term in `content`, and in `title` with the title boost (0: the title is not searched);
         None if nothing is indexed."""
         clauses = [Term("content", term) for term in terms]
-        clauses += [Term("title", term, boost=self.title_boost) for term in terms]
+        if settings.title_boost > 0:
+            clauses += [Term("title", term, boost=settings.title_boost) for term in terms]
         with self._lock:
             searcher = self._current_searcher()
             if searcher.doc_count() == 0:
                 return None
-            results = searcher.search(Or(clauses), limit=k)
-            return [(str(hit["chunk_id"]), float(hit.score)) for hit in results]
+            collector = searcher.collector(limit=k)
+            context = searcher.context(weighting=BM25F(B=settings.b, K1=settings.k1))
+            searcher.search_with_collector(Or(clauses), collector, context)
+            return [(str(hit["chunk_id"]), float(hit.score)) for hit in collector.results()]
 
     def indexed_hashes(self) -> dict[str, tuple[str, str]]:
         """chunk_id → (content_hash, index_hash) of every indexed chunk."""

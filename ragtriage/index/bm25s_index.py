@@ -34,7 +34,15 @@ import bm25s
 import numpy as np
 
 from ragtriage.index.analyzer import terms
-from ragtriage.index.bm25_engine import BM25Document, BM25Engine, locked_error, words_within_edits
+from ragtriage.index.bm25_engine import (
+    BM25S_B,
+    BM25S_K1,
+    BM25Document,
+    BM25Engine,
+    BM25Query,
+    locked_error,
+    words_within_edits,
+)
 from ragtriage.interrupts import children_ignore_interrupts
 
 __all__ = ["BM25sIndex"]
@@ -170,7 +178,8 @@ class BM25sIndex(BM25Engine):
             np.save(staging / f"{name}.offsets.npy", field.offsets)
             if len(field.ids):  # bm25s divides by the mean length: a field without terms gets no model
                 corpus = [[ints[i] for i in field.run(n).tolist()] for n in range(len(field.offsets) - 1)]
-                model = bm25s.BM25(csc_backend="numpy")  # no scipy COO → CSC copies of every score
+                # No scipy COO → CSC copies of every score; k1 and b are baked into the scores here.
+                model = bm25s.BM25(k1=BM25S_K1, b=BM25S_B, csc_backend="numpy")
                 model.index(
                     bm25s.tokenization.Tokenized(ids=corpus, vocab=vocab),
                     create_empty_token=False,
@@ -232,8 +241,10 @@ class BM25sIndex(BM25Engine):
             self._meta, self._stamp = meta, meta["stamp"]
         return self._models, self._meta or {}
 
-    def _top(self, terms: Sequence[str], k: int) -> list[tuple[str, float]] | None:
-        """Content BM25 plus `title_boost` × title BM25 of the terms; None if nothing is indexed."""
+    def _top(self, terms: Sequence[str], k: int, settings: BM25Query) -> list[tuple[str, float]] | None:
+        """Content BM25 plus `settings.title_boost` × title BM25 of the terms (0: content alone);
+        None if nothing is indexed. k1 and b are the ones the models were built with (`BM25S_K1`,
+        `BM25S_B`): bm25s stores precomputed scores, so `settings.k1`/`b` cannot change them."""
         with self._lock:
             models, meta = self._current()
             if not meta["chunk_ids"]:
@@ -244,7 +255,9 @@ class BM25sIndex(BM25Engine):
             chunk_ids = meta["chunk_ids"]
             scores = np.zeros(len(chunk_ids), dtype=np.float64)
             for name, model in models.items():
-                scores += (self.title_boost if name == "title" else 1.0) * model.get_scores_from_ids(ids)
+                weight = settings.title_boost if name == "title" else 1.0
+                if weight:
+                    scores += weight * model.get_scores_from_ids(ids)
         matched = np.flatnonzero(scores > 0)
         # Best first; equal scores keep the order of indexing (a stable sort).
         best = matched[np.argsort(-scores[matched], kind="stable")][:k]

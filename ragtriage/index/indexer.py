@@ -105,6 +105,8 @@ def _open_bm25(home: Path, settings: Settings) -> BM25Engine:
         title_boost=index.title_boost,
         query_segmentation=index.query_segmentation,
         query_stop_words=index.query_stop_words,
+        k1=index.bm25_k1,
+        b=index.bm25_b,
         procs=index.bm25_procs,
         multiproc_min_docs=index.bm25_multiproc_min_docs,
         writer_timeout_s=index.writer_timeout_s,

@@ -10,6 +10,8 @@ from sqlalchemy.engine import Engine
 
 from ragtriage.config.profiles import ResolvedProfile, get_profile
 from ragtriage.config.settings import Settings
+from ragtriage.index.analyzer import normalize_text
+from ragtriage.index.bm25_engine import BM25Query
 from ragtriage.index.indexer import Indexes
 from ragtriage.index.types import ScoredChunk
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
@@ -31,6 +33,19 @@ def build_rule_rewriter(settings: Settings, resolve_path: PathResolver) -> RuleR
     alias_path = resolve_path(rewrite.alias_file)
     aliases = load_aliases(alias_path) if alias_path is not None else AliasDictionary()
     return RuleRewriter(aliases, max_sub_queries=rewrite.max_sub_queries, alias_mode=rewrite.alias_mode)
+
+
+def bm25_query(settings: Settings) -> BM25Query:
+    """How a profile's BM25 route analyses and scores a query (`[index]` title_boost, bm25_k1,
+    bm25_b, query_segmentation, query_stop_words, which a profile may overlay)."""
+    index = settings.index
+    return BM25Query(
+        title_boost=index.title_boost,
+        segmentation=index.query_segmentation,
+        stop_words=frozenset(normalize_text(w) for w in index.query_stop_words),
+        k1=index.bm25_k1,
+        b=index.bm25_b,
+    )
 
 
 def build_pipeline(
@@ -76,7 +91,7 @@ def build_pipeline(
         rules=rules,
         reranker=reranker,
         chunks=ChunkLookup(engine, kb=settings.kb.name),
-        bm25=indexes.bm25,
+        bm25=indexes.bm25.with_query(bm25_query(settings)),
         embedder=indexes.embedder,
         dense_search=dense_search,
         llm_rewriter=llm,

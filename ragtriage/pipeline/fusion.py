@@ -66,6 +66,18 @@ Normalization = Literal["none", "min-max", "max", "z-score"]
 #: What a chunk missing from a route's list scores there: 0, or the lowest (normalised) score of that list.
 MissingScore = Literal["zero", "min"]
 ScoredLists = Mapping[str, Sequence[tuple[str, float]]]
+#: One method for every list, or one per list name (`{"dense_raw": "none", "bm25_raw": "max"}`).
+Normalizations = Normalization | Mapping[str, Normalization]
+#: The method of a list a per-list mapping does not name.
+DEFAULT_NORMALIZATION: Normalization = "min-max"
+
+
+def normalization_of(normalization: Normalizations, list_name: str) -> Normalization:
+    """The method that rescales list `list_name`: the one method, or the mapping's entry for the
+    list (`DEFAULT_NORMALIZATION`, min-max, when the mapping does not name it)."""
+    if isinstance(normalization, str):
+        return normalization
+    return normalization.get(list_name, DEFAULT_NORMALIZATION)
 
 
 def normalize_scores(scores: Sequence[float], method: Normalization) -> list[float]:
@@ -97,9 +109,10 @@ def normalize_scores(scores: Sequence[float], method: Normalization) -> list[flo
 
 
 def _prepared(
-    lists: ScoredLists, normalization: Normalization
+    lists: ScoredLists, normalization: Normalizations
 ) -> tuple[dict[str, dict[str, float]], dict[str, tuple[int, str]]]:
-    """Per list: chunk id → normalised score (first occurrence wins); per chunk its best (rank, list)."""
+    """Per list: chunk id → normalised score (first occurrence wins, each list by its own method,
+    `normalization_of`); per chunk its best (rank, list)."""
     per_list: dict[str, dict[str, float]] = {}
     best: dict[str, tuple[int, str]] = {}
     for list_name, hits in lists.items():
@@ -109,7 +122,7 @@ def _prepared(
                 continue
             first[chunk_id] = score
             best[chunk_id] = min(best.get(chunk_id, (position, list_name)), (position, list_name))
-        normalised = normalize_scores(list(first.values()), normalization)
+        normalised = normalize_scores(list(first.values()), normalization_of(normalization, str(list_name)))
         per_list[str(list_name)] = dict(zip(first, normalised, strict=True))
     return per_list, best
 
@@ -129,7 +142,7 @@ def weighted_fusion(
     lists: ScoredLists,
     weights: Mapping[str, float] | None = None,
     *,
-    normalization: Normalization = "min-max",
+    normalization: Normalizations = "min-max",
     missing: MissingScore = "zero",
     top_n: int | None = None,
 ) -> list[ScoredChunk]:
@@ -144,7 +157,10 @@ def weighted_fusion(
     Args:
         lists: route name → ranked (chunk id, score) pairs, best first.
         weights: route name → weight.
-        normalization: `none`, `min-max`, `max` or `z-score` (see `normalize_scores`), per list.
+        normalization: `none`, `min-max`, `max` or `z-score` (see `normalize_scores`) for every
+            list, or a mapping list name → method for a production that rescales its routes
+            differently, e.g. `{"dense_raw": "none", "bm25_raw": "max"}` for 0.7 × raw cosine +
+            0.3 × BM25 ÷ max(BM25); a list the mapping does not name is min-max normalised.
 
     Raises:
         ValueError: an unknown normalization or missing-score rule, or a negative `top_n`.
@@ -167,7 +183,7 @@ def weighted_fusion(
 
 
 def combsum(
-    lists: ScoredLists, *, normalization: Normalization = "min-max", top_n: int | None = None
+    lists: ScoredLists, *, normalization: Normalizations = "min-max", top_n: int | None = None
 ) -> list[ScoredChunk]:
     """CombSUM: score(c) = Σ_{r ∋ c} norm_r(s_r(c)), the sum over the lists that hold c.
 
@@ -183,7 +199,7 @@ def combsum(
 
 
 def combmnz(
-    lists: ScoredLists, *, normalization: Normalization = "min-max", top_n: int | None = None
+    lists: ScoredLists, *, normalization: Normalizations = "min-max", top_n: int | None = None
 ) -> list[ScoredChunk]:
     """CombMNZ: score(c) = |{r : c ∈ r}| · Σ_{r ∋ c} norm_r(s_r(c)) (CombSUM times the number of lists holding c).
 
@@ -206,11 +222,13 @@ def fuse(
     *,
     rrf_k: int = 60,
     weights: Mapping[str, float] | None = None,
-    normalization: Normalization = "min-max",
+    normalization: Normalizations = "min-max",
     missing: MissingScore = "zero",
     top_n: int | None = None,
 ) -> list[ScoredChunk]:
-    """Fuse with `method` (`[retrieval.fusion] method`); `rrf` uses the ranks only, the others the scores.
+    """Fuse with `method` (`[retrieval.fusion] method`); `rrf` uses the ranks only, the others the
+    scores, each list rescaled by `normalization` (one method, or one per list name). `top_n` keeps
+    the first fused chunks only (`[retrieval.fusion] keep`; None: all).
 
     Raises:
         ValueError: an unknown method (or a bad parameter of one).

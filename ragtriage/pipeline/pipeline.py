@@ -14,12 +14,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
 from ragtriage.config.settings import RetrievalSettings, Settings
 from ragtriage.errors import RagtriageError
+from ragtriage.index.analyzer import normalize_text as analyzed
+from ragtriage.index.analyzer import query_terms
 from ragtriage.index.types import Embedder, ScoredChunk
 from ragtriage.pipeline import refusal as refusal_rules
 from ragtriage.pipeline.chunk_lookup import ChunkLookup
@@ -68,6 +70,7 @@ class PlannedRoute:
 
 
 DenseSearch = Callable[[np.ndarray, int], list[ScoredChunk]]
+_Value = TypeVar("_Value")
 #: A team's whole pipeline run in process (`ragtriage.replay.framework`): query, run options → its trace.
 WholeRun = Callable[[str, RunOptions], Trace]
 StopCheck = Callable[[], bool]
@@ -366,7 +369,7 @@ class Pipeline:
         routes = self._recall(item, vectors)
         checkpoint()
         tick = self._clock()
-        fused = self._fuse(routes)
+        fused = self._fuse(routes, options.candidate_pool)
         item.timings["fusion"] = (self._clock() - tick) * 1000
         checkpoint()
         tick = self._clock()
@@ -555,9 +558,10 @@ class Pipeline:
             return list(self.dense_search(vector, k)), []
         return [], []
 
-    def _fuse(self, routes: Sequence[RouteResult]) -> list[ScoredChunk]:
-        """The fused list by `[retrieval.fusion] method`, or by the team's fusion stage (routes
-        without hits take no part)."""
+    def _fuse(self, routes: Sequence[RouteResult], pool: int | None = None) -> list[ScoredChunk]:
+        """The fused list by `[retrieval.fusion] method`, cut at `[retrieval.fusion] keep` (a one-off
+        larger candidate `pool`, the larger-k counterfactual, widens that cut to the pool), or by
+        the team's fusion stage (routes without hits take no part)."""
         team = self.stages.get("fusion")
         if team is not None:
             lists = {r.name: [(h.chunk_id, h.score) for h in r.hits] for r in routes if r.hits}
@@ -569,11 +573,25 @@ class Pipeline:
             {r.name: [(h.chunk_id, h.score) for h in r.hits] for r in routes if r.hits},
             rrf_k=retrieval.rrf_k,
             weights=fusion_weights(fusion.weights, routes),
-            normalization=fusion.normalization,
+            normalization=(
+                fusion.normalization
+                if isinstance(fusion.normalization, str)
+                else fusion_weights(fusion.normalization, routes)
+            ),
             missing=fusion.missing,
+            top_n=max(fusion.keep, pool or 0) if fusion.keep is not None else None,
         )
 
     def _keywords(self, rewrite: RewriteResult) -> list[str]:
+        """The query words `title_hit` looks for: the rewrite's keywords, or with `[rerank]
+        title_match = "tokens"` the terms the BM25 route searches for the (rewritten) query."""
+        if self.settings.rerank.title_match == "tokens":
+            index = self.settings.index
+            return query_terms(
+                normalize_text(rewrite.rewritten_query) or rewrite.normalized_query,
+                segmentation=index.query_segmentation,
+                stop_words=frozenset(analyzed(w) for w in index.query_stop_words),
+            )
         return rewrite.keywords or extract_keywords(rewrite.normalized_query, self.rules.tokenize)
 
 
@@ -658,8 +676,9 @@ def team_route_text(rewrite: RewriteResult, route: PlannedRoute) -> str:
     return rewrite.raw_query
 
 
-def fusion_weights(weights: Mapping[Any, float], routes: Sequence[RouteResult]) -> dict[str, float]:
-    """`[retrieval.fusion] weights` per route name: a `dense_sub` weight weighs every sub-query route."""
+def fusion_weights(weights: Mapping[Any, _Value], routes: Sequence[RouteResult]) -> dict[str, _Value]:
+    """`[retrieval.fusion] weights` (or a `normalization` table) per route name: a `dense_sub`
+    entry holds for every sub-query route."""
     by_route = {str(route): weight for route, weight in weights.items()}
     for route in routes:
         if route.name.startswith(ROUTE_DENSE_SUB_PREFIX) and "dense_sub" in by_route:

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 
 from ragtriage.config.settings import RerankSettings
 from ragtriage.errors import PipelineError
+from ragtriage.index.analyzer import terms as analyzer_terms
 from ragtriage.index.types import ScoredChunk
 from ragtriage.pipeline import rerank_backends
 from ragtriage.pipeline.fusion import normalize_scores
@@ -35,6 +36,16 @@ def title_hit(keywords: Sequence[str], title: str | None) -> float:
         return 0.0
     folded_title = normalize_text(title).lower()
     return sum(1 for k in keywords if k.lower() in folded_title) / len(keywords)
+
+
+def title_token_share(query_terms: Sequence[str], title: str | None) -> float:
+    """Share of the query's distinct terms that are among the title's BM25 terms (`analyzer.terms`:
+    NFKC, lower-case, jieba search mode), `|set(q) ∩ set(t)| ÷ |set(q)|` in [0, 1]; 0 without
+    terms or title (`[rerank] title_match = "tokens"`)."""
+    words = set(query_terms)
+    if not words or not title:
+        return 0.0
+    return len(words & set(analyzer_terms(title))) / len(words)
 
 
 def freshness(updated_at: str | datetime | None, now: datetime, half_life_days: float) -> float:
@@ -142,9 +153,16 @@ class Reranker:
     def feature_values(
         self, query: str, keywords: Sequence[str], item: RerankItem, now: datetime
     ) -> dict[str, float]:
-        """The business features of one candidate (plus its RRF score)."""
+        """The business features of one candidate (plus its RRF score). `keywords` are the query's
+        words `title_hit` looks for: the rewrite's keywords, or with `[rerank] title_match =
+        "tokens"` the query's BM25 terms."""
+        hit = (
+            title_token_share(keywords, item.title)
+            if self.settings.title_match == "tokens"
+            else title_hit(keywords, item.title)
+        )
         return {
-            "title_hit": title_hit(keywords, item.title),
+            "title_hit": hit,
             "freshness": freshness(item.updated_at, now, self.settings.freshness_half_life_days),
             "product_line": product_line_match(self.settings.product_line, item.product_line),
             "key_terms": key_term_hit(query, item.content, self.settings.key_terms),

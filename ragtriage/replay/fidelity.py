@@ -462,19 +462,19 @@ def explain_request(
             and (limit is None or stage.replayed_count >= min(stage.k, limit))
         ):
             # One list is the other cut shorter: the profile keeps another number of chunks.
-            stage.reason = MissReason(
-                kind="k_differs",
-                text=f"the profile keeps {stage.replayed_count} where production kept {stage.k}",
-            )
+            text = f"the profile keeps {stage.replayed_count} where production kept {stage.k}"
+            if stage.stage == "fused" and stage.replayed_count > stage.k:
+                text += f" (production cut its fused list: [retrieval.fusion] keep = {stage.k})"
+            stage.reason = MissReason(kind="k_differs", text=text)
     return fidelity
 
 
 def stage_limits(retrieval: RetrievalSettings) -> dict[str, int]:
     """The most chunks a replay with these settings keeps where a logged list is compared: each
-    route's k by route name (`[retrieval] route_k`, else `bm25_k` / `dense_k`) and `fused` (the
-    candidate pool)."""
+    route's k by route name (`[retrieval] route_k`, else `bm25_k` / `dense_k`) and `fused`
+    (`[retrieval.fusion] keep`, else the candidate pool)."""
     limits = {route: retrieval.hits(route) for route in get_args(RouteName)}
-    limits["fused"] = retrieval.candidate_pool
+    limits["fused"] = retrieval.fusion.keep or retrieval.candidate_pool
     return limits
 
 

@@ -69,7 +69,7 @@ def test_a_home_with_precise_queries_replays_with_them(tmp_path: Path, home: Pat
             workspace.home, workspace.settings, workspace.engine, [write_markdown_docs(tmp_path / "docs")]
         )
         bm25 = workspace.indexes.bm25
-        assert (bm25.query_segmentation, bm25.query_stop_words) == ("precise", frozenset({"怎么"}))
+        assert (bm25.query.segmentation, bm25.query.stop_words) == ("precise", frozenset({"怎么"}))
     finally:
         workspace.close()
     result = CliRunner().invoke(cli, ["replay", "--query", "红字发票怎么开", "--json"])

@@ -193,3 +193,18 @@ def test_summary_per_stage_version_and_route() -> None:
     assert report.faithful_requests == 1 and report.unexplained_requests == 1
     assert [r.request_id for r in report.least_faithful] == ["r2"]
     assert summarize([]).notes and "widen --since" in summarize([]).notes[0]
+
+
+def test_a_fused_list_production_cut_names_the_keep_that_cuts_it() -> None:
+    # Production logged its reranker's input (its fused top 2) as the fused list; the replay fused
+    # every chunk any route found: the report says which knob cuts it the same way.
+    replay = _trace([U[0], U[2]], [U[1]], [U[0], U[1], U[2]], [U[0]], {})
+    logged = {"bm25": [U[0], U[2]], "dense": [U[1]], "fused": [U[0], U[1]], "final_context": [U[0]]}
+    result = _request(logged, replay, set(U))
+    explain_request(result, replayed_docs={}, stale_docs_of_version=set())
+    fused = next(s for s in result.stages if s.stage == "fused")
+    assert fused.reason is not None and fused.reason.text == (
+        "the profile keeps 3 where production kept 2 (production cut its fused list: "
+        "[retrieval.fusion] keep = 2)"
+    )
+    assert stage_limits(RetrievalSettings(candidate_pool=18, fusion={"keep": 10}))["fused"] == 10  # type: ignore[arg-type]

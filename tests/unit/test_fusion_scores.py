@@ -116,3 +116,16 @@ def test_permutation_invariance_property(lists: list, normalization: str) -> Non
         assert weighted_fusion(
             named, weights, normalization=normalization, missing=missing
         ) == weighted_fusion(backwards, weights, normalization=normalization, missing=missing)
+
+
+def test_weighted_fusion_normalises_each_route_its_own_way() -> None:
+    # Production's 0.7 × raw cosine + 0.3 × BM25 ÷ max(BM25): the cosine as it is, BM25 over its max.
+    per_route = {"dense_raw": "none", "bm25_raw": "max"}
+    fused = weighted_fusion(LISTS, {"dense_raw": 0.7, "bm25_raw": 0.3}, normalization=per_route)  # type: ignore[arg-type]
+    expected = {"d7": 0.63, "d2": 0.35, "d9": 0.07 + 0.075, "d4": 0.3, "d5": 0.15}
+    assert _scores(fused) == pytest.approx(expected)
+    assert [c.chunk_id for c in fused] == ["d7", "d2", "d4", "d5", "d9"]
+    # A route the table does not name is min-max normalised (d2 then scores 0.7 × 0.5).
+    only_bm25 = weighted_fusion(LISTS, {"dense_raw": 0.7, "bm25_raw": 0.3}, normalization={"bm25_raw": "max"})
+    assert _scores(only_bm25)["d2"] == pytest.approx(0.35) and _scores(only_bm25)["d7"] == pytest.approx(0.7)
+    assert _scores(combsum(LISTS, normalization=per_route))["d9"] == pytest.approx(0.1 + 0.25)  # type: ignore[arg-type]

@@ -268,3 +268,35 @@ def test_rewritten_routes_alone_search_even_an_unchanged_query() -> None:
     assert [h.chunk_id for h in trace.route("bm25_rewritten").hits] == ["c1"]  # type: ignore[union-attr]
     assert [h.chunk_id for h in trace.route("dense_rewritten").hits] == ["c2"]  # type: ignore[union-attr]
     assert [q for q, _ in bm25.calls] == ["disk full"]
+
+
+def test_weighted_fusion_per_route_normalisation_and_keep_from_the_settings() -> None:
+    fusion = {
+        "method": "weighted",
+        "weights": {"dense_raw": 0.7, "bm25_raw": 0.3},
+        "normalization": {"dense_raw": "none", "bm25_raw": "max"},
+        "keep": 2,
+    }
+    settings = Settings(
+        rewrite={"enabled": False},  # type: ignore[arg-type]
+        retrieval={"routes": ["bm25_raw", "dense_raw"], "fusion": fusion},  # type: ignore[arg-type]
+    )
+    pipeline, _, _ = _build({"q": ["c1", "c2", "c3"]}, {"q": ["c4", "c1"]}, settings)
+    trace = pipeline.run("q")
+    # Scores 1/rank: c1 = 0.7 × 0.5 (raw) + 0.3 × 1/1; c4 = 0.7 × 1; c2, c3 are cut by keep = 2.
+    assert [(c.chunk_id, round(c.score, 6)) for c in trace.fused] == [("c4", 0.7), ("c1", 0.65)]
+    assert trace.rerank_input == ["c4", "c1"]
+    c2 = trace.candidate("c2")
+    assert c2 is not None and c2.fused.rank is None and "bm25_raw" in c2.routes
+
+
+def test_a_larger_candidate_pool_widens_the_fused_cut() -> None:
+    # The larger-k counterfactual asks for a bigger pool: production's cut must not hide it.
+    settings = Settings(
+        rewrite={"enabled": False},  # type: ignore[arg-type]
+        retrieval={"routes": ["bm25_raw", "dense_raw"], "fusion": {"method": "weighted", "keep": 2}},  # type: ignore[arg-type]
+    )
+    pipeline, _, _ = _build({"q": ["c1", "c2", "c3"]}, {"q": ["c4", "c1"]}, settings)
+    assert len(pipeline.run("q").fused) == 2
+    wider = pipeline.run("q", options=RunOptions(candidate_pool=3))
+    assert len(wider.fused) == 3 and len(wider.rerank_input) == 3

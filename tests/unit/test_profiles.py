@@ -320,3 +320,33 @@ refusal_score = "dense_cosine"
         ).rerank.refusal_threshold_score
         is None
     )
+
+
+def test_the_production_knobs_are_hash_neutral_at_their_default() -> None:
+    # Hashes computed before the knobs existed: a file that sets none of them keeps its logged hash.
+    weighted = {"method": "weighted", "weights": {"dense_raw": 0.7, "bm25_raw": 0.3}, "normalization": "max"}
+    assert Settings(retrieval={"fusion": weighted}).config_hash() == "7e5c3060aae9"  # type: ignore[arg-type]
+    assert Settings(retrieval={"fusion": {**weighted, "keep": None}}).config_hash() == "7e5c3060aae9"  # type: ignore[arg-type]
+    assert Settings(retrieval={"fusion": {**weighted, "keep": 10}}).config_hash() != "7e5c3060aae9"  # type: ignore[arg-type]
+    per_route = {**weighted, "normalization": {"dense_raw": "none", "bm25_raw": "max"}}
+    assert Settings(retrieval={"fusion": per_route}).config_hash() != "7e5c3060aae9"  # type: ignore[arg-type]
+    bm25s = {"title_boost": 1.0, "bm25_engine": "bm25s"}
+    assert Settings(index=bm25s).config_hash() == "7d706bac6b46"  # type: ignore[arg-type]
+    assert Settings(index={**bm25s, "bm25_k1": 1.2, "bm25_b": 0.75}).config_hash() == "7d706bac6b46"  # type: ignore[arg-type]
+    assert Settings(index={"bm25_k1": 0.9}).config_hash() != Settings().config_hash()  # type: ignore[arg-type]
+    assert (
+        Settings(rerank={"weights": {"title_hit": 0.2}, "title_match": "substring"}).config_hash()
+        == "7aba9a9bc671"
+    )  # type: ignore[arg-type]
+    assert (
+        Settings(rerank={"weights": {"title_hit": 0.2}, "title_match": "tokens"}).config_hash()
+        != "7aba9a9bc671"
+    )  # type: ignore[arg-type]
+
+
+def test_the_shape_line_names_per_route_normalisation_and_the_fused_cut() -> None:
+    from ragtriage.config.profiles import describe_shape
+
+    fusion = {"method": "weighted", "normalization": {"dense_raw": "none", "bm25_raw": "max"}, "keep": 10}
+    shape = describe_shape(Settings(retrieval={"fusion": fusion}))  # type: ignore[arg-type]
+    assert "weighted (dense_raw none, bm25_raw max) → keep 10 → pool 30" in shape

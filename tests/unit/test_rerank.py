@@ -274,3 +274,44 @@ def test_every_rerank_feature_is_documented_with_its_formula_and_settings() -> N
         docs = _attribute_docstrings(cls)
         for name in names:
             assert anchor in " ".join(docs.get(name, "").split()), (cls.__name__, name)
+
+
+def test_title_match_tokens_is_the_share_of_query_terms_among_the_title_terms() -> None:
+    from ragtriage.pipeline.rerank import title_token_share
+
+    title = "aptitude 升级整个系统"
+    # A substring match counts `apt` inside `aptitude`; the token variant (production's
+    # len(set(q) & set(t)) / len(set(q))) does not.
+    assert title_hit(["apt", "升级", "系统"], title) == pytest.approx(1.0)
+    assert title_token_share(["apt", "升级", "系统"], title) == pytest.approx(2 / 3)
+    assert title_token_share(["升级", "升级"], title) == 1.0  # distinct terms
+    assert title_token_share([], title) == 0.0 and title_token_share(["apt"], None) == 0.0
+    item = RerankItem(chunk_id="c1", rrf_score=0.5, title=title)
+    tokens = Reranker(RerankSettings(title_match="tokens"), now=lambda: NOW)
+    assert tokens.feature_values("q", ["apt", "升级", "系统"], item, NOW)["title_hit"] == pytest.approx(2 / 3)
+    substring = Reranker(RerankSettings(), now=lambda: NOW)
+    assert substring.feature_values("q", ["apt", "升级", "系统"], item, NOW)["title_hit"] == pytest.approx(
+        1.0
+    )
+
+
+def test_title_match_tokens_takes_the_query_terms_the_bm25_route_searches() -> None:
+    from ragtriage.config.settings import Settings
+    from ragtriage.pipeline.chunk_lookup import ChunkLookup
+    from ragtriage.pipeline.pipeline import Pipeline
+    from ragtriage.pipeline.rewrite import AliasDictionary, RuleRewriter
+    from ragtriage.pipeline.types import RewriteResult
+
+    settings = Settings(
+        rerank={"title_match": "tokens"},  # type: ignore[arg-type]
+        index={"query_segmentation": "search", "query_stop_words": ["怎么"]},  # type: ignore[arg-type]
+    )
+    pipeline = Pipeline(
+        settings,
+        rules=RuleRewriter(AliasDictionary()),
+        reranker=Reranker(settings.rerank),
+        chunks=ChunkLookup.from_records([]),
+    )
+    query = "APT 怎么 升级系统"
+    rewrite = RewriteResult(raw_query=query, normalized_query=query, rewritten_query=query, mode="off")
+    assert pipeline._keywords(rewrite) == ["apt", "升级", "系统"]
