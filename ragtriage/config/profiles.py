@@ -260,15 +260,22 @@ def resolve_profile(
 
 def describe_shape(settings: Settings) -> str:
     """The pipeline shape in one line, e.g.
-    `bm25_raw k10, dense_raw k10 → weighted (min-max) → no rerank → top 6`."""
+    `bm25_raw k10, dense_raw k10 → weighted (min-max) → no rerank → top 6`; the team's own
+    stages (`[stages]`) are named by their import strings."""
+    whole = settings.stages.get("pipeline")
+    if whole is not None:
+        return f"the team's pipeline {whole.use}, run in process"
     retrieval, rerank = settings.retrieval, settings.rerank
+    team = {name: spec.use for name, spec in settings.stages.items()}
     routes = []
     for route in retrieval.routes:
         k = retrieval.hits(route)
-        engine = retrieval.route_engine.get(route, "local")
+        engine = team.get(route) or retrieval.route_engine.get(route, "local")
         routes.append(f"{route} k{k}" + (f" @{engine}" if engine != "local" else ""))
     fusion = retrieval.fusion
-    if fusion.method == "rrf":
+    if "fusion" in team:
+        fused = team["fusion"]
+    elif fusion.method == "rrf":
         fused = f"rrf k={retrieval.rrf_k}"
     else:
         weights = ", ".join(f"{r} {w:g}" for r, w in sorted(fusion.weights.items()))
@@ -280,9 +287,11 @@ def describe_shape(settings: Settings) -> str:
         fused = f"{fusion.method} ({normalization}{'; ' + weights if weights else ''})"
     if fusion.keep is not None:
         fused += f" → keep {fusion.keep}"
+    rewrite = f"rewrite {team['rewrite']} → " if "rewrite" in team else ""
     if not rerank.enabled:
-        return f"{', '.join(routes)} → {fused} → no rerank → top {rerank.top_n}"
-    scorer = "features only" if rerank.backend == "none" else rerank.backend
+        last = f"select {team['select']}" if "select" in team else f"top {rerank.top_n}"
+        return f"{rewrite}{', '.join(routes)} → {fused} → no rerank → {last}"
+    scorer = team.get("rerank") or ("features only" if rerank.backend == "none" else rerank.backend)
     top = (
         f"top {rerank.min_n}–{rerank.top_n}"
         if rerank.min_n and rerank.min_score is not None
@@ -300,9 +309,12 @@ def describe_shape(settings: Settings) -> str:
         refusal = f", refuse {kind} < {rerank.refusal_threshold:g}"
         if kind == "lexical_support" and rerank.refusal_dense_gap is not None:
             refusal += f" (dense gap < {rerank.refusal_dense_gap:g})"
+    if "select" in team:
+        # The team's select stage owns the final context and refusal.
+        top, refusal = f"select {team['select']}", ""
     alias = ", replacing rewrite" if settings.rewrite.alias_mode == "replace" else ""
     return (
-        f"{', '.join(routes)}{alias} → {fused} → pool {retrieval.candidate_pool} → "
+        f"{rewrite}{', '.join(routes)}{alias} → {fused} → pool {retrieval.candidate_pool} → "
         f"rerank ({scorer}) → {top}{refusal}"
     )
 

@@ -350,3 +350,27 @@ def test_the_shape_line_names_per_route_normalisation_and_the_fused_cut() -> Non
     fusion = {"method": "weighted", "normalization": {"dense_raw": "none", "bm25_raw": "max"}, "keep": 10}
     shape = describe_shape(Settings(retrieval={"fusion": fusion}))  # type: ignore[arg-type]
     assert "weighted (dense_raw none, bm25_raw max) → keep 10 → pool 30" in shape
+
+
+def test_the_shape_line_names_the_teams_stages_where_they_replace_built_ins() -> None:
+    from ragtriage.config.profiles import describe_shape
+    from ragtriage.config.settings import Settings
+
+    staged = Settings.model_validate(
+        {
+            "retrieval": {"routes": ["bm25_raw", "dense_raw"], "candidate_pool": 10},
+            "stages": {
+                "bm25_raw": {"use": "prod_rag.search:bm25"},
+                "fusion": {"use": "prod_rag.search:fuse"},
+                "rerank": {"use": "prod_rag.search:TitleRerank", "title_weight": 0.2},
+                "select": {"use": "prod_rag.search:select"},
+            },
+        }
+    )
+    whole = Settings.model_validate({"stages": {"pipeline": {"use": "prod_li.app:build_query_engine"}}})
+
+    assert describe_shape(staged) == (
+        "bm25_raw k10 @prod_rag.search:bm25, dense_raw k10 → prod_rag.search:fuse → pool 10 → "
+        "rerank (prod_rag.search:TitleRerank) → select prod_rag.search:select"
+    )
+    assert describe_shape(whole) == "the team's pipeline prod_li.app:build_query_engine, run in process"
