@@ -70,6 +70,9 @@ def test_ingest_stores_each_stage_production_had(
         ]
         latencies = (record.model_extra or {})["stage_latency_ms"]
         assert set(latencies) == {"bm25", "dense", "fusion", "rerank"}
+    # Three requests share a session (OpenInference `session.id`, on every span).
+    sessions = [stored[f"lc-{n:03d}"].session for n in range(len(truth))]
+    assert all(sessions) and sessions[0] == sessions[2] != sessions[3]
     # The ensemble changed the order for some requests and the compressor reordered some: the
     # stages are not copies of one another.
     assert any(t.final != t.fused[:3] for t in truth.values())
