@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from opentelemetry.trace import Span, Tracer, set_span_in_context
 
 from ragtriage.config.settings import OtelSettings
@@ -204,13 +205,14 @@ def test_a_langchain_ensemble_retriever_is_the_fusion_of_its_retrievers(tmp_path
     ]
 
 
-def test_a_langchain_compression_retriever_over_an_ensemble_is_the_selection_after_the_fusion(
-    tmp_path: Path,
+@pytest.mark.parametrize("over", ["ensemble", "one route"])
+def test_a_langchain_compression_retriever_is_the_selection_after_the_fusion(
+    tmp_path: Path, over: str
 ) -> None:
     # LangChain's rerank pattern (real ContextualCompressionRetriever over a real EnsembleRetriever
     # of a TFIDFRetriever and a vector store's retriever, real instrumentor): the compression
     # retriever's span wraps the ensemble's, so its documents are the selection, the ensemble's the
-    # fused list; its output is its documents, not an answer.
+    # fused list; over a lone route, there is no fused list. Its output is its documents, not an answer.
     from langchain_classic.retrievers import ContextualCompressionRetriever, EnsembleRetriever
     from langchain_community.retrievers import TFIDFRetriever
     from langchain_core.callbacks import Callbacks
@@ -235,8 +237,9 @@ def test_a_langchain_compression_retriever_over_an_ensemble_is_the_selection_aft
         search_kwargs={"k": 2}
     )
     fusion = EnsembleRetriever(retrievers=[lexical, dense], weights=[0.5, 0.5], id_key="chunk_id")
-    selecting = ContextualCompressionRetriever(base_compressor=LastTwo(), base_retriever=fusion)
-    fused = [d.metadata["chunk_id"] for d in fusion.invoke("补签 申请")]
+    wrapped = fusion if over == "ensemble" else dense
+    selecting = ContextualCompressionRetriever(base_compressor=LastTwo(), base_retriever=wrapped)
+    inner = [d.metadata["chunk_id"] for d in wrapped.invoke("补签 申请")]
     provider = TracerProvider()
     memory = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(memory))
@@ -252,11 +255,12 @@ def test_a_langchain_compression_retriever_over_an_ensemble_is_the_selection_aft
     assert isinstance(item, Assembled)
     record = RequestLog.model_validate_json(item.body)
     assert record.stages is not None and record.answer is None
-    assert stage_ids(record.stages.fused) == fused and len(fused) > 2
     assert stage_ids(record.stages.reranked) == stage_ids(record.stages.final_context) == served
-    assert served == fused[::-1][:2]
-    routes = (record.model_extra or {})["routes"]
-    assert [(r["name"], r["span_name"]) for r in routes] == [
-        ("bm25", "TFIDFRetriever"),
-        ("dense", "VectorStoreRetriever"),
-    ]
+    assert served == inner[::-1][:2]
+    routes = [(r["name"], r["span_name"]) for r in (record.model_extra or {})["routes"]]
+    if over == "ensemble":
+        assert stage_ids(record.stages.fused) == inner and len(inner) > 2
+        assert routes == [("bm25", "TFIDFRetriever"), ("dense", "VectorStoreRetriever")]
+    else:
+        assert record.stages.fused is None and stage_ids(record.stages.dense) == inner
+        assert routes == [("dense", "VectorStoreRetriever")]

@@ -6,9 +6,9 @@ The mapping (OpenInference conventions; every default is a `[logs.otel]` setting
 - a private twin span (`X._retrieve` under or beside `X.retrieve`) is the same step as its public
   span: its children are the public span's, and it is never a route of its own;
 - a RETRIEVER span that parents RETRIEVER spans is a fusion: the outermost one's documents are
-  `stages.fused`; a retriever above it that wraps only it (LangChain's
-  ContextualCompressionRetriever over an EnsembleRetriever) is a selection step, whose documents
-  are `stages.reranked` and the final context. Each leaf RETRIEVER span is a route (named by
+  `stages.fused`; but a retriever that wraps a single retriever (LangChain's
+  ContextualCompressionRetriever over an EnsembleRetriever, or over one route) is a selection
+  step, whose documents are `stages.reranked` and the final context. Each leaf RETRIEVER span is a route (named by
   `routes`; else lexical `bm25` by name, dense `dense` when it has an EMBEDDING child or no
   lexical name), its `retrieval.documents.N.document.{id,score}` the route's hits;
 - a JSON `input.value` (LlamaIndex's QueryBundle `{"query_str": …}`, also one level down) gives
@@ -405,11 +405,11 @@ class RetrieverTree:
     """A trace's RETRIEVER spans by role, private twins left out."""
 
     fusion: Span | None
-    """The outermost retriever span that parents retriever spans and does not only wrap another
-    such span (its documents are the fused list)."""
+    """The outermost retriever span that parents two or more retriever spans, below any selection
+    (its documents are the fused list)."""
     selection: Span | None
-    """The outermost retriever span above the fusion that parents only the retriever below it (a
-    LangChain ContextualCompressionRetriever): its documents are the selected (final) list."""
+    """The outermost retriever span that wraps a single retriever span (a LangChain
+    ContextualCompressionRetriever): its documents are the selected (final) list."""
     leaves: list[Span]
     """Retriever spans that parent none: the routes, in start order."""
     embedding: set[str]
@@ -478,10 +478,11 @@ def retriever_tree(spans: list[Span]) -> RetrieverTree:
     fusions = [s for s in public if s.span_id in children and above[s.span_id] is None]
     fusion = fusions[0] if fusions else None
     selection = None
-    # A retriever that wraps a single fusion (and nothing else) selects from its output.
-    while fusion is not None and len(inner := children[fusion.span_id]) == 1 and inner[0].span_id in children:
+    # A retriever that wraps a single retriever selects from its output: what it wraps is the
+    # fusion, or a lone route (then there is no fusion).
+    while fusion is not None and len(inner := children[fusion.span_id]) == 1:
         selection = selection or fusion
-        fusion = inner[0]
+        fusion = inner[0] if inner[0].span_id in children else None
     return RetrieverTree(
         fusion=fusion,
         selection=selection,
