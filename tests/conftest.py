@@ -114,6 +114,20 @@ def llamaindex_production(tmp_path_factory: pytest.TempPathFactory):  # type: ig
     return build_llamaindex_production(tmp_path_factory.mktemp("llamaindex-production"))
 
 
+@pytest.fixture(scope="session")
+def langchain_production(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A team's LangChain production over two Debian Reference chapters, traced by OpenInference
+    (`tests.langchain_production`), built once per session (about 40-80 s on 2 cores, embedding
+    the chunks); skipped, saying so, when the Debian Reference package is not in ../shared/data."""
+    from tests.langchain_production import REFERENCE_DEB, reference_available
+
+    if not reference_available():
+        pytest.skip(f"real data absent: no {REFERENCE_DEB} (the LangChain production is built over it)")
+    from tests.langchain_production import build_langchain_production
+
+    return build_langchain_production(tmp_path_factory.mktemp("langchain-production"))
+
+
 class CliOutcome(NamedTuple):
     """What one run of the console entry point gave."""
 

@@ -220,7 +220,7 @@ class OtelSettings(StrictModel):
     contains a `lexical_keywords` entry is lexical, else dense. Unmatched retriever spans are
     routes named `bm25` (lexical, see `lexical_keywords`) or `dense`, numbered from the second."""
     lexical_keywords: list[str] = Field(
-        default_factory=lambda: ["bm25", "keyword", "fulltext", "sparse", "lexical"]
+        default_factory=lambda: ["bm25", "keyword", "fulltext", "sparse", "lexical", "tfidf"]
     )
     """A retriever span whose name contains one of these (case-insensitive) is a lexical route."""
     request_id_from: list[str] = Field(default_factory=lambda: ["metadata.request_id"])

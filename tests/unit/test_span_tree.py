@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from opentelemetry.trace import Span, Tracer, set_span_in_context
 
 from ragtriage.config.settings import OtelSettings
@@ -179,7 +180,7 @@ def test_a_langchain_ensemble_retriever_is_the_fusion_of_its_retrievers(tmp_path
         pass
 
     ensemble = EnsembleRetriever(
-        retrievers=[KeywordRetriever(ids=["a", "b"]), VectorRetriever(ids=["b", "c"])]
+        retrievers=[KeywordRetriever(ids=["a", "b"]), VectorRetriever(ids=["b", "c"])], weights=[0.5, 0.5]
     )
     provider = TracerProvider()
     memory = InMemorySpanExporter()
@@ -202,3 +203,64 @@ def test_a_langchain_ensemble_retriever_is_the_fusion_of_its_retrievers(tmp_path
         "KeywordRetriever",
         "VectorRetriever",
     ]
+
+
+@pytest.mark.parametrize("over", ["ensemble", "one route"])
+def test_a_langchain_compression_retriever_is_the_selection_after_the_fusion(
+    tmp_path: Path, over: str
+) -> None:
+    # LangChain's rerank pattern (real ContextualCompressionRetriever over a real EnsembleRetriever
+    # of a TFIDFRetriever and a vector store's retriever, real instrumentor): the compression
+    # retriever's span wraps the ensemble's, so its documents are the selection, the ensemble's the
+    # fused list; over a lone route, there is no fused list. Its output is its documents, not an answer.
+    from langchain_classic.retrievers import ContextualCompressionRetriever, EnsembleRetriever
+    from langchain_community.retrievers import TFIDFRetriever
+    from langchain_core.callbacks import Callbacks
+    from langchain_core.documents import BaseDocumentCompressor, Document
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_core.vectorstores import InMemoryVectorStore
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    class LastTwo(BaseDocumentCompressor):
+        def compress_documents(self, documents: Any, query: str, callbacks: Callbacks | None = None) -> Any:
+            return list(documents)[::-1][:2]
+
+    docs = [
+        Document(page_content=text, metadata={"chunk_id": f"c{i}"})
+        for i, text in enumerate(["补签 申请 流程", "年假 申请", "报销 发票", "补签 期限"])
+    ]
+    lexical = TFIDFRetriever.from_documents(docs, k=2)
+    dense = InMemoryVectorStore.from_documents(docs, DeterministicFakeEmbedding(size=8)).as_retriever(
+        search_kwargs={"k": 2}
+    )
+    fusion = EnsembleRetriever(retrievers=[lexical, dense], weights=[0.5, 0.5], id_key="chunk_id")
+    wrapped = fusion if over == "ensemble" else dense
+    selecting = ContextualCompressionRetriever(base_compressor=LastTwo(), base_retriever=wrapped)
+    inner = [d.metadata["chunk_id"] for d in wrapped.invoke("补签 申请")]
+    provider = TracerProvider()
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        served = [d.metadata["chunk_id"] for d in selecting.invoke("补签 申请")]
+    finally:
+        instrumentor.uninstrument()
+    path = tmp_path / "lc.otlp.jsonl"
+    path.write_text(otlp_lines(memory.get_finished_spans()), encoding="utf-8")
+    [item] = read_traces([(path, *detect(path))], OtelSettings())
+    assert isinstance(item, Assembled)
+    record = RequestLog.model_validate_json(item.body)
+    assert record.stages is not None and record.answer is None
+    assert stage_ids(record.stages.reranked) == stage_ids(record.stages.final_context) == served
+    assert served == inner[::-1][:2]
+    routes = [(r["name"], r["span_name"]) for r in (record.model_extra or {})["routes"]]
+    if over == "ensemble":
+        assert stage_ids(record.stages.fused) == inner and len(inner) > 2
+        assert routes == [("bm25", "TFIDFRetriever"), ("dense", "VectorStoreRetriever")]
+    else:
+        assert record.stages.fused is None and stage_ids(record.stages.dense) == inner
+        assert routes == [("dense", "VectorStoreRetriever")]

@@ -6,11 +6,14 @@ The mapping (OpenInference conventions; every default is a `[logs.otel]` setting
 - a private twin span (`X._retrieve` under or beside `X.retrieve`) is the same step as its public
   span: its children are the public span's, and it is never a route of its own;
 - a RETRIEVER span that parents RETRIEVER spans is a fusion: the outermost one's documents are
-  `stages.fused`. Each leaf RETRIEVER span is a route (named by `routes`; else lexical `bm25`
-  by name, dense `dense` when it has an EMBEDDING child or no lexical name), its
-  `retrieval.documents.N.document.{id,score}` the route's hits;
+  `stages.fused`; but a retriever that wraps a single retriever (LangChain's
+  ContextualCompressionRetriever over an EnsembleRetriever, or over one route) is a selection
+  step, whose documents are `stages.reranked` and the final context. Each leaf RETRIEVER span is a route (named by
+  `routes`; else lexical `bm25` by name, dense `dense` when it has an EMBEDDING child or no
+  lexical name), its `retrieval.documents.N.document.{id,score}` the route's hits;
 - a JSON `input.value` (LlamaIndex's QueryBundle `{"query_str": …}`, also one level down) gives
   its query text; the retrievers' query, when it differs from the root's, is the rewritten query;
+- a root span that is a retriever has no answer (its output is its documents);
 - the first RERANKER span's input documents are `stages.fused` when no fusion span gave them,
   its output `stages.reranked`, and the output cut at `reranker.top_k` the final context;
 - annotations and evaluations on the root span, on EVALUATOR spans linked to it, and notes
@@ -224,7 +227,7 @@ def _assemble(trace_id: str, spans: list[Span], notes: list[Note], otel: OtelSet
             value = next((s.attributes[key] for s in spans if key in s.attributes), None)
         if value is not None:
             body[field] = str(value)
-    answer = text_value(attrs, "output", _ANSWER_KEYS)
+    answer = None if root.kind == KIND_RETRIEVER else text_value(attrs, "output", _ANSWER_KEYS)
     if answer is not None:
         body["answer"] = answer
     for key in V1_METADATA_FIELDS:
@@ -255,6 +258,10 @@ def _assemble(trace_id: str, spans: list[Span], notes: list[Note], otel: OtelSet
             stages["fused"] = documents(reranker, "reranker.input_documents", otel)
         stages["reranked"] = documents(reranker, "reranker.output_documents", otel)
         if (duration := reranker.duration_ms) is not None:
+            latencies["rerank"] = duration
+    elif tree.selection is not None:
+        stages["reranked"] = documents(tree.selection, "retrieval.documents", otel)
+        if (duration := tree.selection.duration_ms) is not None:
             latencies["rerank"] = duration
     final = final_context(spans, reranker, stages, metadata, consumed_metadata, otel)
     if final is not None:
@@ -468,7 +475,11 @@ class RetrieverTree:
     """A trace's RETRIEVER spans by role, private twins left out."""
 
     fusion: Span | None
-    """The outermost retriever span that parents retriever spans (its documents are the fused list)."""
+    """The outermost retriever span that parents two or more retriever spans, below any selection
+    (its documents are the fused list)."""
+    selection: Span | None
+    """The outermost retriever span that wraps a single retriever span (a LangChain
+    ContextualCompressionRetriever): its documents are the selected (final) list."""
     leaves: list[Span]
     """Retriever spans that parent none: the routes, in start order."""
     embedding: set[str]
@@ -524,20 +535,28 @@ def retriever_tree(spans: list[Span]) -> RetrieverTree:
         return found
 
     public = [s for s in spans if s.kind == KIND_RETRIEVER and s.span_id not in twins]
-    parents: set[str] = set()
+    children: dict[str, list[Span]] = {}
     above: dict[str, str | None] = {}
     embedding: set[str] = set()
     for span in spans:
         if span.kind == KIND_RETRIEVER and span.span_id not in twins:
             above[span.span_id] = owner_id = retriever_above(span)
             if owner_id is not None:
-                parents.add(owner_id)
+                children.setdefault(owner_id, []).append(span)
         elif span.kind == KIND_EMBEDDING and (owner_id := retriever_above(span)) is not None:
             embedding.add(owner_id)
-    fusions = [s for s in public if s.span_id in parents and above[s.span_id] is None]
+    fusions = [s for s in public if s.span_id in children and above[s.span_id] is None]
+    fusion = fusions[0] if fusions else None
+    selection = None
+    # A retriever that wraps a single retriever selects from its output: what it wraps is the
+    # fusion, or a lone route (then there is no fusion).
+    while fusion is not None and len(inner := children[fusion.span_id]) == 1:
+        selection = selection or fusion
+        fusion = inner[0] if inner[0].span_id in children else None
     return RetrieverTree(
-        fusion=fusions[0] if fusions else None,
-        leaves=[s for s in public if s.span_id not in parents],
+        fusion=fusion,
+        selection=selection,
+        leaves=[s for s in public if s.span_id not in children],
         embedding=embedding,
     )
 
@@ -592,12 +611,14 @@ def final_context(
 ) -> list[Any] | None:
     """The final context by `[logs.otel] final_context`: the reranker's output cut at
     `reranker.top_k` (without a RERANKER span, the nodes a LlamaIndex query engine answered
-    from: `served_nodes`), a chunk-id list in the root metadata, or a named span's documents;
+    from: `served_nodes`, else a selecting retriever's documents: `stages.reranked`), a
+    chunk-id list in the root metadata, or a named span's documents;
     None when the rule finds nothing (the stage was not logged)."""
     rule = otel.final_context
     if rule == "reranker":
         if reranker is None:
-            return served_nodes(spans)
+            served = served_nodes(spans)
+            return served if served is not None else stages.get("reranked")
         top_k = reranker.attributes.get("reranker.top_k")
         if isinstance(top_k, str) and top_k.isdigit():
             top_k = int(top_k)  # Langfuse keeps OTel attributes as text
