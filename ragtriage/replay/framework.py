@@ -140,9 +140,12 @@ class _FrameworkRun:
             raise PipelineError(
                 f"{self.label}: its spans hold no retrieval, only feedback; is the factory's object traced?"
             )
-        trace = to_trace(RequestLog.model_validate_json(assembled.body))
+        record = RequestLog.model_validate_json(assembled.body)
+        trace = to_trace(record)
         trace.query = query
-        trace.rewrite = trace.rewrite.model_copy(update={"mode": "stage", "raw_query": query})
+        # A pipeline whose spans show no rewrite did not rewrite: `off`, as a logged request says `none`.
+        mode = "stage" if record.rewrite is not None else "off"
+        trace.rewrite = trace.rewrite.model_copy(update={"mode": mode, "raw_query": query})
         for route in trace.routes:
             route.flags = [f for f in route.flags if f != "logged"]
         trace.flags = [f for f in trace.flags if f != "logged"]
