@@ -26,7 +26,7 @@ def _served_doc(production: Any) -> str:
     """The document whose chunks production served most often (fused lists)."""
     doc_of = {row["id"]: row["document_id"] for row in production.rows}
     counts = Counter(doc_of[c] for truth in production.truth for c in truth.fused)
-    return counts.most_common(1)[0][0]
+    return str(counts.most_common(1)[0][0])
 
 
 def _fidelity(
