@@ -165,3 +165,29 @@ def test_a_rowless_id_is_named_by_its_logged_document_id_source_or_text(workspac
         "old-2": ("leave", "logged source"),
         "old-3": ("rooms", "logged content"),
     }
+
+
+def test_a_langfuse_retriever_output_gives_the_document_and_a_fingerprint_of_its_text(tmp_path: Path) -> None:
+    import json
+
+    from tests.langfuse_producer import langfuse_export, langfuse_page
+
+    observations, traces, _ = langfuse_export([REQUEST])
+    for observation in observations:
+        if observation.get("type") == "RETRIEVER":
+            documents = json.loads(observation["output"])
+            for doc in documents:
+                doc["page_content"] = f"text of {doc['id']}"
+                doc["metadata"] = {"document_id": "leave", "source": "leave.md"}
+            observation["output"] = json.dumps(documents)
+    obs, trace_file = tmp_path / "obs.json", tmp_path / "traces.jsonl"
+    obs.write_text(json.dumps(langfuse_page(observations)), encoding="utf-8")
+    trace_file.write_text("".join(json.dumps(t) + "\n" for t in traces), encoding="utf-8")
+    items = list(read_traces([(f, *detect(f)) for f in (obs, trace_file)], OtelSettings()))
+    assert len(items) == 1 and isinstance(items[0], Assembled) and b"text of" not in items[0].body
+    chunks = (RequestLog.model_validate_json(items[0].body).model_extra or {})["logged_chunks"]
+    assert chunks["a1"] == {
+        "doc_id": "leave",
+        "source": "leave.md",
+        "content_hash": text_fingerprint("text of a1"),
+    }
