@@ -82,6 +82,11 @@ def print_report(console: Console, report: FidelityReport) -> None:
         console.print("documented reasons (stages they explain):")
         for reason, count in report.reasons.items():
             _say(console, f"  {count:>4}  {reason}", indent=8)
+    if report.stale_documents:
+        console.print("stale documents (production served another version of them; requests):")
+        for doc_id, count in report.stale_documents.items():
+            evidence = report.stale_evidence.get(doc_id)
+            _say(console, f"  {count:>4}  {doc_id}" + (f": {evidence}" if evidence else ""), indent=8)
     if report.least_faithful:
         console.print("least faithful requests:")
     for result in report.least_faithful:

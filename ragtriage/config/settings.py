@@ -232,6 +232,17 @@ class OtelSettings(StrictModel):
     document_id_keys: list[str] = Field(default_factory=lambda: ["chunk_id"])
     """Keys inside `document.metadata` that hold the chunk id when a document has no
     `document.id` (LangChain emits none); tried in order."""
+    document_doc_keys: list[str] = Field(
+        default_factory=lambda: ["document_id", "doc_id", "ref_doc_id", "parent_id"]
+    )
+    """Keys inside `document.metadata` that hold the id of the document a chunk was cut from, tried
+    in order: fidelity names the document production served an older version of when the KB no
+    longer has the chunk id (`logged_chunks` of the stored request)."""
+    document_source_keys: list[str] = Field(
+        default_factory=lambda: ["source", "file_path", "source_path", "file_name", "url"]
+    )
+    """Keys inside `document.metadata` that hold the document's source (file or URL), tried in
+    order: matched with the KB documents' source paths when no document id matches."""
     feedback_names: list[str] = Field(default_factory=lambda: ["feedback", "thumb", "rating"])
     """An annotation, evaluation or score whose name contains one of these is user feedback."""
     bad_labels: list[str] = Field(default_factory=lambda: ["thumbs_down", "bad", "negative", "down"])

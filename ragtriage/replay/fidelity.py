@@ -106,9 +106,13 @@ def rbo_ext(first: Sequence[str], second: Sequence[str], p: float = DEFAULT_RBO_
 
 #: Short stage names of the fidelity line (`bm25 3/3 · dense 3/3 · fused 3/3 · reranked 5/5 · final 2/2`).
 STAGE_SHORT = {**{stage: stage for stage in STAGE_NAMES}, "final_context": "final"}
-ReasonKind = Literal["stale_index", "upstream", "rewrite", "k_differs", "route_without_counterpart"]
+ReasonKind = Literal[
+    "stale_index", "chunk_changed", "upstream", "rewrite", "k_differs", "route_without_counterpart"
+]
 #: Reasons that are facts about production's data or shape, not defects of the replay.
-DOCUMENTED_KINDS: frozenset[str] = frozenset({"stale_index", "upstream", "route_without_counterpart"})
+DOCUMENTED_KINDS: frozenset[str] = frozenset(
+    {"stale_index", "chunk_changed", "upstream", "route_without_counterpart"}
+)
 
 
 class MissReason(BaseModel):
@@ -182,6 +186,24 @@ class StageFidelity(BaseModel):
         return "; ".join(parts)
 
 
+class ChunkChange(BaseModel):
+    """A chunk the KB still holds under its logged id whose text changed after the request."""
+
+    doc_id: str
+    updated_at: datetime | None = None
+    """When the KB last wrote the chunk (UTC)."""
+    content_differs: bool = False
+    """True: production logged a `document.content` whose fingerprint is not the KB's text now.
+    False: no content was logged, but the KB holds a newer version written after the request."""
+
+    def phrase(self, chunk_id: str) -> str:
+        """`chunk c1 of document D changed after the request (updated_at 2026-12-01 08:00 UTC; the
+        logged text is not the KB's)`."""
+        when = f"updated_at {self.updated_at:%Y-%m-%d %H:%M} UTC" if self.updated_at else "no updated_at"
+        how = "the logged text is not the KB's" if self.content_differs else "the KB holds a newer version"
+        return f"chunk {chunk_id} of document {self.doc_id} changed after the request ({when}; {how})"
+
+
 class RequestFidelity(BaseModel):
     """Every logged stage of one request against its replay, with the reasons for the misses."""
 
@@ -192,7 +214,14 @@ class RequestFidelity(BaseModel):
     config_hash: str | None = None
     stages: list[StageFidelity] = Field(default_factory=list)
     stale_documents: dict[str, list[str]] = Field(default_factory=dict)
-    """Document → logged ids of it the KB no longer has live (it has changed since)."""
+    """Document → logged ids of it the KB no longer has live (it has changed since): named by the
+    KB's own history (a deleted row, a `doc_id#hash` id) or by what production logged of the chunk
+    (`stale_named_by`)."""
+    stale_named_by: dict[str, str] = Field(default_factory=dict)
+    """Stale document → what named it when the KB's history could not: `logged document id`,
+    `logged source` or `logged content` (`logged_chunks` of the stored request)."""
+    changed_chunks: dict[str, ChunkChange] = Field(default_factory=dict)
+    """Chunk id (logged or replayed; kept id, old text) → how it changed after the request."""
     unknown_ids: list[str] = Field(default_factory=list)
     """Logged ids the KB has no row for and no document can be named for."""
     routes_without_counterpart: dict[str, int] = Field(default_factory=dict)
@@ -359,12 +388,16 @@ def counterpart_text(routes: Collection[str]) -> str:
     )
 
 
-def _stale_text(docs: Sequence[str], own: bool, version: str | None) -> str:
-    names = ", ".join(docs)
+def _stale_text(docs: Sequence[str], own: bool, version: str | None, named_by: Mapping[str, str]) -> str:
+    names = ", ".join(f"{d} (named by the {named_by[d]})" if d in named_by else d for d in docs)
     noun = "document" if len(docs) == 1 else "documents"
     verb = "has" if len(docs) == 1 else "have"
     where = "" if own else f" (seen in other requests of {version or 'this run'})"
-    return f"served by a stale index: {noun} {names} {verb} changed since{where}"
+    return f"production served a stale index: {noun} {names} {verb} changed since{where}"
+
+
+def _changed_text(changes: Mapping[str, ChunkChange]) -> str:
+    return "; ".join(change.phrase(chunk_id) for chunk_id, change in sorted(changes.items()))
 
 
 def explain_request(
@@ -375,13 +408,16 @@ def explain_request(
     logged_scores: Mapping[str, Mapping[str, float]] | None = None,
     replayed_scores: Mapping[str, Mapping[str, float]] | None = None,
     replayed_limits: Mapping[str, int] | None = None,
+    members: Mapping[str, Collection[str]] | None = None,
 ) -> RequestFidelity:
     """Give every stage that differs a reason when one is known (in place; returns `fidelity`).
 
+    - `chunk_changed`: a chunk of the stage's logged or replayed list (`members`: stage → those
+      ids) is in `fidelity.changed_chunks`: its text changed after the request, so its scores did;
     - `stale_index`: the stage's lists name chunks of a document that changed since production
       indexed it (its logged ids are old versions, or the replay finds the new ones); or, for BM25,
-      the same chunks score differently while the index that served the version was stale (BM25
-      scores depend on corpus-wide statistics);
+      the same chunks score differently while the index that served the version was stale or a
+      chunk had changed (BM25 scores depend on corpus-wide statistics);
     - `upstream`: a stage it is computed from already differed for a documented reason;
     - `rewrite`: the replayed rewrite is not the logged one (the profile does not reproduce it);
     - `k_differs`: same chunks, but the replay keeps another number of them (the profile's k),
@@ -393,6 +429,8 @@ def explain_request(
     """
     own_stale = set(fidelity.stale_documents)
     stale = own_stale | set(stale_docs_of_version)
+    changed_docs = {c.doc_id for c in fidelity.changed_chunks.values()}
+    named_by = fidelity.stale_named_by
     by_stage = {s.stage: s for s in fidelity.stages}
     for stage in fidelity.stages:
         if stage.exact:
@@ -404,8 +442,13 @@ def explain_request(
         if touched and not foreign:
             own = bool(own_stale.intersection(touched))
             stage.reason = MissReason(
-                kind="stale_index", text=_stale_text(touched, own, fidelity.pipeline_version)
+                kind="stale_index", text=_stale_text(touched, own, fidelity.pipeline_version, named_by)
             )
+            continue
+        in_stage = set(ids) | set((members or {}).get(stage.stage, ()))
+        changed = {c: change for c, change in fidelity.changed_chunks.items() if c in in_stage}
+        if changed and not foreign:
+            stage.reason = MissReason(kind="chunk_changed", text=_changed_text(changed))
             continue
         upstream = next(
             (
@@ -431,13 +474,17 @@ def explain_request(
                 kind="route_without_counterpart", text=counterpart_text(stage.expected_lost)
             )
             continue
-        if stage.stage == "bm25" and stale and _scores_differ(stage, logged_scores, replayed_scores):
+        if (
+            stage.stage == "bm25"
+            and (stale or changed_docs)
+            and _scores_differ(stage, logged_scores, replayed_scores)
+        ):
+            where = _stale_text(sorted(stale), bool(own_stale), fidelity.pipeline_version, named_by)
+            if not stale:
+                where = _changed_text(fidelity.changed_chunks)
             stage.reason = MissReason(
                 kind="stale_index",
-                text=(
-                    f"{_stale_text(sorted(stale), bool(own_stale), fidelity.pipeline_version)}: "
-                    "the same chunks score differently because BM25 statistics are corpus-wide"
-                ),
+                text=f"{where}: the same chunks score differently because BM25 statistics are corpus-wide",
             )
             continue
         # Fused and later stages fuse the rewritten routes; a logged route may be a rewritten one.
@@ -552,7 +599,11 @@ class FidelityReport(BaseModel):
     routes_without_counterpart: dict[str, RouteWithoutCounterpart] = Field(default_factory=dict)
     """Production route with no counterpart in the replay profiles → its expected-missing chunks."""
     stale_documents: dict[str, int] = Field(default_factory=dict)
-    """Document that changed since production indexed it → requests whose logged ids name it."""
+    """Document that changed since production indexed it → requests that name it: logged ids the KB
+    no longer has live, or chunks whose text changed after the request."""
+    stale_evidence: dict[str, str] = Field(default_factory=dict)
+    """Stale document → how it is known, in one phrase (its ids are gone from the KB, named by the
+    KB's history or by what production logged; or its chunks' text changed, and when)."""
     faithful_requests: int = 0
     """Requests with every logged stage reproduced exactly."""
     unexplained_requests: int = 0
@@ -609,8 +660,17 @@ def summarize(results: Sequence[RequestFidelity], *, least: int = 10) -> Fidelit
     reasons: Counter[str] = Counter()
     stale: Counter[str] = Counter()
     without: dict[str, RouteWithoutCounterpart] = {}
+    evidence: dict[str, str] = {}
     for result in results:
-        stale.update(list(result.stale_documents))
+        changed_docs = {c.doc_id for c in result.changed_chunks.values()}
+        stale.update(set(result.stale_documents) | changed_docs)
+        for doc_id in result.stale_documents:
+            by = result.stale_named_by.get(doc_id, "KB's history")
+            evidence.setdefault(
+                doc_id, f"served in an older version: logged ids gone from the KB, named by the {by}"
+            )
+        for chunk_id, change in sorted(result.changed_chunks.items()):
+            evidence.setdefault(change.doc_id, change.phrase(chunk_id))
         for route, count in result.routes_without_counterpart.items():
             entry = without.setdefault(route, RouteWithoutCounterpart())
             entry.requests += 1
@@ -641,6 +701,7 @@ def summarize(results: Sequence[RequestFidelity], *, least: int = 10) -> Fidelit
         reasons=dict(reasons.most_common()),
         routes_without_counterpart=dict(sorted(without.items())),
         stale_documents=dict(stale.most_common()),
+        stale_evidence={doc_id: evidence[doc_id] for doc_id, _ in stale.most_common()},
         faithful_requests=sum(1 for r in results if r.exact_stages == len(r.stages)),
         unexplained_requests=sum(1 for r in results if r.unexplained),
         least_faithful=least_faithful(results, least),

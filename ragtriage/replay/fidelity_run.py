@@ -24,10 +24,12 @@ from sqlalchemy.engine import Engine
 
 from ragtriage.config.profiles import explain, resolve_profile
 from ragtriage.errors import InputError
+from ragtriage.logs.formats.spans import text_fingerprint
 from ragtriage.logs.requests import _parse, logged_versions
 from ragtriage.logs.schema import STAGE_NAMES, RequestLog, extra_routes
 from ragtriage.pipeline.types import RunOptions, Trace
 from ragtriage.replay.fidelity import (
+    ChunkChange,
     FidelityReport,
     RequestFidelity,
     compare_request,
@@ -35,9 +37,10 @@ from ragtriage.replay.fidelity import (
     stage_limits,
     summarize,
 )
-from ragtriage.replay.logged import STAGE_ROUTES, logged_stage_ids, replayed_route
+from ragtriage.replay.logged import STAGE_ROUTES, logged_stage_ids, replayed_route, replayed_stage_ids
 from ragtriage.store.db import read_session, write_session
 from ragtriage.store.fidelity_tables import ReplayFidelityRow
+from ragtriage.store.kb_repo import as_utc
 from ragtriage.store.kb_tables import ChunkRow, DocumentRow
 from ragtriage.store.log_tables import RequestLogRow
 from ragtriage.wording import quoted
@@ -138,6 +141,99 @@ def chunk_origins(engine: Engine, chunk_ids: Sequence[str]) -> tuple[set[str], d
     return live, doc_of
 
 
+@dataclass(frozen=True)
+class KBChunk:
+    """What fidelity needs of a live chunk to tell whether production served other text for it."""
+
+    doc_id: str
+    fingerprint: str
+    """`text_fingerprint` of the KB's content now."""
+    updated_at: datetime
+    version: int
+
+
+def live_chunks(engine: Engine, chunk_ids: Sequence[str]) -> dict[str, KBChunk]:
+    """The live chunks among `chunk_ids` (deleted rows and unknown ids left out)."""
+    wanted = list(dict.fromkeys(chunk_ids))
+    chunks = ChunkRow.__table__  # type: ignore[attr-defined]
+    found: dict[str, KBChunk] = {}
+    with read_session(engine) as session:
+        for start in range(0, len(wanted), 500):
+            query = select(
+                chunks.c.chunk_id, chunks.c.doc_id, chunks.c.content, chunks.c.updated_at, chunks.c.version
+            ).where(chunks.c.chunk_id.in_(wanted[start : start + 500]), chunks.c.status != "deleted")
+            for chunk_id, doc_id, content, updated_at, version in session.execute(query):
+                found[chunk_id] = KBChunk(
+                    doc_id, text_fingerprint(content or ""), as_utc(updated_at), version
+                )
+    return found
+
+
+def logged_chunks(record: RequestLog) -> dict[str, dict[str, str]]:
+    """What production logged of each chunk beyond its id (`logged_chunks` of a trace ingest:
+    `doc_id`, `source`, `content_hash`); {} when the request has none or another shape."""
+    found = (record.model_extra or {}).get("logged_chunks")
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): v for k, v in found.items() if isinstance(v, dict)}
+
+
+def name_documents(engine: Engine, logged: dict[str, dict[str, str]]) -> dict[str, tuple[str, str]]:
+    """Chunk id the KB has no row for → (KB document, what named it) from what production logged of
+    it: its document id when the KB has that document; else its source, equal to a KB document's
+    source path or to its file name; else its content, when a live KB chunk has the same text
+    (`text_fingerprint`). Ids nothing names are left out."""
+    documents = DocumentRow.__table__  # type: ignore[attr-defined]
+    chunks = ChunkRow.__table__  # type: ignore[attr-defined]
+    named: dict[str, tuple[str, str]] = {}
+    with read_session(engine) as session:
+        doc_ids = list({info["doc_id"] for info in logged.values() if isinstance(info.get("doc_id"), str)})
+        known: set[str] = set()
+        for start in range(0, len(doc_ids), 500):
+            batch = doc_ids[start : start + 500]
+            known.update(
+                session.execute(select(documents.c.doc_id).where(documents.c.doc_id.in_(batch))).scalars()
+            )
+        for chunk_id, info in logged.items():
+            if info.get("doc_id") in known:
+                named[chunk_id] = (info["doc_id"], "logged document id")
+        rest = {c: info for c, info in logged.items() if c not in named}
+        if any(isinstance(info.get("source"), str) for info in rest.values()):
+            by_source: dict[str, str] = {}
+            for doc_id, path in session.execute(
+                select(documents.c.doc_id, documents.c.source_path).where(
+                    documents.c.source_path.is_not(None)
+                )
+            ):
+                by_source.setdefault(path, doc_id)
+                by_source.setdefault(_file_name(path), doc_id)
+            for chunk_id, info in rest.items():
+                source = info.get("source")
+                if isinstance(source, str):
+                    doc_id = by_source.get(source) or by_source.get(_file_name(source))
+                    if doc_id is not None:
+                        named[chunk_id] = (doc_id, "logged source")
+        rest = {
+            c: info
+            for c, info in rest.items()
+            if c not in named and isinstance(info.get("content_hash"), str)
+        }
+        if rest:
+            # Only when needed: every live chunk's text is read and fingerprinted.
+            by_text: dict[str, str] = {}
+            query = select(chunks.c.doc_id, chunks.c.content).where(chunks.c.status != "deleted")
+            for doc_id, content in session.execute(query):
+                by_text.setdefault(text_fingerprint(content or ""), doc_id)
+            for chunk_id, info in rest.items():
+                if (doc_id := by_text.get(info["content_hash"])) is not None:
+                    named[chunk_id] = (doc_id, "logged content")
+    return named
+
+
+def _file_name(path: str) -> str:
+    return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+
+
 def plan_replays(workspace: Workspace, records: Sequence[RequestLog]) -> list[ReplayGroup]:
     """Group requests by the replay profile `[replay.versions]` maps their pipeline_version to (the
     default profile when none matches; each such request gets a note saying so)."""
@@ -219,11 +315,21 @@ def judge(
     profiles: dict[str, tuple[str, str | None]] | None = None,
     notes: dict[str, list[str]] | None = None,
     limits: dict[str, dict[str, int]] | None = None,
+    named: dict[str, tuple[str, str]] | None = None,
+    kb: dict[str, KBChunk] | None = None,
 ) -> list[RequestFidelity]:
     """Compare and explain every (logged request, replay) pair; stale documents seen in any request
     of a `pipeline_version` explain misses of the others of that version. `limits`: request id →
-    its profile's `stage_limits`."""
+    its profile's `stage_limits`. `named`: logged id the KB has no row for → (document, what named
+    it), see `name_documents`. `kb`: the live chunks of the logged and replayed lists
+    (`live_chunks`): a logged `content_hash` other than the KB's text, or a newer KB version
+    written after the request, makes a chunk changed (`RequestFidelity.changed_chunks`)."""
+    named = named or {}
+    kb = kb or {}
     results: list[RequestFidelity] = []
+    stage_members: list[dict[str, set[str]]] = []
+    own_hashes: list[dict[str, str]] = []
+    changed_by_version: dict[str | None, dict[str, ChunkChange]] = {}
     for record, trace in pairs:
         lists = _logged_lists(record)
         extra = {route.name: [h.chunk_id for h in route.hits] for route in extra_routes(record)}
@@ -235,12 +341,34 @@ def judge(
         without = {route: len(ids) for route, ids in sorted(expected.items())}
         logged_ids = [c for ids in lists.values() for c in ids or ()]
         stale: dict[str, list[str]] = {}
+        named_by: dict[str, str] = {}
         unknown: list[str] = []
         for chunk_id in dict.fromkeys(c for c in logged_ids if c not in live):
             if chunk_id in doc_of:
                 stale.setdefault(doc_of[chunk_id], []).append(chunk_id)
+            elif chunk_id in named:
+                doc_id, how = named[chunk_id]
+                stale.setdefault(doc_id, []).append(chunk_id)
+                named_by.setdefault(doc_id, how)
             else:
                 unknown.append(chunk_id)
+        hashes = {
+            c: info["content_hash"]
+            for c, info in logged_chunks(record).items()
+            if isinstance(info.get("content_hash"), str) and c in kb
+        }
+        version_changes = changed_by_version.setdefault(record.pipeline_version, {})
+        for chunk_id, logged_hash in hashes.items():
+            held = kb[chunk_id]
+            if held.fingerprint != logged_hash:
+                version_changes.setdefault(
+                    chunk_id,
+                    ChunkChange(doc_id=held.doc_id, updated_at=held.updated_at, content_differs=True),
+                )
+        members = {
+            stage: set(lists.get(stage) or ()) | set(replayed_stage_ids(trace, stage))
+            for stage in STAGE_NAMES
+        }
         profile, config_hash = (profiles or {}).get(record.request_id, ("default", trace.config_hash))
         item_notes = list((notes or {}).get(record.request_id, []))
         if record.ts is None:
@@ -254,16 +382,32 @@ def judge(
                 config_hash=config_hash,
                 stages=stages,
                 stale_documents=stale,
+                stale_named_by=named_by,
                 unknown_ids=unknown,
                 routes_without_counterpart=without,
                 rewrite_differs=_rewrite_difference(record, trace),
                 notes=item_notes,
             )
         )
+        stage_members.append(members)
+        own_hashes.append(hashes)
+    for result, members, hashes, (record, _) in zip(results, stage_members, own_hashes, pairs, strict=True):
+        result.changed_chunks = _changed_chunks(
+            result,
+            set().union(*members.values()),
+            {c for ids in _logged_lists(record).values() for c in ids or ()},
+            hashes,
+            kb,
+            changed_by_version.get(result.pipeline_version, {}),
+        )
     stale_by_version: dict[str | None, set[str]] = {}
     for result in results:
-        stale_by_version.setdefault(result.pipeline_version, set()).update(result.stale_documents)
-    for result, (record, trace) in zip(results, pairs, strict=True):
+        # A chunk that changed moves BM25 statistics for every request of the version, as a stale one does.
+        changed_docs = {c.doc_id for c in changed_by_version.get(result.pipeline_version, {}).values()}
+        stale_by_version.setdefault(result.pipeline_version, set()).update(
+            set(result.stale_documents) | changed_docs
+        )
+    for result, members, (record, trace) in zip(results, stage_members, pairs, strict=True):
         explain_request(
             result,
             replayed_docs={c.chunk_id: c.doc_id for c in trace.candidates},
@@ -271,8 +415,38 @@ def judge(
             logged_scores=_logged_scores(record),
             replayed_scores=_replayed_scores(trace),
             replayed_limits=(limits or {}).get(result.request_id),
+            members=members,
         )
     return results
+
+
+def _changed_chunks(
+    result: RequestFidelity,
+    ids: set[str],
+    logged: set[str],
+    own_hashes: dict[str, str],
+    kb: dict[str, KBChunk],
+    version_changes: dict[str, ChunkChange],
+) -> dict[str, ChunkChange]:
+    """The chunks of a request's lists (logged or replayed) whose text changed after it: its own
+    logged text differs from the KB's; or it logged none for the chunk and another request of its
+    version did; or, for a chunk it logged, the KB wrote a newer version of it (version > 1) after
+    the request (a new id the request never logged is a new chunk, not a changed one)."""
+    changed: dict[str, ChunkChange] = {}
+    for chunk_id in sorted(ids):
+        held = kb.get(chunk_id)
+        if held is None:
+            continue
+        if chunk_id in own_hashes:
+            if own_hashes[chunk_id] != held.fingerprint:
+                changed[chunk_id] = version_changes[chunk_id]
+        elif chunk_id in version_changes:
+            changed[chunk_id] = version_changes[chunk_id]
+        elif (
+            chunk_id in logged and held.version > 1 and result.ts is not None and held.updated_at > result.ts
+        ):
+            changed[chunk_id] = ChunkChange(doc_id=held.doc_id, updated_at=held.updated_at)
+    return changed
 
 
 def store_fidelity(engine: Engine, results: Sequence[RequestFidelity]) -> int:
@@ -293,7 +467,9 @@ def store_fidelity(engine: Engine, results: Sequence[RequestFidelity]) -> int:
                 "exact_stages": r.exact_stages,
                 "stages_compared": len(r.stages),
                 "unexplained": len(r.unexplained),
-                "stale_documents": sorted(r.stale_documents),
+                "stale_documents": sorted(
+                    set(r.stale_documents) | {c.doc_id for c in r.changed_chunks.values()}
+                ),
                 "stages": [s.model_dump(mode="json") for s in r.stages],
                 "notes": list(r.notes),
             }
@@ -367,7 +543,17 @@ def measure_fidelity(
     replay_seconds = time.perf_counter() - started
     logged_ids = [c for record, _ in pairs for ids in _logged_lists(record).values() for c in ids or ()]
     live, doc_of = chunk_origins(workspace.engine, logged_ids)
-    results = judge(pairs, live, doc_of, profiles=profiles, notes=notes, limits=limits)
+    logged_info: dict[str, dict[str, str]] = {}
+    for record, _ in pairs:
+        for chunk_id, info in logged_chunks(record).items():
+            logged_info.setdefault(chunk_id, info)
+    rowless = {c: info for c, info in logged_info.items() if c not in live and c not in doc_of}
+    named = name_documents(workspace.engine, rowless) if rowless else {}
+    replayed_ids = [
+        c for _, trace in pairs for stage in STAGE_NAMES for c in replayed_stage_ids(trace, stage)
+    ]
+    kb = live_chunks(workspace.engine, [c for c in logged_ids if c in live] + replayed_ids)
+    results = judge(pairs, live, doc_of, profiles=profiles, notes=notes, limits=limits, named=named, kb=kb)
     stored = store_fidelity(workspace.engine, results) if store else 0
     report = summarize(results, least=least)
     unmapped = sorted({r.pipeline_version or "none logged" for r in results if r.request_id in notes})

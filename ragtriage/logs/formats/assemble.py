@@ -36,6 +36,8 @@ import orjson
 
 from ragtriage.config.settings import OtelSettings
 from ragtriage.logs.formats.spans import (
+    CONTENT_HASH,
+    DOCUMENT_LISTS,
     KIND_EMBEDDING,
     KIND_EVALUATOR,
     KIND_RERANKER,
@@ -267,6 +269,9 @@ def _assemble(trace_id: str, spans: list[Span], notes: list[Note], otel: OtelSet
     if final is not None:
         stages["final_context"] = final
     body["stages"] = stages
+    chunks = logged_chunks(spans, otel)
+    if chunks:
+        body["logged_chunks"] = chunks
     body["routes"] = [{k: v for k, v in r.items() if k != "hits" or "stage" not in r} for r in route_list]
     rewrite = _rewrite(spans, body, otel, latencies, tree)
     if rewrite:
@@ -446,6 +451,47 @@ def documents(span: Span, prefix: str, otel: OtelSettings) -> list[Any]:
         else:
             append(chunk_id)
     return hits
+
+
+def logged_chunks(spans: Iterable[Span], otel: OtelSettings) -> dict[str, dict[str, str]]:
+    """Chunk id → what production logged of each document beyond its id and score, for fidelity to
+    explain a chunk the KB lacks or holds other text for: `doc_id` (the first `document.metadata`
+    key of `document_doc_keys`), `source` (of `document_source_keys`) and `content_hash` (the
+    `text_fingerprint` of `document.content`). Chunks with none of the three are left out; the
+    first list a chunk appears in with a field gives it (about 60 bytes per chunk)."""
+    found: dict[str, dict[str, str]] = {}
+    parsed: dict[str, dict[str, Any]] = {}
+    for span in spans:
+        if span.kind not in (KIND_RETRIEVER, KIND_RERANKER):
+            continue
+        for prefix in DOCUMENT_LISTS:
+            docs = span.attributes.get(prefix)
+            for doc in docs if isinstance(docs, list) else ():
+                raw = doc.get("document.metadata")
+                if isinstance(raw, str):
+                    metadata = parsed.get(raw)
+                    if metadata is None:
+                        metadata = parsed[raw] = json_object(raw) or {}
+                else:
+                    metadata = nested(doc, "document.metadata") or {}
+                chunk_id = doc.get("document.id")
+                if chunk_id in (None, ""):
+                    chunk_id = next((metadata[k] for k in otel.document_id_keys if metadata.get(k)), None)
+                if chunk_id in (None, ""):
+                    continue
+                entry = found.setdefault(str(chunk_id), {})
+                for field, keys in (
+                    ("doc_id", otel.document_doc_keys),
+                    ("source", otel.document_source_keys),
+                ):
+                    if field not in entry:
+                        value = next((metadata[k] for k in keys if metadata.get(k) not in (None, "")), None)
+                        if isinstance(value, (str, int)):
+                            entry[field] = str(value)
+                content_hash = doc.get(CONTENT_HASH)
+                if "content_hash" not in entry and isinstance(content_hash, str):
+                    entry["content_hash"] = content_hash
+    return {chunk_id: entry for chunk_id, entry in found.items() if entry}
 
 
 def _is_number(text: str) -> bool:

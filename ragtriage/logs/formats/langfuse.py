@@ -36,6 +36,8 @@ _TYPE_KIND = {
 }
 _STAGE_KIND = {"reranked": "RERANKER", "route": "RETRIEVER"}
 _ID_KEYS = ("id", "chunk_id", "doc_id", "document_id", "node_id")
+#: Keys of a document object that hold its text (LangChain's `page_content`, LlamaIndex's `text`).
+_CONTENT_KEYS = ("page_content", "text", "content")
 _SOURCE_KIND = {"ANNOTATION": "HUMAN", "EVAL": "LLM", "API": "CODE"}
 
 
@@ -77,6 +79,9 @@ def _put_documents(attrs: dict[str, Any], prefix: str, documents: list[Any]) -> 
             attrs[f"{base}.score"] = doc["score"]
         if isinstance(doc.get("metadata"), dict):
             attrs[f"{base}.metadata"] = orjson.dumps(doc["metadata"]).decode()
+        text = next((doc[k] for k in _CONTENT_KEYS if isinstance(doc.get(k), str)), None)
+        if text is not None:
+            attrs[f"{base}.content"] = text  # kept as its fingerprint (`group_documents`)
 
 
 def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -120,8 +120,9 @@ def any_value(value: Any) -> Any:
 
 
 #: Attributes dropped on reading: copies of what the knowledge base or the model holds, which no
-#: request needs and which would make up most of the bytes spilled and stored.
-BULKY_SUFFIXES = (".document.content", ".embedding.vector", ".embedding.text")
+#: request needs and which would make up most of the bytes spilled and stored. (A document's
+#: `document.content` is not dropped here: `group_documents` keeps its fingerprint.)
+BULKY_SUFFIXES = (".embedding.vector", ".embedding.text")
 BULKY_PREFIXES = ("llm.input_messages.", "llm.output_messages.", "llm.prompts")
 
 

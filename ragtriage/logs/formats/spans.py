@@ -10,6 +10,7 @@ once.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,12 +114,21 @@ class Note:
 #: Attribute prefixes whose flattened lists are grouped into one list of documents.
 DOCUMENT_LISTS = ("retrieval.documents", "reranker.input_documents", "reranker.output_documents")
 DOCUMENT_KEY_PREFIXES = tuple(p + "." for p in DOCUMENT_LISTS)
-#: Document fields dropped on reading: the knowledge base holds the text.
-DROPPED_DOCUMENT_FIELDS = frozenset(("document.content",))
+#: Document field replaced on reading by its `text_fingerprint` under `CONTENT_HASH`: the knowledge
+#: base holds the text; the fingerprint is enough to tell whether the KB's text is what was served.
+CONTENT_FIELD = "document.content"
+CONTENT_HASH = "document.content_hash"
+
+
+def text_fingerprint(text: str) -> str:
+    """16 hex characters (64 bits) of the sha256 of `text` with runs of whitespace made one space and
+    the ends stripped: equal for the same chunk text however a producer spaced it."""
+    return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:16]
 
 
 def group_documents(attributes: dict[str, Any]) -> dict[str, Any]:
-    """`attributes` with each `DOCUMENT_LISTS` list grouped under its prefix, contents dropped."""
+    """`attributes` with each `DOCUMENT_LISTS` list grouped under its prefix, each content replaced
+    by its `text_fingerprint` (`document.content_hash`)."""
     if not any(key.startswith(DOCUMENT_KEY_PREFIXES) for key in attributes):
         return attributes
     grouped: dict[str, Any] = {}
@@ -127,8 +137,11 @@ def group_documents(attributes: dict[str, Any]) -> dict[str, Any]:
         if key.startswith(DOCUMENT_KEY_PREFIXES):
             first, second, index, field = (key.split(".", 3) + ["", ""])[:4]
             if index.isdigit() and field:
-                if field not in DROPPED_DOCUMENT_FIELDS:
-                    lists.setdefault(f"{first}.{second}", {}).setdefault(int(index), {})[field] = value
+                if field == CONTENT_FIELD:
+                    if not isinstance(value, str):
+                        continue
+                    field, value = CONTENT_HASH, text_fingerprint(value)
+                lists.setdefault(f"{first}.{second}", {}).setdefault(int(index), {})[field] = value
                 continue
         grouped[key] = value
     for prefix, items in lists.items():
