@@ -23,8 +23,8 @@ def _signed(value: float) -> str:
     return f"{value:+.4f}"
 
 
-def print_held_out(held: HeldOut, choice: str) -> None:
-    """The held-out figures of a tuning command's `choice` (one table), then its warning line."""
+def print_held_out(held: HeldOut, choice: str, detail: str | None = None) -> None:
+    """The held-out figures of a tuning command's `choice` (one table), a `detail` line, then the warning."""
     console = stdout_console()
     table = FitTable(
         _numbers(held.metric, "baseline", "chosen", "gain"),
@@ -41,6 +41,8 @@ def print_held_out(held: HeldOut, choice: str) -> None:
             + (" (significant)" if held.significant else " (not significant)"),
         )
     )
+    if detail:
+        console.print(hanging_text(console, detail))
     if held.warning:
         console.print(hanging_text(console, held.warning))
 

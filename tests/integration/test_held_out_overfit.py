@@ -76,3 +76,54 @@ def test_fit_rerank_on_noisy_gold_warns_and_write_needs_force(tmp_path: Path, ho
     result = runner.invoke(cli, ["eval", "fit-rerank", "--folds", "5", "--write", "--force"])
     assert result.exit_code == 0, result.output
     assert "[rerank.weights]" in (home / "config.toml").read_text(encoding="utf-8")
+
+
+def _noisy_refusal_cases(chunk: dict[str, str]) -> list[EvalCase]:
+    """Answerable queries, four of them labelled no-answer (noisy), and two truly off-topic ones."""
+    cases = _noisy_cases(chunk)
+    for case in cases[6:]:
+        case.gold = {}
+    return [
+        *cases,
+        EvalCase(case_id="n1", query="火星上的天气怎么样"),
+        EvalCase(case_id="n2", query="公司股票期权怎么行权"),
+    ]
+
+
+def test_calibrate_refusal_on_noisy_labels_warns_and_write_needs_force(tmp_path: Path, home: Path) -> None:
+    workspace = Workspace.open(home, None)
+    try:
+        chunk = add_tiny_kb(workspace, tmp_path / "docs", {**TINY_DOCS, **EXTRA_DOCS})
+        eval_store.add_cases(workspace.engine, "default", _noisy_refusal_cases(chunk))
+    finally:
+        workspace.close()
+    (home / "config.toml").write_text(
+        '# team settings\n[rerank]\ntop_n = 3\nrefusal_score = "dense_cosine"\n', encoding="utf-8"
+    )
+    runner = CliRunner()
+    assert runner.invoke(cli, ["eval", "run", "--name", "noisy"]).exit_code == 0
+    options = ["eval", "calibrate-refusal", "--max-wrong-refusals", "0.3"]
+    result = runner.invoke(cli, [*options, "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    held = report["held_out"]
+    assert report["proposed"] is not None and held["folds"] == 5 and held["cases"] == 12
+    assert held["metric"] == "right decisions" and held["in_sample_gain"] > 0
+    assert held["significant"] is False and held["warning"].startswith("warning: held-out gain")
+    assert 0 <= report["held_out_refusal_accuracy"] <= 1 and 0 <= report["held_out_wrongly_refused"] <= 1
+
+    result = runner.invoke(cli, options, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "the proposal against the run's own refusals: in sample and 5-fold held out on 12 cases" in said
+    assert "out of fold: refusal accuracy" in said and "warning: held-out gain" in said
+    assert all(len(line) <= 80 for line in result.output.splitlines())
+
+    result = runner.invoke(cli, [*options, "--write"])
+    assert result.exit_code == 1
+    refusal = [line for line in result.output.splitlines() if line.startswith("nothing written")]
+    assert len(refusal) == 1 and "right decisions (5-fold, p = " in refusal[0] and "add --force" in refusal[0]
+    assert "refusal_threshold" not in (home / "config.toml").read_text(encoding="utf-8")
+    result = runner.invoke(cli, [*options, "--write", "--force"])
+    assert result.exit_code == 0, result.output
+    assert "refusal_threshold = " in (home / "config.toml").read_text(encoding="utf-8")
