@@ -83,6 +83,18 @@ def print_comparison(comparison: Comparison) -> None:
             str(test.n),
         )
     console.print(tests)
+    halves = comparison.split_half
+    if halves is not None:
+        console.print(
+            hanging_text(
+                console,
+                f"held out: {halves.metric} delta {_signed(halves.first)} and {_signed(halves.second)} on two "
+                f"random halves of the paired cases ({'same sign' if halves.agree else 'signs differ'}), "
+                f"p = {halves.test.p_value:.4f}",
+            )
+        )
+        if halves.warning:
+            console.print(hanging_text(console, halves.warning))
     if comparison.buckets:
         buckets = FitTable(_numbers("bucket", "cases", *BUCKET_METRICS), title="per bucket (delta B − A)")
         for bucket, deltas in comparison.buckets.items():

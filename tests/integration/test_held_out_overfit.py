@@ -8,6 +8,7 @@ import json
 import random
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from ragtriage.cli import cli
@@ -127,3 +128,27 @@ def test_calibrate_refusal_on_noisy_labels_warns_and_write_needs_force(tmp_path:
     result = runner.invoke(cli, [*options, "--write", "--force"])
     assert result.exit_code == 0, result.output
     assert "refusal_threshold = " in (home / "config.toml").read_text(encoding="utf-8")
+
+
+def test_compare_of_two_settings_on_noisy_gold_checks_halves_and_warns(tmp_path: Path, home: Path) -> None:
+    _home_with(tmp_path, home, "[rerank]\ntop_n = 3\n")
+    runner = CliRunner()
+    assert runner.invoke(cli, ["eval", "run", "--name", "base"]).exit_code == 0
+    (home / "config.toml").write_text("[rerank]\ntop_n = 3\n[rerank.weights]\ndense_score = 50.0\n")
+    assert runner.invoke(cli, ["eval", "run", "--name", "boosted"]).exit_code == 0
+    result = runner.invoke(cli, ["eval", "compare", "base", "boosted", "--json"])
+    assert result.exit_code == 0, result.output
+    comparison = json.loads(result.output)
+    halves = comparison["split_half"]
+    mrr = next(d for d in comparison["overall"] if d["metric"] == "mrr")
+    assert halves["metric"] == "mrr" and abs(mrr["delta"]) > 0
+    # The two halves' means average to the overall delta (five cases each).
+    assert (halves["first"] + halves["second"]) / 2 == pytest.approx(mrr["delta"])
+    assert halves["test"]["p_value"] >= 0.05 and halves["warning"].startswith("warning: mrr delta")
+
+    result = runner.invoke(cli, ["eval", "compare", "base", "boosted"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "held out: mrr delta" in said and "on two random halves of the paired cases" in said
+    assert "warning: mrr delta" in said
+    assert all(len(line) <= 80 for line in result.output.splitlines())
