@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from ragtriage.cli import cli
 from ragtriage.eval.cases import EvalCase
+from ragtriage.kb.service import list_chunks
 from ragtriage.store import eval_repo as eval_store
 from ragtriage.workspace import Workspace
 from tests.tiny_kb import EXTRA_DOCS, TINY_DOCS, add_tiny_kb
@@ -151,4 +152,40 @@ def test_compare_of_two_settings_on_noisy_gold_checks_halves_and_warns(tmp_path:
     said = " ".join(result.output.split())
     assert "held out: mrr delta" in said and "on two random halves of the paired cases" in said
     assert "warning: mrr delta" in said
+    assert all(len(line) <= 80 for line in result.output.splitlines())
+
+
+def test_sweep_of_many_sizes_on_noisy_gold_shows_held_out_figures_and_warns(
+    tmp_path: Path, home: Path
+) -> None:
+    # Four long documents (the office notes dealt round-robin) that each size chunks differently.
+    notes = list({**TINY_DOCS, **EXTRA_DOCS}.values())
+    docs = {f"guide{i}": (f"办公指南{i}", "".join(body for _, body in notes[i::4])) for i in range(4)}
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text("[kb]\ntarget_chars = 60\nmax_chars = 90\noverlap_chars = 10\n")
+    workspace = Workspace.open(home, None)
+    try:
+        chunk = add_tiny_kb(workspace, tmp_path / "docs", docs)
+        ids = sorted(c.chunk_id for c in list_chunks(workspace.engine, workspace.settings.kb.name))
+        rng = random.Random(0)
+        cases = [EvalCase(case_id=f"q{i}", query=q, gold={rng.choice(ids): 1}) for i, q in enumerate(QUERIES)]
+        eval_store.add_cases(workspace.engine, "default", cases)
+    finally:
+        workspace.close()
+    assert len(chunk) == 4 and len(ids) == 7
+    runner = CliRunner()
+    sizes = "30,45,60,90,150"
+    result = runner.invoke(cli, ["eval", "sweep", "--chunk-chars", sizes, "--json"])
+    assert result.exit_code == 0, result.output
+    table = json.loads(result.output)
+    held = table["held_out"]
+    assert table["baseline_chars"] == 60 and held["folds"] == 5 and held["cases"] == 10
+    assert held["metric"] == "mrr" and len(held["fold_gains"]) == 5 and held["in_sample_gain"] > 0
+    assert held["warning"].startswith("warning: held-out gain") and held["significant"] is False
+
+    result = runner.invoke(cli, ["eval", "sweep", "--chunk-chars", sizes], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "best size against 60 chars: in sample and 5-fold held out on 10 cases" in said
+    assert "warning: held-out gain" in said
     assert all(len(line) <= 80 for line in result.output.splitlines())
