@@ -11,8 +11,8 @@ the standard deviation of the per-fold gains; its significance is the paired ran
 `significance` on the per-case out-of-fold and baseline scores (Smucker, Allan and Carterette 2007).
 
 The in-sample gain (the choice made and scored on all cases) overstates what unseen queries get:
-the warning fires when the held-out gain is below half the in-sample one, or not significant at
-`ALPHA`. Commands refuse `--write` of a change whose held-out gain is not significant unless `--force`.
+the warning fires when there is no held-out gain, when it is below half the in-sample one, or when
+it is not significant at `ALPHA`. Commands refuse `--write` of a change whose held-out gain is not significant unless `--force`.
 
 Folds reuse the per-case scores the command already computed: `cross_validate_choice` calls `choose`
 on case indices and `score` on a choice and case indices, never a retrieval.
@@ -71,7 +71,7 @@ class HeldOut(BaseModel):
     significant: bool
     """The held-out gain is positive and p < `ALPHA`."""
     warning: str | None = None
-    """One line when the held-out gain is below half the in-sample one or not significant."""
+    """One line when the held-out gain is none, below half the in-sample one, or not significant."""
 
     def refusal(self, change: str) -> str:
         """The one line `--write` prints when it refuses `change` (not significant out of fold)."""
@@ -185,8 +185,10 @@ def _warning(report: HeldOut) -> str | None:
         f"held-out gain {report.held_out_gain:+.4f} {report.metric} ± {report.spread:.4f} over "
         f"{report.folds} folds, in-sample {report.in_sample_gain:+.4f}, p = {report.test.p_value:.3f}"
     )
-    if report.in_sample_gain <= 1e-9 and report.held_out_gain <= 1e-9:
-        return None  # nothing gained in or out of sample: nothing to overstate
+    if abs(report.in_sample_gain) <= 1e-9 and abs(report.held_out_gain) <= 1e-9:
+        return None  # the choice changes nothing: nothing to overstate
+    if report.held_out_gain <= 1e-9:
+        return f"warning: {figures}: no gain on held-out cases; keep the current setting"
     if report.held_out_gain < SHRINK_WARNING * report.in_sample_gain:
         return (
             f"warning: {figures}: under half the in-sample gain, the choice fits these cases more than "

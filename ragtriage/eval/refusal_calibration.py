@@ -552,9 +552,9 @@ def _add_held_out(
     no_answer = [i for i in everyone if not gold[i]]
     answerable = [i for i in everyone if gold[i]]
     if no_answer:
-        report.held_out_refusal_accuracy = sum(out_of_fold[i] for i in no_answer) / len(no_answer)
+        report.held_out_refusal_accuracy = float(sum(out_of_fold[i] for i in no_answer) / len(no_answer))
     if answerable:
-        report.held_out_wrongly_refused = 1 - sum(out_of_fold[i] for i in answerable) / len(answerable)
+        report.held_out_wrongly_refused = float(1 - sum(out_of_fold[i] for i in answerable) / len(answerable))
 
 
 def _calibrate_results(

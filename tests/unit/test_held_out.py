@@ -35,7 +35,9 @@ def test_a_choice_that_memorises_wins_in_sample_and_loses_held_out() -> None:
     held = held_out_figures("mrr", baseline, in_sample, oof, parts)
     assert held.in_sample_gain == pytest.approx(1 / 6 - 0.5)
     assert held.held_out_gain <= held.in_sample_gain and len(held.fold_gains) == 3
-    assert not held.significant and held.warning is None  # nothing gained in or out: nothing to say
+    assert not held.significant and held.warning is not None
+    assert held.warning.endswith("no gain on held-out cases; keep the current setting")
+    assert held_out_figures("mrr", baseline, baseline, baseline, parts).warning is None  # no change
     # A real in-sample gain that vanishes out of fold: the warning and the refusal name the figures.
     gainful = held_out_figures("mrr", np.zeros(n), np.ones(n), np.array([1, 0, 0, 0, 0, 0.0]), parts)
     assert gainful.warning is not None and "under half the in-sample gain" in gainful.warning
