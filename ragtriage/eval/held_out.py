@@ -12,7 +12,8 @@ the standard deviation of the per-fold gains; its significance is the paired ran
 
 The in-sample gain (the choice made and scored on all cases) overstates what unseen queries get:
 the warning fires when there is no held-out gain, when it is below half the in-sample one, or when
-it is not significant at `ALPHA`. Commands refuse `--write` of a change whose held-out gain is not significant unless `--force`.
+it is not significant at `ALPHA`. Commands refuse `--write` of a change whose held-out gain is
+not significant unless `--force`.
 
 Folds reuse the per-case scores the command already computed: `cross_validate_choice` calls `choose`
 on case indices and `score` on a choice and case indices, never a retrieval.
