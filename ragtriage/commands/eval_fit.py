@@ -13,6 +13,7 @@ from ragtriage.commands.common import (
     stdout_console,
     workspace_options,
 )
+from ragtriage.commands.eval_render import print_held_out
 from ragtriage.errors import InputError
 from ragtriage.eval.rerank_fit import CROSS_ENCODER, FitReport, collect_fit_cases, fit_weights, write_weights
 from ragtriage.pipeline.rerank import FEATURE_NAMES
@@ -32,6 +33,18 @@ def _verdict(report: FitReport) -> str:
     if report.generalises:
         return "the fitted weights beat the current ones out of fold: worth a run on held-out cases"
     return "the fitted weights do not beat the current ones out of fold: keep the current weights"
+
+
+def _write_refusal(report: FitReport) -> str | None:
+    """Why --write (without --force) writes nothing, in one line; None when the held-out gain is significant."""
+    if not report.fitted_names:
+        return "nothing written: no feature varies, so there is no weight to fit"
+    if report.held_out is None:
+        return (
+            "nothing written: --folds 0 gives no held-out figures to judge the fit by; "
+            "add --force to write it anyway"
+        )
+    return None if report.held_out.significant else report.held_out.refusal("the fitted weights")
 
 
 def print_fit(report: FitReport) -> None:
@@ -80,6 +93,8 @@ def print_fit(report: FitReport) -> None:
             _fmt(report.cv_hit_fitted),
         )
     console.print(figures)
+    if report.held_out is not None:
+        print_held_out(report.held_out, "the fitted weights")
     console.print(Text(_verdict(report)))
 
 
@@ -115,7 +130,11 @@ def print_fit(report: FitReport) -> None:
 @click.option(
     "--write",
     is_flag=True,
-    help="Write the fitted weights to the settings file, only when they beat the current ones out of fold.",
+    help="Write the fitted weights to the settings file, only when their held-out MRR gain is "
+    "significant (paired test, p < 0.05).",
+)
+@click.option(
+    "--force", is_flag=True, help="With --write: write even when the held-out gain is not significant."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
@@ -129,6 +148,7 @@ def fit_rerank_command(
     restarts: int,
     seed: int,
     write: bool,
+    force: bool,
     as_json: bool,
     progress: bool,
     where: WorkspaceAt,
@@ -140,8 +160,11 @@ def fit_rerank_command(
     2007, RankLib) then moves one weight at a time to the value that raises mean MRR@K most,
     over the final list (top_n), until no step helps; the weights are rescaled to the current
     ones' L1 norm. With --folds N it also fits on N−1 folds and scores the held fold, so the
-    report shows whether the fit generalises. Fit on a tuning split and check a held-out one
-    with `eval run` before shipping weights. --write sets [rerank.weights] in the settings file.
+    report shows the held-out gain beside the in-sample one (mean, spread over folds, paired
+    test) and warns when it is under half the in-sample gain or not significant. Fit on a tuning
+    split and check a held-out one with `eval run` before shipping weights. --write sets
+    [rerank.weights] in the settings file, and refuses when the held-out gain is not significant
+    (or --folds 0 gives none) unless --force.
     """
     only = [name.strip() for name in features.split(",") if name.strip()] if features else None
     with where.open() as workspace:
@@ -175,7 +198,8 @@ def fit_rerank_command(
             skipped=skipped,
         )
         target = workspace.config_file or workspace.home / "config.toml"
-        wrote = write and report.generalises is not False and bool(report.fitted_names)
+        refusal = _write_refusal(report) if write and not force else None
+        wrote = write and bool(report.fitted_names) and refusal is None
         if wrote:
             write_weights(target, {name: report.fitted[name] for name in report.names})
     if as_json:
@@ -185,7 +209,7 @@ def fit_rerank_command(
     if write:
         if not wrote:
             click.echo(
-                "nothing written: the fitted weights do not beat the current ones out of fold", err=True
+                refusal or "nothing written: no feature varies, so there is no weight to fit", err=True
             )
             click.get_current_context().exit(1)
         click.echo(f"wrote [rerank.weights] to {target}", err=True)

@@ -15,6 +15,7 @@ from ragtriage.commands.common import (
     stdout_console,
     workspace_options,
 )
+from ragtriage.commands.eval_render import print_held_out
 from ragtriage.eval.refusal_calibration import (
     SCORE_KINDS,
     CalibrationReport,
@@ -93,6 +94,18 @@ def _print_gaps(report: CalibrationReport) -> None:
     console.print(table)
 
 
+def _print_held_out(report: CalibrationReport) -> None:
+    """The proposal's share of right decisions against the run's own, in sample and out of fold."""
+    assert report.held_out is not None and report.proposed is not None
+    print_held_out(
+        report.held_out,
+        "the proposal against the run's own refusals",
+        f"out of fold: refusal accuracy {_pct(report.held_out_refusal_accuracy)}, "
+        f"{_pct(report.held_out_wrongly_refused)} of answerable cases refused (in sample "
+        f"{_pct(report.proposed.refusal_accuracy)} and {_pct(report.proposed.wrongly_refused)})",
+    )
+
+
 def _print(report: CalibrationReport) -> None:
     console = stdout_console()
     unscored = (
@@ -140,6 +153,8 @@ def _print(report: CalibrationReport) -> None:
     if report.proposed is None:
         console.print(Text(f"no threshold proposed: {report.reason}"))
     else:
+        if report.held_out is not None:
+            _print_held_out(report)
         settings = [f"refusal_threshold = {report.proposed.threshold:g}"]
         settings.append(f'refusal_threshold_score = "{report.score}"')
         if report.score != "cross_encoder":
@@ -155,6 +170,18 @@ def _print(report: CalibrationReport) -> None:
                 "answerable cases refused)"
             )
         )
+
+
+def _write_refusal(report: CalibrationReport) -> str | None:
+    """Why --write (without --force) writes nothing, in one line; None when it may write."""
+    if report.proposed is None:
+        return "nothing written: no threshold meets the objective"
+    if report.held_out is None:
+        return (
+            "nothing written: --folds 0 (or a single case) gives no held-out figures to judge the "
+            "proposal by; add --force to write it anyway"
+        )
+    return None if report.held_out.significant else report.held_out.refusal("the proposed threshold")
 
 
 @click.command("calibrate-refusal")
@@ -183,9 +210,21 @@ def _print(report: CalibrationReport) -> None:
     "[sweep when the settings have one, keep when it is off].",
 )
 @click.option(
+    "--folds",
+    type=click.IntRange(0),
+    default=5,
+    show_default=True,
+    help="Cross-validation folds (0: none) for the held-out figures of the proposal.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the folds and the paired test.")
+@click.option(
     "--write",
     is_flag=True,
-    help="Write the proposed threshold, its score kind (and a swept dense gap) to the settings file.",
+    help="Write the proposed threshold, its score kind (and a swept dense gap) to the settings file, "
+    "only when its held-out gain over the run's own refusals is significant (paired test, p < 0.05).",
+)
+@click.option(
+    "--force", is_flag=True, help="With --write: write even when the held-out gain is not significant."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the sweep as JSON.")
 @workspace_options
@@ -195,7 +234,10 @@ def calibrate_command(
     score: str | None,
     max_wrong: float,
     dense_gap: str | None,
+    folds: int,
+    seed: int,
     write: bool,
+    force: bool,
     as_json: bool,
     where: WorkspaceAt,
 ) -> None:
@@ -216,13 +258,17 @@ def calibrate_command(
     threshold under the same objective; the proposal is the best pair (ties: the lower gap).
     The gap is a cosine difference on your embedder's scale, so calibrate it after changing the
     embedder. --write then sets refusal_dense_gap as well.
+
+    Held out: with --folds N the proposal is re-made on N−1 folds and applied to the held one; the
+    share of right decisions (no-answer refused, answerable kept) is compared with what the run
+    refused, in sample and out of fold, with a paired test and a warning when the held-out gain is
+    under half the in-sample one or not significant. --write refuses such a proposal unless --force.
     """
     with where.open() as workspace:
         engine = workspace.engine
         run = run_or_newest(engine, run_ref, dataset)
-        results = [
-            (r.has_gold, r.snapshot or {}) for r in eval_store.run_case_results(engine, int(run.id or 0))
-        ]
+        rows = eval_store.run_case_results(engine, int(run.id or 0))
+        results = [(r.has_gold, r.snapshot or {}) for r in rows]
         report = calibrate_results(
             int(run.id or 0),
             results,
@@ -230,9 +276,13 @@ def calibrate_command(
             max_wrong=max_wrong,
             configured_gap=workspace.settings.rerank.refusal_dense_gap,
             sweep_gap=None if dense_gap is None else dense_gap == "sweep",
+            refused=[r.refused for r in rows],
+            folds=folds,
+            seed=seed,
         )
         target = workspace.config_file or workspace.home / "config.toml"
-        if write and report.proposed is not None:
+        refusal = _write_refusal(report) if write and not force else None
+        if write and report.proposed is not None and refusal is None:
             swept = report.dense_gap_source == "swept"
             write_threshold(
                 target,
@@ -246,8 +296,8 @@ def calibrate_command(
     else:
         _print(report)
     if write:
-        if report.proposed is None:
-            click.echo("nothing written: no threshold meets the objective", err=True)
+        if report.proposed is None or refusal is not None:
+            click.echo(refusal or "nothing written: no threshold meets the objective", err=True)
             click.get_current_context().exit(1)
         written = (
             "refusal_threshold and refusal_dense_gap"

@@ -6,6 +6,7 @@ from ragtriage.commands.common import stdout_console
 from ragtriage.eval.ablation import ABLATION_METRICS, AblationTable
 from ragtriage.eval.compare import Comparison
 from ragtriage.eval.doctor import DoctorReport
+from ragtriage.eval.held_out import HeldOut
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.text import hanging_text, plural
 
@@ -20,6 +21,30 @@ def _numbers(first: str, *headers: str) -> list[Col]:
 
 def _signed(value: float) -> str:
     return f"{value:+.4f}"
+
+
+def print_held_out(held: HeldOut, choice: str, detail: str | None = None) -> None:
+    """The held-out figures of a tuning command's `choice` (one table), a `detail` line, then the warning."""
+    console = stdout_console()
+    table = FitTable(
+        _numbers(held.metric, "baseline", "chosen", "gain"),
+        title=f"{choice}: in sample and {held.folds}-fold held out on {plural(held.cases, 'case')}",
+    )
+    table.add_row("in sample", f"{held.baseline:.4f}", f"{held.in_sample:.4f}", _signed(held.in_sample_gain))
+    table.add_row("held out", f"{held.baseline:.4f}", f"{held.held_out:.4f}", _signed(held.held_out_gain))
+    console.print(table)
+    console.print(
+        hanging_text(
+            console,
+            f"held-out gain {_signed(held.held_out_gain)} ± {held.spread:.4f} over {held.folds} folds; "
+            f"paired test p = {held.test.p_value:.4f}"
+            + (" (significant)" if held.significant else " (not significant)"),
+        )
+    )
+    if detail:
+        console.print(hanging_text(console, detail))
+    if held.warning:
+        console.print(hanging_text(console, held.warning))
 
 
 def print_comparison(comparison: Comparison) -> None:
@@ -58,6 +83,18 @@ def print_comparison(comparison: Comparison) -> None:
             str(test.n),
         )
     console.print(tests)
+    halves = comparison.split_half
+    if halves is not None:
+        console.print(
+            hanging_text(
+                console,
+                f"held out: {halves.metric} delta {_signed(halves.first)} and {_signed(halves.second)} on two "
+                f"random halves of the paired cases ({'same sign' if halves.agree else 'signs differ'}), "
+                f"p = {halves.test.p_value:.4f}",
+            )
+        )
+        if halves.warning:
+            console.print(hanging_text(console, halves.warning))
     if comparison.buckets:
         buckets = FitTable(_numbers("bucket", "cases", *BUCKET_METRICS), title="per bucket (delta B − A)")
         for bucket, deltas in comparison.buckets.items():

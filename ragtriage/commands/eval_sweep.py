@@ -14,6 +14,7 @@ from ragtriage.commands.common import (
     stdout_console,
     workspace_options,
 )
+from ragtriage.commands.eval_render import print_held_out
 from ragtriage.eval.chunk_sweep import SweepTable, run_chunk_sweep
 from ragtriage.render.fit import Col, FitTable
 from ragtriage.render.text import plural
@@ -105,6 +106,8 @@ def print_sweep(table: SweepTable) -> None:
         )
     for note in table.notes:
         console.print(note)
+    if table.held_out is not None:
+        print_held_out(table.held_out, f"best size against {table.baseline_chars} chars")
 
 
 @click.command("sweep")
@@ -122,12 +125,22 @@ def print_sweep(table: SweepTable) -> None:
     default=None,
     help="Folder for the throwaway homes [a temporary folder]; they are removed at the end.",
 )
+@click.option(
+    "--folds",
+    type=click.IntRange(0),
+    default=5,
+    show_default=True,
+    help="Cross-validation folds (0: none) for the held-out MRR of choosing the best size.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the folds and the paired test.")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
 @workspace_options
 def sweep_command(
     chunk_chars: list[int],
     dataset: str,
     workdir: Path | None,
+    folds: int,
+    seed: int,
     as_json: bool,
     where: WorkspaceAt,
 ) -> None:
@@ -153,6 +166,12 @@ def sweep_command(
       refusal acc  share of no-answer cases the pipeline refused
       best         highest MRR (ties: Hit@K, then the smaller size)
     n/a: no case with gold was scored in that setting.
+
+    Held out: with --folds N the best size is chosen on N−1 folds of the cases and scored on the
+    held one (from the per-case scores of the runs, nothing re-run), against the configured
+    kb.target_chars when it is swept (else the first size): MRR gain in sample and held out, its
+    spread over folds, a paired test, and a warning when the held-out gain is under half the
+    in-sample one or not significant.
     """
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
@@ -162,6 +181,8 @@ def sweep_command(
             chunk_chars,
             dataset,
             workdir=workdir,
+            folds=folds,
+            seed=seed,
             on_progress=lambda label, done, total: (bar(label) or (lambda *_: None))(done, total),
         )
     if as_json:

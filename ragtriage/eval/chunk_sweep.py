@@ -13,6 +13,11 @@ live chunks of this home's KB with a span or an anchor gets the refs `promote` w
 chunk-id cases are skipped and counted. Cases with gold refs, document-granularity cases and refusal
 cases (no gold) run in every setting. The best setting is the highest MRR among the settings that
 scored a ranking case (ties: Hit@K, then the smaller N); a setting without one shows no metric.
+
+Held out (`eval.held_out`): the best size is chosen again on k − 1 folds of the ranking cases every
+setting scored (the same key, from the per-case MRR and Hit@K the runs stored) and scored on the
+held fold, against the baseline: the configured `kb.target_chars` when it is swept, else the first
+size given. No KB is rebuilt and no case re-run per fold.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from pydantic import BaseModel, Field
 from ragtriage import locations
 from ragtriage.errors import InputError
 from ragtriage.eval.gold_map import refs_for_chunks, resolve_cases
+from ragtriage.eval.held_out import HeldOut, cross_validate_choice, held_out_figures
 from ragtriage.eval.runner import run_eval
 from ragtriage.index.indexer import sync_indexes
 from ragtriage.kb.chunking import ChunkingParams
@@ -76,6 +82,15 @@ class SweepTable(BaseModel):
     skipped_documents: list[str] = Field(default_factory=list)
     """Document ids with no readable source file (imported chunks, moved files): not in the throwaway KBs."""
     notes: list[str] = Field(default_factory=list)
+    held_out: HeldOut | None = None
+    """MRR of the best size against `baseline_chars`, in sample and out of fold (None: fewer than
+    two settings or two cases scored in all)."""
+    baseline_chars: int | None = None
+    """The size the held-out gain is measured from: the configured target when swept, else the first."""
+
+
+#: Per-case (MRR, Hit@K) of one setting's ranking cases, by case id.
+CaseScores = dict[str, tuple[float, float]]
 
 
 def chunk_params_for(target: int, overlap: int) -> tuple[int, int, int]:
@@ -168,8 +183,11 @@ def run_chunk_sweep(
     workdir: Path | None = None,
     on_progress: Callable[[str, int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    folds: int = 5,
+    seed: int = 0,
 ) -> SweepTable:
-    """Build a throwaway KB per `chunk_chars` target, evaluate `dataset` on each, tabulate.
+    """Build a throwaway KB per `chunk_chars` target, evaluate `dataset` on each, tabulate, and
+    cross-validate the choice of the best size over `folds` folds (0: not; module docstring).
 
     `workdir` keeps the throwaway homes there (for inspection); by default they go in a temporary
     folder removed at the end.
@@ -213,24 +231,60 @@ def run_chunk_sweep(
         table.notes.append(
             "production engines and the Qdrant server are replaced by local indexes in the sweep"
         )
+    per_case: list[CaseScores] = []
     with tempfile.TemporaryDirectory(prefix="ragtriage-sweep-", dir=workdir) as scratch:
         for target, max_chars, overlap in settings_list:
             if should_stop is not None and should_stop():
                 table.notes.append(f"stopped before chunk size {target}")
                 break
-            table.rows.append(
-                _one_setting(
-                    workspace,
-                    Path(scratch),
-                    (target, max_chars, overlap),
-                    documents,
-                    usable,
-                    dataset,
-                    on_progress,
-                )
+            row, scores = _one_setting(
+                workspace,
+                Path(scratch),
+                (target, max_chars, overlap),
+                documents,
+                usable,
+                dataset,
+                on_progress,
             )
+            table.rows.append(row)
+            per_case.append(scores)
     _mark_best(table)
+    if folds >= 2:
+        _add_held_out(table, per_case, workspace.settings.kb.target_chars, folds=folds, seed=seed)
     return table
+
+
+def _add_held_out(
+    table: SweepTable, per_case: Sequence[CaseScores], configured: int, *, folds: int, seed: int
+) -> None:
+    """Set `table.held_out`: the best size chosen on k − 1 folds, scored on the held one (module docstring)."""
+    options = [(row, scores) for row, scores in zip(table.rows, per_case, strict=True) if row.ranking_cases]
+    if len(options) < 2:
+        return
+    cases = sorted(set.intersection(*(set(scores) for _, scores in options)))
+    if len(cases) < 2:
+        return
+    sizes = [row.target_chars for row, _ in options]
+    baseline = sizes.index(configured) if configured in sizes else 0
+    table.baseline_chars = sizes[baseline]
+    mrr = [[scores[c][0] for c in cases] for _, scores in options]
+    hit = [[scores[c][1] for c in cases] for _, scores in options]
+
+    def choose(train: list[int]) -> int:
+        # `_mark_best`'s key on the training cases: MRR, then Hit@K, then the smaller size.
+        def key(j: int) -> tuple[float, float, int]:
+            return (sum(mrr[j][i] for i in train), sum(hit[j][i] for i in train), -sizes[j])
+
+        return max(range(len(options)), key=key)
+
+    def score(j: int, held: list[int]) -> list[float]:
+        return [mrr[j][i] for i in held]
+
+    out_of_fold, parts = cross_validate_choice(
+        len(cases), choose, score, folds=min(folds, len(cases)), seed=seed
+    )
+    best = choose(list(range(len(cases))))
+    table.held_out = held_out_figures("mrr", mrr[baseline], mrr[best], out_of_fold, parts, seed=seed)
 
 
 def _one_setting(
@@ -241,7 +295,7 @@ def _one_setting(
     cases: Sequence[eval_store.StoredCase],
     dataset: str,
     on_progress: Callable[[str, int, int], None] | None,
-) -> SweepRow:
+) -> tuple[SweepRow, CaseScores]:
     target, max_chars, overlap = setting
 
     def progress(stage: str) -> Callable[[int, int], None]:
@@ -258,12 +312,18 @@ def _one_setting(
         )
         mappings = resolve_cases(throwaway.engine, [c.case for c in cases])
         summary = run_eval(throwaway, dataset, name=f"sweep:{target}", on_progress=progress("eval"))
+        hit = sweep_metrics(throwaway.settings.eval.ks)[0]
+        scores = {
+            r.case_id: (float(r.metrics.get("mrr", 0.0)), float(r.metrics.get(hit, 0.0)))
+            for r in eval_store.run_case_results(throwaway.engine, summary.run_id, snapshots=False)
+            if r.has_gold
+        }
     finally:
         throwaway.close()
     aggregates: dict[str, Any] = summary.aggregates or {}
     means = aggregates.get("means", {})
     no_gold = aggregates.get("no_gold", {})
-    return SweepRow(
+    row = SweepRow(
         target_chars=target,
         max_chars=max_chars,
         overlap_chars=overlap,
@@ -279,6 +339,7 @@ def _one_setting(
         refusal_accuracy=no_gold.get("refusal_accuracy"),
         wall_s=float((summary.timings or {}).get("wall_s", 0.0)),
     )
+    return row, scores
 
 
 def table_metrics(summary: Any) -> list[str]:

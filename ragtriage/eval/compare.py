@@ -3,6 +3,11 @@ a paired randomization test, and the cases that regressed (confirmed badcases fi
 
 Only cases with gold in both runs are paired; every mean here is over those paired cases, so a
 delta never mixes two different case sets.
+
+Held out: nothing is fitted, so the check is whether the primary metric's delta holds beyond these
+cases: its paired randomization test, and a split-half agreement (`eval.held_out.split_half`: the
+paired cases split at random in two, seeded; does the delta keep its sign on both halves?). A
+warning says when it does not, or when the delta is not significant.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy.engine import Engine
 
 from ragtriage.eval.aggregate import aggregate_by_bucket, mean_metrics
+from ragtriage.eval.held_out import SplitHalf, split_half
 from ragtriage.eval.run_view import effective_status
 from ragtriage.eval.significance import PairedTest, WinTieLoss, paired_randomization_test, win_tie_loss
 from ragtriage.store import eval_repo as eval_store
@@ -86,6 +92,9 @@ class Comparison(BaseModel):
     regressed: list[CaseDelta] = Field(default_factory=list)
     """Cases where B scores lower than A on the primary metric: confirmed badcases first, then by drop."""
     improved: int = 0
+    split_half: SplitHalf | None = None
+    """The primary metric's delta on two random halves of the paired cases, with the paired test
+    and the warning (None with fewer than 2 paired cases)."""
 
     def delta_of(self, metric: str) -> MetricDelta | None:
         """The overall delta of `metric`, or None when the runs do not both have it."""
@@ -174,6 +183,15 @@ def compare_runs(
         test = paired_randomization_test(scores_a, scores_b, permutations=permutations, seed=seed)
         comparison.tests.append(
             MetricTest(metric=metric, outcome=win_tie_loss(scores_a, scores_b), test=test)
+        )
+    if paired:
+        primary_test = next((t.test for t in comparison.tests if t.metric == primary), None)
+        comparison.split_half = split_half(
+            primary,
+            [float(per_a[c].get(primary, 0.0)) for c in paired],
+            [float(per_b[c].get(primary, 0.0)) for c in paired],
+            seed=seed or 0,
+            test=primary_test,
         )
     confirmed = confirmed_case_ids(engine, run_b)
     if (run_a.dataset, run_a.dataset_version) != (run_b.dataset, run_b.dataset_version):

@@ -29,6 +29,12 @@ the same construction as the thresholds. At each gap the thresholds are swept as
 and the objective picks one; across gaps the same objective decides, and among equal ones the lower
 gap (`off` last): the share then decides fewer cases, refusing as little as the accuracy allows. Cost: G gaps ×
 T thresholds × log N by binary search over sorted scores, with G, T ≤ N + 2.
+
+Held out (`eval.held_out`): the proposal is re-made on k − 1 folds (stratified by answerable /
+no-answer; the same objective, and the gap swept again when it was) and applied to the held fold.
+Per case, a decision is right when a no-answer case is refused or an answerable one is not; the
+baseline is what the run itself refused (the settings it ran with). A fold whose training cases
+yield no proposal keeps the baseline's decisions.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from pydantic import BaseModel, Field
 
 from ragtriage.config.sources import set_settings_values
 from ragtriage.errors import InputError
+from ragtriage.eval.held_out import HeldOut, cross_validate_choice, held_out_figures
 from ragtriage.wording import quoted
 
 __all__ = [
@@ -127,6 +134,12 @@ class CalibrationReport(BaseModel):
     objective picks at it (`calibrate_with_gap`); empty when the gap was not swept."""
     gap_note: str | None = None
     """Why the dense gap was not swept, or what limits the sweep."""
+    held_out: HeldOut | None = None
+    """Share of right refusal decisions: the run's own, the proposal's in sample, and out of fold."""
+    held_out_refusal_accuracy: float | None = None
+    """Out of fold: refused no-answer cases ÷ no-answer cases."""
+    held_out_wrongly_refused: float | None = None
+    """Out of fold: refused answerable cases ÷ answerable cases."""
 
 
 def snapshot_scores(snapshot: Mapping[str, Any]) -> dict[str, float | None]:
@@ -461,15 +474,98 @@ def calibrate_results(
     max_wrong: float = 0.05,
     configured_gap: float | None = None,
     sweep_gap: bool | None = None,
+    refused: Sequence[bool] | None = None,
+    folds: int = 0,
+    seed: int = 0,
 ) -> CalibrationReport:
     """`eval calibrate-refusal` over a run's case results `(has_gold, snapshot)`: `score` as
     `case_scores` picks it; for `lexical_support` the dense gap is swept with the threshold when
     `sweep_gap` (None: when `configured_gap`, the settings' `refusal_dense_gap`, is on), else the
-    threshold is swept at `configured_gap`.
+    threshold is swept at `configured_gap`. With `folds` ≥ 2 and a proposal, `held_out` compares
+    the proposal in sample and out of fold with `refused` (what the run refused, one per result;
+    None: nothing refused) as the baseline (module docstring).
 
     Raises:
         InputError: an unknown score kind, or `max_wrong` outside [0, 1].
     """
+    report = _calibrate_results(
+        run_id, results, score, max_wrong=max_wrong, configured_gap=configured_gap, sweep_gap=sweep_gap
+    )
+    if report.proposed is not None and folds >= 2:
+        _add_held_out(report, results, refused, folds=folds, seed=seed, configured_gap=configured_gap)
+    return report
+
+
+def _add_held_out(
+    report: CalibrationReport,
+    results: Sequence[tuple[bool, Mapping[str, Any]]],
+    refused: Sequence[bool] | None,
+    *,
+    folds: int,
+    seed: int,
+    configured_gap: float | None,
+) -> None:
+    """Set `report.held_out` and the out-of-fold refusal shares (module docstring)."""
+    kept = [i for i, (_, snapshot) in enumerate(results) if "error" not in snapshot]
+    cases = [results[i] for i in kept]
+    if len(cases) < 2:
+        return
+    gold = [has_gold for has_gold, _ in cases]
+    baseline = [bool(refused[i]) if refused is not None else False for i in kept]
+    _, scored = case_scores(cases, report.score)
+    recomputed = report.score == "lexical_support" and report.dense_gap_source in ("swept", "settings")
+    parts = [support_parts(snapshot) for _, snapshot in cases] if recomputed else []
+    sweep = report.dense_gap_source == "swept"
+
+    def decide(choice: tuple[float, float | None] | None, i: int) -> bool:
+        if choice is None:
+            return baseline[i]
+        threshold, gap = choice
+        case_parts = parts[i] if recomputed else None
+        value = lexical_score(case_parts, gap) if case_parts is not None else scored[i][1]
+        return unscored_refused(report.score) if value is None else value < threshold
+
+    def right(choice: tuple[float, float | None] | None, held: list[int]) -> list[float]:
+        return [1.0 if decide(choice, i) != gold[i] else 0.0 for i in held]
+
+    def choose(train: list[int]) -> tuple[float, float | None] | None:
+        fold = _calibrate_results(
+            report.run_id,
+            [cases[i] for i in train],
+            report.score,
+            max_wrong=report.max_wrong,
+            configured_gap=configured_gap,
+            sweep_gap=sweep,
+        )
+        return None if fold.proposed is None else (fold.proposed.threshold, fold.dense_gap)
+
+    assert report.proposed is not None
+    chosen = (report.proposed.threshold, report.dense_gap)
+    everyone = list(range(len(cases)))
+    strata = ["answerable" if g else "no answer" for g in gold]
+    out_of_fold, folded = cross_validate_choice(
+        len(cases), choose, right, folds=min(folds, len(cases)), seed=seed, strata=strata
+    )
+    report.held_out = held_out_figures(
+        "right decisions", right(None, everyone), right(chosen, everyone), out_of_fold, folded, seed=seed
+    )
+    no_answer = [i for i in everyone if not gold[i]]
+    answerable = [i for i in everyone if gold[i]]
+    if no_answer:
+        report.held_out_refusal_accuracy = float(sum(out_of_fold[i] for i in no_answer) / len(no_answer))
+    if answerable:
+        report.held_out_wrongly_refused = float(1 - sum(out_of_fold[i] for i in answerable) / len(answerable))
+
+
+def _calibrate_results(
+    run_id: int,
+    results: Sequence[tuple[bool, Mapping[str, Any]]],
+    score: str | None,
+    *,
+    max_wrong: float,
+    configured_gap: float | None,
+    sweep_gap: bool | None,
+) -> CalibrationReport:
     kind, scored = case_scores(results, score)
     if kind != "lexical_support":
         return calibrate(run_id, kind, scored, max_wrong=max_wrong)

@@ -10,8 +10,9 @@ move keep their value exactly (no rescaling), so a score threshold such as `min_
 meaning as far as the moved weights allow.
 
 With a hundred queries a fit easily learns the eval set instead of the task, so `cross_validate`
-estimates what it is worth on unseen queries: k folds, each fitted on the others and scored on
-itself (out-of-fold MRR@K), against the starting weights on the same folds.
+estimates what it is worth on unseen queries: k folds (`eval.held_out`), each fitted on the others
+and scored on itself (out-of-fold RR@K per case), against the starting weights on the same cases;
+`FitReport.held_out` holds the gains, their spread over folds, the paired test and the warning.
 
 Metrics follow the runner's: the reranked list is cut at `top_n` (the final context), RR@K =
 1/rank of the first relevant chunk within the first min(K, top_n), 0 otherwise; Hit@H likewise.
@@ -31,6 +32,7 @@ import numpy as np
 from ragtriage.config.sources import set_settings_values
 from ragtriage.errors import InputError
 from ragtriage.eval.gold_map import resolve_cases
+from ragtriage.eval.held_out import HeldOut, cross_validate_choice, held_out_figures
 from ragtriage.pipeline.types import Trace
 from ragtriage.store import eval_repo as eval_store
 from ragtriage.wording import quoted
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from ragtriage.workspace import Workspace
 
 __all__ = [
+    "CrossValidation",
     "FitCase",
     "FitReport",
     "collect_fit_cases",
@@ -95,6 +98,8 @@ class FitReport:
     cv_hit_fitted: float | None = None
     skipped: dict[str, int] = field(default_factory=dict)
     """Cases left out, by reason (no gold, no rerank input)."""
+    held_out: HeldOut | None = None
+    """MRR@K gain of the fit in sample and out of fold, its spread, paired test and warning."""
 
     @property
     def generalises(self) -> bool | None:
@@ -102,6 +107,18 @@ class FitReport:
         if self.cv_mrr_fitted is None or self.cv_mrr_current is None:
             return None
         return self.cv_mrr_fitted > self.cv_mrr_current + 1e-9
+
+
+@dataclass(frozen=True)
+class CrossValidation:
+    """Per-case out-of-fold figures: RR@k and Hit@hit_k (1.0 / 0.0) of the starting weights and of
+    the weights fitted without each case's fold, in case order, and the folds (case indices)."""
+
+    rr_current: np.ndarray
+    rr_fitted: np.ndarray
+    hit_current: np.ndarray
+    hit_fitted: np.ndarray
+    parts: list[list[int]]
 
 
 def fit_case(
@@ -139,6 +156,13 @@ class _Stacked:
     def metrics(self, weights: np.ndarray, k: int, hit_k: int, top_n: int) -> tuple[float, float]:
         if not len(self.features):
             return 0.0, 0.0
+        rr, hit = self.per_case(weights, k, hit_k, top_n)
+        return float(rr.mean()), float(hit.mean())
+
+    def per_case(self, weights: np.ndarray, k: int, hit_k: int, top_n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per-case RR@k and Hit@hit_k (as 1.0 / 0.0), shape (cases,) each."""
+        if not len(self.features):
+            return np.zeros(0), np.zeros(0)
         scores = self.features @ weights
         scores[self.padding] = -np.inf
         # Stable sort on the negated score: equal scores keep the fused order, as the reranker does.
@@ -148,7 +172,7 @@ class _Stacked:
         found = first > 0
         rr = np.where(found & (first <= k), 1.0 / np.maximum(first, 1), 0.0)
         hit = found & (first <= hit_k)
-        return float(rr.mean()), float(hit.mean())
+        return rr, hit.astype(np.float64)
 
 
 def rank_metrics(
@@ -233,30 +257,29 @@ def cross_validate(
     hit_k: int = 5,
     top_n: int = 10,
     restarts: int = 3,
-) -> tuple[tuple[float, float], tuple[float, float]]:
-    """Out-of-fold ((MRR@k, Hit@hit_k) of `start`, (MRR@k, Hit@hit_k) of the fitted weights).
+) -> CrossValidation:
+    """Per-case RR@k and Hit@hit_k of `start` and, out of fold, of the weights fitted on the other
+    folds (`eval.held_out.cross_validate_choice`: seeded shuffle, `folds` folds).
 
-    The cases are shuffled with `seed` and dealt into `folds` folds; each fold is scored with the
-    weights fitted on the other folds. Raises ValueError for fewer than 2 folds or more folds than cases.
+    Raises ValueError for fewer than 2 folds or more folds than cases.
     """
-    if folds < 2 or folds > len(cases):
-        raise ValueError(f"cross-validation needs 2 to {len(cases)} folds, got {folds}")
-    order = list(range(len(cases)))
-    random.Random(seed).shuffle(order)
-    parts = [order[i::folds] for i in range(folds)]
-    totals = np.zeros(4)
-    for held in parts:
-        held_set = set(held)
-        train = [cases[i] for i in order if i not in held_set]
-        test = [cases[i] for i in held]
-        weights = coordinate_ascent(
-            train, start, fitted, k=k, hit_k=hit_k, top_n=top_n, restarts=restarts, seed=seed
-        )
-        before = rank_metrics(test, start, k=k, hit_k=hit_k, top_n=top_n)
-        after = rank_metrics(test, weights, k=k, hit_k=hit_k, top_n=top_n)
-        totals += np.array([*before, *after]) * len(test)
-    mean = totals / len(cases)
-    return (float(mean[0]), float(mean[1])), (float(mean[2]), float(mean[3]))
+    options = {"k": k, "hit_k": hit_k, "top_n": top_n}
+    origin = np.asarray(start, dtype=np.float64)
+
+    def choose(train: list[int]) -> np.ndarray:
+        chosen = [cases[i] for i in train]
+        return coordinate_ascent(chosen, origin, fitted, restarts=restarts, seed=seed, **options)
+
+    hits = np.zeros(len(cases))
+
+    def score(weights: np.ndarray, held: list[int]) -> np.ndarray:
+        rr, hit = _Stacked([cases[i] for i in held], len(origin)).per_case(weights, k, hit_k, top_n)
+        hits[held] = hit
+        return rr
+
+    rr_fitted, parts = cross_validate_choice(len(cases), choose, score, folds=folds, seed=seed)
+    rr_current, hit_current = _Stacked(cases, len(origin)).per_case(origin, k, hit_k, top_n)
+    return CrossValidation(rr_current, rr_fitted, hit_current, hits, parts)
 
 
 def fit_weights(
@@ -312,11 +335,16 @@ def fit_weights(
         skipped=dict(skipped or {}),
     )
     if folds >= 2 and fitted and len(cases) >= 2:
-        before, after = cross_validate(
+        cv = cross_validate(
             cases, start, fitted, folds=min(folds, len(cases)), seed=seed, restarts=restarts, **options
         )
-        report.cv_mrr_current, report.cv_hit_current = before
-        report.cv_mrr_fitted, report.cv_hit_fitted = after
+        report.cv_mrr_current, report.cv_hit_current = (
+            float(cv.rr_current.mean()),
+            float(cv.hit_current.mean()),
+        )
+        report.cv_mrr_fitted, report.cv_hit_fitted = float(cv.rr_fitted.mean()), float(cv.hit_fitted.mean())
+        in_sample, _ = _Stacked(cases, len(names)).per_case(weights, k, hit_k, top_n)
+        report.held_out = held_out_figures(f"MRR@{k}", cv.rr_current, in_sample, cv.rr_fitted, cv.parts)
     return report
 
 

@@ -40,7 +40,11 @@ class PairedTest(BaseModel):
     outcome: WinTieLoss
 
 
-def _paired(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+Scores = Sequence[float] | np.ndarray
+"""Per-case scores of one run, in case order."""
+
+
+def _paired(a: Scores, b: Scores) -> tuple[np.ndarray, np.ndarray]:
     scores_a = np.asarray(a, dtype=np.float64)
     scores_b = np.asarray(b, dtype=np.float64)
     if scores_a.shape != scores_b.shape or scores_a.ndim != 1:
@@ -52,7 +56,7 @@ def _paired(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarray, np.ndar
     return scores_a, scores_b
 
 
-def win_tie_loss(a: Sequence[float], b: Sequence[float], *, tolerance: float = TIE_TOLERANCE) -> WinTieLoss:
+def win_tie_loss(a: Scores, b: Scores, *, tolerance: float = TIE_TOLERANCE) -> WinTieLoss:
     """Count cases where B beats, ties or loses to A (|B − A| ≤ tolerance is a tie)."""
     scores_a, scores_b = _paired(a, b)
     delta = scores_b - scores_a
@@ -62,8 +66,8 @@ def win_tie_loss(a: Sequence[float], b: Sequence[float], *, tolerance: float = T
 
 
 def paired_randomization_test(
-    a: Sequence[float],
-    b: Sequence[float],
+    a: Scores,
+    b: Scores,
     *,
     permutations: int = 10_000,
     seed: int | None = 0,

@@ -137,7 +137,13 @@ def test_calibrate_write_then_the_next_run_refuses_as_swept(tmp_path: Path, home
     said = " ".join(result.output.split())
     assert "threshold" not in said.split("no threshold proposed")[0] and "always refused" not in said
     assert "ran without a cross-encoder, so it has no cross_encoder score; drop --score" in said
+    # Six cases cannot make any gain significant out of fold: --write refuses, --force writes.
     result = runner.invoke(cli, ["eval", "calibrate-refusal", "--max-wrong-refusals", "0.25", "--write"])
+    assert result.exit_code == 1 and "not significant at p < 0.05; add --force" in result.output
+    assert "refusal_threshold" not in (home / "config.toml").read_text(encoding="utf-8")
+    result = runner.invoke(
+        cli, ["eval", "calibrate-refusal", "--max-wrong-refusals", "0.25", "--write", "--force"]
+    )
     assert result.exit_code == 0, result.output
     assert "← proposed" in result.output and "objective: maximise refusal accuracy" in result.output
     text = (home / "config.toml").read_text(encoding="utf-8")

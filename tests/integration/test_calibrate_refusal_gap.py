@@ -111,7 +111,7 @@ def test_gap_swept_with_the_threshold_written_and_applied(office_home: Path) -> 
         1 for v in at_gap if v is not None and v < proposed["threshold"]
     )
 
-    shown = _run("eval", "calibrate-refusal", "--max-wrong-refusals", "0.1", "--write")
+    shown = _run("eval", "calibrate-refusal", "--max-wrong-refusals", "0.1", "--write", "--force")
     assert shown.exit_code == 0, shown.output
     said = " ".join(shown.output.split())
     assert "dense gap sweep" in said and "← proposed" in said

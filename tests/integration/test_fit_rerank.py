@@ -16,9 +16,7 @@ from tests.conftest import RunCli
 from tests.tiny_kb import add_tiny_kb
 
 
-def test_fit_rerank_replays_the_tagged_cases_and_writes_only_with_folds_off(
-    tmp_path: Path, home: Path
-) -> None:
+def test_fit_rerank_replays_the_tagged_cases_and_writes_only_with_force(tmp_path: Path, home: Path) -> None:
     workspace = Workspace.open(home, None)
     chunk = add_tiny_kb(workspace, tmp_path / "docs")
     tune = ["split:tune"]
@@ -56,10 +54,15 @@ def test_fit_rerank_replays_the_tagged_cases_and_writes_only_with_folds_off(
     # Nothing beats the current weights out of fold on a KB this easy: --write refuses and says so.
     result = runner.invoke(cli, ["eval", "fit-rerank", "--tag", "split:tune", "--folds", "2", "--write"])
     assert result.exit_code == 1
-    assert "nothing written" in result.output
+    assert "nothing written: the held-out gain of the fitted weights is +0.0000 MRR@10" in result.output
     assert "weights" not in (home / "config.toml").read_text(encoding="utf-8")
-
+    # Without folds there is no held-out figure to judge by: --write needs --force.
     result = runner.invoke(cli, ["eval", "fit-rerank", "--tag", "split:tune", "--folds", "0", "--write"])
+    assert result.exit_code == 1 and "--folds 0 gives no held-out figures" in result.output
+
+    result = runner.invoke(
+        cli, ["eval", "fit-rerank", "--tag", "split:tune", "--folds", "0", "--write", "--force"]
+    )
     assert result.exit_code == 0, result.output
     text = (home / "config.toml").read_text(encoding="utf-8")
     assert text.startswith("# team settings") and "[rerank.weights]" in text and "rrf = " in text

@@ -95,7 +95,7 @@ def test_default_threshold_does_not_judge_a_cross_encoder_until_calibrated(
     assert "fix: run `ragtriage eval run`, then `ragtriage eval calibrate-refusal --write`" in text
 
     assert _run("eval", "run", "--name", "ce").exit_code == 0
-    sweep = _run("eval", "calibrate-refusal", "--max-wrong-refusals", "0.25", "--write", "--json")
+    sweep = _run("eval", "calibrate-refusal", "--max-wrong-refusals", "0.25", "--write", "--force", "--json")
     assert sweep.exit_code == 0, sweep.output
     proposed = json.loads(sweep.stdout)["proposed"]
     written = (home / "config.toml").read_text(encoding="utf-8")

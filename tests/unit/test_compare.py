@@ -82,3 +82,14 @@ def test_unknown_primary_metric_is_an_error(runs) -> None:  # type: ignore[no-un
     engine, run_a, run_b = runs
     with pytest.raises(ValueError, match="ndcg@3"):
         compare_runs(engine, run_a, run_b, primary_metric="ndcg@3")
+
+
+def test_split_half_of_the_primary_metric_uses_its_paired_test(runs) -> None:  # type: ignore[no-untyped-def]
+    engine, run_a, run_b = runs
+    comparison = compare_runs(engine, run_a, run_b)
+    halves = comparison.split_half
+    assert halves is not None and halves.metric == "mrr"
+    # Deltas per case: c1 −0.5, c2 +0.5, c3 0, c4 −0.75; two halves of two cases average to −0.1875.
+    assert (halves.first + halves.second) / 2 == pytest.approx(-0.75 / 4)
+    assert halves.test == comparison.tests[0].test
+    assert halves.warning is not None and halves.warning.startswith("warning: mrr delta -0.1875")

@@ -43,7 +43,8 @@ def test_sweep_by_hand() -> None:
     best = {row.dense_gap: row.best for row in report.gap_rows}
     assert best[0.015] is not None and best[0.015].refused_no_answer == 2  # N2 stands out: kept
     assert best[0.0096] is not None and best[0.0096].refused_no_answer == 1  # the veto alone
-    assert best[None] is not None and best[None].refused_no_answer == 2  # off: A2's 0.1 bounds it
+    off = best[None]
+    assert off is not None and off.refused_no_answer == 2  # off: A2's 0.1 bounds it
     # The threshold rows are the plain sweep at the proposed gap.
     assert [row.threshold for row in report.rows] == [-0.01, 0.15, 0.65, 1.01]
     assert "jointly over the dense gap" in report.objective
@@ -131,3 +132,31 @@ def test_a_run_without_the_parts_is_swept_as_recorded_and_says_so() -> None:
     report = calibrate_results(3, results, "lexical_support", configured_gap=0.009)
     assert report.dense_gap_source == "run" and not report.gap_rows and report.proposed is not None
     assert "did not record the term share and dense gap of 2 of its cases" in (report.gap_note or "")
+
+
+def _recorded(has_gold: bool, share: float, gap: float) -> tuple[bool, dict[str, object]]:
+    parts = {"term_share": share, "oov_names": [], "dense_gap": gap}
+    return has_gold, {"refusal_scores": {"lexical_support": share}, "lexical_support_parts": parts}
+
+
+def test_held_out_refits_threshold_and_gap_per_fold_and_tells_signal_from_noise() -> None:
+    rng = random.Random(4)
+    signal = [_recorded(True, rng.uniform(0.7, 1.0), rng.uniform(0.0, 0.02)) for _ in range(30)]
+    signal += [_recorded(False, rng.uniform(0.0, 0.2), rng.uniform(0.0, 0.008)) for _ in range(10)]
+    report = calibrate_results(1, signal, "lexical_support", configured_gap=0.009, folds=5)
+    held = report.held_out
+    assert report.dense_gap_source == "swept" and held is not None and held.folds == 5
+    # The run refused nothing: every no-answer case refused out of fold is a real, significant gain.
+    assert held.baseline == 0.75 and held.held_out == held.in_sample == 1.0
+    assert held.significant and held.warning is None
+    assert report.held_out_refusal_accuracy == 1.0 and report.held_out_wrongly_refused == 0.0
+    # Labels that say nothing about the scores: the in-sample proposal does not survive its folds.
+    noise = [_recorded(rng.random() < 0.7, rng.random(), rng.uniform(0.0, 0.02)) for _ in range(40)]
+    report = calibrate_results(
+        1, noise, "lexical_support", configured_gap=0.009, folds=5, max_wrong=0.3, refused=[False] * 40
+    )
+    assert report.held_out is not None and report.held_out.held_out_gain < 0
+    assert not report.held_out.significant and report.held_out.warning is not None
+    assert "no gain on held-out cases" in report.held_out.warning
+    # No folds, no held-out figures.
+    assert calibrate_results(1, noise, "lexical_support", configured_gap=0.009).held_out is None

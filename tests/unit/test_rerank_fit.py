@@ -78,6 +78,9 @@ def test_a_fit_of_noise_raises_the_fit_set_but_cross_validation_says_keep() -> N
     report = fit_weights(cases, ["rrf", "noise_a", "noise_b"], {"rrf": 10.0}, folds=5, seed=3)
     assert report.mrr_fitted > report.mrr_current + 0.03  # it memorised the eval set
     assert report.generalises is False
+    held = report.held_out
+    assert held is not None and held.folds == 5 and held.cases == 40 and not held.significant
+    assert held.warning is not None and held.warning.startswith("warning: held-out gain")
 
 
 def test_cross_validation_needs_two_folds_and_a_case_per_fold() -> None:
