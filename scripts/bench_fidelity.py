@@ -33,7 +33,7 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from ragtriage.kb.service import add_paths  # noqa: E402
+from ragtriage.index.kb_sync import add_paths  # noqa: E402
 from ragtriage.logs.ingest import ingest_lines  # noqa: E402
 from ragtriage.pipeline.pipeline import route_k  # noqa: E402
 from ragtriage.pipeline.types import RunOptions  # noqa: E402

@@ -38,8 +38,9 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from ragtriage import locations  # noqa: E402
 from ragtriage.config.profiles import resolve_profile  # noqa: E402
+from ragtriage.index.kb_sync import add_paths  # noqa: E402
 from ragtriage.index.types import ScoredChunk  # noqa: E402
-from ragtriage.kb.service import add_paths, list_chunks  # noqa: E402
+from ragtriage.kb.service import list_chunks  # noqa: E402
 from ragtriage.kb.types import ChunkRecord  # noqa: E402
 from ragtriage.pipeline.normalize import normalize_query  # noqa: E402
 from ragtriage.pipeline.rerank import Reranker  # noqa: E402
