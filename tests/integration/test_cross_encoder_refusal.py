@@ -36,13 +36,10 @@ def _replay(query: str) -> dict[str, Any]:
     return json.loads(result.stdout)
 
 
-def test_one_model_setting_runs_the_cross_encoder_and_calibrate_refusal_recalibrates_for_it(
-    tmp_path: Path, home: Path
-) -> None:
-    corpus = [title + text for title, text in TINY_DOCS.values()] * 10
-    model = save_tiny_cross_encoder(tmp_path / "bge-reranker-v2-m3", corpus)
+def _setup(tmp_path: Path, home: Path, config: str) -> None:
+    """The tiny KB and four answerable and three no-answer cases (one on a topic the KB touches)."""
     home.mkdir(parents=True, exist_ok=True)
-    (home / "config.toml").write_text(f'# team settings\n[rerank]\nmodel = "{model}"\n', encoding="utf-8")
+    (home / "config.toml").write_text(config, encoding="utf-8")
     workspace = Workspace.open(home, None)
     try:
         chunk = add_tiny_kb(workspace, tmp_path / "docs")
@@ -53,10 +50,19 @@ def test_one_model_setting_runs_the_cross_encoder_and_calibrate_refusal_recalibr
             EvalCase(case_id="a4", query="红字发票怎么开", gold={chunk["invoice"]: 1}),
             EvalCase(case_id="n1", query=NO_ANSWER),
             EvalCase(case_id="n2", query="公司股票期权怎么行权"),
+            EvalCase(case_id="n3", query="会议室可以带宠物吗"),
         ]
         eval_store.add_cases(workspace.engine, "default", cases)
     finally:
         workspace.close()
+
+
+def test_one_model_setting_runs_the_cross_encoder_and_calibrate_refusal_recalibrates_for_it(
+    tmp_path: Path, home: Path
+) -> None:
+    corpus = [title + text for title, text in TINY_DOCS.values()] * 10
+    model = save_tiny_cross_encoder(tmp_path / "bge-reranker-v2-m3", corpus)
+    _setup(tmp_path, home, f'# team settings\n[rerank]\nmodel = "{model}"\n')
 
     # `model` alone picks the sentence-transformers CrossEncoder; the shipped threshold (lexical
     # support's) does not judge its probability.
@@ -84,7 +90,40 @@ def test_one_model_setting_runs_the_cross_encoder_and_calibrate_refusal_recalibr
         results = eval_store.run_case_results(workspace.engine, int(latest.id or 0))
     finally:
         workspace.close()
-    assert latest.name == "ce-calibrated" and len(results) == 6
+    assert latest.name == "ce-calibrated" and len(results) == 7
     decisions = [(r.snapshot["refused"], r.snapshot["refusal_scores"]["cross_encoder"]) for r in results]
     assert all(refused == (score < threshold) for refused, score in decisions)
     assert any(refused for refused, _ in decisions)  # the threshold judges: something is refused
+
+
+def test_doctor_says_what_refusal_without_a_cross_encoder_costs_on_the_eval_set(
+    tmp_path: Path, home: Path
+) -> None:
+    _setup(tmp_path, home, "# team settings\n")
+    assert _run("eval", "run", "--name", "lexical").exit_code == 0
+    report = json.loads(_run("doctor", "--json").stdout)
+    finding = next(f for f in report["findings"] if f["kind"] == "refusal_without_cross_encoder")
+    # Lexical support judges every off-topic question of this tiny KB supported (score 1.0).
+    assert finding["severity"] == "warning" and report["ok"]
+    assert finding["summary"].startswith(
+        "refusal judges by lexical_support, not a cross-encoder: in run 1 (lexical) it refused "
+        "0 of 4 (0.0%) answerable cases and kept 3 of 3 (100.0%) no-answer cases"
+    )
+    assert [(i["case_id"], i["note"]) for i in finding["items"]] == [
+        ("n1", "no answer, kept"),
+        ("n2", "no answer, kept"),
+        ("n3", "no answer, kept"),
+    ]
+    text = " ".join(_run("doctor").output.split())
+    assert "[warning] refusal_without_cross_encoder: refusal judges by lexical_support" in text
+    assert (
+        'fix: add a cross-encoder: [rerank] model = "/models/bge-reranker-v2-m3" (a local folder; or '
+        '[rerank] backend = "http" with url), then run `ragtriage eval run` and '
+        "`ragtriage eval calibrate-refusal --write`" in text
+    )
+
+    # With a cross-encoder configured, refusal no longer runs without one.
+    model = save_tiny_cross_encoder(tmp_path / "reranker", [body for _, body in TINY_DOCS.values()] * 10)
+    (home / "config.toml").write_text(f'[rerank]\nmodel = "{model}"\n', encoding="utf-8")
+    kinds = [f["kind"] for f in json.loads(_run("doctor", "--json").stdout)["findings"]]
+    assert "refusal_without_cross_encoder" not in kinds
