@@ -142,8 +142,11 @@ def best_overlap(old_content: str, candidates: list[tuple[str, str]]) -> tuple[s
     return best_id, best_score
 
 
-def run_doctor(workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET) -> DoctorReport:
-    """Check the current version of `dataset` against the KB and the indexes.
+def run_doctor(
+    workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET, *, refusal_cost: bool = True
+) -> DoctorReport:
+    """Check the current version of `dataset` against the KB and the indexes; `refusal_cost=False`
+    leaves out `refusal_cost_findings` (it reads the newest run's case snapshots).
 
     Raises:
         NotFoundError: no such dataset.
@@ -248,7 +251,8 @@ def run_doctor(workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET) 
     report.findings = [findings[kind] for kind in _KINDS if kind in findings]
     report.findings.extend(empty_document_findings(empty_documents(workspace.engine, kb), kb))
     report.findings.extend(refusal_findings(workspace.settings.rerank))
-    report.findings.extend(refusal_cost_findings(workspace, dataset))
+    if refusal_cost:
+        report.findings.extend(refusal_cost_findings(workspace, dataset))
     return report
 
 
