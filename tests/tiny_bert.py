@@ -8,6 +8,7 @@ scores are meaningless; loading, batching, truncation and pooling are the real c
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -45,3 +46,33 @@ def tiny_bert_config(vocab_size: int, *, max_position_embeddings: int, **extra: 
         max_position_embeddings=max_position_embeddings,
         **extra,
     )
+
+
+def save_tiny_cross_encoder(folder: Path, corpus: Iterable[str]) -> Path:
+    """A 2-layer, 32-wide `BertForSequenceClassification` (one logit) with a WordPiece vocabulary
+    of at most 300 tokens trained on `corpus`, saved in `folder` (seeded: the same weights each time)."""
+    import torch
+    from tokenizers import processors
+    from transformers import BertForSequenceClassification, BertTokenizerFast
+
+    tokenizer = train_wordpiece(corpus, vocab_size=300)
+    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    fast = BertTokenizerFast(
+        tokenizer_object=tokenizer,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=64,
+    )
+    fast.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = tiny_bert_config(tokenizer.get_vocab_size(), max_position_embeddings=128, num_labels=1)
+    BertForSequenceClassification(config).save_pretrained(folder)
+    return folder

@@ -65,7 +65,7 @@ def _print_summary(summary: Any) -> None:
 def _gold_warnings(workspace: Any, dataset: str) -> list[str]:
     """The doctor's error findings on `dataset` as one warning line (gold the KB does not hold,
     document ids as chunk ids, deleted gold…): the scores they make wrong are printed anyway."""
-    line = run_doctor(workspace, dataset).error_line()
+    line = run_doctor(workspace, dataset, refusal_cost=False).error_line()
     return [] if line is None else [line]
 
 

@@ -370,8 +370,16 @@ DEFAULT_REFUSAL_THRESHOLD_SCORE: RefusalScoreKind = "lexical_support"
 
 class RerankSettings(StrictModel):
     backend: Literal["none", "flagembedding", "cross-encoder", "http"] = "none"
-    """`none` ranks by business features and RRF score only (the trace says `features-only`)."""
+    """`none` ranks by business features and RRF score only (the trace says `features-only`). Left
+    unset while `model` is set, it is `cross-encoder`: one setting loads a local model."""
     model: str | None = None
+    """Cross-encoder model: a local folder (`/models/bge-reranker-v2-m3`) or a name already in the
+    Hugging Face cache (nothing is downloaded). Set alone, `backend` becomes `cross-encoder`
+    (sentence-transformers `CrossEncoder`), which loads any one-logit sequence-classification
+    reranker, BAAI's bge-reranker-base/large/v2-m3 included, with the same probabilities as
+    `flagembedding` (sigmoid of the same logit; tests/integration/test_rerank_models.py). LLM
+    rerankers (bge-reranker-v2-gemma, -minicpm-layerwise) are supported by neither. An explicit
+    `backend = "none"` keeps the model unused."""
     url: str | None = None
     """TEI/Jina-style `/rerank` service URL."""
     api_key_env: str = "RAGTRIAGE_RERANK_API_KEY"
@@ -418,6 +426,13 @@ class RerankSettings(StrictModel):
     freshness_now: str | None = None
     """ISO-8601 moment the freshness feature is computed at (None: the logged request's time in a
     replay of it, else the current time; docs/settings.md#rerank-features)."""
+
+    @model_validator(mode="after")
+    def _backend_from_model(self) -> RerankSettings:
+        """A model set without a backend is a cross-encoder's (assigned without re-validating)."""
+        if self.model and "backend" not in self.model_fields_set and self.backend == "none":
+            self.__dict__["backend"] = "cross-encoder"
+        return self
 
     @model_validator(mode="after")
     def _default_threshold_kind(self) -> RerankSettings:

@@ -13,6 +13,13 @@ A `[rerank] refusal_threshold` is a value on the scale of the score it was calib
 added, `refusal_score` changed), refusal does not judge any request (`pipeline.refusal`); when a
 settings file gives a threshold without its kind, the threshold applies to whatever score the run
 has, as before the kind was recorded, and nothing checks its scale.
+
+When refusal judges by a score other than a cross-encoder's (`refusal_cost_findings`), the doctor
+says what that costs on the dataset, from the latest run's stored refusal decisions (each case
+snapshot's `refused`, the pipeline's refusal verdict; an empty final context without a refusal is
+not counted; nor is a case that retrieved nothing, which a cross-encoder would refuse too):
+answerable cases (with gold) refused ÷ answerable cases, and no-answer cases (no gold) not refused
+÷ no-answer cases. Silent without such a run, or when both shares are 0.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ __all__ = [
     "FindingItem",
     "best_overlap",
     "empty_document_findings",
+    "refusal_cost_findings",
     "refusal_findings",
     "run_doctor",
 ]
@@ -134,8 +142,11 @@ def best_overlap(old_content: str, candidates: list[tuple[str, str]]) -> tuple[s
     return best_id, best_score
 
 
-def run_doctor(workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET) -> DoctorReport:
-    """Check the current version of `dataset` against the KB and the indexes.
+def run_doctor(
+    workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET, *, refusal_cost: bool = True
+) -> DoctorReport:
+    """Check the current version of `dataset` against the KB and the indexes; `refusal_cost=False`
+    leaves out `refusal_cost_findings` (it reads the newest run's case snapshots).
 
     Raises:
         NotFoundError: no such dataset.
@@ -240,6 +251,8 @@ def run_doctor(workspace: Workspace, dataset: str = eval_store.DEFAULT_DATASET) 
     report.findings = [findings[kind] for kind in _KINDS if kind in findings]
     report.findings.extend(empty_document_findings(empty_documents(workspace.engine, kb), kb))
     report.findings.extend(refusal_findings(workspace.settings.rerank))
+    if refusal_cost:
+        report.findings.extend(refusal_cost_findings(workspace, dataset))
     return report
 
 
@@ -349,6 +362,58 @@ def refusal_findings(rerank: RerankSettings) -> list[Finding]:
                 "`refusal not judged`)"
             ),
             fix=f'{CALIBRATE} (it writes the threshold and its kind), or set refusal_threshold = "off"',
+        )
+    ]
+
+
+def refusal_cost_findings(workspace: Workspace, dataset: str) -> list[Finding]:
+    """A warning when refusal judges without a cross-encoder, with what it cost in the latest run of
+    `dataset` (shares of answerable cases refused and no-answer cases kept; module docstring) and
+    each such case; [] when refusal is off, a cross-encoder scores, there is no run that refused by
+    another kind, or that run made no wrong decision."""
+    rerank = workspace.settings.rerank
+    kind = rerank.refusal_kind()
+    if rerank.refusal_threshold is None or not rerank.enabled or kind == "cross_encoder":
+        return []
+    runs = eval_store.list_runs(workspace.engine, dataset)
+    if not runs or runs[0].id is None:
+        return []
+    run, run_id = runs[0], runs[0].id
+    snapshots = [
+        (row.case_id, row.has_gold, row.snapshot)
+        for row in eval_store.run_case_results(workspace.engine, run_id)
+        if "error" not in row.snapshot and row.snapshot.get("candidates")
+    ]
+    if any(snapshot.get("refusal_score_kind") == "cross_encoder" for _, _, snapshot in snapshots):
+        return []  # that run had a cross-encoder: it says nothing of refusal without one
+    answerable = [(case_id, bool(s.get("refused"))) for case_id, gold, s in snapshots if gold]
+    no_answer = [(case_id, bool(s.get("refused"))) for case_id, gold, s in snapshots if not gold]
+    refused = [case_id for case_id, flag in answerable if flag]
+    kept = [case_id for case_id, flag in no_answer if not flag]
+    if not refused and not kept:
+        return []
+
+    def share(part: list[str], whole: list[tuple[str, bool]]) -> str:
+        return f"{len(part):,} of {len(whole):,} ({len(part) / len(whole):.1%})" if whole else "0 of 0"
+
+    name = f"run {run.id}" + (f" ({run.name})" if run.name else "")
+    return [
+        Finding(
+            kind="refusal_without_cross_encoder",
+            severity="warning",
+            summary=(
+                f"refusal judges by {kind}, not a cross-encoder: in {name} it refused "
+                f"{share(refused, answerable)} answerable cases and kept {share(kept, no_answer)} "
+                "no-answer cases (each case's stored refusal decision against whether it has gold; cases that "
+                "retrieved nothing left out)"
+            ),
+            fix=(
+                'add a cross-encoder: [rerank] model = "/models/bge-reranker-v2-m3" (a local folder; or '
+                '[rerank] backend = "http" with url), then run `ragtriage eval run` and '
+                "`ragtriage eval calibrate-refusal --write`"
+            ),
+            items=[FindingItem(case_id=case_id, note="answerable, refused") for case_id in refused]
+            + [FindingItem(case_id=case_id, note="no answer, kept") for case_id in kept],
         )
     ]
 

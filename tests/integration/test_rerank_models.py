@@ -18,7 +18,7 @@ from ragtriage.pipeline.rerank_backends import (
     SentenceTransformersScorer,
     sigmoid,
 )
-from tests.tiny_bert import tiny_bert_config, train_wordpiece
+from tests.tiny_bert import save_tiny_cross_encoder
 
 pytestmark = pytest.mark.model
 
@@ -35,32 +35,7 @@ CORPUS = [
 @pytest.fixture(scope="module")
 def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer, 32-wide BertForSequenceClassification with a WordPiece vocab trained on CORPUS."""
-    import torch
-    from tokenizers import processors
-    from transformers import BertForSequenceClassification, BertTokenizerFast
-
-    folder = tmp_path_factory.mktemp("tiny-cross-encoder")
-    tokenizer = train_wordpiece(CORPUS, vocab_size=300)
-    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
-    )
-    fast = BertTokenizerFast(
-        tokenizer_object=tokenizer,
-        unk_token="[UNK]",
-        pad_token="[PAD]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
-        model_max_length=64,
-    )
-    fast.save_pretrained(folder)
-    torch.manual_seed(0)
-    config = tiny_bert_config(tokenizer.get_vocab_size(), max_position_embeddings=128, num_labels=1)
-    BertForSequenceClassification(config).save_pretrained(folder)
-    return folder
+    return save_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-cross-encoder"), CORPUS)
 
 
 @pytest.mark.parametrize("scorer_class", [FlagRerankerScorer, SentenceTransformersScorer])
