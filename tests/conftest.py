@@ -229,3 +229,21 @@ def run_ragtriage(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=300,
     )
+
+
+def stored_requests(home: Path) -> dict[str, Any]:
+    """Request id → the `RequestLog` `logs ingest` stored in `home`."""
+    from sqlalchemy import select
+
+    from ragtriage.logs.schema import RequestLog
+    from ragtriage.store.db import read_session
+    from ragtriage.store.log_tables import RequestLogRow
+    from ragtriage.workspace import Workspace
+
+    workspace = Workspace.open(home)
+    try:
+        with read_session(workspace.engine) as session:
+            rows = session.execute(select(RequestLogRow)).scalars().all()
+            return {row.request_id: RequestLog.model_validate_json(row.body) for row in rows}
+    finally:
+        workspace.close()

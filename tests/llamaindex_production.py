@@ -362,3 +362,44 @@ def build_llamaindex_production(folder: Path) -> LlamaIndexProduction:
         row["embedding"] = [float(x) for x in vector if isinstance(x, float)]
     client.close()
     return LlamaIndexProduction(rows=rows, otlp=otlp, phoenix=phoenix, truth=truth)
+
+
+def replay_home(
+    production: LlamaIndexProduction, rows: list[dict[str, Any]], folder: Path, run_cli: Any
+) -> list[str]:
+    """A ragtriage home in `folder` whose KB holds `rows` (today's nodes, also what the factory
+    reads) and which ingested the production's traces, with a profile `faq-bot` naming the team's
+    factory for `li-1.0`; returns the `--home`/`--config` arguments."""
+    import textwrap
+
+    folder.mkdir(parents=True, exist_ok=True)
+    nodes = folder / "nodes.jsonl"
+    nodes.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    config = folder / "config.toml"
+    config.write_text(
+        textwrap.dedent(
+            f"""
+            [kb.import]
+            vector_field = "embedding"
+
+            [kb.import.map]
+            chunk_id = "id"
+            doc_id = "document_id"
+            title = "section_title"
+            anchor = "anchor"
+            content = "text"
+
+            [profiles.faq-bot]
+            stages.pipeline = {{ use = "tests.llamaindex_production:build_query_engine", nodes = "{nodes}" }}
+
+            [replay.versions]
+            "{PIPELINE_VERSION}" = "faq-bot"
+            """
+        ),
+        encoding="utf-8",
+    )
+    base = ["--home", str(folder / "home"), "--config", str(config)]
+    for args in (["kb", "import", str(nodes)], ["logs", "ingest", str(production.otlp)]):
+        code, _, err = run_cli([*args, *base])
+        assert code == 0, err
+    return base

@@ -8,7 +8,6 @@ document."""
 from __future__ import annotations
 
 import json
-import textwrap
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import RunCli
+from tests.llamaindex_production import replay_home
 
 pytest.importorskip("llama_index.core")
 pytest.importorskip("openinference.instrumentation.llama_index")
@@ -34,36 +34,7 @@ def _fidelity(
 ) -> tuple[dict[str, Any], str]:
     """Import `rows` as today's KB (and today's nodes for the factory), ingest the production's
     traces, run `fidelity`: (the --json report, the text report)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    nodes = folder / "nodes.jsonl"
-    nodes.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    config = folder / "config.toml"
-    config.write_text(
-        textwrap.dedent(
-            f"""
-            [kb.import]
-            vector_field = "embedding"
-
-            [kb.import.map]
-            chunk_id = "id"
-            doc_id = "document_id"
-            title = "section_title"
-            anchor = "anchor"
-            content = "text"
-
-            [profiles.faq-bot]
-            stages.pipeline = {{ use = "tests.llamaindex_production:build_query_engine", nodes = "{nodes}" }}
-
-            [replay.versions]
-            "li-1.0" = "faq-bot"
-            """
-        ),
-        encoding="utf-8",
-    )
-    base = ["--home", str(folder / "home"), "--config", str(config)]
-    for args in (["kb", "import", str(nodes)], ["logs", "ingest", str(production.otlp)]):
-        code, _, err = run_cli([*args, *base])
-        assert code == 0, err
+    base = replay_home(production, rows, folder, run_cli)
     code, out, err = run_cli(["fidelity", "--json", "--least", "30", *base])
     assert code == 0, err
     report: dict[str, Any] = json.loads(out)

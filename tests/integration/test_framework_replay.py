@@ -230,39 +230,9 @@ def test_the_teams_llamaindex_production_replays_exactly_through_its_factory(
 ) -> None:
     """The Debian FAQ production of `tests.llamaindex_production` (a query transform, a fused vector
     and BM25 retrieval, a reranking postprocessor), replayed by naming its factory in a profile."""
-    nodes = llamaindex_production.otlp.parent / "nodes.jsonl"
-    rows = tmp_path / "chunks.jsonl"
-    rows.write_text(
-        "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in llamaindex_production.rows),
-        encoding="utf-8",
-    )
-    config = tmp_path / "config.toml"
-    config.write_text(
-        textwrap.dedent(
-            f"""
-            [kb.import]
-            vector_field = "embedding"
+    from tests.llamaindex_production import replay_home
 
-            [kb.import.map]
-            chunk_id = "id"
-            doc_id = "document_id"
-            title = "section_title"
-            anchor = "anchor"
-            content = "text"
-
-            [profiles.faq-bot]
-            stages.pipeline = {{ use = "tests.llamaindex_production:build_query_engine", nodes = "{nodes}" }}
-
-            [replay.versions]
-            "li-1.0" = "faq-bot"
-            """
-        ),
-        encoding="utf-8",
-    )
-    base = ["--home", str(tmp_path / "home"), "--config", str(config)]
-    for args in (["kb", "import", str(rows)], ["logs", "ingest", str(llamaindex_production.otlp)]):
-        code, _, err = run_cli([*args, *base])
-        assert code == 0, err
+    base = replay_home(llamaindex_production, llamaindex_production.rows, tmp_path, run_cli)
 
     report = _json(run_cli, base, "fidelity", "--no-store")
 

@@ -13,13 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
 
 from ragtriage.logs.schema import RequestLog, stage_ids
-from ragtriage.store.db import read_session
-from ragtriage.store.log_tables import RequestLogRow
-from ragtriage.workspace import Workspace
-from tests.conftest import RunCli
+from tests.conftest import RunCli, stored_requests
 from tests.langchain_production import COLLECTION, PIPELINE_VERSION, LangChainProduction
 
 
@@ -35,13 +31,7 @@ def stored(langchain_production: LangChainProduction, home: Path, run_cli: RunCl
     """Request id → the request `logs ingest` stored from the production's OTLP file."""
     report = _json(run_cli, ["logs", "ingest", str(langchain_production.otlp), "--home", str(home)])
     assert report["quarantined"] == 0, report
-    workspace = Workspace.open(home)
-    try:
-        with read_session(workspace.engine) as session:
-            rows = session.execute(select(RequestLogRow)).scalars().all()
-            return {row.request_id: RequestLog.model_validate_json(row.body) for row in rows}
-    finally:
-        workspace.close()
+    return stored_requests(home)
 
 
 def test_ingest_stores_each_stage_production_had(

@@ -11,13 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
 
 from ragtriage.logs.schema import RequestLog, stage_ids
-from ragtriage.store.db import read_session
-from ragtriage.store.log_tables import RequestLogRow
-from ragtriage.workspace import Workspace
-from tests.conftest import RunCli
+from tests.conftest import RunCli, stored_requests
 from tests.llamaindex_production import PIPELINE_VERSION, LlamaIndexProduction
 
 
@@ -30,13 +26,7 @@ def stored(
     path = getattr(llamaindex_production, request.param)
     code, out, err = run_cli(["logs", "ingest", str(path), "--home", str(home)])
     assert code == 0, err
-    workspace = Workspace.open(home)
-    try:
-        with read_session(workspace.engine) as session:
-            rows = session.execute(select(RequestLogRow)).scalars().all()
-            return {row.request_id: RequestLog.model_validate_json(row.body) for row in rows}
-    finally:
-        workspace.close()
+    return stored_requests(home)
 
 
 def test_each_stage_is_the_list_production_had(
