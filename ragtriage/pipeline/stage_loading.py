@@ -79,7 +79,7 @@ class TeamStage:
 
     def hits(self, value: Any) -> list[ScoredChunk]:
         """A route, fusion or rerank stage's return as ranked chunks (rank from 1)."""
-        if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence | list | tuple):
+        if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
             raise self._shape(value, "a list of (chunk_id, score) pairs, best first")
         chunks: list[ScoredChunk] = []
         for position, item in enumerate(value, start=1):
